@@ -1,0 +1,73 @@
+# Braid — the two commands a newcomer needs are `make demo` and `make test`.
+# Both create .venv on first use and install what they need from this repository's own files.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+DEV_STAMP := $(VENV)/.dev-installed
+RUN_STAMP := $(VENV)/.run-installed
+ZK_JAR := /usr/share/java/zookeeper.jar
+PYTEST_ARGS ?=
+
+.PHONY: demo test lint typecheck unit integration cluster interop proto bench system-deps clean help
+
+help:
+	@echo "make demo    - create .venv, install Braid, run the scripted demo"
+	@echo "make test    - create .venv, install test deps (incl. Debian zookeeper), run everything CI runs"
+	@echo "make lint | typecheck | unit | integration | cluster | interop - one tier at a time"
+	@echo "make proto   - regenerate src/braid/protocol/generated from the .proto"
+	@echo "make bench   - run the benchmarks in bench/ (not part of the test suite)"
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@ $(RUN_STAMP)
+
+# Debian packages the tests need: a real ZooKeeper (and the Java it runs on).
+system-deps:
+	@if [ ! -f $(ZK_JAR) ]; then \
+	  echo "installing Debian package zookeeper (needed by the cluster tests)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null; \
+	fi
+
+demo: $(RUN_STAMP)
+	$(BIN)/braid demo
+
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: $(DEV_STAMP)
+	$(BIN)/mypy
+
+test: $(DEV_STAMP) system-deps lint typecheck
+	$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+unit: $(DEV_STAMP)
+	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+
+integration: $(DEV_STAMP)
+	$(BIN)/python -m pytest -m integration $(PYTEST_ARGS)
+
+cluster: $(DEV_STAMP) system-deps
+	$(BIN)/python -m pytest -m cluster $(PYTEST_ARGS)
+
+interop: $(DEV_STAMP)
+	$(BIN)/python -m pytest -m interop $(PYTEST_ARGS)
+
+proto: $(DEV_STAMP)
+	$(BIN)/python -m braid.protocol.regenerate
+
+bench: $(DEV_STAMP)
+	for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache

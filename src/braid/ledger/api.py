@@ -1,0 +1,243 @@
+"""The managed ledger contract: a named, durable, append-only log with cursors.
+
+A managed ledger is an ordered list of ledgers (``LedgerInfo``) kept in the broker's metadata store
+with compare-and-swap. It rolls over to a new ledger by entries / size / age, can be *terminated*
+(sealed: no more appends; PIP-468's segment termination), and trims ledgers every cursor has passed,
+subject to retention. A new owner (or the same broker after a crash) reopens it by recovering - and
+so fencing - the last ledger, so no acknowledged entry is lost and the old owner cannot write again.
+
+Cursors track a subscription's progress: a cumulative mark-delete position plus individually deleted
+ranges above it, persisted (stamped with the storage cluster that holds them, PIP-470) and restored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from braid.core.errors import (
+    AlreadyClosedError,
+    BraidError,
+    FencedError,
+    InvalidInputError,
+    NotFoundError,
+    TopicTerminatedError,
+)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Position:
+    """A place in a managed ledger: ``(ledger_id, entry_id)``, ordered lexicographically."""
+
+    ledger_id: int
+    entry_id: int
+
+    def __str__(self) -> str:
+        return f"{self.ledger_id}:{self.entry_id}"
+
+
+#: Before the first entry of any ledger (``(-1, -1)``, as in Pulsar).
+EARLIEST = Position(-1, -1)
+#: After the last entry (used as the "latest" sentinel).
+LATEST = Position(2**63 - 1, 2**63 - 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    position: Position
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerInfo:
+    """One ledger of a managed ledger (PIP-470 adds ``bookie_cluster_name``)."""
+
+    ledger_id: int
+    entries: int
+    size: int
+    timestamp_ms: int
+    bookie_cluster_name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedLedgerConfig:
+    max_entries_per_ledger: int = 50_000
+    max_size_per_ledger: int = 256 * 1024 * 1024
+    max_ledger_age_s: float = 4 * 3600.0
+    retention_time_s: float = 0.0  # keep consumed ledgers this long (-1 = forever)
+    retention_size_bytes: int = 0  # keep consumed ledgers up to this size (-1 = unlimited)
+    ensemble: int = 1
+    write_quorum: int = 1
+    ack_quorum: int = 1
+
+
+class ManagedLedgerError(BraidError):
+    """Root of managed-ledger errors."""
+
+
+class ManagedLedgerTerminated(ManagedLedgerError, TopicTerminatedError):
+    """Append to a terminated managed ledger."""
+
+
+class ManagedLedgerFenced(ManagedLedgerError, FencedError):
+    """Another owner opened this managed ledger; this instance must stop."""
+
+
+class ManagedLedgerClosed(ManagedLedgerError, AlreadyClosedError):
+    """The managed ledger (or cursor) was closed."""
+
+
+class ManagedLedgerNotFound(ManagedLedgerError, NotFoundError):
+    """Opening with ``create_if_missing=False`` a managed ledger that does not exist."""
+
+
+class CursorNotFound(ManagedLedgerError, NotFoundError):
+    """The named cursor does not exist."""
+
+
+class InvalidPosition(ManagedLedgerError, InvalidInputError):
+    """A position that does not belong to this managed ledger or goes backwards."""
+
+
+class ManagedCursor(Protocol):
+    """A subscription's durable read state over a managed ledger."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def mark_delete_position(self) -> Position:
+        """Everything at or before this position is acknowledged (cumulatively)."""
+        ...
+
+    @property
+    def read_position(self) -> Position:
+        """Next position ``read_entries`` returns from."""
+        ...
+
+    @property
+    def properties(self) -> Mapping[str, int]:
+        """Properties stored with the last mark-delete (deduplication keeps sequence ids here)."""
+        ...
+
+    @property
+    def individually_deleted(self) -> Sequence[tuple[Position, Position]]:
+        """Acknowledged ranges above the mark-delete position, as inclusive ``(first, last)``."""
+        ...
+
+    async def read_entries(self, max_entries: int) -> list[Entry]:
+        """Read up to ``max_entries`` from the read position (skipping deleted ones); may be ``[]``."""
+        ...
+
+    async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
+        """Like ``read_entries`` but waits until at least one entry is available (cancellable)."""
+        ...
+
+    async def mark_delete(self, position: Position, properties: Mapping[str, int] | None = None) -> None:
+        """Acknowledge everything up to and including ``position`` (persisted)."""
+        ...
+
+    async def delete(self, positions: Sequence[Position]) -> None:
+        """Acknowledge individual positions; contiguous ones advance the mark-delete position."""
+        ...
+
+    def is_deleted(self, position: Position) -> bool: ...
+
+    async def seek(self, position: Position) -> None:
+        """Move the read position (a rewind makes acknowledged entries above it deliverable only if
+        they were not acked; acks are kept)."""
+        ...
+
+    async def reset(self, position: Position) -> None:
+        """Move both mark-delete and read position so ``position`` is the next entry delivered,
+        forgetting individual acks (Pulsar's subscription seek / reset cursor)."""
+        ...
+
+    def rewind(self) -> None:
+        """Set the read position back to the first unacknowledged entry (redeliver everything)."""
+        ...
+
+    def backlog(self) -> int:
+        """Entries not yet acknowledged."""
+        ...
+
+    def has_more_entries(self) -> bool: ...
+
+
+class ManagedLedger(Protocol):
+    """A named durable log."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def last_confirmed_position(self) -> Position:
+        """Position of the last appended entry (``(ledger, -1)``-style when empty)."""
+        ...
+
+    @property
+    def is_terminated(self) -> bool: ...
+
+    @property
+    def ledgers(self) -> Sequence[LedgerInfo]: ...
+
+    @property
+    def number_of_entries(self) -> int: ...
+
+    @property
+    def total_size(self) -> int: ...
+
+    async def append(self, data: bytes) -> Position:
+        """Append; returns the entry's position once it is durable.
+
+        Raises :class:`ManagedLedgerTerminated`, :class:`ManagedLedgerFenced`.
+        """
+        ...
+
+    async def read(self, position: Position, max_entries: int) -> list[Entry]:
+        """Read up to ``max_entries`` starting at ``position`` (inclusive)."""
+        ...
+
+    async def terminate(self) -> Position:
+        """Seal: no further appends. Returns the last position. Idempotent."""
+        ...
+
+    async def open_cursor(
+        self, name: str, initial_position: Position = LATEST
+    ) -> ManagedCursor:
+        """Open (or create at ``initial_position``: ``EARLIEST``, ``LATEST`` or a position)."""
+        ...
+
+    async def delete_cursor(self, name: str) -> None: ...
+
+    @property
+    def cursors(self) -> Mapping[str, ManagedCursor]: ...
+
+    async def trim(self) -> int:
+        """Delete ledgers every cursor has passed and retention allows; returns how many."""
+        ...
+
+    async def close(self) -> None: ...
+
+    async def delete(self) -> None:
+        """Delete every ledger, cursor and the metadata of this managed ledger."""
+        ...
+
+
+class ManagedLedgerFactory(Protocol):
+    async def open(
+        self,
+        name: str,
+        config: ManagedLedgerConfig | None = None,
+        *,
+        create_if_missing: bool = True,
+    ) -> ManagedLedger: ...
+
+    async def exists(self, name: str) -> bool: ...
+
+    async def delete(self, name: str) -> None: ...
+
+    async def list(self) -> Sequence[str]: ...
+
+    async def close(self) -> None: ...

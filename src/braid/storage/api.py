@@ -1,0 +1,200 @@
+"""The ledger API (BookKeeper's client model) that the managed ledger and the broker program against.
+
+A *storage cluster* is a name, a metadata root and its bookies. A :class:`StorageClient` talks to one
+cluster: it allocates ledger ids from that cluster's id generator, keeps ledger metadata under that
+cluster's metadata root (updated with compare-and-swap) and writes entries to its bookies. Several
+clients for several clusters can be open at once in one broker (PIP-470); every ledger is stamped
+with its cluster's name at creation, so a reader can route by that stamp.
+
+A ledger has exactly one writer. ``add_entry`` returns only once the entry is durable (fsync'd) on an
+ack quorum of bookies. Opening a ledger with ``recovery=True`` *fences* it: the previous writer's later
+adds fail with :class:`LedgerFenced`, the last entry is recovered and the ledger is closed.
+
+Implementations: ``braid.storage.local`` (in-process bookie(s), standalone). A network bookie with
+replication can be added behind the same API without changing callers.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from braid.core.errors import (
+    AlreadyExistsError,
+    BraidError,
+    FencedError,
+    IllegalStateError,
+    InvalidInputError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
+
+
+class LedgerState(enum.Enum):
+    OPEN = "OPEN"
+    IN_RECOVERY = "IN_RECOVERY"
+    CLOSED = "CLOSED"
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerMetadata:
+    """What the storage cluster's metadata root records about a ledger."""
+
+    ledger_id: int
+    cluster_name: str
+    state: LedgerState
+    ensemble: tuple[str, ...]
+    write_quorum: int
+    ack_quorum: int
+    last_entry_id: int  # -1 while empty or open
+    length: int  # total payload bytes of entries 0..last_entry_id (valid once CLOSED)
+    created_ms: int
+    custom_metadata: Mapping[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerEntry:
+    ledger_id: int
+    entry_id: int
+    data: bytes
+
+
+class StorageError(BraidError):
+    """Root of storage errors."""
+
+
+class LedgerExists(StorageError, AlreadyExistsError):
+    """``create_ledger_adv`` with an id that is already taken."""
+
+
+class NoSuchLedger(StorageError, NotFoundError):
+    """The ledger does not exist (or was deleted)."""
+
+
+class NoSuchEntry(StorageError, NotFoundError):
+    """Reading past the last confirmed entry, or an entry that is not stored."""
+
+
+class LedgerFenced(StorageError, FencedError):
+    """The ledger was fenced by a recovery open: this writer must stop."""
+
+
+class LedgerClosed(StorageError, IllegalStateError):
+    """Adding to a ledger that is closed."""
+
+
+class InvalidEntryId(StorageError, InvalidInputError):
+    """An explicit entry id out of order in a ledger created with ``create_ledger_adv``."""
+
+
+class BookieUnavailable(StorageError, ServiceUnavailableError):
+    """Not enough bookies are writable to form the requested quorum."""
+
+
+class StorageIOError(StorageError):
+    """The disk failed (ENOSPC, EIO, ...). The entry is not acknowledged."""
+
+
+class WriteHandle(Protocol):
+    """The single writer of a ledger."""
+
+    @property
+    def ledger_id(self) -> int: ...
+
+    @property
+    def cluster_name(self) -> str: ...
+
+    @property
+    def last_add_confirmed(self) -> int:
+        """Highest entry id acknowledged as durable (-1 when empty)."""
+        ...
+
+    @property
+    def length(self) -> int:
+        """Total payload bytes acknowledged so far."""
+        ...
+
+    async def add_entry(self, data: bytes) -> int:
+        """Append ``data``; returns its entry id (0, 1, 2, ...) once it is durable.
+
+        Raises :class:`LedgerFenced`, :class:`LedgerClosed`, :class:`StorageIOError`.
+        """
+        ...
+
+    async def add_entry_with_id(self, entry_id: int, data: bytes) -> int:
+        """Append with an explicit id (only for ledgers made by ``create_ledger_adv``); ids must be
+        written in order 0, 1, 2, ... so copies keep their source's ids (PIP-470 BUILD)."""
+        ...
+
+    async def read_entries(self, first: int, last: int) -> list[LedgerEntry]:
+        """Read entries ``first..last`` inclusive (all must be <= ``last_add_confirmed``)."""
+        ...
+
+    async def close(self) -> LedgerMetadata:
+        """Close the ledger: record its last entry id and length in the metadata. Idempotent."""
+        ...
+
+
+class ReadHandle(Protocol):
+    """A reader of a ledger, opened with or without recovery."""
+
+    @property
+    def ledger_id(self) -> int: ...
+
+    @property
+    def metadata(self) -> LedgerMetadata: ...
+
+    @property
+    def last_add_confirmed(self) -> int: ...
+
+    async def read_entries(self, first: int, last: int) -> list[LedgerEntry]: ...
+
+    async def refresh_last_add_confirmed(self) -> int:
+        """For a ``recovery=False`` handle on an open ledger: learn how far the writer has got."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class StorageClient(Protocol):
+    """A client of one storage cluster (BookKeeper's ``BookKeeper`` object)."""
+
+    @property
+    def cluster_name(self) -> str: ...
+
+    async def create_ledger(
+        self,
+        ensemble: int = 1,
+        write_quorum: int = 1,
+        ack_quorum: int = 1,
+        custom_metadata: Mapping[str, bytes] | None = None,
+    ) -> WriteHandle:
+        """Create a ledger with an id from the cluster's id generator."""
+        ...
+
+    async def create_ledger_adv(
+        self,
+        ledger_id: int,
+        ensemble: int = 1,
+        write_quorum: int = 1,
+        ack_quorum: int = 1,
+        custom_metadata: Mapping[str, bytes] | None = None,
+    ) -> WriteHandle:
+        """Create a ledger with an explicit id. Raises :class:`LedgerExists`."""
+        ...
+
+    async def open_ledger(self, ledger_id: int, recovery: bool = True) -> ReadHandle:
+        """Open for reading. ``recovery=True`` fences the ledger, recovers and closes it."""
+        ...
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Delete the ledger and reclaim its space. Raises :class:`NoSuchLedger`."""
+        ...
+
+    async def get_ledger_metadata(self, ledger_id: int) -> LedgerMetadata: ...
+
+    async def list_ledgers(self) -> Sequence[int]: ...
+
+    async def close(self) -> None: ...
