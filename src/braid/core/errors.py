@@ -1,10 +1,11 @@
 """The root of Braid's error hierarchy and its typed categories.
 
 Every error Braid raises on purpose derives from :class:`BraidError`. Each category carries a
-``retriable`` flag (the spec's ``error-model.md`` §3): callers retry retriable errors with backoff and
-surface the others. Lower layers (metadata, storage, ledger, broker) subclass these categories with
-their own precise types, and translate foreign exceptions (sqlite3, kazoo, OSError, ...) once, at their
-boundary, so a user never sees an exception from a library Braid happens to use.
+``retriable`` flag (the spec's ``error-model.md`` §3): callers retry retriable errors with
+backoff and surface the others. Lower layers (metadata, storage, ledger, broker) subclass these
+categories with their own precise types, and translate foreign exceptions (sqlite3, kazoo,
+OSError, ...) once, at their boundary, so a user never sees an exception from a library Braid
+happens to use.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ class ConflictError(BraidError):
 
 
 class IllegalStateError(BraidError):
-    """The operation is not valid in the object's current state (sealed segment, not leader, ...)."""
+    """The operation is not valid in the current state (sealed segment, not leader, ...)."""
 
 
 class AlreadyClosedError(IllegalStateError):

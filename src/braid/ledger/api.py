@@ -127,14 +127,16 @@ class ManagedCursor(Protocol):
         ...
 
     async def read_entries(self, max_entries: int) -> list[Entry]:
-        """Read up to ``max_entries`` from the read position (skipping deleted ones); may be ``[]``."""
+        """Read up to ``max_entries`` from the read position, skipping deleted ones."""
         ...
 
     async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
         """Like ``read_entries`` but waits until at least one entry is available (cancellable)."""
         ...
 
-    async def mark_delete(self, position: Position, properties: Mapping[str, int] | None = None) -> None:
+    async def mark_delete(
+        self, position: Position, properties: Mapping[str, int] | None = None
+    ) -> None:
         """Acknowledge everything up to and including ``position`` (persisted)."""
         ...
 
@@ -203,9 +205,7 @@ class ManagedLedger(Protocol):
         """Seal: no further appends. Returns the last position. Idempotent."""
         ...
 
-    async def open_cursor(
-        self, name: str, initial_position: Position = LATEST
-    ) -> ManagedCursor:
+    async def open_cursor(self, name: str, initial_position: Position = LATEST) -> ManagedCursor:
         """Open (or create at ``initial_position``: ``EARLIEST``, ``LATEST`` or a position)."""
         ...
 

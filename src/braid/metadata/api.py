@@ -8,8 +8,9 @@ follow ZooKeeper's (and Pulsar's ``MetadataStore``):
   the root);
 * ``put`` creates missing parent nodes (as empty, persistent nodes) the way Pulsar's store does;
 * every node has a :class:`Stat` whose ``version`` starts at 0 on creation and grows by one on every
-  write; ``expected_version`` gives compare-and-swap: ``None`` = unconditional, ``-1`` = the node must
-  not exist, ``n >= 0`` = the node must be at version ``n``; a mismatch raises :class:`BadVersion`;
+  write; ``expected_version`` gives compare-and-swap: ``None`` = unconditional, ``-1`` = the node
+  must not exist, ``n >= 0`` = the node must be at version ``n``; a mismatch raises
+  :class:`BadVersion`;
 * ephemeral nodes belong to the store instance's session and disappear when it closes or expires;
 * listeners receive a :class:`Notification` for every change to any path (``CREATED``, ``MODIFIED``,
   ``DELETED`` on the node, ``CHILDREN_CHANGED`` on its parent), in the order the changes happened;
@@ -138,7 +139,10 @@ class MetadataStore(Protocol):
         ...
 
     async def delete(self, path: str, expected_version: int | None = None) -> None:
-        """Delete ``path``. Raises :class:`NodeNotFound`, :class:`BadVersion`, :class:`NodeNotEmpty`."""
+        """Delete ``path``.
+
+        Raises :class:`NodeNotFound`, :class:`BadVersion`, :class:`NodeNotEmpty`.
+        """
         ...
 
     async def delete_recursive(self, path: str) -> None:
@@ -146,7 +150,7 @@ class MetadataStore(Protocol):
         ...
 
     async def children(self, path: str) -> list[str]:
-        """Names (not paths) of the children of ``path``, sorted; ``[]`` if it has none or is absent."""
+        """Names (not paths) of the children of ``path``, sorted; ``[]`` if none or absent."""
         ...
 
     def register_listener(self, listener: Listener) -> Callable[[], None]:

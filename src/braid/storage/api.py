@@ -1,14 +1,15 @@
-"""The ledger API (BookKeeper's client model) that the managed ledger and the broker program against.
+"""The ledger API (BookKeeper's client model) the managed ledger and the broker program against.
 
-A *storage cluster* is a name, a metadata root and its bookies. A :class:`StorageClient` talks to one
-cluster: it allocates ledger ids from that cluster's id generator, keeps ledger metadata under that
-cluster's metadata root (updated with compare-and-swap) and writes entries to its bookies. Several
-clients for several clusters can be open at once in one broker (PIP-470); every ledger is stamped
-with its cluster's name at creation, so a reader can route by that stamp.
+A *storage cluster* is a name, a metadata root and its bookies. A :class:`StorageClient` talks to
+one cluster: it allocates ledger ids from that cluster's id generator, keeps ledger metadata under
+that cluster's metadata root (updated with compare-and-swap) and writes entries to its
+bookies. Several clients for several clusters can be open at once in one broker (PIP-470);
+every ledger is stamped with its cluster's name at creation, so a reader can route by that stamp.
 
-A ledger has exactly one writer. ``add_entry`` returns only once the entry is durable (fsync'd) on an
-ack quorum of bookies. Opening a ledger with ``recovery=True`` *fences* it: the previous writer's later
-adds fail with :class:`LedgerFenced`, the last entry is recovered and the ledger is closed.
+A ledger has exactly one writer. ``add_entry`` returns only once the entry is durable (fsync'd)
+on an ack quorum of bookies. Opening a ledger with ``recovery=True`` *fences* it: the previous
+writer's later adds fail with :class:`LedgerFenced`, the last entry is recovered and the ledger
+is closed.
 
 Implementations: ``braid.storage.local`` (in-process bookie(s), standalone). A network bookie with
 replication can be added behind the same API without changing callers.
