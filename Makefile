@@ -37,7 +37,7 @@ system-deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null; \
 	fi
 
-demo: $(RUN_STAMP)
+demo: $(DEV_STAMP)
 	$(BIN)/braid demo
 
 lint: $(DEV_STAMP)

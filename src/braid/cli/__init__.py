@@ -1,1 +1,1 @@
-
+"""The ``braid`` command: ``braid standalone`` (a whole Braid in one process) and ``braid demo``."""

@@ -20,6 +20,7 @@ from braid.core.errors import (
     AlreadyClosedError,
     BraidError,
     FencedError,
+    IllegalStateError,
     InvalidInputError,
     NotFoundError,
     TopicTerminatedError,
@@ -70,6 +71,8 @@ class ManagedLedgerConfig:
     ensemble: int = 1
     write_quorum: int = 1
     ack_quorum: int = 1
+    # Snapshots per cursor ledger before a new one is started and the old one deleted.
+    max_entries_per_cursor_ledger: int = 5_000
 
 
 class ManagedLedgerError(BraidError):
@@ -131,7 +134,11 @@ class ManagedCursor(Protocol):
         ...
 
     async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
-        """Like ``read_entries`` but waits until at least one entry is available (cancellable)."""
+        """Like ``read_entries`` but waits until at least one entry is available (cancellable).
+
+        Raises :class:`ManagedLedgerTerminated` once the log is terminated and this cursor has
+        read all of it (Pulsar's "no more entries to read"), instead of waiting forever.
+        """
         ...
 
     async def mark_delete(
@@ -241,3 +248,24 @@ class ManagedLedgerFactory(Protocol):
     async def list(self) -> Sequence[str]: ...
 
     async def close(self) -> None: ...
+
+
+class InvalidManagedLedgerName(ManagedLedgerError, InvalidInputError):
+    """A managed-ledger name that cannot be mapped onto a metadata path (empty segment, ``..``,
+    control characters, too long)."""
+
+
+class InvalidCursorName(ManagedLedgerError, InvalidInputError):
+    """A cursor name that is empty, too long or has control characters."""
+
+
+class ManagedLedgerMetadataError(ManagedLedgerError):
+    """A managed-ledger or cursor metadata document is unreadable (corrupt or an unknown format)."""
+
+
+class LedgerIdNotIncreasing(ManagedLedgerError, IllegalStateError):
+    """The active storage cluster handed out a ledger id not above the log's last ledger id.
+
+    Positions order by ledger id, so a log's ledger ids must increase; PIP-470's switch precheck
+    (invariant I11) advances a new cluster's id generator beyond the old one's to guarantee it.
+    """

@@ -48,6 +48,9 @@ class Stat:
     created_ms: int
     modified_ms: int
     ephemeral: bool
+    #: Session id (:attr:`MetadataStore.session_id`) owning an ephemeral node; ``None`` otherwise.
+    #: Lets a recipe tell its own ephemeral node from an equal one another session created.
+    owner: str | None = None
 
 
 class NotificationType(enum.Enum):

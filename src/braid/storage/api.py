@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from braid.core.errors import (
+    AlreadyClosedError,
     AlreadyExistsError,
     BraidError,
     FencedError,
@@ -96,6 +97,43 @@ class BookieUnavailable(StorageError, ServiceUnavailableError):
 
 class StorageIOError(StorageError):
     """The disk failed (ENOSPC, EIO, ...). The entry is not acknowledged."""
+
+
+class InvalidLedgerId(StorageError, InvalidInputError):
+    """A ledger id that is negative or too large for 63 bits."""
+
+
+class InvalidQuorum(StorageError, InvalidInputError):
+    """Impossible ensemble / quorum sizes (e.g. ``ack_quorum > write_quorum``)."""
+
+
+class EntryTooLarge(StorageError, InvalidInputError):
+    """An entry larger than the bookie accepts."""
+
+
+class InvalidClusterName(StorageError, InvalidInputError):
+    """A storage-cluster name that cannot be used in a metadata path."""
+
+
+class InvalidLedgerMetadata(StorageError, InvalidInputError):
+    """A ledger metadata document that cannot be decoded, or custom metadata that is not
+    ``str -> bytes``."""
+
+
+class UnknownStorageCluster(StorageError, NotFoundError):
+    """No storage client is registered under that cluster name (read routing by stamp)."""
+
+
+class StorageClusterExists(StorageError, AlreadyExistsError):
+    """A storage client for that cluster name is already registered."""
+
+
+class StorageClosed(StorageError, AlreadyClosedError):
+    """The client or bookie was closed."""
+
+
+class DataDirInUse(StorageError, IllegalStateError):
+    """Another bookie (in this or another process) already has the data directory open."""
 
 
 class WriteHandle(Protocol):

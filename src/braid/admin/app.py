@@ -1,0 +1,293 @@
+"""The admin REST API (FastAPI): tenants, namespaces, persistent topics and health.
+
+Paths and status codes follow Pulsar's ``/admin/v2`` API so ``pulsar-admin``-style tooling and
+habits carry over. Tenants and namespaces go to :class:`~braid.broker.resources.BrokerResources`;
+topic operations go to the broker (:class:`TopicAdmin`, implemented by ``BrokerService``), which
+runs in the same event loop. Errors are JSON ``{"reason": ...}`` (see :mod:`braid.admin.errors`).
+The OpenAPI document is at ``/openapi.json`` and browsable at ``/docs``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Annotated, Any, Protocol
+
+from fastapi import APIRouter, Body, FastAPI, Response
+from fastapi.encoders import jsonable_encoder
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, Field
+
+from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_error_handlers
+from braid.broker.config import BrokerConfig
+from braid.broker.errors import TopicNotFound
+from braid.broker.resources import (
+    BrokerResources,
+    InvalidPolicies,
+    NamespaceNotFound,
+    NamespacePolicies,
+    TenantInfo,
+    check_name,
+)
+from braid.core.names import TopicDomain, TopicName
+
+
+class TopicAdmin(Protocol):
+    """What the admin API needs from the broker (``BrokerService`` provides it)."""
+
+    async def list_topics(self, namespace: str) -> list[str]: ...
+
+    async def get_or_create_topic(self, name: str, *, create: bool | None = None) -> object: ...
+
+    async def terminate_topic(self, name: str) -> object: ...
+
+    async def delete_topic(self, name: str) -> None: ...
+
+    def topic_stats(self, name: str) -> Mapping[str, object]: ...
+
+
+class TenantInfoBody(BaseModel):
+    """Pulsar's ``TenantInfo`` as sent in PUT/POST bodies."""
+
+    adminRoles: list[str] = Field(default_factory=list)
+    allowedClusters: list[str] = Field(default_factory=list)
+
+
+def _jsonable(value: object) -> Any:
+    """Stats and positions as JSON: dataclasses become objects, enums their values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_jsonable(v) for v in value]
+    return jsonable_encoder(value)
+
+
+def _message_id_json(position: object) -> Any:
+    """Pulsar's ``MessageIdImpl`` JSON for a terminate answer."""
+    ledger_id = getattr(position, "ledger_id", None)
+    entry_id = getattr(position, "entry_id", None)
+    if isinstance(ledger_id, int) and isinstance(entry_id, int):
+        return {"ledgerId": ledger_id, "entryId": entry_id, "partitionIndex": -1}
+    return _jsonable(position)
+
+
+def create_app(
+    config: BrokerConfig,
+    resources: BrokerResources,
+    broker: TopicAdmin,
+) -> FastAPI:
+    """Build the admin application.
+
+    Args:
+        config: the broker's configuration (cluster name, defaults reported by the API).
+        resources: tenants and namespaces.
+        broker: topic operations.
+    """
+    app = FastAPI(
+        title="Braid admin API",
+        version="v2",
+        description="Pulsar-compatible admin REST API of a Braid broker: tenants, namespaces, "
+        'topics and health. Errors are JSON {"reason": ...} with Pulsar\'s HTTP statuses.',
+    )
+    install_error_handlers(app)
+    v2 = APIRouter(prefix="/admin/v2")
+
+    async def list_topics(tenant: str, namespace: str) -> list[str]:
+        if not await resources.namespace_exists(tenant, namespace):
+            raise NamespaceNotFound(f"namespace {tenant}/{namespace} does not exist")
+        return await broker.list_topics(f"{tenant}/{namespace}")
+
+    async def existing_topic(tenant: str, namespace: str, topic: str) -> TopicName:
+        name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
+        if str(name) not in await list_topics(tenant, namespace):
+            raise TopicNotFound(f"topic {name} does not exist")
+        return name
+
+    # --- clusters and health ---
+
+    @v2.get("/clusters", tags=["clusters"], summary="List clusters")
+    async def get_clusters() -> list[str]:
+        return [config.cluster_name]
+
+    @v2.get(
+        "/brokers/health",
+        tags=["brokers"],
+        summary="Broker health check",
+        response_class=PlainTextResponse,
+    )
+    async def broker_health() -> str:
+        # A real round-trip to the metadata store, not a constant: a broker whose store is gone
+        # is not healthy.
+        await resources.list_tenants()
+        return "ok"
+
+    # --- tenants ---
+
+    @v2.get("/tenants", tags=["tenants"], summary="List tenants")
+    async def get_tenants() -> list[str]:
+        return await resources.list_tenants()
+
+    @v2.get("/tenants/{tenant}", tags=["tenants"], summary="Get a tenant's admin roles/clusters")
+    async def get_tenant(tenant: str) -> dict[str, Any]:
+        return (await resources.get_tenant(tenant)).to_json()
+
+    def tenant_info(body: TenantInfoBody | None) -> TenantInfo:
+        info = TenantInfo(
+            tuple(body.adminRoles) if body else (),
+            tuple(body.allowedClusters) if body else (config.cluster_name,),
+        )
+        unknown = [c for c in info.allowed_clusters if c != config.cluster_name]
+        if unknown:
+            raise PreconditionFailed(f"clusters do not exist: {', '.join(unknown)}")
+        return info
+
+    @v2.put("/tenants/{tenant}", status_code=204, tags=["tenants"], summary="Create a tenant")
+    async def put_tenant(
+        tenant: str, body: Annotated[TenantInfoBody | None, Body()] = None
+    ) -> Response:
+        check_name("tenant", tenant)
+        await resources.create_tenant(tenant, tenant_info(body))
+        return Response(status_code=204)
+
+    @v2.post("/tenants/{tenant}", status_code=204, tags=["tenants"], summary="Update a tenant")
+    async def post_tenant(
+        tenant: str, body: Annotated[TenantInfoBody | None, Body()] = None
+    ) -> Response:
+        await resources.update_tenant(tenant, tenant_info(body))
+        return Response(status_code=204)
+
+    @v2.delete("/tenants/{tenant}", status_code=204, tags=["tenants"], summary="Delete a tenant")
+    async def delete_tenant(tenant: str) -> Response:
+        await resources.delete_tenant(tenant)
+        return Response(status_code=204)
+
+    # --- namespaces ---
+
+    @v2.get("/namespaces/{tenant}", tags=["namespaces"], summary="List a tenant's namespaces")
+    async def get_namespaces(tenant: str) -> list[str]:
+        return await resources.list_namespaces(tenant)
+
+    @v2.get("/namespaces/{tenant}/{namespace}", tags=["namespaces"], summary="Get policies")
+    async def get_namespace(tenant: str, namespace: str) -> dict[str, Any]:
+        return (await resources.get_namespace_policies(tenant, namespace)).to_json()
+
+    @v2.put(
+        "/namespaces/{tenant}/{namespace}",
+        status_code=204,
+        tags=["namespaces"],
+        summary="Create a namespace (optionally with policies)",
+    )
+    async def put_namespace(
+        tenant: str, namespace: str, body: Annotated[dict[str, Any] | None, Body()] = None
+    ) -> Response:
+        policies = NamespacePolicies.from_json(body) if body is not None else None
+        await resources.create_namespace(tenant, namespace, policies)
+        return Response(status_code=204)
+
+    @v2.delete(
+        "/namespaces/{tenant}/{namespace}",
+        status_code=204,
+        tags=["namespaces"],
+        summary="Delete an empty namespace",
+    )
+    async def delete_namespace(tenant: str, namespace: str) -> Response:
+        topics = await list_topics(tenant, namespace)
+        await resources.delete_namespace(tenant, namespace, topics=topics)
+        return Response(status_code=204)
+
+    @v2.get(
+        "/namespaces/{tenant}/{namespace}/deduplication",
+        tags=["namespaces"],
+        summary="Namespace deduplication setting (null = broker default)",
+    )
+    async def get_deduplication(tenant: str, namespace: str) -> bool | None:
+        return (await resources.get_namespace_policies(tenant, namespace)).deduplication_enabled
+
+    @v2.post(
+        "/namespaces/{tenant}/{namespace}/deduplication",
+        status_code=204,
+        tags=["namespaces"],
+        summary="Enable or disable deduplication (body: true or false)",
+    )
+    async def post_deduplication(
+        tenant: str, namespace: str, enabled: Annotated[Any, Body()]
+    ) -> Response:
+        if not isinstance(enabled, bool):
+            raise InvalidPolicies(f"the body must be true or false, got {enabled!r}")
+        await resources.set_deduplication(tenant, namespace, enabled)
+        return Response(status_code=204)
+
+    @v2.delete(
+        "/namespaces/{tenant}/{namespace}/deduplication",
+        status_code=204,
+        tags=["namespaces"],
+        summary="Remove the namespace setting (use the broker default)",
+    )
+    async def delete_deduplication(tenant: str, namespace: str) -> Response:
+        await resources.set_deduplication(tenant, namespace, None)
+        return Response(status_code=204)
+
+    # --- persistent topics ---
+
+    @v2.get("/persistent/{tenant}/{namespace}", tags=["topics"], summary="List topics")
+    async def get_topics(tenant: str, namespace: str) -> list[str]:
+        return await list_topics(tenant, namespace)
+
+    @v2.put(
+        "/persistent/{tenant}/{namespace}/{topic}",
+        status_code=204,
+        tags=["topics"],
+        summary="Create a non-partitioned topic",
+    )
+    async def put_topic(tenant: str, namespace: str, topic: str) -> Response:
+        name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
+        if str(name) in await list_topics(tenant, namespace):
+            raise TopicAlreadyExists(f"topic {name} already exists")
+        await broker.get_or_create_topic(str(name), create=True)
+        return Response(status_code=204)
+
+    @v2.delete(
+        "/persistent/{tenant}/{namespace}/{topic}",
+        status_code=204,
+        tags=["topics"],
+        summary="Delete a topic",
+    )
+    async def delete_topic(tenant: str, namespace: str, topic: str) -> Response:
+        name = await existing_topic(tenant, namespace, topic)
+        await broker.delete_topic(str(name))
+        return Response(status_code=204)
+
+    @v2.post(
+        "/persistent/{tenant}/{namespace}/{topic}/terminate",
+        tags=["topics"],
+        summary="Terminate a topic; returns its last message id",
+    )
+    async def terminate_topic(tenant: str, namespace: str, topic: str) -> Any:
+        name = await existing_topic(tenant, namespace, topic)
+        return _message_id_json(await broker.terminate_topic(str(name)))
+
+    @v2.get(
+        "/persistent/{tenant}/{namespace}/{topic}/stats",
+        tags=["topics"],
+        summary="Topic statistics",
+    )
+    async def get_topic_stats(tenant: str, namespace: str, topic: str) -> Any:
+        name = await existing_topic(tenant, namespace, topic)
+        await broker.get_or_create_topic(str(name), create=False)  # stats are of a loaded topic
+        return _jsonable(broker.topic_stats(str(name)))
+
+    app.include_router(v2)
+
+    @app.get("/health", tags=["brokers"], summary="Liveness of the process")
+    async def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    return app
+
+
+__all__ = ["TopicAdmin", "create_app"]

@@ -1,0 +1,98 @@
+"""How the admin REST API reports errors: JSON ``{"reason": ...}`` with Pulsar's HTTP statuses.
+
+Handlers raise Braid's typed errors; this module translates them once, at the HTTP edge:
+not found -> 404, already exists / lost race / not empty -> 409, invalid names -> 412 (Pulsar's
+``PRECONDITION_FAILED`` for names and preconditions), other bad input -> 400, unavailable -> 503,
+unauthorised -> 403. Anything else is a 500 whose reason names the exception (a bug to see).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from braid.broker.errors import InvalidTopicName as BrokerInvalidTopicName
+from braid.broker.resources import InvalidResourceName
+from braid.core.errors import (
+    AlreadyExistsError,
+    AuthorizationError,
+    BraidError,
+    ConflictError,
+    IllegalStateError,
+    InvalidInputError,
+    NotFoundError,
+    ServiceUnavailableError,
+    TopicTerminatedError,
+)
+from braid.core.names import InvalidTopicName
+
+log = logging.getLogger(__name__)
+
+
+class PreconditionFailed(BraidError):
+    """A request that is well-formed but not allowed in the current state (HTTP 412)."""
+
+
+class TopicAlreadyExists(AlreadyExistsError):
+    """Creating a topic that exists (HTTP 409)."""
+
+
+def status_for(exc: BaseException) -> int:
+    """The HTTP status Pulsar's admin API uses for this kind of failure."""
+    if isinstance(
+        exc, InvalidResourceName | InvalidTopicName | BrokerInvalidTopicName | PreconditionFailed
+    ):
+        return 412
+    if isinstance(exc, NotFoundError):
+        return 404
+    if isinstance(exc, AlreadyExistsError | ConflictError | IllegalStateError):
+        return 409
+    if isinstance(exc, TopicTerminatedError):
+        return 409
+    if isinstance(exc, InvalidInputError):
+        return 400
+    if isinstance(exc, AuthorizationError):
+        return 403
+    if isinstance(exc, ServiceUnavailableError):
+        return 503
+    return 500
+
+
+def reason(status: int, text: str) -> JSONResponse:
+    """The error body every admin endpoint returns."""
+    return JSONResponse(status_code=status, content={"reason": text})
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Make every error leave the app as ``{"reason": ...}`` with the right status."""
+
+    async def on_braid_error(_: Request, exc: Exception) -> JSONResponse:
+        status = status_for(exc)
+        if status >= 500:
+            log.error("admin request failed: %s", exc, exc_info=exc)
+        return reason(status, str(exc) or type(exc).__name__)
+
+    async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', '')}"
+            for err in exc.errors()
+        )
+        return reason(400, f"invalid request: {problems}")
+
+    async def on_http_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        return reason(exc.status_code, str(exc.detail))
+
+    async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.error("admin request failed unexpectedly", exc_info=exc)
+        return reason(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    app.add_exception_handler(BraidError, on_braid_error)
+    app.add_exception_handler(RequestValidationError, on_validation_error)
+    app.add_exception_handler(StarletteHTTPException, on_http_error)
+    app.add_exception_handler(Exception, on_unexpected)

@@ -1,0 +1,408 @@
+"""The broker's configuration: a ``broker.conf`` file, ``BRAID_*`` environment overrides, flags.
+
+Keys use Pulsar's (and the seeds') camelCase names so an operator's ``broker.conf`` knowledge
+carries over (``brokerServicePort``, ``allowAutoTopicCreation``, ``scalableTopicMaxSegments``, ...);
+the resulting :class:`BrokerConfig` exposes them as snake_case attributes.
+
+Precedence, lowest to highest: built-in defaults, the file, the environment
+(``BRAID_<key>=<value>``, e.g. ``BRAID_brokerServicePort=6651``), explicit overrides (command-line
+flags). An empty value means "use the default", as in Pulsar's own ``broker.conf``. Unknown keys are
+reported with a warning that names them (a typo must not pass silently); a value that does not parse
+raises :class:`InvalidConfig` naming the key and the value.
+
+The PIP-483 ``scalableTopic*`` auto-scale keys are kept as a raw ``{key: text}`` mapping
+(:attr:`BrokerConfig.scalable_topic_settings`) because their parsing (durations such as ``1m``,
+sizes such as ``50MB``) belongs to ``braid.core.autoscale.AutoScalePolicy.from_broker_config``;
+loading runs that parser once so a bad value stops start-up with the key named.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from braid.core.autoscale import AutoScalePolicy
+from braid.core.errors import InvalidInputError
+from braid.ledger.api import ManagedLedgerConfig
+
+logger = logging.getLogger(__name__)
+
+#: Prefix of environment variables that override configuration keys.
+ENV_PREFIX = "BRAID_"
+
+_MIB = 1024 * 1024
+
+
+class InvalidConfig(InvalidInputError):
+    """A configuration key has a value that does not parse or is out of range, or the
+    configuration file cannot be read.
+
+    Attributes:
+        key: the camelCase key (or ``None`` for a problem with the file itself).
+        value: the offending text.
+    """
+
+    def __init__(self, key: str | None, value: str, reason: str) -> None:
+        self.key = key
+        self.value = value
+        self.reason = reason
+        where = f"{key}={value!r}" if key is not None else value
+        super().__init__(f"invalid configuration {where}: {reason}")
+
+
+def _empty_settings() -> Mapping[str, str]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """Everything a broker process needs to know at start-up. Immutable once loaded.
+
+    ``metadata_store_url`` left empty means "an SQLite file in ``data_dir``" (standalone);
+    ``advertised_address`` left empty means "the bind address".
+    """
+
+    cluster_name: str = "standalone"
+    data_dir: Path = Path("data")
+    bind_address: str = "127.0.0.1"
+    advertised_address: str = ""
+    broker_service_port: int = 6650
+    web_service_port: int = 8080
+    metadata_store_url: str = ""
+    max_message_size: int = 5 * _MIB
+    keep_alive_interval_seconds: int = 30
+    broker_deduplication_enabled: bool = False
+    allow_auto_topic_creation: bool = True
+    default_retention_time_in_minutes: int = 0
+    default_retention_size_in_mb: int = 0
+    managed_ledger_max_entries_per_ledger: int = 50_000
+    managed_ledger_max_size_per_ledger_mbytes: int = 2048
+    managed_ledger_max_ledger_rollover_time_minutes: int = 240
+    dispatcher_max_read_batch_size: int = 100
+    scalable_topic_enabled: bool = True
+    #: Raw PIP-483 ``scalableTopic*`` keys (other than ``scalableTopicEnabled``) as written.
+    scalable_topic_settings: Mapping[str, str] = field(default_factory=_empty_settings)
+
+    def __post_init__(self) -> None:
+        # Resolve the derived defaults once so every reader sees the same values.
+        object.__setattr__(self, "data_dir", Path(self.data_dir).absolute())
+        if not self.advertised_address:
+            object.__setattr__(self, "advertised_address", self.bind_address)
+        if not self.metadata_store_url:
+            object.__setattr__(
+                self, "metadata_store_url", default_metadata_store_url(self.data_dir)
+            )
+        if not isinstance(self.scalable_topic_settings, MappingProxyType):
+            object.__setattr__(
+                self,
+                "scalable_topic_settings",
+                MappingProxyType(dict(self.scalable_topic_settings)),
+            )
+
+    @property
+    def web_service_url(self) -> str:
+        """The admin HTTP URL as configured (the real port may differ when configured as 0)."""
+        return f"http://{self.advertised_address}:{self.web_service_port}"
+
+    def managed_ledger_config(self) -> ManagedLedgerConfig:
+        """The broker-wide managed-ledger settings (retention from the broker defaults).
+
+        Namespace retention policies, when set, replace the two retention fields.
+        """
+        return ManagedLedgerConfig(
+            max_entries_per_ledger=self.managed_ledger_max_entries_per_ledger,
+            max_size_per_ledger=self.managed_ledger_max_size_per_ledger_mbytes * _MIB,
+            max_ledger_age_s=self.managed_ledger_max_ledger_rollover_time_minutes * 60.0,
+            retention_time_s=retention_minutes_to_seconds(self.default_retention_time_in_minutes),
+            retention_size_bytes=retention_mb_to_bytes(self.default_retention_size_in_mb),
+        )
+
+
+def default_metadata_store_url(data_dir: Path) -> str:
+    """The standalone metadata store: an SQLite file inside the data directory."""
+    return f"sqlite://{(data_dir / 'metadata' / 'metadata.db').as_posix()}"
+
+
+def retention_minutes_to_seconds(minutes: int) -> float:
+    """Pulsar's retention minutes (``-1`` = forever) as the managed ledger's seconds."""
+    return -1.0 if minutes < 0 else minutes * 60.0
+
+
+def retention_mb_to_bytes(megabytes: int) -> int:
+    """Pulsar's retention MB (``-1`` = unlimited) as the managed ledger's bytes."""
+    return -1 if megabytes < 0 else megabytes * _MIB
+
+
+# --- value parsers -----------------------------------------------------------------------------
+
+_TRUE = frozenset({"true", "yes", "on", "1"})
+_FALSE = frozenset({"false", "no", "off", "0"})
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise ValueError("expected true or false")
+
+
+def _parse_int(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise ValueError("expected an integer") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            upper = "" if maximum is None else f" and at most {maximum}"
+            raise ValueError(f"expected an integer at least {minimum}{upper}")
+        return value
+
+    return parse
+
+
+_HOST = re.compile(r"^[A-Za-z0-9._:\-\[\]]+$")
+
+
+def _parse_host(text: str) -> str:
+    if not _HOST.match(text):
+        raise ValueError("expected a host name or IP address")
+    return text
+
+
+def _parse_name(text: str) -> str:
+    if not re.match(r"^[A-Za-z0-9_.\-]+$", text):
+        raise ValueError("expected letters, digits, '_', '-' or '.'")
+    return text
+
+
+def _parse_url(text: str) -> str:
+    if "://" not in text:
+        raise ValueError("expected a URL such as sqlite:///path/metadata.db or zk://host:2181")
+    return text
+
+
+def _parse_path(text: str) -> Path:
+    return Path(text).expanduser()
+
+
+@dataclass(frozen=True)
+class _Key:
+    name: str  # camelCase, as in broker.conf
+    attribute: str  # snake_case BrokerConfig field
+    parse: Callable[[str], Any]
+
+
+_PORT = _parse_int(0, 65535)
+
+#: Every recognised key except the raw ``scalableTopic*`` auto-scale ones.
+KEYS: tuple[_Key, ...] = (
+    _Key("clusterName", "cluster_name", _parse_name),
+    _Key("dataDir", "data_dir", _parse_path),
+    _Key("bindAddress", "bind_address", _parse_host),
+    _Key("advertisedAddress", "advertised_address", _parse_host),
+    _Key("brokerServicePort", "broker_service_port", _PORT),
+    _Key("webServicePort", "web_service_port", _PORT),
+    _Key("metadataStoreUrl", "metadata_store_url", _parse_url),
+    _Key("maxMessageSize", "max_message_size", _parse_int(1024, 512 * _MIB)),
+    _Key("keepAliveIntervalSeconds", "keep_alive_interval_seconds", _parse_int(1)),
+    _Key("brokerDeduplicationEnabled", "broker_deduplication_enabled", _parse_bool),
+    _Key("allowAutoTopicCreation", "allow_auto_topic_creation", _parse_bool),
+    _Key("defaultRetentionTimeInMinutes", "default_retention_time_in_minutes", _parse_int(-1)),
+    _Key("defaultRetentionSizeInMB", "default_retention_size_in_mb", _parse_int(-1)),
+    _Key(
+        "managedLedgerMaxEntriesPerLedger",
+        "managed_ledger_max_entries_per_ledger",
+        _parse_int(1),
+    ),
+    _Key(
+        "managedLedgerMaxSizePerLedgerMbytes",
+        "managed_ledger_max_size_per_ledger_mbytes",
+        _parse_int(1),
+    ),
+    _Key(
+        "managedLedgerMaxLedgerRolloverTimeMinutes",
+        "managed_ledger_max_ledger_rollover_time_minutes",
+        _parse_int(1),
+    ),
+    _Key("dispatcherMaxReadBatchSize", "dispatcher_max_read_batch_size", _parse_int(1)),
+    _Key("scalableTopicEnabled", "scalable_topic_enabled", _parse_bool),
+)
+
+_BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}
+
+#: PIP-483's configuration table: kept raw, validated by the auto-scale policy.
+SCALABLE_TOPIC_KEYS = frozenset(
+    {
+        "scalableTopicAutoScaleEnabled",
+        "scalableTopicAutoScaleInterval",
+        "scalableTopicMaxSegments",
+        "scalableTopicMinSegments",
+        "scalableTopicMaxDagDepth",
+        "scalableTopicSplitCooldown",
+        "scalableTopicMergeCooldown",
+        "scalableTopicMergeWindow",
+        "scalableTopicSplitMsgRateInThreshold",
+        "scalableTopicSplitBytesRateInThreshold",
+        "scalableTopicSplitMsgRateOutThreshold",
+        "scalableTopicSplitBytesRateOutThreshold",
+        "scalableTopicMergeMsgRateInThreshold",
+        "scalableTopicMergeBytesRateInThreshold",
+        "scalableTopicMergeMsgRateOutThreshold",
+        "scalableTopicMergeBytesRateOutThreshold",
+        "scalableTopicLoadReportInterval",
+        "scalableTopicLoadReportRateChangeThreshold",
+    }
+)
+
+
+def _is_known(key: str) -> bool:
+    return key in _BY_NAME or key in SCALABLE_TOPIC_KEYS
+
+
+def parse_config_text(text: str, *, source: str = "<text>") -> dict[str, str]:
+    """Parse ``broker.conf`` syntax into ``{key: value}`` (both stripped; later lines win).
+
+    Blank lines and lines starting with ``#`` or ``!`` are ignored.
+
+    Raises:
+        InvalidConfig: a non-comment line without ``=``, or with an empty key.
+    """
+    out: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InvalidConfig(None, f"{source}:{number}", f"expected key=value, got {line!r}")
+        out[key] = value.strip()
+    return out
+
+
+def read_config_file(path: Path) -> dict[str, str]:
+    """Read and parse a ``broker.conf`` file.
+
+    Raises:
+        InvalidConfig: the file cannot be read, is not UTF-8, or has a malformed line.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidConfig(None, str(path), "configuration file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidConfig(None, str(path), f"cannot read configuration file: {exc}") from None
+    return parse_config_text(text, source=str(path))
+
+
+def load_config(
+    path: Path | None,
+    overrides: Mapping[str, str],
+    env: Mapping[str, str],
+) -> BrokerConfig:
+    """Build a :class:`BrokerConfig` from defaults, a file, the environment and overrides.
+
+    Args:
+        path: a ``broker.conf``-style file, or ``None`` for none.
+        overrides: camelCase key -> text, highest precedence (command-line flags).
+        env: the process environment; ``BRAID_<key>`` entries override the file.
+
+    Returns:
+        The resolved configuration (``data_dir`` is always absolute).
+
+    Raises:
+        InvalidConfig: an unreadable file, a malformed line, or a value that does not parse.
+    """
+    raw: dict[str, str] = {}
+    unknown: list[str] = []
+    if path is not None:
+        from_file = read_config_file(path)
+        unknown.extend(k for k in from_file if not _is_known(k))
+        raw.update(from_file)
+    for name, value in env.items():
+        if not name.startswith(ENV_PREFIX):
+            continue
+        key = name[len(ENV_PREFIX) :]
+        if _is_known(key):
+            raw[key] = value.strip()
+        elif key[:1].islower():
+            # camelCase after the prefix is clearly meant as a config key: a typo must be seen.
+            # Upper-case names (BRAID_LOG_LEVEL, ...) belong to other tools and are ignored.
+            unknown.append(name)
+    for key, value in overrides.items():
+        if not _is_known(key):
+            unknown.append(key)
+        raw[key] = value.strip()
+    if unknown:
+        logger.warning("ignoring unknown configuration keys: %s", ", ".join(sorted(set(unknown))))
+    return _build(raw)
+
+
+def _build(raw: Mapping[str, str]) -> BrokerConfig:
+    values: dict[str, Any] = {}
+    scalable: dict[str, str] = {}
+    for key, text in raw.items():
+        spec = _BY_NAME.get(key)
+        if spec is None:
+            if key in SCALABLE_TOPIC_KEYS and text:
+                scalable[key] = text
+            continue
+        if not text:
+            continue  # empty = default, as in Pulsar's broker.conf
+        try:
+            values[spec.attribute] = spec.parse(text)
+        except ValueError as exc:
+            raise InvalidConfig(key, text, str(exc)) from None
+    _check_auto_scale_settings(scalable)
+    values["scalable_topic_settings"] = scalable
+    return BrokerConfig(**values)
+
+
+def _check_auto_scale_settings(settings: Mapping[str, str]) -> None:
+    """Fail at start-up, naming the key, rather than when the first controller reads the policy."""
+    for key, text in settings.items():
+        try:
+            AutoScalePolicy.from_broker_config({key: text})
+        except InvalidInputError as exc:
+            raise InvalidConfig(key, text, str(exc)) from None
+    try:
+        AutoScalePolicy.from_broker_config(settings)
+    except InvalidInputError as exc:  # each value parses, but together they are inconsistent
+        listed = ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
+        raise InvalidConfig(None, listed, str(exc)) from None
+
+
+def config_keys() -> list[str]:
+    """The camelCase names of every typed key (for documentation and ``--help``)."""
+    return [k.name for k in KEYS]
+
+
+def describe(config: BrokerConfig) -> dict[str, str]:
+    """The effective configuration as ``{camelCase key: text}`` (logged at start-up)."""
+    out = {k.name: str(getattr(config, k.attribute)) for k in KEYS}
+    out.update(config.scalable_topic_settings)
+    return out
+
+
+__all__ = [
+    "ENV_PREFIX",
+    "KEYS",
+    "SCALABLE_TOPIC_KEYS",
+    "BrokerConfig",
+    "InvalidConfig",
+    "config_keys",
+    "default_metadata_store_url",
+    "describe",
+    "load_config",
+    "parse_config_text",
+    "read_config_file",
+    "retention_mb_to_bytes",
+    "retention_minutes_to_seconds",
+]

@@ -1,0 +1,130 @@
+"""A consumer attached to a subscription: its permits, its unacknowledged messages, its connection.
+
+The dispatcher decides *what* a consumer gets; the consumer keeps the per-consumer books Pulsar
+keeps: FLOW permits counted in messages (a batch entry costs ``num_messages_in_batch``), the
+entries delivered but not yet acknowledged (so they can be redelivered when the consumer asks or
+leaves), and counters for stats. Sending goes through :class:`ConsumerTransport`, implemented
+by the connection.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from braid.ledger.api import Entry, Position
+
+
+class SubType(enum.IntEnum):
+    """Subscription types, numbered as ``CommandSubscribe.SubType`` on the wire."""
+
+    Exclusive = 0
+    Shared = 1
+    Failover = 2
+    Key_Shared = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One entry handed to a consumer, with how often it was delivered before."""
+
+    entry: Entry
+    redelivery_count: int
+    messages: int
+
+
+class ConsumerTransport(Protocol):
+    """What a consumer needs from its connection (implemented by ``BrokerConnection``)."""
+
+    def send_messages(self, consumer_id: int, deliveries: Sequence[Delivery]) -> None:
+        """Send MESSAGE frames for ``deliveries`` and flush them in as few writes as possible."""
+        ...
+
+    def send_close_consumer(self, consumer_id: int) -> None:
+        """Tell the client the broker closed this consumer (it re-subscribes)."""
+        ...
+
+    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None: ...
+
+    def send_reached_end_of_topic(self, consumer_id: int) -> bool:
+        """Tell the consumer it drained a terminated topic; ``False`` if its client cannot."""
+        ...
+
+    @property
+    def remote_address(self) -> str: ...
+
+    @property
+    def closed(self) -> bool:
+        """The connection is closed (its consumers are about to be detached)."""
+        ...
+
+
+class Consumer:
+    """One consumer of a subscription on one connection."""
+
+    def __init__(
+        self,
+        consumer_id: int,
+        consumer_name: str,
+        sub_type: SubType,
+        priority_level: int,
+        transport: ConsumerTransport,
+    ) -> None:
+        self.consumer_id = consumer_id
+        self.consumer_name = consumer_name
+        self.sub_type = sub_type
+        self.priority_level = priority_level
+        self.transport = transport
+        self.permits = 0
+        #: Delivered, not yet acknowledged: position -> number of messages in that entry.
+        self.pending: dict[Position, int] = {}
+        self.closed = False
+        self.told_end_of_topic = False
+        self.messages_out = 0
+        self.bytes_out = 0
+
+    def add_permits(self, permits: int) -> None:
+        self.permits += permits
+
+    def deliver(self, deliveries: Sequence[Delivery]) -> None:
+        """Send ``deliveries`` to the client and charge their messages against the permits."""
+        if not deliveries or self.closed:
+            return
+        for d in deliveries:
+            self.permits -= d.messages
+            self.pending[d.entry.position] = d.messages
+            self.messages_out += d.messages
+            self.bytes_out += len(d.entry.data)
+        self.transport.send_messages(self.consumer_id, deliveries)
+
+    def acknowledged(self, positions: Sequence[Position]) -> None:
+        for pos in positions:
+            self.pending.pop(pos, None)
+
+    def acknowledged_up_to(self, position: Position) -> None:
+        for pos in [p for p in self.pending if p <= position]:
+            del self.pending[pos]
+
+    def take_pending(self, positions: Sequence[Position] | None = None) -> list[Position]:
+        """Remove and return pending positions (all, or those of ``positions`` it has)."""
+        if positions is None:
+            taken = list(self.pending)
+            self.pending.clear()
+            return taken
+        taken = [p for p in positions if p in self.pending]
+        for p in taken:
+            del self.pending[p]
+        return taken
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "consumerName": self.consumer_name,
+            "address": self.transport.remote_address,
+            "availablePermits": self.permits,
+            "unackedMessages": sum(self.pending.values()),
+            "msgOutCounter": self.messages_out,
+            "bytesOutCounter": self.bytes_out,
+            "priorityLevel": self.priority_level,
+        }

@@ -1,0 +1,192 @@
+"""Broker errors and their translation into the wire's ``ServerError`` codes.
+
+Every refusal the broker sends to a client (``ERROR``, ``SEND_ERROR``) carries one of Pulsar's
+``ServerError`` codes and a human-readable message. The broker raises typed errors from this module
+(each a subclass of a :mod:`braid.core.errors` category) and :func:`to_server_error` maps *any*
+exception - ours or a lower layer's - to a ``(code, message)`` pair exactly once, at the connection.
+The official client treats some codes as retriable (``ServiceNotReady``, ``PersistenceError``) and
+others as fatal (``TopicNotFound``, ``ProducerBusy``, ``ConsumerBusy``), so the choice matters.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import ClassVar
+
+from braid.core.errors import (
+    AlreadyClosedError,
+    AuthorizationError,
+    BraidError,
+    FencedError,
+    IllegalStateError,
+    InvalidInputError,
+    NotFoundError,
+    ServiceUnavailableError,
+    TopicTerminatedError,
+)
+from braid.protocol.generated import PulsarApi_pb2 as pb
+
+
+class ServerError(enum.IntEnum):
+    """Pulsar's ``ServerError`` codes (``PulsarApi.proto``), as sent on the wire."""
+
+    UnknownError = 0
+    MetadataError = 1
+    PersistenceError = 2
+    AuthenticationError = 3
+    AuthorizationError = 4
+    ConsumerBusy = 5
+    ServiceNotReady = 6
+    ProducerBlockedQuotaExceededError = 7
+    ProducerBlockedQuotaExceededException = 8
+    ChecksumError = 9
+    UnsupportedVersionError = 10
+    TopicNotFound = 11
+    SubscriptionNotFound = 12
+    ConsumerNotFound = 13
+    TooManyRequests = 14
+    TopicTerminatedError = 15
+    ProducerBusy = 16
+    InvalidTopicName = 17
+    IncompatibleSchema = 18
+    ConsumerAssignError = 19
+    NotAllowedError = 22
+    ProducerFenced = 25
+
+
+class BrokerError(BraidError):
+    """Root of the errors the broker reports to clients; ``code`` is what goes on the wire."""
+
+    code: ClassVar[ServerError] = ServerError.UnknownError
+
+
+class TopicNotFound(BrokerError, NotFoundError):
+    """The topic (or its tenant/namespace) does not exist and may not be auto-created."""
+
+    code = ServerError.TopicNotFound
+
+
+class InvalidTopicName(BrokerError, InvalidInputError):
+    """A topic name that does not parse, or a domain this broker path does not serve."""
+
+    code = ServerError.InvalidTopicName
+
+
+class ProducerBusy(BrokerError, IllegalStateError):
+    """A producer with that name is connected, or the access mode excludes this producer."""
+
+    code = ServerError.ProducerBusy
+
+
+class ProducerFenced(BrokerError, FencedError):
+    """An exclusive producer holds the topic (or fenced this one out)."""
+
+    code = ServerError.ProducerFenced
+
+
+class ConsumerBusy(BrokerError, IllegalStateError):
+    """The subscription refuses this consumer (Exclusive taken, other type, consumers attached)."""
+
+    code = ServerError.ConsumerBusy
+
+
+class SubscriptionNotFound(BrokerError, NotFoundError):
+    """The named subscription does not exist."""
+
+    code = ServerError.SubscriptionNotFound
+
+
+class ConsumerNotFound(BrokerError, NotFoundError):
+    """A command named a consumer id this connection does not have."""
+
+    code = ServerError.ConsumerNotFound
+
+
+class ProducerNotFound(BrokerError, NotFoundError):
+    """A command named a producer id this connection does not have."""
+
+    code = ServerError.UnknownError
+
+
+class TopicTerminated(BrokerError, TopicTerminatedError):
+    """The topic was terminated: no more messages, no new producers."""
+
+    code = ServerError.TopicTerminatedError
+
+
+class ChecksumMismatch(BrokerError, InvalidInputError):
+    """A SEND whose CRC32C does not match its metadata and payload."""
+
+    code = ServerError.ChecksumError
+
+
+class NotSupported(BrokerError, InvalidInputError):
+    """A feature Braid does not implement yet (Key_Shared, ...): refused, never ignored."""
+
+    code = ServerError.NotAllowedError
+
+
+class ServiceNotReady(BrokerError, ServiceUnavailableError):
+    """The broker is starting or closing; the client retries."""
+
+    code = ServerError.ServiceNotReady
+
+
+class DuplicateInFlight(BrokerError, IllegalStateError):
+    """A resend of a message whose first copy is still being persisted (Pulsar's
+    ``MessageDupUnknownException``): the producer is closed so the client resends later."""
+
+    code = ServerError.PersistenceError
+
+
+def wire_code(code: ServerError) -> pb.ServerError.ValueType:
+    """The code as the generated protobuf enum type expects it."""
+    return pb.ServerError.ValueType(int(code))
+
+
+def to_server_error(exc: BaseException) -> tuple[ServerError, str]:
+    """Map any exception to the ``ServerError`` code and message a client should receive.
+
+    Broker errors carry their own code; lower layers' typed errors map by category; anything else
+    is an ``UnknownError`` whose message names the exception type (it is a bug we want to see).
+    """
+    message = str(exc) or type(exc).__name__
+    if isinstance(exc, BrokerError):
+        return exc.code, message
+    if isinstance(exc, TopicTerminatedError):
+        return ServerError.TopicTerminatedError, message
+    if isinstance(exc, FencedError):
+        # The managed ledger moved to another owner: the client should look the topic up again.
+        return ServerError.ServiceNotReady, message
+    if isinstance(exc, ServiceUnavailableError | AlreadyClosedError):
+        return ServerError.ServiceNotReady, message
+    if isinstance(exc, AuthorizationError):
+        return ServerError.AuthorizationError, message
+    if isinstance(exc, NotFoundError):
+        return ServerError.TopicNotFound, message
+    if isinstance(exc, InvalidInputError):
+        return ServerError.NotAllowedError, message
+    if isinstance(exc, BraidError | OSError):
+        return ServerError.PersistenceError, message
+    return ServerError.UnknownError, f"{type(exc).__name__}: {message}"
+
+
+__all__ = [
+    "BrokerError",
+    "ChecksumMismatch",
+    "ConsumerBusy",
+    "ConsumerNotFound",
+    "DuplicateInFlight",
+    "InvalidTopicName",
+    "NotSupported",
+    "ProducerBusy",
+    "ProducerFenced",
+    "ProducerNotFound",
+    "ServerError",
+    "ServiceNotReady",
+    "SubscriptionNotFound",
+    "TopicNotFound",
+    "TopicTerminated",
+    "to_server_error",
+    "wire_code",
+]

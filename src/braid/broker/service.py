@@ -1,0 +1,279 @@
+"""The broker service: the TCP server speaking the Pulsar binary protocol, and the topic registry.
+
+``BrokerService`` is the seam between the broker core and its shell (``braid standalone``, the admin
+API): it binds ``config.bind_address:config.broker_service_port`` (0 = an ephemeral port), accepts
+connections (one :class:`~braid.broker.connection.BrokerConnection` each), and owns the topics this
+broker serves, each backed by a managed ledger named ``tenant/ns/<domain>/<local name>``.
+
+Topics load on first use (a lookup, producer, subscription or admin call). Loading checks that the
+namespace exists (else ``TopicNotFound`` naming it) and applies the namespace policies: auto topic
+creation, deduplication and retention, each falling back to the broker's defaults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import logging
+import secrets
+from collections.abc import Mapping
+
+from braid.broker.config import (
+    BrokerConfig,
+    retention_mb_to_bytes,
+    retention_minutes_to_seconds,
+)
+from braid.broker.connection import SERVER_VERSION, BrokerConnection
+from braid.broker.errors import InvalidTopicName, ServiceNotReady, TopicNotFound
+from braid.broker.resources import BrokerResources, NamespacePolicies
+from braid.broker.topic import PersistentTopic
+from braid.clock import Clock
+from braid.core import names
+from braid.core.names import TopicDomain, TopicName
+from braid.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory, Position
+from braid.metadata.api import MetadataStore
+
+log = logging.getLogger(__name__)
+
+__all__ = ["SERVER_VERSION", "BrokerService", "managed_ledger_name", "parse_topic_name"]
+
+
+def managed_ledger_name(topic: TopicName) -> str:
+    """``tenant/ns/<domain>/<local name>``: the managed ledger that backs ``topic``."""
+    return f"{topic.tenant}/{topic.namespace}/{topic.domain.value}/{topic.local_name}"
+
+
+def parse_topic_name(name: str) -> TopicName:
+    """Parse a topic name this broker serves on the classic (v4) path.
+
+    Raises:
+        InvalidTopicName: malformed, or a ``topic://`` (scalable) name, which needs the
+            scalable-topic protocol rather than a plain producer/consumer.
+    """
+    try:
+        topic = TopicName.parse(name)
+    except names.InvalidTopicName as exc:
+        raise InvalidTopicName(str(exc)) from exc
+    if topic.domain is TopicDomain.TOPIC:
+        raise InvalidTopicName(
+            f"{name} is a scalable topic; plain producers and consumers must use its "
+            "segment:// topics (scalable-topic lookup is not served on this path yet)"
+        )
+    return topic
+
+
+class BrokerService:
+    """The broker: server, connections and topic registry."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        metadata: MetadataStore,
+        ml_factory: ManagedLedgerFactory,
+        resources: BrokerResources,
+        *,
+        clock: Clock,
+    ) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.ml_factory = ml_factory
+        self.resources = resources
+        self.clock = clock
+        self._topics: dict[str, PersistentTopic] = {}
+        self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
+        self._connections: set[BrokerConnection] = set()
+        self._server: asyncio.Server | None = None
+        self._port: int | None = None
+        self._closing = False
+        # A per-start random tag keeps generated producer names unique across restarts, which
+        # matters with deduplication (a reused name would inherit old sequence ids).
+        self._producer_tag = secrets.token_hex(4)
+        self._producer_counter = itertools.count()
+
+    # -- server --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Bind and start accepting connections."""
+        self._server = await asyncio.start_server(
+            self._accept,
+            host=self.config.bind_address,
+            port=self.config.broker_service_port,
+            limit=2**20,
+        )
+        sockets = self._server.sockets
+        self._port = int(sockets[0].getsockname()[1]) if sockets else None
+        log.info("broker listening on %s", self.service_url)
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise ServiceNotReady("the broker has not been started")
+        return self._port
+
+    @property
+    def service_url(self) -> str:
+        """``pulsar://host:port`` as clients should reach this broker (the bound port)."""
+        host = self.config.advertised_address or self.config.bind_address
+        return f"pulsar://{host}:{self.port}"
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._closing:
+            writer.close()
+            return
+        conn = BrokerConnection(self, reader, writer)
+        self._connections.add(conn)
+        try:
+            await conn.run()
+        finally:
+            self._connections.discard(conn)
+
+    async def close(self) -> None:
+        """Stop accepting, close every connection, then close every topic (snapshots dedup state
+        and flushes cursors through the managed ledgers)."""
+        if self._closing:
+            return
+        self._closing = True
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._connections):
+            await conn.close()
+        for task in list(self._loading.values()):
+            task.cancel()
+        for topic in list(self._topics.values()):
+            try:
+                await topic.close()
+            except Exception:
+                log.exception("closing topic %s failed", topic.name)
+        self._topics.clear()
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    # -- topics --------------------------------------------------------------------------------
+
+    @property
+    def topics(self) -> Mapping[str, PersistentTopic]:
+        """The topics loaded on this broker, by full name."""
+        return self._topics
+
+    def generate_producer_name(self) -> str:
+        return f"{self.config.cluster_name}-{self._producer_tag}-{next(self._producer_counter)}"
+
+    async def namespace_policies(self, topic: TopicName) -> NamespacePolicies:
+        """The topic's namespace policies; ``TopicNotFound`` naming the namespace if absent."""
+        if not await self.resources.namespace_exists(topic.tenant, topic.namespace):
+            raise TopicNotFound(f"namespace {topic.namespace_name} does not exist")
+        return await self.resources.get_namespace_policies(topic.tenant, topic.namespace)
+
+    async def check_topic(self, name: str) -> TopicName:
+        """Validate a name and its namespace (what LOOKUP and PARTITIONED_METADATA need)."""
+        topic = parse_topic_name(name)
+        if str(topic) not in self._topics:
+            await self.namespace_policies(topic)
+        return topic
+
+    async def get_or_create_topic(
+        self, name: str, *, create: bool | None = None
+    ) -> PersistentTopic:
+        """The loaded topic, loading (and, if allowed, creating) it on first use.
+
+        Args:
+            create: force (``True``) or forbid (``False``) creating a missing topic; ``None``
+                follows the namespace's auto-topic-creation policy.
+
+        Raises:
+            InvalidTopicName, TopicNotFound, ServiceNotReady.
+        """
+        if self._closing:
+            raise ServiceNotReady("the broker is shutting down")
+        topic = parse_topic_name(name)
+        key = str(topic)
+        loaded = self._topics.get(key)
+        if loaded is not None:
+            return loaded
+        task = self._loading.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._load_topic(topic, create))
+            self._loading[key] = task
+            task.add_done_callback(lambda _: self._loading.pop(key, None))
+        return await asyncio.shield(task)
+
+    async def _load_topic(self, topic: TopicName, create: bool | None) -> PersistentTopic:
+        policies = await self.namespace_policies(topic)
+        ml_name = managed_ledger_name(topic)
+        allowed = policies.is_auto_topic_creation_allowed(self.config.allow_auto_topic_creation)
+        if create is not None:
+            allowed = create
+        if not allowed and not await self.ml_factory.exists(ml_name):
+            raise TopicNotFound(
+                f"topic {topic} does not exist and auto topic creation is disabled for "
+                f"namespace {topic.namespace_name}"
+            )
+        ledger = await self.ml_factory.open(
+            ml_name, self._ledger_config(policies), create_if_missing=True
+        )
+        try:
+            loaded = await PersistentTopic.load(
+                str(topic),
+                ledger,
+                dedup_enabled=policies.is_deduplication_enabled(
+                    self.config.broker_deduplication_enabled
+                ),
+                read_batch=self.config.dispatcher_max_read_batch_size,
+            )
+        except BaseException:
+            await ledger.close()
+            raise
+        if self._closing:
+            await loaded.close()
+            raise ServiceNotReady("the broker is shutting down")
+        self._topics[str(topic)] = loaded
+        log.info("loaded topic %s (managed ledger %s)", topic, ml_name)
+        return loaded
+
+    def _ledger_config(self, policies: NamespacePolicies) -> ManagedLedgerConfig:
+        config = self.config.managed_ledger_config()
+        if policies.retention is not None:
+            config = dataclasses.replace(
+                config,
+                retention_time_s=retention_minutes_to_seconds(
+                    policies.retention.retention_time_in_minutes
+                ),
+                retention_size_bytes=retention_mb_to_bytes(policies.retention.retention_size_in_mb),
+            )
+        return config
+
+    async def terminate_topic(self, name: str) -> Position:
+        """Terminate a topic: no more messages; returns its last position."""
+        topic = await self.get_or_create_topic(name, create=False)
+        return await topic.terminate()
+
+    async def delete_topic(self, name: str) -> None:
+        """Delete a topic and its data: connected clients are disconnected first."""
+        topic = parse_topic_name(name)
+        key = str(topic)
+        loaded = self._topics.pop(key, None)
+        ml_name = managed_ledger_name(topic)
+        if loaded is not None:
+            await loaded.close()
+        elif not await self.ml_factory.exists(ml_name):
+            raise TopicNotFound(f"topic {topic} does not exist")
+        await self.ml_factory.delete(ml_name)
+
+    def topic_stats(self, name: str) -> dict[str, object]:
+        """Stats of a loaded topic (the admin API loads it first)."""
+        key = str(parse_topic_name(name))
+        topic = self._topics.get(key)
+        if topic is None:
+            raise TopicNotFound(f"topic {key} is not loaded on this broker")
+        return topic.stats()
+
+    async def list_topics(self, namespace: str) -> list[str]:
+        """Persistent topics of ``tenant/ns`` (loaded or stored)."""
+        prefix = f"persistent://{namespace}/"
+        found = {name for name in self._topics if name.startswith(prefix)}
+        ml_prefix = f"{namespace}/persistent/"
+        for ml_name in await self.ml_factory.list():
+            if ml_name.startswith(ml_prefix):
+                found.add(prefix + ml_name[len(ml_prefix) :])
+        return sorted(found)

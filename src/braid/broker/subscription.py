@@ -1,0 +1,184 @@
+"""A durable subscription: a named cursor on a topic's managed ledger plus its consumers.
+
+The subscription admits consumers (Exclusive: one; Failover and Shared: many of the same type),
+turns acknowledgements into cursor operations (individual -> ``delete``, cumulative ->
+``mark_delete``), handles seek (reset the cursor, then close the consumers so they re-subscribe at
+the new position, as Pulsar does) and unsubscribe (delete the cursor). Delivery is the
+:class:`~braid.broker.dispatcher.Dispatcher`'s job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+
+from braid.broker.consumer import Consumer, SubType
+from braid.broker.dispatcher import Dispatcher
+from braid.broker.errors import ConsumerBusy, NotSupported
+from braid.ledger.api import InvalidPosition, ManagedCursor, ManagedLedger, Position
+
+log = logging.getLogger(__name__)
+
+
+class Subscription:
+    """One durable subscription of one topic."""
+
+    def __init__(
+        self,
+        topic_name: str,
+        name: str,
+        ledger: ManagedLedger,
+        cursor: ManagedCursor,
+        *,
+        read_batch: int = 100,
+        durable: bool = True,
+        on_empty: Callable[[Subscription], None] | None = None,
+    ) -> None:
+        self.topic_name = topic_name
+        self.durable = durable
+        self._on_empty = on_empty
+        self._resetting = False
+        self.name = name
+        self.ledger = ledger
+        self.cursor = cursor
+        self._read_batch = read_batch
+        self.dispatcher: Dispatcher | None = None
+        # Cursor writes for acks are applied one at a time, in arrival order.
+        self._ack_lock = asyncio.Lock()
+        self._closed = False
+        self._retired: asyncio.Future[None] | None = None
+
+    @property
+    def sub_type(self) -> SubType | None:
+        return self.dispatcher.sub_type if self.dispatcher is not None else None
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return list(self.dispatcher.consumers) if self.dispatcher is not None else []
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        """Attach ``consumer`` or raise :class:`ConsumerBusy` saying why it cannot attach."""
+        if consumer.sub_type == SubType.Key_Shared:
+            raise NotSupported(
+                "Key_Shared subscriptions are not supported by Braid yet; use Exclusive, Failover "
+                "or Shared"
+            )
+        current = self.dispatcher
+        if current is not None:
+            for stale in [c for c in current.consumers if c.transport.closed]:
+                # Its connection is gone but not yet cleaned up; it must not block a reconnect.
+                self.remove_consumer(stale)
+        if current is not None and current.consumers:
+            if current.sub_type != consumer.sub_type:
+                raise ConsumerBusy(
+                    f"subscription {self.name!r} on {self.topic_name} is of type "
+                    f"{current.sub_type.name}; a consumer of type {consumer.sub_type.name} "
+                    "cannot attach"
+                )
+            if current.sub_type == SubType.Exclusive:
+                raise ConsumerBusy(
+                    f"Exclusive consumer is already connected to subscription {self.name!r}"
+                )
+        if current is None or current.sub_type != consumer.sub_type:
+            if current is not None:
+                self._retired = asyncio.ensure_future(current.close())
+            # A new dispatcher knows nothing of what the old one read: start from the first
+            # unacknowledged entry so nothing read-but-undelivered is skipped.
+            self.cursor.rewind()
+            current = Dispatcher(
+                self.ledger,
+                self.cursor,
+                consumer.sub_type,
+                read_batch=self._read_batch,
+                description=f"{self.topic_name}/{self.name}",
+            )
+            self.dispatcher = current
+            current.start()
+        current.add_consumer(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.remove_consumer(consumer)
+        if self._on_empty is not None and not self._resetting and not self.consumers:
+            # A reader's subscription ends with its last consumer (but not during a seek, whose
+            # consumers come straight back).
+            self._on_empty(self)
+
+    def flow(self, consumer: Consumer, permits: int) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.on_flow(consumer, permits)
+
+    def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None:
+        if self.dispatcher is not None:
+            self.dispatcher.redeliver(consumer, positions)
+
+    async def acknowledge(
+        self, consumer: Consumer, positions: Sequence[Position], cumulative: bool
+    ) -> None:
+        """Record acks now (so they are never redelivered) and persist them in order."""
+        if cumulative:
+            if consumer.sub_type == SubType.Shared:
+                raise NotSupported(
+                    "cumulative acknowledgement is not allowed on a Shared subscription"
+                )
+            position = max(positions)
+            if self.dispatcher is not None:
+                self.dispatcher.on_acked_up_to(position)
+            async with self._ack_lock:
+                if position > self.cursor.mark_delete_position:
+                    try:
+                        await self.cursor.mark_delete(position)
+                    except InvalidPosition as exc:
+                        log.info("ignoring cumulative ack %s on %s: %s", position, self.name, exc)
+            return
+        if self.dispatcher is not None:
+            self.dispatcher.on_acked(positions)
+        async with self._ack_lock:
+            mark = self.cursor.mark_delete_position
+            fresh = [p for p in positions if p > mark]
+            if fresh:
+                try:
+                    await self.cursor.delete(fresh)
+                except InvalidPosition as exc:
+                    log.info("ignoring ack of %s on %s: %s", fresh, self.name, exc)
+
+    async def reset_cursor(self, position: Position) -> None:
+        """Seek: close the consumers (they re-subscribe), then make ``position`` the next entry."""
+        self._resetting = True
+        try:
+            self.disconnect_consumers()
+        finally:
+            self._resetting = False
+        dispatcher = self.dispatcher
+        if dispatcher is None:
+            await self.cursor.reset(position)
+            return
+        async with dispatcher.lock:
+            await self.cursor.reset(position)
+            dispatcher.reset_books()
+
+    def disconnect_consumers(self) -> None:
+        """Close every consumer from the broker side; the clients reconnect on their own."""
+        for consumer in self.consumers:
+            self.remove_consumer(consumer)
+            consumer.transport.send_close_consumer(consumer.consumer_id)
+
+    async def close(self) -> None:
+        self._closed = True
+        self.disconnect_consumers()
+        if self.dispatcher is not None:
+            await self.dispatcher.close()
+
+    def stats(self) -> dict[str, object]:
+        dispatcher = self.dispatcher
+        active = dispatcher.active_consumer if dispatcher is not None else None
+        return {
+            "type": self.sub_type.name if self.sub_type is not None else None,
+            "msgBacklog": self.cursor.backlog(),
+            "markDeletePosition": str(self.cursor.mark_delete_position),
+            "readPosition": str(self.cursor.read_position),
+            "unackedMessages": dispatcher.unacked_count() if dispatcher is not None else 0,
+            "activeConsumerName": active.consumer_name if active is not None else None,
+            "consumers": [c.stats() for c in self.consumers],
+        }

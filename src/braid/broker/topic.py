@@ -1,0 +1,375 @@
+"""A persistent topic (``persistent://`` or ``segment://``): a managed ledger with producers and
+subscriptions.
+
+Publishing hands every message to :meth:`ManagedLedger.append` immediately, so many appends are
+in flight at once (the ledger keeps call order); producers answer receipts in order.
+Deduplication, when on, filters resends before they reach the ledger. Subscriptions are durable
+cursors, created on first subscribe at the requested initial position and restored with the
+managed ledger after a restart. Termination seals the ledger: sends fail with
+``TopicTerminatedError`` and new producers are refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from braid.broker.consumer import Consumer
+from braid.broker.dedup import DEDUP_CURSOR_NAME, DupStatus, MessageDeduplication
+from braid.broker.entries import messages_in_entry, publish_time_of
+from braid.broker.errors import (
+    ConsumerBusy,
+    DuplicateInFlight,
+    ProducerBusy,
+    ProducerFenced,
+    SubscriptionNotFound,
+    TopicTerminated,
+)
+from braid.broker.producer import AccessMode, Producer
+from braid.broker.subscription import Subscription
+from braid.ledger.api import (
+    EARLIEST,
+    LATEST,
+    CursorNotFound,
+    InvalidPosition,
+    ManagedLedger,
+    ManagedLedgerClosed,
+    Position,
+)
+
+log = logging.getLogger(__name__)
+
+#: Cursor names the broker uses for itself; never listed or attachable as subscriptions.
+SYSTEM_CURSORS = frozenset({DEDUP_CURSOR_NAME})
+#: Cursors of non-durable subscriptions (readers) carry this prefix: they live only while a reader
+#: is attached, and any left behind by a crash are deleted when the topic loads.
+READER_CURSOR_PREFIX = "braid.reader."
+
+
+class PersistentTopic:
+    """One topic served by this broker."""
+
+    def __init__(
+        self,
+        name: str,
+        ledger: ManagedLedger,
+        dedup: MessageDeduplication | None,
+        *,
+        read_batch: int = 100,
+    ) -> None:
+        self.name = name
+        self.ledger = ledger
+        self.dedup = dedup
+        self._read_batch = read_batch
+        self.producers: dict[int, Producer] = {}  # keyed by id(producer): ids are per connection
+        self.subscriptions: dict[str, Subscription] = {}
+        self._exclusive: Producer | None = None
+        self._producers_changed = asyncio.Event()
+        self._sub_lock = asyncio.Lock()
+        self._background: set[asyncio.Future[None]] = set()
+        self.closed = False
+        self.messages_in = 0
+        self.bytes_in = 0
+
+    @classmethod
+    async def load(
+        cls, name: str, ledger: ManagedLedger, *, dedup_enabled: bool, read_batch: int = 100
+    ) -> PersistentTopic:
+        """Wrap an opened managed ledger; rebuilds dedup state and the durable subscriptions."""
+        dedup: MessageDeduplication | None = None
+        if dedup_enabled:
+            dedup = await MessageDeduplication.load(ledger)
+        elif DEDUP_CURSOR_NAME in ledger.cursors:
+            # Deduplication was turned off: its cursor would otherwise pin the ledger forever.
+            await ledger.delete_cursor(DEDUP_CURSOR_NAME)
+        for leftover in [c for c in ledger.cursors if c.startswith(READER_CURSOR_PREFIX)]:
+            await ledger.delete_cursor(leftover)
+        topic = cls(name, ledger, dedup, read_batch=read_batch)
+        for cursor_name, cursor in ledger.cursors.items():
+            if cursor_name not in SYSTEM_CURSORS:
+                topic.subscriptions[cursor_name] = Subscription(
+                    name, cursor_name, ledger, cursor, read_batch=read_batch
+                )
+        return topic
+
+    @property
+    def is_terminated(self) -> bool:
+        return self.ledger.is_terminated
+
+    # -- producers -----------------------------------------------------------------------------
+
+    def last_sequence_id(self, producer_name: str) -> int:
+        """What PRODUCER_SUCCESS tells a producer to continue from (-1 without deduplication)."""
+        return self.dedup.last_sequence_id(producer_name) if self.dedup is not None else -1
+
+    async def add_producer(self, producer: Producer, on_waiting: Callable[[], None]) -> None:
+        """Attach ``producer`` honouring its access mode.
+
+        ``WaitForExclusive`` calls ``on_waiting`` (the connection sends a not-ready success) and
+        waits until the topic has no other producer. Raises :class:`TopicTerminated`,
+        :class:`ProducerBusy` or :class:`ProducerFenced`.
+        """
+        if self.is_terminated:
+            raise TopicTerminated(f"topic {self.name} is terminated; no new producers")
+        for other in list(self.producers.values()):
+            if other.name == producer.name:
+                if other.transport.closed:
+                    # Its connection is gone but not yet cleaned up: the client is back.
+                    self.remove_producer(other)
+                    continue
+                raise ProducerBusy(
+                    f"producer with name {producer.name!r} is already connected to {self.name}"
+                )
+        mode = producer.access_mode
+        if mode == AccessMode.WaitForExclusive:
+            notified = False
+            while self.producers:
+                if not notified:
+                    on_waiting()
+                    notified = True
+                self._producers_changed.clear()
+                await self._producers_changed.wait()
+                if self.closed or self.is_terminated:
+                    raise TopicTerminated(f"topic {self.name} was closed or terminated")
+        elif mode == AccessMode.ExclusiveWithFencing:
+            for other in list(self.producers.values()):
+                self.remove_producer(other)
+                other.transport.send_close_producer(other.producer_id)
+        elif self._exclusive is not None:
+            raise ProducerFenced(
+                f"topic {self.name} has an exclusive producer {self._exclusive.name!r}"
+            )
+        elif mode == AccessMode.Exclusive and self.producers:
+            raise ProducerBusy(f"topic {self.name} has existing shared producers")
+        self.producers[id(producer)] = producer
+        if mode != AccessMode.Shared:
+            self._exclusive = producer
+
+    def remove_producer(self, producer: Producer) -> None:
+        if self.producers.pop(id(producer), None) is None:
+            return
+        producer.closed = True
+        if self._exclusive is producer:
+            self._exclusive = None
+        self._producers_changed.set()
+
+    def publish(
+        self, producer: Producer, sequence_id: int, highest_sequence_id: int, data: bytes
+    ) -> asyncio.Future[Position | None]:
+        """Persist ``data`` (or recognise a duplicate).
+
+        The future gives the position, or ``None`` for a duplicate that was not written again.
+        """
+        loop = asyncio.get_running_loop()
+        if self.ledger.is_terminated:
+            failed: asyncio.Future[Position | None] = loop.create_future()
+            failed.set_exception(TopicTerminated(f"topic {self.name} is terminated"))
+            return failed
+        dedup = self.dedup
+        if dedup is not None:
+            status = dedup.check(producer.name, sequence_id, highest_sequence_id)
+            if status is not DupStatus.NOT_DUP:
+                answer: asyncio.Future[Position | None] = loop.create_future()
+                if status is DupStatus.DUP:
+                    answer.set_result(None)
+                else:
+                    answer.set_exception(
+                        DuplicateInFlight(
+                            f"message {sequence_id} of {producer.name!r} is still being persisted"
+                        )
+                    )
+                return answer
+        producer.messages_in += 1
+        producer.bytes_in += len(data)
+        self.messages_in += 1
+        self.bytes_in += len(data)
+        append: asyncio.Future[Position | None] = asyncio.ensure_future(self.ledger.append(data))
+        name = producer.name
+        highest = max(sequence_id, highest_sequence_id)
+
+        def appended(fut: asyncio.Future[Position | None]) -> None:
+            if fut.cancelled() or fut.exception() is not None:
+                if dedup is not None:
+                    dedup.on_failed(name)
+                return
+            position = fut.result()
+            if dedup is not None and position is not None:
+                dedup.on_persisted(name, highest, position)
+            for sub in self.subscriptions.values():
+                if sub.dispatcher is not None:
+                    sub.dispatcher.wake()
+
+        append.add_done_callback(appended)
+        return append
+
+    # -- subscriptions -------------------------------------------------------------------------
+
+    async def subscribe(
+        self,
+        subscription_name: str,
+        consumer: Consumer,
+        *,
+        initial_earliest: bool,
+        durable: bool = True,
+        start: Position | None = None,
+    ) -> Subscription:
+        """Attach ``consumer`` to ``subscription_name``, creating its cursor if new.
+
+        A non-durable subscription (a reader) starts at ``start`` (else the initial position)
+        and is deleted when its last consumer leaves.
+        """
+        if subscription_name in SYSTEM_CURSORS or subscription_name.startswith(
+            READER_CURSOR_PREFIX
+        ):
+            raise ConsumerBusy(f"subscription name {subscription_name!r} is reserved by the broker")
+        async with self._sub_lock:
+            sub = self.subscriptions.get(subscription_name)
+            if sub is not None and sub.durable != durable:
+                kind = "durable" if sub.durable else "non-durable"
+                raise ConsumerBusy(f"subscription {subscription_name!r} on {self.name} is {kind}")
+            if sub is None:
+                initial = start if start is not None else (EARLIEST if initial_earliest else LATEST)
+                cursor_name = (
+                    subscription_name if durable else READER_CURSOR_PREFIX + subscription_name
+                )
+                try:
+                    cursor = await self.ledger.open_cursor(cursor_name, initial)
+                except InvalidPosition:
+                    # A start position past the end (or from another topic): read new messages.
+                    cursor = await self.ledger.open_cursor(cursor_name, LATEST)
+                sub = Subscription(
+                    self.name,
+                    subscription_name,
+                    self.ledger,
+                    cursor,
+                    read_batch=self._read_batch,
+                    durable=durable,
+                    on_empty=None if durable else self._drop_when_unused,
+                )
+                self.subscriptions[subscription_name] = sub
+            sub.add_consumer(consumer)
+            return sub
+
+    def _drop_when_unused(self, sub: Subscription) -> None:
+        task = asyncio.ensure_future(self._drop_subscription(sub))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _drop_subscription(self, sub: Subscription) -> None:
+        """Delete a reader's subscription once no consumer is attached any more."""
+        async with self._sub_lock:
+            if sub.consumers or self.subscriptions.get(sub.name) is not sub or self.closed:
+                return
+            del self.subscriptions[sub.name]
+            await sub.close()
+            try:
+                await self.ledger.delete_cursor(sub.cursor.name)
+            except (CursorNotFound, ManagedLedgerClosed):
+                pass
+
+    async def unsubscribe(self, subscription_name: str, consumer: Consumer | None) -> None:
+        """Delete the subscription; refused while consumers other than ``consumer`` are attached."""
+        async with self._sub_lock:
+            sub = self.subscriptions.get(subscription_name)
+            if sub is None:
+                raise SubscriptionNotFound(
+                    f"subscription {subscription_name!r} does not exist on {self.name}"
+                )
+            others = [c for c in sub.consumers if c is not consumer]
+            if others:
+                raise ConsumerBusy(
+                    f"subscription {subscription_name!r} has {len(others)} other connected "
+                    "consumer(s); unsubscribe refused"
+                )
+            if consumer is not None:
+                sub.remove_consumer(consumer)
+            await sub.close()
+            await self.ledger.delete_cursor(sub.cursor.name)
+            del self.subscriptions[subscription_name]
+
+    # -- positions -----------------------------------------------------------------------------
+
+    async def last_message_position(self) -> tuple[Position, int]:
+        """The last entry's position and the batch index of its last message (-1: not a batch)."""
+        last = self.ledger.last_confirmed_position
+        if last.entry_id < 0:
+            return last, -1
+        entries = await self.ledger.read(last, 1)
+        if not entries:
+            return last, -1
+        count = messages_in_entry(entries[0].data)
+        return last, (count - 1 if count > 1 else -1)
+
+    async def find_position_by_publish_time(self, timestamp_ms: int) -> Position:
+        """First entry published at or after ``timestamp_ms`` (binary search over the ledgers);
+        ``LATEST`` if every entry is older."""
+        last = self.ledger.last_confirmed_position
+        spans: list[tuple[int, int]] = []  # (ledger id, entries)
+        for info in self.ledger.ledgers:
+            count = info.entries
+            if info.ledger_id == last.ledger_id:
+                count = last.entry_id + 1
+            if count > 0:
+                spans.append((info.ledger_id, count))
+        total = sum(c for _, c in spans)
+
+        def position_at(index: int) -> Position:
+            for ledger_id, count in spans:
+                if index < count:
+                    return Position(ledger_id, index)
+                index -= count
+            raise IndexError(index)
+
+        lo, hi = 0, total
+        while lo < hi:
+            mid = (lo + hi) // 2
+            entries = await self.ledger.read(position_at(mid), 1)
+            published = publish_time_of(entries[0].data) if entries else 0
+            if published >= timestamp_ms:
+                hi = mid
+            else:
+                lo = mid + 1
+        return position_at(lo) if lo < total else LATEST
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def terminate(self) -> Position:
+        """Seal the topic; returns its last position. Consumers that drained it are told (if they
+        can take it)."""
+        position = await self.ledger.terminate()
+        for sub in self.subscriptions.values():
+            if sub.dispatcher is not None:
+                sub.dispatcher.wake()
+        return position
+
+    async def close(self) -> None:
+        """Detach everyone (clients reconnect elsewhere/later), snapshot dedup, close the ledger."""
+        if self.closed:
+            return
+        self.closed = True
+        self._producers_changed.set()
+        for producer in list(self.producers.values()):
+            self.remove_producer(producer)
+            producer.transport.send_close_producer(producer.producer_id)
+        for sub in list(self.subscriptions.values()):
+            await sub.close()
+        if self.dedup is not None:
+            try:
+                await self.dedup.close()
+            except Exception:
+                log.exception("final dedup snapshot of %s failed", self.name)
+        await self.ledger.close()
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "msgInCounter": self.messages_in,
+            "bytesInCounter": self.bytes_in,
+            "storageSize": self.ledger.total_size,
+            "numberOfEntries": self.ledger.number_of_entries,
+            "lastConfirmedEntry": str(self.ledger.last_confirmed_position),
+            "terminated": self.is_terminated,
+            "deduplicationEnabled": self.dedup is not None,
+            "publishers": [p.stats() for p in self.producers.values()],
+            "subscriptions": {name: s.stats() for name, s in self.subscriptions.items()},
+        }

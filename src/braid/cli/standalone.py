@@ -1,0 +1,226 @@
+"""``braid standalone``: a whole Braid in one process, on one data directory.
+
+:class:`StandaloneServer` assembles, in order: the metadata store (SQLite file in the data dir
+unless ``metadataStoreUrl`` says otherwise), an in-process bookie cluster on the data dir, the
+managed-ledger factory, tenants/namespaces (creating ``public/default``), the broker and the admin
+HTTP server, all in one event loop; it closes them in reverse order, so cursors are flushed and
+files closed before the process exits. A lock file keeps a second process off the same data dir.
+
+:func:`run_standalone` is the command: start, print the URLs, wait for SIGINT/SIGTERM, shut down,
+exit 0. Restarting on the same data dir keeps every topic, message and cursor.
+
+Data dir layout::
+
+    <dataDir>/braid.lock           held (flock) while a process uses the directory
+    <dataDir>/metadata/metadata.db the SQLite metadata store (default metadataStoreUrl)
+    <dataDir>/bookie-0/            the in-process bookie: journal and ledger files
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+from braid.admin import AdminServer, create_app
+from braid.broker.config import BrokerConfig, describe
+from braid.broker.resources import BrokerResources
+from braid.clock import Clock, SystemClock
+from braid.core.errors import BraidError, IllegalStateError
+from braid.metadata import MetadataStore, open_store
+
+if TYPE_CHECKING:
+    from braid.broker.service import BrokerService
+    from braid.ledger.factory import DefaultManagedLedgerFactory
+
+log = logging.getLogger(__name__)
+
+#: Name of the storage cluster the in-process bookie forms (PIP-470 attribution stamp).
+LOCAL_STORAGE_CLUSTER = "standalone"
+
+
+class DataDirInUse(IllegalStateError):
+    """Another process holds the data directory's lock."""
+
+
+class _DataDirLock:
+    """An exclusive ``flock`` on ``<dataDir>/braid.lock``; the OS drops it if the process dies."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._path = data_dir / "braid.lock"
+        self._file: IO[str] | None = None
+
+    def acquire(self) -> None:
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self._path.open("a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise DataDirInUse(
+                f"data directory {self._path.parent} is in use by another process"
+            ) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._file = handle
+
+    def release(self) -> None:
+        if self._file is not None:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
+            self._file.close()
+            self._file = None
+
+
+class StandaloneServer:
+    """Metadata + bookie + managed ledgers + broker + admin, started and stopped as one."""
+
+    def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self._lock = _DataDirLock(config.data_dir)
+        self._closers: list[tuple[str, Any]] = []
+        self.metadata: MetadataStore | None = None
+        self.resources: BrokerResources | None = None
+        self.ml_factory: DefaultManagedLedgerFactory | None = None
+        self.broker: BrokerService | None = None
+        self.admin: AdminServer | None = None
+
+    @property
+    def service_url(self) -> str:
+        """``pulsar://host:port`` of the broker (the real port when 0 was configured)."""
+        if self.broker is None:
+            raise IllegalStateError("standalone is not started")
+        return str(self.broker.service_url)
+
+    @property
+    def web_service_url(self) -> str:
+        """``http://host:port`` of the admin API."""
+        if self.admin is None:
+            raise IllegalStateError("standalone is not started")
+        return f"http://{self.config.advertised_address}:{self.admin.port}"
+
+    async def start(self) -> None:
+        """Start every component; on failure, close what was started and re-raise."""
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _start(self) -> None:
+        # Imported here: these layers are heavy and `braid --help` should stay instant.
+        from braid.broker.service import BrokerService
+        from braid.ledger.factory import DefaultManagedLedgerFactory
+        from braid.storage import StorageRouter, open_local_cluster
+
+        config = self.config
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        self._closers.append(("data dir lock", self._lock.release))
+        log.info("starting standalone", extra={"fields": describe(config)})
+
+        self.metadata = await open_store(config.metadata_store_url, clock=self.clock)
+        self._closers.append(("metadata store", self.metadata.close))
+
+        storage = await open_local_cluster(
+            self.metadata, config.data_dir, LOCAL_STORAGE_CLUSTER, clock=self.clock
+        )
+        self._closers.append(("storage", storage.close))
+        router = StorageRouter([storage], active=LOCAL_STORAGE_CLUSTER)
+
+        self.ml_factory = DefaultManagedLedgerFactory(self.metadata, router, clock=self.clock)
+        self._closers.append(("managed ledgers", self.ml_factory.close))
+
+        self.resources = BrokerResources(self.metadata)
+        await self.resources.ensure_default_namespace(config.cluster_name)
+
+        self.broker = BrokerService(
+            config, self.metadata, self.ml_factory, self.resources, clock=self.clock
+        )
+        self._closers.append(("broker", self.broker.close))  # safe on a half-started broker
+        await self.broker.start()
+
+        app = create_app(config, self.resources, self.broker)
+        self.admin = AdminServer(app, config.bind_address, config.web_service_port)
+        self._closers.append(("admin server", self.admin.stop))
+        await self.admin.start()
+        log.info(
+            "standalone ready",
+            extra={"fields": {"broker": self.service_url, "web": self.web_service_url}},
+        )
+
+    async def close(self) -> None:
+        """Stop in reverse start order; keeps going past a failing component. Idempotent."""
+        while self._closers:
+            what, closer = self._closers.pop()
+            try:
+                result = closer()
+                if asyncio.iscoroutine(result):
+                    await result
+                log.debug("closed %s", what)
+            except Exception as exc:
+                log.error("error while closing %s: %s", what, exc, exc_info=exc)
+
+
+def _install_signal_handlers(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    count = 0
+
+    def on_signal(signum: int) -> None:
+        nonlocal count
+        count += 1
+        if count > 1:
+            # A second signal while shutting down: the operator wants out now.
+            log.warning("second %s: exiting immediately", signal.Signals(signum).name)
+            os._exit(1)
+        log.info("received %s, shutting down", signal.Signals(signum).name)
+        stop.set()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, on_signal, signum)
+
+
+async def serve(config: BrokerConfig, *, out: IO[str] | None = None) -> None:
+    """Run standalone until SIGINT/SIGTERM, printing the URLs once ready."""
+    out = out or sys.stdout
+    stop = asyncio.Event()
+    _install_signal_handlers(stop)
+    server = StandaloneServer(config)
+    await server.start()
+    try:
+        print("Braid standalone is ready", file=out)
+        print(f"  broker service URL: {server.service_url}", file=out)
+        print(f"  admin/web URL:      {server.web_service_url}", file=out)
+        print(f"  data directory:     {config.data_dir}", file=out)
+        print("Press Ctrl+C (SIGINT) or send SIGTERM to stop.", file=out, flush=True)
+        await stop.wait()
+    finally:
+        await server.close()
+    print("Braid standalone stopped cleanly", file=out, flush=True)
+
+
+def run_standalone(config: BrokerConfig) -> int:
+    """The ``braid standalone`` command; returns the process exit code."""
+    loop_factory = None
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        loop_factory = uvloop.new_event_loop
+    try:
+        with asyncio.Runner(loop_factory=loop_factory) as runner:
+            runner.run(serve(config))
+    except (BraidError, OSError) as exc:
+        # Expected start-up failures (port in use, data dir in use, unreadable files): one clear
+        # line, no traceback.
+        log.error("standalone failed: %s", exc)
+        print(f"braid standalone: error: {exc}", file=sys.stderr)
+        return 1
+    return 0

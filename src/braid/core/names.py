@@ -1,0 +1,310 @@
+"""Topic names: ``topic://``, ``segment://`` and ``persistent://``, parsed and formatted.
+
+* ``topic://tenant/ns/name`` names a scalable topic (the segment DAG).
+* ``segment://tenant/ns/name/<descriptor>`` names one managed segment of it, with the descriptor
+  ``%04x-%04x-%d`` = hash start, hash end, segment id (``wire-protocol.md`` §3).
+* ``persistent://tenant/ns/name`` is a classic Pulsar topic.
+
+Allowed characters (our decision, close to Pulsar's ``NamedEntity`` rule):
+
+* tenant and namespace: one or more of ASCII letters, digits and ``_ - = : .`` (Pulsar's
+  ``[-=:.\\w]`` with ``\\w`` in Java's ASCII sense), and neither ``.`` nor ``..``;
+* local name: one or more characters, none of them ``/``, whitespace, or a control, format,
+  surrogate or unassigned code point, and neither ``.`` nor ``..``. A ``/`` would make the name
+  ambiguous with a segment descriptor or with Pulsar's old four-part (cluster) names, which Braid
+  does not accept.
+
+Segment descriptors are canonical: lowercase four-digit hex bounds and a decimal id without leading
+zeros, so one segment has exactly one name.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from enum import StrEnum
+
+from braid.core.errors import InvalidInputError
+from braid.core.ranges import HashRange, InvalidHashRange
+
+DEFAULT_TENANT = "public"
+DEFAULT_NAMESPACE = "default"
+# Segment ids are Java longs upstream; keep them within a signed 64-bit value for interop.
+MAX_SEGMENT_ID = 2**63 - 1
+
+_NAMESPACE_PART = re.compile(r"[A-Za-z0-9_=:.\-]+")
+_DESCRIPTOR = re.compile(r"([0-9a-f]{4})-([0-9a-f]{4})-(0|[1-9][0-9]*)")
+
+
+class InvalidTopicName(InvalidInputError):
+    """A topic name (or one of its parts) is malformed; the message says which part and why."""
+
+
+class TopicDomain(StrEnum):
+    """The scheme of a topic name."""
+
+    TOPIC = "topic"
+    SEGMENT = "segment"
+    PERSISTENT = "persistent"
+
+
+def _check_namespace_part(kind: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidTopicName(f"{kind} must be a string, got {type(value).__name__}")
+    if not value:
+        raise InvalidTopicName(f"{kind} is empty")
+    if not _NAMESPACE_PART.fullmatch(value):
+        bad = next(ch for ch in value if not _NAMESPACE_PART.fullmatch(ch))
+        raise InvalidTopicName(
+            f"{kind} {value!r} contains {bad!r}; allowed are ASCII letters, digits and _ - = : ."
+        )
+    if value in (".", ".."):
+        raise InvalidTopicName(f"{kind} must not be {value!r}")
+    return value
+
+
+def _check_local_name(value: object) -> str:
+    if not isinstance(value, str):
+        raise InvalidTopicName(f"local name must be a string, got {type(value).__name__}")
+    if not value:
+        raise InvalidTopicName("local name is empty")
+    if value in (".", ".."):
+        raise InvalidTopicName(f"local name must not be {value!r}")
+    for ch in value:
+        if ch == "/":
+            raise InvalidTopicName(f"local name {value!r} must not contain '/'")
+        category = unicodedata.category(ch)
+        # C* = control/format/surrogate/private/unassigned, Z* = spaces and separators.
+        if ch.isspace() or category[0] == "Z" or (category[0] == "C" and category != "Co"):
+            raise InvalidTopicName(
+                f"local name {value!r} contains the character U+{ord(ch):04X} "
+                f"(whitespace or control characters are not allowed)"
+            )
+    return value
+
+
+def format_descriptor(hash_range: HashRange, segment_id: int) -> str:
+    """The segment descriptor ``%04x-%04x-%d``, e.g. ``0000-7fff-1``."""
+    _check_segment_id(segment_id)
+    return f"{hash_range.start:04x}-{hash_range.end:04x}-{segment_id}"
+
+
+def _check_segment_id(segment_id: object) -> int:
+    if isinstance(segment_id, bool) or not isinstance(segment_id, int):
+        raise InvalidTopicName(f"segment id must be an integer, got {segment_id!r}")
+    if not 0 <= segment_id <= MAX_SEGMENT_ID:
+        raise InvalidTopicName(f"segment id {segment_id} is outside 0..{MAX_SEGMENT_ID}")
+    return segment_id
+
+
+def parse_descriptor(text: str) -> tuple[HashRange, int]:
+    """Parse a segment descriptor ``ssss-eeee-id`` into its hash range and segment id.
+
+    Raises:
+        InvalidTopicName: not in the canonical form, or the range is invalid (end below start).
+    """
+    if not isinstance(text, str):
+        raise InvalidTopicName(f"a segment descriptor must be a string, got {text!r}")
+    match = _DESCRIPTOR.fullmatch(text)
+    if match is None:
+        raise InvalidTopicName(
+            f"invalid segment descriptor {text!r}: expected '<start>-<end>-<id>' with four "
+            "lowercase hex digits per bound and a decimal id without leading zeros, "
+            "e.g. '0000-7fff-1'"
+        )
+    try:
+        hash_range = HashRange(int(match.group(1), 16), int(match.group(2), 16))
+    except InvalidHashRange as exc:
+        raise InvalidTopicName(f"invalid segment descriptor {text!r}: {exc}") from exc
+    return hash_range, _check_segment_id(int(match.group(3)))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicName:
+    """A validated topic name; ``str()`` gives the full ``domain://tenant/ns/local`` form.
+
+    For the ``segment`` domain the local name is ``<parent-local-name>/<descriptor>`` (the only
+    place a ``/`` may appear); :meth:`as_segment` gives the structured :class:`SegmentTopicName`.
+    """
+
+    domain: TopicDomain
+    tenant: str
+    namespace: str
+    local_name: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.domain, TopicDomain):
+            raise InvalidTopicName(f"domain must be a TopicDomain, got {self.domain!r}")
+        _check_namespace_part("tenant", self.tenant)
+        _check_namespace_part("namespace", self.namespace)
+        if self.domain is TopicDomain.SEGMENT:
+            if not isinstance(self.local_name, str) or self.local_name.count("/") != 1:
+                raise InvalidTopicName(
+                    f"segment local name {self.local_name!r} must be '<name>/<descriptor>'"
+                )
+            parent_local, descriptor = self.local_name.split("/")
+            _check_local_name(parent_local)
+            parse_descriptor(descriptor)
+        else:
+            _check_local_name(self.local_name)
+
+    @classmethod
+    def parse(cls, text: str, default_domain: TopicDomain = TopicDomain.PERSISTENT) -> TopicName:
+        """Parse a full name, or a short form in ``default_domain``.
+
+        Short forms: ``name`` means ``<default_domain>://public/default/name`` and
+        ``tenant/ns/name`` means ``<default_domain>://tenant/ns/name`` (as Pulsar does).
+
+        Raises:
+            InvalidTopicName: unknown domain, wrong number of parts, or a bad part.
+        """
+        if not isinstance(text, str):
+            raise InvalidTopicName(f"a topic name must be a string, got {type(text).__name__}")
+        if "://" in text:
+            scheme, _, rest = text.partition("://")
+            try:
+                domain = TopicDomain(scheme)
+            except ValueError:
+                raise InvalidTopicName(
+                    f"invalid topic name {text!r}: unknown domain {scheme!r} "
+                    "(expected topic, segment or persistent)"
+                ) from None
+        else:
+            if default_domain is TopicDomain.SEGMENT:
+                raise InvalidTopicName(
+                    f"invalid topic name {text!r}: segment names have no short form"
+                )
+            domain, rest = default_domain, text
+            parts = rest.split("/")
+            if len(parts) == 1:
+                rest = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}/{text}"
+            elif len(parts) != 3:
+                raise InvalidTopicName(
+                    f"invalid topic name {text!r}: a short name is 'name' or 'tenant/ns/name'"
+                )
+        parts = rest.split("/")
+        expected = 4 if domain is TopicDomain.SEGMENT else 3
+        if len(parts) != expected:
+            shape = "tenant/ns/name/descriptor" if expected == 4 else "tenant/ns/name"
+            hint = ""
+            if domain is not TopicDomain.SEGMENT and len(parts) > 3:
+                hint = (
+                    " (the local name must not contain '/'; "
+                    "four-part cluster names are unsupported)"
+                )
+            raise InvalidTopicName(
+                f"invalid topic name {text!r}: expected {domain}://{shape}, "
+                f"found {len(parts)} '/'-separated parts{hint}"
+            )
+        try:
+            local = parts[2] if expected == 3 else f"{parts[2]}/{parts[3]}"
+            return cls(domain, parts[0], parts[1], local)
+        except InvalidTopicName as exc:
+            raise InvalidTopicName(f"invalid topic name {text!r}: {exc}") from exc
+
+    @property
+    def namespace_name(self) -> str:
+        """``tenant/namespace``."""
+        return f"{self.tenant}/{self.namespace}"
+
+    def with_domain(self, domain: TopicDomain) -> TopicName:
+        """The same tenant/namespace/local name in another (non-segment) domain."""
+        if domain is TopicDomain.SEGMENT or self.domain is TopicDomain.SEGMENT:
+            raise InvalidTopicName(f"cannot change {self} to or from the segment domain")
+        return TopicName(domain, self.tenant, self.namespace, self.local_name)
+
+    def as_segment(self) -> SegmentTopicName:
+        """The structured form of a ``segment://`` name.
+
+        Raises:
+            InvalidTopicName: this is not a segment name.
+        """
+        if self.domain is not TopicDomain.SEGMENT:
+            raise InvalidTopicName(f"{self} is not a segment:// name")
+        return SegmentTopicName.parse(str(self))
+
+    def __str__(self) -> str:
+        return f"{self.domain.value}://{self.tenant}/{self.namespace}/{self.local_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentTopicName:
+    """The ``segment://`` name of one segment of a scalable topic.
+
+    ``str()`` gives ``segment://tenant/ns/name/ssss-eeee-id``.
+
+    Raises:
+        InvalidTopicName: the parent is not a ``topic://`` name or the segment id is invalid.
+    """
+
+    parent: TopicName
+    hash_range: HashRange
+    segment_id: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.parent, TopicName):
+            raise InvalidTopicName(f"segment parent must be a TopicName, got {self.parent!r}")
+        if self.parent.domain is not TopicDomain.TOPIC:
+            raise InvalidTopicName(
+                f"the parent of a segment must be a topic:// name, got {self.parent}"
+            )
+        if not isinstance(self.hash_range, HashRange):
+            raise InvalidTopicName(f"segment hash range must be a HashRange: {self.hash_range!r}")
+        _check_segment_id(self.segment_id)
+
+    @classmethod
+    def of(cls, parent: TopicName, hash_range: HashRange, segment_id: int) -> SegmentTopicName:
+        """The name of segment ``segment_id`` covering ``hash_range`` of ``parent``."""
+        return cls(parent, hash_range, segment_id)
+
+    @classmethod
+    def parse(cls, text: str) -> SegmentTopicName:
+        """Parse ``segment://tenant/ns/name/descriptor``.
+
+        Raises:
+            InvalidTopicName: not a ``segment://`` name or a malformed part.
+        """
+        if isinstance(text, str) and not text.startswith(f"{TopicDomain.SEGMENT.value}://"):
+            raise InvalidTopicName(
+                f"invalid segment name {text!r}: expected segment://tenant/ns/name/descriptor"
+            )
+        name = TopicName.parse(text)
+        parent_local, descriptor = name.local_name.split("/")
+        hash_range, segment_id = parse_descriptor(descriptor)
+        parent = TopicName(TopicDomain.TOPIC, name.tenant, name.namespace, parent_local)
+        return cls(parent, hash_range, segment_id)
+
+    @property
+    def descriptor(self) -> str:
+        """``%04x-%04x-%d`` of hash start, hash end and segment id."""
+        return format_descriptor(self.hash_range, self.segment_id)
+
+    @property
+    def topic_name(self) -> TopicName:
+        """This name as a generic :class:`TopicName` in the segment domain."""
+        return TopicName(
+            TopicDomain.SEGMENT,
+            self.parent.tenant,
+            self.parent.namespace,
+            f"{self.parent.local_name}/{self.descriptor}",
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"{TopicDomain.SEGMENT.value}://{self.parent.tenant}/{self.parent.namespace}/"
+            f"{self.parent.local_name}/{self.descriptor}"
+        )
+
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "DEFAULT_TENANT",
+    "MAX_SEGMENT_ID",
+    "InvalidTopicName",
+    "SegmentTopicName",
+    "TopicDomain",
+    "TopicName",
+    "format_descriptor",
+    "parse_descriptor",
+]

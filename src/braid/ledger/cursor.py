@@ -1,0 +1,380 @@
+"""A durable cursor over a managed ledger: a subscription's acknowledgements and read position.
+
+State: the cumulative *mark-delete* position (everything at or before it is acknowledged), the
+individually deleted ranges above it (a :class:`PositionRangeSet`), properties stored with the
+mark-delete (the broker's deduplication state) and an in-memory read position.
+
+Persistence (ADR 0012, ``cursor_store.py``): the state is a JSON snapshot appended to the cursor's
+own ledger, which its metadata node points at. Acknowledgements are frequent, so writes are
+coalesced: at most one write is in flight and it carries the latest state; a caller's
+``mark_delete``/``delete`` returns once a write that includes its change is durable. A crash loses
+at most the acknowledgements whose write had not completed - those messages are redelivered
+(at-least-once), never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from braid.core.errors import BraidError, InvalidInputError
+from braid.ledger.api import (
+    EARLIEST,
+    LATEST,
+    Entry,
+    InvalidPosition,
+    ManagedLedgerClosed,
+    ManagedLedgerFenced,
+    ManagedLedgerTerminated,
+    Position,
+)
+from braid.ledger.codec import ManagedCursorInfo
+from braid.ledger.cursor_store import CursorStore
+from braid.ledger.range_set import PositionRangeSet
+
+if TYPE_CHECKING:
+    from braid.ledger.managed_ledger import ManagedLedgerImpl
+
+log = logging.getLogger(__name__)
+
+#: Most individually deleted ranges a snapshot keeps (the node must stay well under 1 MB). Ranges
+#: beyond are dropped from the snapshot: after a restart those messages are redelivered.
+MAX_PERSISTED_RANGES = 10_000
+
+
+def _check_properties(properties: Mapping[str, int]) -> dict[str, int]:
+    checked: dict[str, int] = {}
+    for key, value in properties.items():
+        if not isinstance(key, str) or isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidInputError(f"cursor property {key!r}={value!r} is not str -> int")
+        checked[key] = value
+    return checked
+
+
+class ManagedCursorImpl:
+    """The implementation of :class:`braid.ledger.api.ManagedCursor`; made by the ledger."""
+
+    def __init__(
+        self,
+        ml: ManagedLedgerImpl,
+        name: str,
+        info: ManagedCursorInfo,
+        store: CursorStore,
+    ) -> None:
+        self._ml = ml
+        self._name = name
+        self._store = store
+        self._mark_delete = info.mark_delete
+        self._deleted = PositionRangeSet(info.individually_deleted)
+        self._properties = dict(info.properties)
+        self._read_position = ml.next_position(self._mark_delete)
+        # Bumped by seek/reset/rewind so a read in flight does not overwrite a new position.
+        self._read_epoch = 0
+        self._dirty_gen = 0
+        self._persisted_gen = 0
+        self._persist_task: asyncio.Task[None] | None = None
+        self._persist_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._closed = False
+        self._advance_mark_delete()
+
+    # -- creation and loading --------------------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls, ml: ManagedLedgerImpl, name: str, path: str, mark_delete: Position
+    ) -> ManagedCursorImpl:
+        """Create the cursor's node at ``mark_delete``; an existing node is taken over instead."""
+        info = ManagedCursorInfo(mark_delete=mark_delete, last_active_ms=ml.clock.now_ms())
+        store = await CursorStore.create(ml.cursor_store_context(), name, path, info)
+        if store is None:
+            existing = await cls.load(ml, name, path)
+            if existing is None:
+                raise ManagedLedgerFenced(f"cursor {name!r} changed while it was created")
+            return existing
+        return cls(ml, name, info, store)
+
+    @classmethod
+    async def load(cls, ml: ManagedLedgerImpl, name: str, path: str) -> ManagedCursorImpl | None:
+        """Restore the cursor from its node (and cursor ledger) and claim it, so an earlier
+        owner's next write fails. ``None`` if the node is gone."""
+        loaded = await CursorStore.load(ml.cursor_store_context(), name, path)
+        if loaded is None:
+            return None
+        store, info = loaded
+        return cls(ml, name, info, store)
+
+    # -- state -----------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def mark_delete_position(self) -> Position:
+        return self._mark_delete
+
+    @property
+    def read_position(self) -> Position:
+        self._read_position = self._ml.normalize(self._read_position)
+        return self._read_position
+
+    @property
+    def properties(self) -> Mapping[str, int]:
+        return dict(self._properties)
+
+    @property
+    def individually_deleted(self) -> Sequence[tuple[Position, Position]]:
+        return self._deleted.ranges()
+
+    def is_deleted(self, position: Position) -> bool:
+        """True when ``position`` is acknowledged (cumulatively or individually)."""
+        return position <= self._mark_delete or position in self._deleted
+
+    def backlog(self) -> int:
+        """Entries after the mark-delete position that are not individually acknowledged."""
+        return self._ml.count_after(self._mark_delete) - self._deleted.count_above(
+            self._mark_delete
+        )
+
+    def has_more_entries(self) -> bool:
+        """True when entries exist at or after the read position (acknowledged ones included)."""
+        position = self.read_position
+        return self._ml.count_after(Position(position.ledger_id, position.entry_id - 1)) > 0
+
+    def _check_usable(self) -> None:
+        self._ml.check_cursor_usable()
+        if self._closed:
+            raise ManagedLedgerClosed(f"cursor {self._name!r} is closed")
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    async def read_entries(self, max_entries: int) -> list[Entry]:
+        """Read up to ``max_entries`` unacknowledged entries from the read position."""
+        if max_entries < 1:
+            raise InvalidInputError(f"max_entries must be positive, got {max_entries}")
+        self._check_usable()
+        epoch = self._read_epoch
+        position = self.read_position
+        result: list[Entry] = []
+        while len(result) < max_entries:
+            position = self._skip_deleted(position)
+            batch = await self._ml.read(position, max_entries - len(result))
+            if not batch:
+                break
+            result.extend(e for e in batch if not self.is_deleted(e.position))
+            position = self._ml.next_position(batch[-1].position)
+        if epoch == self._read_epoch and position > self._read_position:
+            self._read_position = position
+        return result
+
+    def _skip_deleted(self, position: Position) -> Position:
+        """Jump over acknowledged positions without reading them."""
+        position = self._ml.normalize(position)
+        if position <= self._mark_delete:
+            position = self._ml.next_position(self._mark_delete)
+        while True:
+            span = self._deleted.range_containing(position)
+            if span is None:
+                return position
+            position = self._ml.next_position(span[1])
+
+    async def read_entries_or_wait(self, max_entries: int) -> list[Entry]:
+        """Like :meth:`read_entries`, but wait (without polling) until an entry arrives.
+
+        Raises:
+            ManagedLedgerTerminated: the log is terminated and this cursor has read all of it.
+        """
+        while True:
+            entries = await self.read_entries(max_entries)
+            if entries:
+                return entries
+            if self.has_more_entries():
+                continue
+            if self._ml.is_terminated:
+                raise ManagedLedgerTerminated(
+                    f"cursor {self._name!r} reached the end of terminated {self._ml.name!r}"
+                )
+            self._check_usable()
+            await self._ml.wait_for_entries()
+
+    # -- acknowledging ---------------------------------------------------------------------------
+
+    async def mark_delete(
+        self, position: Position, properties: Mapping[str, int] | None = None
+    ) -> None:
+        """Acknowledge everything up to and including ``position`` and store ``properties``.
+
+        Raises:
+            InvalidPosition: ``position`` is before the current mark-delete position or beyond
+                the last entry.
+        """
+        self._check_usable()
+        if position < self._mark_delete:
+            raise InvalidPosition(
+                f"mark-delete {position} is before the current mark-delete {self._mark_delete}"
+            )
+        if not self._ml.is_acknowledgeable(position):
+            raise InvalidPosition(f"mark-delete {position} is beyond the last entry")
+        checked = _check_properties(properties) if properties is not None else None
+        previous = self._mark_delete
+        self._mark_delete = position
+        if checked is not None:
+            self._properties = checked
+        self._advance_mark_delete()
+        self._after_move(previous)
+        await self._persist()
+
+    async def delete(self, positions: Sequence[Position]) -> None:
+        """Acknowledge individual positions; a contiguous prefix advances the mark-delete."""
+        self._check_usable()
+        for position in positions:
+            if position.entry_id < 0 or not self._ml.is_acknowledgeable(position):
+                raise InvalidPosition(f"cannot acknowledge {position}: no such entry")
+        previous = self._mark_delete
+        for position in positions:
+            if position > self._mark_delete:
+                self._deleted.add(position)
+        self._advance_mark_delete()
+        self._after_move(previous)
+        await self._persist()
+
+    def _advance_mark_delete(self) -> None:
+        """Drop ranges below the mark-delete; absorb ranges that continue it (across ledgers)."""
+        self._deleted.remove_up_to(self._mark_delete)
+        while True:
+            head = self._deleted.first()
+            if head is None or head[0] != self._ml.next_position(self._mark_delete):
+                break
+            self._mark_delete = head[1]
+            self._deleted.pop_first()
+        if self._read_position <= self._mark_delete:
+            self._read_position = self._ml.next_position(self._mark_delete)
+
+    def _after_move(self, previous: Position) -> None:
+        if self._mark_delete.ledger_id != previous.ledger_id:
+            self._ml.schedule_trim()
+
+    # -- moving the read position ----------------------------------------------------------------
+
+    async def seek(self, position: Position) -> None:
+        """Move the read position, between the first unacknowledged entry and the next entry to
+        be written; acknowledgements are kept."""
+        self._check_usable()
+        if position == LATEST:
+            target = self._ml.next_position(self._ml.last_confirmed_position)
+        elif position == EARLIEST:
+            target = self._ml.next_position(self._mark_delete)
+        else:
+            # Clamped to the next entry to be written: a read position beyond it names nothing.
+            end = self._ml.next_position(self._ml.last_confirmed_position)
+            target = min(self._ml.normalize(position), end)
+        first_unacked = self._ml.next_position(self._mark_delete)
+        self._read_position = max(target, first_unacked)
+        self._read_epoch += 1
+
+    async def reset(self, position: Position) -> None:
+        """Make ``position`` the next entry delivered: move mark-delete to just before it and
+        forget individual acknowledgements (Pulsar's reset cursor)."""
+        self._check_usable()
+        if position == EARLIEST:
+            mark_delete = self._ml.first_position_marker()
+        elif position == LATEST:
+            mark_delete = self._ml.last_confirmed_position
+        else:
+            if position.entry_id < 0 or position.ledger_id < 0:
+                raise InvalidPosition(f"cannot reset to {position}")
+            mark_delete = Position(position.ledger_id, position.entry_id - 1)
+            if not self._ml.is_acknowledgeable(mark_delete):
+                raise InvalidPosition(f"cannot reset to {position}: beyond the last entry")
+        previous = self._mark_delete
+        self._mark_delete = mark_delete
+        self._deleted.clear()
+        self._read_position = self._ml.next_position(mark_delete)
+        self._read_epoch += 1
+        self._after_move(previous)
+        await self._persist()
+
+    def rewind(self) -> None:
+        """Read again from the first unacknowledged entry."""
+        self._read_position = self._ml.next_position(self._mark_delete)
+        self._read_epoch += 1
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    def _snapshot(self) -> ManagedCursorInfo:
+        return ManagedCursorInfo(
+            mark_delete=self._mark_delete,
+            individually_deleted=tuple(self._deleted.ranges()[:MAX_PERSISTED_RANGES]),
+            properties=dict(self._properties),
+            last_active_ms=self._ml.clock.now_ms(),
+        )
+
+    async def _persist(self) -> None:
+        """Wait until a write containing the current state has succeeded (coalesced)."""
+        self._dirty_gen += 1
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._persist_waiters.append((self._dirty_gen, future))
+        if self._persist_task is None:
+            self._persist_task = asyncio.create_task(self._persist_loop())
+        await asyncio.shield(future)
+
+    async def _persist_loop(self) -> None:
+        try:
+            while self._persisted_gen < self._dirty_gen:
+                generation = self._dirty_gen
+                try:
+                    await self._write(self._snapshot())
+                except BaseException as exc:
+                    error = exc if isinstance(exc, BraidError) else BraidError(repr(exc))
+                    waiters, self._persist_waiters = self._persist_waiters, []
+                    for _, future in waiters:
+                        if not future.done():
+                            future.set_exception(error)
+                    if isinstance(exc, asyncio.CancelledError):
+                        raise
+                    return
+                self._persisted_gen = generation
+                keep: list[tuple[int, asyncio.Future[None]]] = []
+                for gen, future in self._persist_waiters:
+                    if gen <= generation:
+                        if not future.done():
+                            future.set_result(None)
+                    else:
+                        keep.append((gen, future))
+                self._persist_waiters = keep
+        finally:
+            self._persist_task = None
+
+    async def _write(self, info: ManagedCursorInfo) -> None:
+        await self._store.write(info)
+
+    async def flush(self) -> None:
+        """Write the final state into the node and drop the cursor ledger (the log's close)."""
+        if self._persist_task is not None:
+            await asyncio.gather(self._persist_task, return_exceptions=True)
+        await self._store.close(self._snapshot())
+        self._persisted_gen = self._dirty_gen
+
+    async def delete_state(self) -> None:
+        """Remove the cursor's node (``delete_cursor``)."""
+        self._closed = True
+        if self._persist_task is not None:
+            await asyncio.gather(self._persist_task, return_exceptions=True)
+        await self._store.delete()
+
+    async def drop_storage(self) -> None:
+        """Delete the cursor's ledgers (its node is deleted with the log's)."""
+        if self._persist_task is not None:
+            await asyncio.gather(self._persist_task, return_exceptions=True)
+        await self._store.drop_ledgers()
+
+    def mark_closed(self) -> None:
+        self._closed = True
+
+    def __repr__(self) -> str:
+        return (
+            f"ManagedCursorImpl({self._name!r}, mark_delete={self._mark_delete}, "
+            f"read={self._read_position}, ranges={len(self._deleted)})"
+        )

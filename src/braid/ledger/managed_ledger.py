@@ -1,0 +1,768 @@
+"""The managed ledger: a named log made of storage ledgers, listed in the metadata store.
+
+One instance is the single owner of its log. It appends to one *current* ledger (created on the
+active storage cluster), pipelining adds so several are in flight while their acknowledgements
+come back in call order; it rolls over to a new ledger by entries / size / age, terminates (seals)
+the log, trims ledgers every cursor has passed subject to retention, and reads any ledger through
+the storage cluster stamped on it (PIP-470).
+
+Ownership is enforced twice: every change of the ledger list is a compare-and-swap on the node's
+version, and opening an existing log recovers - and so fences - its last ledger. An owner that
+lost either race gets :class:`ManagedLedgerFenced` and stops. See ADR 0012.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+
+from braid.clock import Clock
+from braid.core.errors import BraidError, InvalidInputError
+from braid.ledger import positions
+from braid.ledger.api import (
+    EARLIEST,
+    LATEST,
+    CursorNotFound,
+    Entry,
+    InvalidPosition,
+    LedgerInfo,
+    ManagedCursor,
+    ManagedLedgerClosed,
+    ManagedLedgerConfig,
+    ManagedLedgerError,
+    ManagedLedgerFenced,
+    ManagedLedgerTerminated,
+    Position,
+)
+from braid.ledger.codec import (
+    ManagedLedgerInfo,
+    encode_ledger_info,
+)
+from braid.ledger.current_ledger import CurrentLedger, PendingAdd
+from braid.ledger.cursor import ManagedCursorImpl
+from braid.ledger.cursor_store import CursorStoreContext
+from braid.ledger.names import cursor_path, decode_segment, validate_cursor_name
+from braid.ledger.retention import select_trimmable
+from braid.ledger.routing import StorageRouting
+from braid.ledger.storage_ops import (
+    create_next_ledger,
+    delete_quietly,
+    ledger_info_of,
+    recover_ledger,
+)
+from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
+from braid.storage.api import (
+    LedgerEntry,
+    LedgerFenced,
+    NoSuchLedger,
+    ReadHandle,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _translate(exc: BaseException) -> BaseException:
+    """Storage errors keep their Braid type, except fencing, which becomes the ledger's own."""
+    if isinstance(exc, LedgerFenced | BadVersion):
+        return ManagedLedgerFenced(f"another owner took over: {exc}")
+    if isinstance(exc, BraidError | asyncio.CancelledError):
+        return exc
+    return ManagedLedgerError(f"unexpected storage failure: {exc!r}")
+
+
+class ManagedLedgerImpl:
+    """The single-owner implementation of :class:`braid.ledger.api.ManagedLedger`.
+
+    Made by :func:`braid.ledger.opening.open_managed_ledger` (the factory calls it).
+    """
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        path: str,
+        root: str,
+        config: ManagedLedgerConfig,
+        metadata: MetadataStore,
+        storage: StorageRouting,
+        clock: Clock,
+        info: ManagedLedgerInfo,
+        version: int,
+        current: CurrentLedger | None,
+        on_gone: Callable[[ManagedLedgerImpl], None],
+    ) -> None:
+        self._name = name
+        self._path = path
+        self._root = root
+        self.config = config
+        self._metadata = metadata
+        self._storage = storage
+        self._clock = clock
+        self._version = version
+        self._closed_ledgers: list[LedgerInfo] = list(info.ledgers)
+        self._current = current
+        self._properties = dict(info.properties)
+        self._terminated = info.terminated
+        self._terminated_position = info.terminated_position
+        self._on_gone = on_gone
+
+        self._waiting: deque[tuple[bytes, asyncio.Future[Position]]] = deque()
+        self._control: asyncio.Task[None] | None = None
+        self._terminate_requested = False
+        self._terminate_future: asyncio.Future[Position] | None = None
+        self._meta_lock = asyncio.Lock()
+        self._trim_lock = asyncio.Lock()
+        self._cursor_lock = asyncio.Lock()
+        self._cursors: dict[str, ManagedCursorImpl] = {}
+        self._read_handles: dict[int, asyncio.Task[ReadHandle]] = {}
+        self._entry_waiters: list[asyncio.Future[None]] = []
+        self._trim_task: asyncio.Task[None] | None = None
+        self._trim_again = False
+        self._fenced = False
+        self._closing = False
+        self._closed = False
+        self._rollover_requested = False
+        self._age_task: asyncio.Task[None] | None = None
+        if current is not None:
+            self._watch_age(current)
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    async def load_cursors(self) -> None:
+        """Restore (and claim) every cursor stored under the log's node."""
+        for child in await self._metadata.children(self._path):
+            cursor_name = decode_segment(child)
+            cursor = await ManagedCursorImpl.load(
+                self, cursor_name, cursor_path(self._root, self._name, cursor_name)
+            )
+            if cursor is not None:
+                self._cursors[cursor_name] = cursor
+
+    # -- read-only state -------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def is_terminated(self) -> bool:
+        return self._terminated
+
+    @property
+    def is_fenced(self) -> bool:
+        """True once another owner took over this log."""
+        return self._fenced
+
+    @property
+    def ledgers(self) -> Sequence[LedgerInfo]:
+        """Every ledger, oldest first; the current one with its live counts."""
+        return self._view()
+
+    @property
+    def number_of_entries(self) -> int:
+        return sum(info.entries for info in self._view())
+
+    @property
+    def total_size(self) -> int:
+        return sum(info.size for info in self._view())
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        """The log's stored properties."""
+        return dict(self._properties)
+
+    @property
+    def last_confirmed_position(self) -> Position:
+        return positions.last_confirmed(self._view())
+
+    @property
+    def cursors(self) -> Mapping[str, ManagedCursor]:
+        return dict(self._cursors)
+
+    def _view(self) -> list[LedgerInfo]:
+        view = list(self._closed_ledgers)
+        if self._current is not None:
+            view.append(self._current.info())
+        return view
+
+    # -- position arithmetic over the ledger list (see positions.py) ----------------------------
+
+    def _open_id(self) -> int | None:
+        return self._current.ledger_id if self._current is not None else None
+
+    def normalize(self, position: Position) -> Position:
+        """The first position at or after ``position`` holding an entry (or next to write)."""
+        return positions.normalize(self._view(), self._open_id(), position)
+
+    def next_position(self, position: Position) -> Position:
+        """The position that follows ``position`` (crossing into the next ledger when needed)."""
+        return positions.next_position(self._view(), self._open_id(), position)
+
+    def first_position_marker(self) -> Position:
+        """The mark-delete position of a cursor that has consumed nothing: ``(first, -1)``."""
+        return positions.first_marker(self._view())
+
+    def count_after(self, position: Position) -> int:
+        """Entries strictly after ``position``."""
+        return positions.count_after(self._view(), position)
+
+    def is_acknowledgeable(self, position: Position) -> bool:
+        """A position a cursor may acknowledge (an entry so far, or ``(ledger, -1)``)."""
+        return positions.is_acknowledgeable(self._view(), position)
+
+    # -- appending -------------------------------------------------------------------------------
+
+    def _check_writable(self) -> None:
+        if self._fenced:
+            raise ManagedLedgerFenced(f"managed ledger {self._name!r} was taken over")
+        if self._closing or self._closed:
+            raise ManagedLedgerClosed(f"managed ledger {self._name!r} is closed")
+        if self._terminated or self._terminate_requested:
+            raise ManagedLedgerTerminated(f"managed ledger {self._name!r} is terminated")
+
+    def _is_full(self, cur: CurrentLedger) -> bool:
+        cfg = self.config
+        if cur.issued_entries >= cfg.max_entries_per_ledger:
+            return True
+        if cur.issued_size >= cfg.max_size_per_ledger:
+            return True
+        age = self._clock.monotonic() - cur.created_mono
+        return cur.issued_entries > 0 and age >= cfg.max_ledger_age_s
+
+    async def append(self, data: bytes) -> Position:
+        """Append ``data``; returns its position once durable. Concurrent calls keep call order.
+
+        Raises:
+            ManagedLedgerTerminated: the log is sealed.
+            ManagedLedgerFenced: another owner took over.
+            ManagedLedgerClosed: this instance was closed.
+        """
+        if not isinstance(data, bytes | bytearray | memoryview):
+            raise InvalidInputError(f"entry data must be bytes, got {type(data).__name__}")
+        self._check_writable()
+        payload = bytes(data)
+        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        cur = self._current
+        if (
+            cur is not None
+            and not cur.broken
+            and not self._waiting
+            and self._control is None
+            and not self._is_full(cur)
+        ):
+            self._issue(cur, payload, future)
+        else:
+            # A rollover (or recovery) must run first; it issues queued appends in order.
+            self._waiting.append((payload, future))
+            self._ensure_control()
+        # A cancelled caller cancels only its own future; completion skips futures already done.
+        return await future
+
+    def _issue(self, cur: CurrentLedger, data: bytes, future: asyncio.Future[Position]) -> None:
+        op = PendingAdd(cur.issued_entries, len(data), future)
+        cur.issued_entries += 1
+        cur.issued_size += len(data)
+        cur.pending.append(op)
+        # Tasks start in creation order, so the storage client sees adds in call order and
+        # assigns entry ids in that order while several are in flight.
+        task = asyncio.create_task(self._run_add(cur, op, data))
+        cur.inflight.add(task)
+        task.add_done_callback(cur.inflight.discard)
+
+    async def _run_add(self, cur: CurrentLedger, op: PendingAdd, data: bytes) -> None:
+        try:
+            entry_id = await cur.handle.add_entry(data)
+        except BaseException as exc:
+            op.error = _translate(exc)
+            cur.broken = True
+            cur.first_failure = min(cur.first_failure, op.expected_entry_id)
+            if isinstance(op.error, ManagedLedgerFenced):
+                self._on_fenced()
+        else:
+            op.entry_id = entry_id
+            if entry_id != op.expected_entry_id:
+                cur.broken = True
+                cur.first_failure = min(cur.first_failure, op.expected_entry_id)
+                op.error = ManagedLedgerError(
+                    f"storage acknowledged entry {entry_id}, expected {op.expected_entry_id}"
+                )
+        op.done = True
+        self._complete_in_order(cur)
+
+    def _complete_in_order(self, cur: CurrentLedger) -> None:
+        """Acknowledge finished adds strictly in order; after a failure, fail all later ones."""
+        advanced = False
+        while cur.pending and cur.pending[0].done:
+            op = cur.pending.popleft()
+            # Adds after the first failure may still have reached storage; their callers are told
+            # they failed, which is at-least-once safe (recovery counts them, a retry may
+            # duplicate them), and keeps the acknowledged prefix gap-free.
+            if op.error is None and op.expected_entry_id < cur.first_failure:
+                cur.confirmed_entries = op.entry_id + 1
+                cur.confirmed_size += op.size
+                advanced = True
+                if not op.future.done():
+                    op.future.set_result(Position(cur.ledger_id, op.entry_id))
+            elif not op.future.done():
+                op.future.set_exception(
+                    op.error or ManagedLedgerError("an earlier entry of this ledger failed")
+                )
+        if advanced:
+            self._notify_entries()
+
+    def _ensure_control(self) -> None:
+        if self._control is None:
+            self._control = asyncio.create_task(self._control_loop())
+
+    async def _control_loop(self) -> None:
+        """Runs rollovers and termination, issuing queued appends in order between them."""
+        try:
+            while True:
+                if self._fenced:
+                    raise ManagedLedgerFenced(f"managed ledger {self._name!r} was taken over")
+                if self._closed:
+                    raise ManagedLedgerClosed(f"managed ledger {self._name!r} is closed")
+                if self._waiting or self._rollover_requested:
+                    self._rollover_requested = False
+                    cur = self._current
+                    if cur is None or cur.broken or self._is_full(cur):
+                        await self._rollover()
+                        continue
+                    while self._waiting and not self._is_full(cur):
+                        data, future = self._waiting.popleft()
+                        self._issue(cur, data, future)
+                    continue
+                if self._terminate_requested and not self._terminated:
+                    position = await self._do_terminate()
+                    if self._terminate_future is not None and not self._terminate_future.done():
+                        self._terminate_future.set_result(position)
+                return
+        except BaseException as exc:
+            error = _translate(exc)
+            if isinstance(error, ManagedLedgerFenced):
+                self._on_fenced()
+            while self._waiting:
+                _, future = self._waiting.popleft()
+                if not future.done():
+                    future.set_exception(error)
+            if self._terminate_future is not None and not self._terminate_future.done():
+                self._terminate_future.set_exception(error)
+                self._terminate_requested = self._terminated
+                self._terminate_future = None
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self._control = None
+
+    def _watch_age(self, cur: CurrentLedger) -> None:
+        """Roll ``cur`` over when it reaches the maximum age even if no append arrives, so an
+        idle log's consumed data becomes trimmable (Pulsar's periodic roll check)."""
+        if self._age_task is not None:
+            self._age_task.cancel()
+        self._age_task = asyncio.create_task(self._age_watch(cur))
+
+    async def _age_watch(self, cur: CurrentLedger) -> None:
+        max_age = self.config.max_ledger_age_s
+        if max_age <= 0:
+            return
+        while True:
+            remaining = cur.created_mono + max_age - self._clock.monotonic()
+            # An empty ledger is not rolled: look again one period later.
+            await self._clock.sleep(remaining if remaining > 0 else max_age)
+            if self._current is not cur or self._closing or self._closed or self._fenced:
+                return
+            if cur.issued_entries > 0 and self._is_full(cur):
+                self._rollover_requested = True
+                self._ensure_control()
+                return
+
+    async def _drain(self, cur: CurrentLedger) -> None:
+        """Wait until every add issued to ``cur`` has finished (acknowledged or failed)."""
+        while cur.inflight:
+            await asyncio.gather(*list(cur.inflight), return_exceptions=True)
+
+    async def _finish_current(self) -> None:
+        """Drain and close the current ledger, moving it to the closed list (memory only)."""
+        cur = self._current
+        if cur is None:
+            return
+        await self._drain(cur)
+        if cur.broken:
+            # Its content is uncertain: recovery tells what storage really holds.
+            md = await recover_ledger(self._storage, cur.info())
+        else:
+            md = await cur.handle.close()
+        self._current = None
+        if self._age_task is not None:
+            self._age_task.cancel()  # it watched the ledger just closed
+        self._closed_ledgers.append(ledger_info_of(md, self._clock.now_ms()))
+
+    async def _rollover(self) -> None:
+        async with self._meta_lock:
+            try:
+                await self._finish_current()
+                view = self._view()
+                after_id = view[-1].ledger_id if view else -1
+                handle = await create_next_ledger(self._storage, self.config, self._name, after_id)
+            except BaseException as exc:
+                if isinstance(_translate(exc), ManagedLedgerFenced):
+                    self._on_fenced()
+                raise
+            current = CurrentLedger(handle, self._clock.now_ms(), self._clock.monotonic())
+            try:
+                await self._write_info([*self._closed_ledgers, current.info()])
+            except BaseException:
+                await delete_quietly(self._storage.active, handle.ledger_id)
+                raise
+            self._current = current
+            self._watch_age(current)
+        self.schedule_trim()
+
+    async def _write_info(
+        self,
+        ledgers: Sequence[LedgerInfo],
+        *,
+        terminated: bool = False,
+        terminated_position: Position | None = None,
+    ) -> None:
+        """CAS the node; a lost race means another owner exists, so this one is fenced."""
+        info = ManagedLedgerInfo(
+            ledgers=tuple(ledgers),
+            terminated=terminated,
+            terminated_position=terminated_position,
+            properties=self._properties,
+        )
+        try:
+            stat = await self._metadata.put(
+                self._path, encode_ledger_info(info), expected_version=self._version
+            )
+        except (BadVersion, NodeNotFound) as exc:
+            self._on_fenced()
+            raise ManagedLedgerFenced(f"ledger list of {self._name!r} changed: {exc}") from exc
+        self._version = stat.version
+
+    # -- termination -----------------------------------------------------------------------------
+
+    async def terminate(self) -> Position:
+        """Seal the log after every append already called; returns the last position.
+
+        Idempotent; the termination (and its position) is stored and survives reopening.
+        """
+        if self._terminated and self._terminated_position is not None:
+            return self._terminated_position
+        if self._fenced:
+            raise ManagedLedgerFenced(f"managed ledger {self._name!r} was taken over")
+        if self._closing or self._closed:
+            raise ManagedLedgerClosed(f"managed ledger {self._name!r} is closed")
+        self._terminate_requested = True
+        if self._terminate_future is None:
+            self._terminate_future = asyncio.get_running_loop().create_future()
+        future = self._terminate_future
+        self._ensure_control()
+        return await asyncio.shield(future)
+
+    async def _do_terminate(self) -> Position:
+        async with self._meta_lock:
+            await self._finish_current()
+            position = self.last_confirmed_position
+            await self._write_info(
+                self._closed_ledgers, terminated=True, terminated_position=position
+            )
+            self._terminated = True
+            self._terminated_position = position
+        self._notify_entries()
+        return position
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    async def read(self, position: Position, max_entries: int) -> list[Entry]:
+        """Read up to ``max_entries`` entries from ``position`` (inclusive), across ledgers.
+
+        A position in a trimmed ledger starts at the first ledger still present.
+        """
+        if max_entries < 1:
+            raise InvalidInputError(f"max_entries must be positive, got {max_entries}")
+        if self._closed:
+            raise ManagedLedgerClosed(f"managed ledger {self._name!r} is closed")
+        result: list[Entry] = []
+        for info in self._view():
+            if info.ledger_id < position.ledger_id:
+                continue
+            start = max(position.entry_id, 0) if info.ledger_id == position.ledger_id else 0
+            if start >= info.entries:
+                continue
+            last = min(info.entries - 1, start + (max_entries - len(result)) - 1)
+            try:
+                entries = await self._read_ledger(info, start, last)
+            except NoSuchLedger:
+                if any(li.ledger_id == info.ledger_id for li in self._view()):
+                    raise
+                continue  # trimmed while we were reading: skip it
+            result.extend(Entry(Position(info.ledger_id, e.entry_id), e.data) for e in entries)
+            if len(result) >= max_entries:
+                break
+        return result
+
+    async def _read_ledger(self, info: LedgerInfo, first: int, last: int) -> list[LedgerEntry]:
+        cur = self._current
+        if cur is not None and cur.ledger_id == info.ledger_id:
+            return list(await cur.handle.read_entries(first, last))
+        handle = await self._read_handle(info)
+        return list(await handle.read_entries(first, last))
+
+    async def _read_handle(self, info: LedgerInfo) -> ReadHandle:
+        task = self._read_handles.get(info.ledger_id)
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            client = self._storage.client_for(info.bookie_cluster_name)
+            task = asyncio.ensure_future(client.open_ledger(info.ledger_id, recovery=False))
+            self._read_handles[info.ledger_id] = task
+        return await asyncio.shield(task)
+
+    async def _drop_read_handle(self, ledger_id: int) -> None:
+        task = self._read_handles.pop(ledger_id, None)
+        if task is not None:
+            try:
+                handle = await task
+                await handle.close()
+            except Exception as exc:
+                log.debug("closing reader of ledger %s: %r", ledger_id, exc)
+
+    def wait_for_entries(self) -> asyncio.Future[None]:
+        """A future completed at the next append, termination, fencing or close."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._entry_waiters.append(future)
+        return future
+
+    def _notify_entries(self) -> None:
+        waiters, self._entry_waiters = self._entry_waiters, []
+        for future in waiters:
+            if not future.done():
+                future.set_result(None)
+
+    # -- cursors ---------------------------------------------------------------------------------
+
+    async def open_cursor(self, name: str, initial_position: Position = LATEST) -> ManagedCursor:
+        """Open cursor ``name``, creating it at ``initial_position`` when it does not exist.
+
+        ``EARLIEST`` delivers from the first entry, ``LATEST`` from the next append, and a
+        position delivers from that position on (everything before it counts as acknowledged).
+        """
+        validate_cursor_name(name)
+        self._check_usable()
+        async with self._cursor_lock:
+            existing = self._cursors.get(name)
+            if existing is not None:
+                return existing
+            if initial_position == EARLIEST:
+                mark_delete = self.first_position_marker()
+            elif initial_position == LATEST:
+                mark_delete = self.last_confirmed_position
+            else:
+                if initial_position.entry_id < 0 or initial_position.ledger_id < 0:
+                    raise InvalidPosition(f"invalid initial position {initial_position}")
+                mark_delete = Position(initial_position.ledger_id, initial_position.entry_id - 1)
+                if not self.is_acknowledgeable(mark_delete):
+                    raise InvalidPosition(
+                        f"initial position {initial_position} is beyond the end of {self._name!r}"
+                    )
+            cursor = await ManagedCursorImpl.create(
+                self, name, cursor_path(self._root, self._name, name), mark_delete
+            )
+            self._cursors[name] = cursor
+            return cursor
+
+    async def delete_cursor(self, name: str) -> None:
+        """Delete cursor ``name`` and its stored state. Raises :class:`CursorNotFound`."""
+        validate_cursor_name(name)
+        self._check_usable()
+        async with self._cursor_lock:
+            cursor = self._cursors.pop(name, None)
+            if cursor is None:
+                raise CursorNotFound(f"cursor {name!r} of {self._name!r} does not exist")
+            await cursor.delete_state()
+        self.schedule_trim()
+
+    def _check_usable(self) -> None:
+        if self._fenced:
+            raise ManagedLedgerFenced(f"managed ledger {self._name!r} was taken over")
+        if self._closed or self._closing:
+            raise ManagedLedgerClosed(f"managed ledger {self._name!r} is closed")
+
+    # -- trimming --------------------------------------------------------------------------------
+
+    def schedule_trim(self) -> None:
+        """Trim in the background (coalesced); cursor moves and rollovers call this."""
+        if self._closed or self._closing or self._fenced:
+            return
+        if self._trim_task is not None:
+            self._trim_again = True
+            return
+        self._trim_task = asyncio.create_task(self._background_trim())
+
+    async def _background_trim(self) -> None:
+        try:
+            while True:
+                self._trim_again = False
+                try:
+                    await self.trim()
+                except ManagedLedgerError:
+                    return
+                except BraidError as exc:
+                    log.warning("trimming %s failed: %r", self._name, exc)
+                    return
+                if not self._trim_again or self._closing:
+                    return
+        finally:
+            self._trim_task = None
+
+    def _deletable_ledgers(self) -> list[LedgerInfo]:
+        """Oldest ledgers every cursor has passed and retention lets go (never the current)."""
+        # The current ledger is always last in the view, and select_trimmable never takes the last.
+        return select_trimmable(
+            self._view(),
+            slowest_mark_delete=min(
+                (c.mark_delete_position for c in self._cursors.values()), default=None
+            ),
+            config=self.config,
+            now_ms=self._clock.now_ms(),
+        )
+
+    async def trim(self) -> int:
+        """Delete ledgers every cursor has passed and retention allows; returns how many.
+
+        The ledger list is updated (CAS) before any ledger is deleted from storage, so a crash in
+        between leaks storage at worst and never leaves the list pointing at a deleted ledger.
+        """
+        self._check_usable()
+        # One trim at a time, storage deletions included, so a caller's trim() returns only
+        # once a concurrent background trim has finished deleting too.
+        async with self._trim_lock:
+            return await self._trim_locked()
+
+    async def _trim_locked(self) -> int:
+        async with self._meta_lock:
+            chosen = self._deletable_ledgers()
+            if not chosen:
+                return 0
+            gone = {info.ledger_id for info in chosen}
+            remaining = [info for info in self._closed_ledgers if info.ledger_id not in gone]
+            view_rest = [*remaining] + ([self._current.info()] if self._current else [])
+            await self._write_info(
+                view_rest,
+                terminated=self._terminated,
+                terminated_position=self._terminated_position,
+            )
+            self._closed_ledgers = remaining
+        for info in chosen:
+            await self._drop_read_handle(info.ledger_id)
+            await delete_quietly(self._storage.client_for(info.bookie_cluster_name), info.ledger_id)
+        return len(chosen)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def _on_fenced(self) -> None:
+        if self._fenced:
+            return
+        self._fenced = True
+        if self._age_task is not None:
+            self._age_task.cancel()
+        log.info("managed ledger %s was fenced by another owner", self._name)
+        error = ManagedLedgerFenced(f"managed ledger {self._name!r} was taken over")
+        while self._waiting:
+            _, future = self._waiting.popleft()
+            if not future.done():
+                future.set_exception(error)
+        self._notify_entries()
+        self._on_gone(self)
+
+    async def _quiesce(self) -> None:
+        """Stop accepting work and let queued appends, terminate and trims finish."""
+        self._closing = True
+        if self._age_task is not None:
+            self._age_task.cancel()
+            await asyncio.gather(self._age_task, return_exceptions=True)
+        if self._control is not None:
+            await asyncio.gather(self._control, return_exceptions=True)
+        if self._trim_task is not None:
+            await asyncio.gather(self._trim_task, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Finish pending appends, flush every cursor, close the current ledger. Idempotent."""
+        if self._closed:
+            return
+        await self._quiesce()
+        for cursor in list(self._cursors.values()):
+            if self._fenced:
+                break  # the new owner has the cursors now
+            try:
+                await cursor.flush()
+            except BraidError as exc:
+                log.warning("flushing cursor %s of %s: %r", cursor.name, self._name, exc)
+        if not self._fenced:
+            async with self._meta_lock:
+                try:
+                    await self._finish_current()
+                except BraidError as exc:
+                    log.warning("closing the current ledger of %s: %r", self._name, exc)
+        await self._release()
+
+    async def _release(self) -> None:
+        self._closed = True
+        for cursor in self._cursors.values():
+            cursor.mark_closed()
+        for ledger_id in list(self._read_handles):
+            await self._drop_read_handle(ledger_id)
+        self._notify_entries()
+        self._on_gone(self)
+
+    async def delete(self) -> None:
+        """Delete every ledger, cursor and the metadata of this log."""
+        self._check_usable()
+        await self._quiesce()
+        async with self._meta_lock:
+            cur = self._current
+            if cur is not None:
+                await self._drain(cur)
+            ledgers = self._view()
+            # Metadata first: a crash afterwards leaks ledgers but never leaves dangling ones.
+            await self._metadata.delete_recursive(self._path)
+            self._current = None
+            self._closed_ledgers = []
+        await self._release()
+        for cursor in self._cursors.values():
+            await cursor.drop_storage()
+        for info in ledgers:
+            await delete_quietly(self._storage.client_for(info.bookie_cluster_name), info.ledger_id)
+
+    # -- hooks used by cursors -------------------------------------------------------------------
+
+    @property
+    def clock(self) -> Clock:
+        """The injected clock (cursors stamp ``lastActive`` with it)."""
+        return self._clock
+
+    def cursor_store_context(self) -> CursorStoreContext:
+        """How this log's cursors persist their snapshots."""
+        return CursorStoreContext(
+            metadata=self._metadata,
+            storage=self._storage,
+            ledger_name=self._name,
+            on_fenced=self.on_cursor_fenced,
+            max_entries=self.config.max_entries_per_cursor_ledger,
+            ensemble=self.config.ensemble,
+            write_quorum=self.config.write_quorum,
+            ack_quorum=self.config.ack_quorum,
+        )
+
+    def on_cursor_fenced(self) -> None:
+        """A cursor's CAS lost: another owner has the log."""
+        self._on_fenced()
+
+    def check_cursor_usable(self) -> None:
+        """Raise if this log is fenced or closed (cursors share its fate)."""
+        self._check_usable()
+
+    def __repr__(self) -> str:
+        return f"ManagedLedgerImpl({self._name!r}, ledgers={len(self._view())})"

@@ -1,0 +1,72 @@
+"""The storage calls a managed ledger makes: create its next ledger, recover one, delete one.
+
+New ledgers go to the router's *active* cluster; an existing ledger is reached through the
+cluster stamped on it (PIP-470 read routing).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from braid.core.errors import BraidError
+from braid.ledger.api import LedgerIdNotIncreasing, LedgerInfo, ManagedLedgerConfig
+from braid.ledger.routing import StorageRouting
+from braid.storage.api import LedgerMetadata, NoSuchLedger, StorageClient, WriteHandle
+
+log = logging.getLogger(__name__)
+
+
+def ledger_info_of(md: LedgerMetadata, timestamp_ms: int) -> LedgerInfo:
+    """The ``LedgerInfo`` of a closed ledger from its storage metadata."""
+    return LedgerInfo(
+        ledger_id=md.ledger_id,
+        entries=md.last_entry_id + 1,
+        size=md.length,
+        timestamp_ms=timestamp_ms,
+        bookie_cluster_name=md.cluster_name,
+    )
+
+
+async def create_next_ledger(
+    storage: StorageRouting, config: ManagedLedgerConfig, name: str, after_id: int
+) -> WriteHandle:
+    """Create the next ledger of ``name`` on the active cluster; its id must exceed ``after_id``.
+
+    Raises:
+        LedgerIdNotIncreasing: the active cluster's id generator is behind (PIP-470 I11).
+    """
+    client = storage.active
+    handle = await client.create_ledger(
+        ensemble=config.ensemble,
+        write_quorum=config.write_quorum,
+        ack_quorum=config.ack_quorum,
+        custom_metadata={"component": b"managed-ledger", "managed-ledger": name.encode()},
+    )
+    if handle.ledger_id <= after_id:
+        await delete_quietly(client, handle.ledger_id)
+        raise LedgerIdNotIncreasing(
+            f"cluster {handle.cluster_name!r} created ledger {handle.ledger_id} for {name!r}, "
+            f"not above its last ledger {after_id}: advance that cluster's id generator"
+        )
+    return handle
+
+
+async def recover_ledger(storage: StorageRouting, info: LedgerInfo) -> LedgerMetadata:
+    """Open ``info``'s ledger with recovery: fences its writer, closes it, returns its metadata."""
+    handle = await storage.client_for(info.bookie_cluster_name).open_ledger(
+        info.ledger_id, recovery=True
+    )
+    try:
+        return handle.metadata
+    finally:
+        await handle.close()
+
+
+async def delete_quietly(client: StorageClient, ledger_id: int) -> None:
+    """Delete a ledger; it being gone already is fine, other failures are logged (a leak)."""
+    try:
+        await client.delete_ledger(ledger_id)
+    except NoSuchLedger:
+        pass
+    except BraidError as exc:
+        log.warning("could not delete ledger %s: %r", ledger_id, exc)

@@ -1,0 +1,425 @@
+"""Connection state machines for both ends of a Pulsar protocol connection (sans-I/O).
+
+Modelled on h11 and aioquic: the adapter that owns the socket feeds received bytes to
+:meth:`receive_data` and gets events back, queues commands with :meth:`send`, writes whatever
+:meth:`data_to_send` returns, and drives keep-alive by calling :meth:`handle_timer` at
+:meth:`next_deadline`. Time is always passed in as ``now`` (seconds on a monotonic clock); this
+module never reads a clock, opens a socket or touches an event loop.
+
+States::
+
+    server:  AWAITING_CONNECT   --CONNECT-->    CONNECTED --violation/timeout/EOF--> CLOSED
+    client:  AWAITING_CONNECTED --CONNECTED-->  CONNECTED --violation/timeout/EOF--> CLOSED
+
+Each machine answers the protocol's housekeeping itself - CONNECT with CONNECTED on the server,
+PING with PONG on both sides, PING after a keep-alive interval of silence - and reports everything
+else as :class:`~braid.protocol.events.CommandReceived`.
+
+Keep-alive: after ``keepalive_interval_s`` without any byte from the peer the machine queues a
+PING; after twice that it reports :class:`~braid.protocol.events.KeepAliveTimeout` and closes. This
+matches the official clients, which ping every interval and give up when the next tick finds
+their ping unanswered.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from braid.protocol import commands
+from braid.protocol.errors import ConnectionClosedError, ConnectionStateError
+from braid.protocol.events import (
+    CommandReceived,
+    Connected,
+    ConnectionClosed,
+    Event,
+    KeepAliveTimeout,
+    ProtocolViolation,
+    ServerConnected,
+)
+from braid.protocol.frames import (
+    DEFAULT_MAX_FRAME_SIZE,
+    FRAME_SIZE_PADDING,
+    Frame,
+    FrameDecoder,
+    encode_command,
+    encode_payload_command,
+)
+from braid.protocol.generated import PulsarApi_pb2 as pb
+
+#: The highest protocol version Braid speaks (see docs/decisions/0001-wire-protocol.md).
+MAX_PROTOCOL_VERSION = 21
+#: From this version on, payload commands carry magic 0x0e01 and a CRC32C.
+CHECKSUM_MIN_VERSION = 6
+#: Authentication methods accepted by the broker until real authentication exists.
+_NO_AUTH_METHODS = frozenset({"", "none"})
+
+_T = pb.BaseCommand
+
+
+def _has_body(cmd: pb.BaseCommand) -> bool:
+    """Whether the field matching ``cmd.type`` is set (inlined ``commands.inner``: hot path)."""
+    name = _BODY_FIELD.get(cmd.type)
+    return name is not None and cmd.HasField(name)  # type: ignore[arg-type]
+
+
+_BODY_FIELD: dict[int, str] = {
+    value.number: name
+    for value in pb.BaseCommand.DESCRIPTOR.enum_types_by_name["Type"].values
+    if (name := commands.field_name(value.number)) is not None
+}
+
+
+class ConnectionState(enum.Enum):
+    """Where a connection is in its life."""
+
+    AWAITING_CONNECT = "awaiting_connect"  # server: waiting for the client's CONNECT
+    AWAITING_CONNECTED = "awaiting_connected"  # client: CONNECT sent, waiting for CONNECTED
+    CONNECTED = "connected"
+    CLOSED = "closed"
+
+
+class _Connection:
+    """What both ends share: decoding, the outgoing buffer, keep-alive, terminal states."""
+
+    def __init__(
+        self,
+        *,
+        state: ConnectionState,
+        max_frame_size: int,
+        keepalive_interval_s: float,
+        created_at: float | None,
+    ) -> None:
+        if keepalive_interval_s <= 0:
+            raise ValueError("keepalive_interval_s must be positive")
+        self._state = state
+        self._decoder = FrameDecoder(max_frame_size)
+        self._outgoing = bytearray()
+        self._interval = keepalive_interval_s
+        # None until the first call that carries `now`: the adapter may build the machine before
+        # it has read its clock, and a deadline of 0.0 would time the connection out at once.
+        self._last_received = created_at
+        self._ping_outstanding = False
+        self._protocol_version: int | None = None
+        self._peer_flags = pb.FeatureFlags()
+
+    # --- queries --------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        """The current state."""
+        return self._state
+
+    @property
+    def closed(self) -> bool:
+        """Whether the machine is closed (the adapter should close the socket)."""
+        return self._state is ConnectionState.CLOSED
+
+    @property
+    def protocol_version(self) -> int | None:
+        """The negotiated protocol version, ``None`` before the handshake completes."""
+        return self._protocol_version
+
+    @property
+    def peer_feature_flags(self) -> pb.FeatureFlags:
+        """The feature flags the peer advertised (empty before the handshake)."""
+        return self._peer_flags
+
+    @property
+    def peer_supports_broker_entry_metadata(self) -> bool:
+        """Whether the peer advertised ``supports_broker_entry_metadata``."""
+        return self._peer_flags.supports_broker_entry_metadata
+
+    @property
+    def peer_supports_scalable_topics(self) -> bool:
+        """Whether the peer advertised ``supports_scalable_topics``."""
+        return self._peer_flags.supports_scalable_topics
+
+    @property
+    def max_frame_size(self) -> int:
+        """The largest frame accepted from the peer, size prefix included."""
+        return self._decoder.max_frame_size
+
+    # --- input ----------------------------------------------------------------------------
+
+    def receive_data(self, data: bytes, now: float) -> list[Event]:
+        """Feed bytes read from the socket; ``b""`` means the peer closed its side.
+
+        Returns the events these bytes complete. Never raises for any input: bad bytes become a
+        :class:`ProtocolViolation` (after the events of any valid frames before them) and the
+        machine closes. Bytes received after the machine closed are ignored.
+        """
+        if self._state is ConnectionState.CLOSED:
+            return []
+        if not data:
+            self._state = ConnectionState.CLOSED
+            return [ConnectionClosed()]
+        self._last_received = now
+        self._ping_outstanding = False
+        frames, error = self._decoder.feed_until_error(data)
+        events: list[Event] = []
+        for frame in frames:
+            if not _has_body(frame.command):
+                name = commands.type_name(frame.command.type)
+                events.extend(self._violation(f"{name} command arrived without its body"))
+            else:
+                events.extend(self._handle_frame(frame))
+            if self.closed:
+                return events
+        if error is not None:
+            events.extend(self._violation(str(error)))
+        return events
+
+    def _handle_frame(self, frame: Frame) -> list[Event]:
+        raise NotImplementedError  # pragma: no cover - each side implements it
+
+    def _handle_connected_frame(self, frame: Frame) -> list[Event]:
+        """Dispatch a frame once the handshake is done: keep-alive here, the rest upward."""
+        cmd = frame.command
+        if cmd.type == _T.PING:
+            self._outgoing += encode_command(commands.pong())
+            return []
+        if cmd.type == _T.PONG:
+            return []
+        if cmd.type in (_T.CONNECT, _T.CONNECTED):
+            return self._violation(f"{commands.type_name(cmd.type)} after the handshake")
+        return [CommandReceived(cmd, frame.body, frame.checksum_valid, frame.broker_entry_metadata)]
+
+    def _violation(self, reason: str, reply: pb.BaseCommand | None = None) -> list[Event]:
+        if reply is not None:
+            self._outgoing += encode_command(reply)
+        self._state = ConnectionState.CLOSED
+        return [ProtocolViolation(reason)]
+
+    # --- output ---------------------------------------------------------------------------
+
+    def send(
+        self,
+        cmd: pb.BaseCommand,
+        body: bytes | None = None,
+        *,
+        broker_entry_metadata: pb.BrokerEntryMetadata | None = None,
+    ) -> None:
+        """Queue a command; ``body`` (the stored form) makes it a payload command.
+
+        Payload commands get magic 0x0e01 and a CRC32C only when the negotiated version is at
+        least 6. ``broker_entry_metadata`` is added only if the peer advertised support for it.
+
+        Raises:
+            ConnectionStateError: the handshake is not complete.
+            ConnectionClosedError: the machine is closed.
+            InvalidCommand: a required field of ``cmd`` is not set.
+        """
+        if self._state is ConnectionState.CLOSED:
+            raise ConnectionClosedError("the connection is closed")
+        if self._state is not ConnectionState.CONNECTED:
+            raise ConnectionStateError(f"cannot send before the handshake ({self._state.value})")
+        if body is None:
+            self._outgoing += encode_command(cmd)
+            return
+        version = self._protocol_version or 0
+        self._outgoing += encode_payload_command(
+            cmd,
+            body,
+            checksum=version >= CHECKSUM_MIN_VERSION,
+            broker_entry_metadata=(
+                broker_entry_metadata if self.peer_supports_broker_entry_metadata else None
+            ),
+        )
+
+    def data_to_send(self) -> bytes:
+        """Take every byte queued for the peer (also after closing: a final ERROR, say)."""
+        data = bytes(self._outgoing)
+        self._outgoing.clear()
+        return data
+
+    def close(self) -> None:
+        """Close locally: the machine accepts nothing more. Queued bytes can still be taken."""
+        self._state = ConnectionState.CLOSED
+
+    # --- timers ---------------------------------------------------------------------------
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` should next run, or ``None`` when no timer is pending."""
+        if self._state is ConnectionState.CLOSED or self._last_received is None:
+            return None
+        if self._state is ConnectionState.CONNECTED and not self._ping_outstanding:
+            return self._last_received + self._interval
+        return self._last_received + 2 * self._interval
+
+    def handle_timer(self, now: float) -> list[Event]:
+        """Run keep-alive at time ``now``: maybe queue a PING, maybe time the connection out."""
+        if self._state is ConnectionState.CLOSED:
+            return []
+        if self._last_received is None:
+            self._last_received = now
+            return []
+        silent = now - self._last_received
+        if silent >= 2 * self._interval:
+            self._state = ConnectionState.CLOSED
+            return [KeepAliveTimeout(silent)]
+        if (
+            silent >= self._interval
+            and self._state is ConnectionState.CONNECTED
+            and not self._ping_outstanding
+        ):
+            self._outgoing += encode_command(commands.ping())
+            self._ping_outstanding = True
+        return []
+
+
+class ServerConnection(_Connection):
+    """The broker's end of one client connection.
+
+    Args:
+        server_version: sent in CONNECTED (required by the clients).
+        max_message_size: advertised in CONNECTED; frames up to this plus
+            :data:`~braid.protocol.frames.FRAME_SIZE_PADDING` are accepted.
+        max_protocol_version: the highest version offered; CONNECTED carries
+            ``min(client's, this)``.
+        keepalive_interval_s: PING after this much silence, give up after twice this.
+        feature_flags: what the broker advertises in CONNECTED.
+        created_at: ``now`` at accept time, so a client that never speaks times out.
+    """
+
+    def __init__(
+        self,
+        server_version: str,
+        *,
+        max_message_size: int = DEFAULT_MAX_FRAME_SIZE,
+        max_protocol_version: int = MAX_PROTOCOL_VERSION,
+        keepalive_interval_s: float = 30.0,
+        feature_flags: pb.FeatureFlags | None = None,
+        created_at: float | None = None,
+    ) -> None:
+        if max_message_size <= 0:
+            raise ValueError("max_message_size must be positive")
+        super().__init__(
+            state=ConnectionState.AWAITING_CONNECT,
+            max_frame_size=max_message_size + FRAME_SIZE_PADDING,
+            keepalive_interval_s=keepalive_interval_s,
+            created_at=created_at,
+        )
+        self.server_version = server_version
+        self.max_message_size = max_message_size
+        self.max_protocol_version = max_protocol_version
+        self._own_flags = pb.FeatureFlags()
+        if feature_flags is not None:
+            self._own_flags.CopyFrom(feature_flags)
+        self.client_version: str | None = None
+
+    def _handle_frame(self, frame: Frame) -> list[Event]:
+        if self._state is ConnectionState.AWAITING_CONNECT:
+            if frame.command.type != _T.CONNECT:
+                name = commands.type_name(frame.command.type)
+                return self._violation(f"expected CONNECT first, got {name}")
+            return self._accept(frame.command.connect)
+        return self._handle_connected_frame(frame)
+
+    def _accept(self, connect: pb.CommandConnect) -> list[Event]:
+        method = _auth_method(connect)
+        if method not in _NO_AUTH_METHODS:
+            reason = f"authentication method {method!r} is not supported (only 'none')"
+            reply = commands.error(commands.NO_REQUEST_ID, pb.AuthenticationError, reason)
+            return self._violation(reason, reply)
+        version = max(0, min(connect.protocol_version, self.max_protocol_version))
+        self._outgoing += encode_command(
+            commands.connected(self.server_version, version, self.max_message_size, self._own_flags)
+        )
+        self._state = ConnectionState.CONNECTED
+        self._protocol_version = version
+        self._peer_flags.CopyFrom(connect.feature_flags)
+        self.client_version = connect.client_version
+        return [Connected(connect.client_version, version, self._peer_flags)]
+
+
+def _auth_method(connect: pb.CommandConnect) -> str:
+    """The method a CONNECT asks for: the name if given, else the deprecated enum."""
+    if connect.HasField("auth_method_name"):
+        return connect.auth_method_name
+    if connect.HasField("auth_method") and connect.auth_method != pb.AuthMethodNone:
+        return pb.AuthMethod.Name(connect.auth_method)
+    return "none"
+
+
+class ClientConnection(_Connection):
+    """The client's end of a connection: queues CONNECT at once and expects CONNECTED.
+
+    Args:
+        client_version: sent in CONNECT.
+        protocol_version: the version offered.
+        feature_flags: what the client advertises in CONNECT.
+        keepalive_interval_s: PING after this much silence, give up after twice this.
+        max_frame_size: accepted until CONNECTED advertises the broker's max message size.
+        auth_method_name: sent in CONNECT (``"none"`` by default).
+        auth_data: sent in CONNECT when given.
+        created_at: ``now`` when the socket connected.
+    """
+
+    def __init__(
+        self,
+        client_version: str,
+        *,
+        protocol_version: int = MAX_PROTOCOL_VERSION,
+        feature_flags: pb.FeatureFlags | None = None,
+        keepalive_interval_s: float = 30.0,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE + FRAME_SIZE_PADDING,
+        auth_method_name: str = "none",
+        auth_data: bytes | None = None,
+        created_at: float | None = None,
+    ) -> None:
+        super().__init__(
+            state=ConnectionState.AWAITING_CONNECTED,
+            max_frame_size=max_frame_size,
+            keepalive_interval_s=keepalive_interval_s,
+            created_at=created_at,
+        )
+        self.client_version = client_version
+        self.offered_protocol_version = protocol_version
+        self.server_version: str | None = None
+        self.max_message_size: int | None = None
+        self._outgoing += encode_command(
+            commands.connect(
+                client_version,
+                protocol_version,
+                auth_method_name=auth_method_name,
+                auth_data=auth_data,
+                feature_flags=feature_flags,
+            )
+        )
+
+    def _handle_frame(self, frame: Frame) -> list[Event]:
+        if self._state is not ConnectionState.AWAITING_CONNECTED:
+            return self._handle_connected_frame(frame)
+        cmd = frame.command
+        if cmd.type == _T.ERROR:
+            code = pb.ServerError.Name(cmd.error.error)
+            return self._violation(f"broker refused the connection: {code}: {cmd.error.message}")
+        if cmd.type != _T.CONNECTED:
+            return self._violation(f"expected CONNECTED, got {commands.type_name(cmd.type)}")
+        c = cmd.connected
+        version = max(0, min(c.protocol_version, self.offered_protocol_version))
+        self._protocol_version = version
+        self._peer_flags.CopyFrom(c.feature_flags)
+        self.server_version = c.server_version
+        if c.HasField("max_message_size") and c.max_message_size > 0:
+            self.max_message_size = c.max_message_size
+            self._decoder.max_frame_size = c.max_message_size + FRAME_SIZE_PADDING
+        self._state = ConnectionState.CONNECTED
+        return [ServerConnected(c.server_version, version, self.max_message_size, self._peer_flags)]
+
+
+# The events are re-exported so an adapter can import the machine and its events together.
+__all__ = [
+    "CHECKSUM_MIN_VERSION",
+    "MAX_PROTOCOL_VERSION",
+    "ClientConnection",
+    "CommandReceived",
+    "Connected",
+    "ConnectionClosed",
+    "ConnectionState",
+    "Event",
+    "KeepAliveTimeout",
+    "ProtocolViolation",
+    "ServerConnected",
+    "ServerConnection",
+]

@@ -1,0 +1,747 @@
+"""The storage engine of one bookie on a local data directory.
+
+Write path: ``add_entry`` encodes a journal record on the loop and queues it for the journal thread,
+which group-commits (one fsync per batch) and then hands the batch back to the loop
+(``call_soon_threadsafe``): the loop puts the entries in a write cache, updates the per-ledger state
+and resolves the waiting futures - the acknowledgement. The same batch goes to the flusher thread,
+which copies it into per-ledger entry files (:mod:`ledger_files`) and then evicts it from the write
+cache. When the journal rolls to a new file, the flusher *checkpoints*: fsyncs the entry files,
+records the journal position they cover in ``checkpoint`` (write-temp, fsync, rename) and deletes
+the older journal files.
+
+Restart replays the journal from the checkpoint into the entry files (a torn tail is cut off by
+checksum), fsyncs, writes a fresh checkpoint and starts a new journal file. Fence flags and
+deletions are journal records too, so they survive a crash like entries do.
+
+No blocking call runs on the event loop: journal, flush and checkpoint run in their two threads,
+file reads in a small executor, and open/close in the executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from braid.storage.api import (
+    DataDirInUse,
+    EntryTooLarge,
+    LedgerFenced,
+    NoSuchEntry,
+    NoSuchLedger,
+    StorageClosed,
+    StorageError,
+    StorageIOError,
+)
+from braid.storage.bookie.journal import JournalWriter, journal_path, journal_seqs, replay_file
+from braid.storage.bookie.ledger_files import LedgerFiles, fsync_dir
+from braid.storage.bookie.records import (
+    JournalRecord,
+    RecordKind,
+    encode_record,
+)
+from braid.storage.validation import validate_entry_id, validate_ledger_id
+
+log = logging.getLogger(__name__)
+
+#: Largest entry a bookie stores (Pulsar's default maxMessageSize is 5 MiB; room for batch headers).
+MAX_ENTRY_SIZE = 5 * 1024 * 1024 + 64 * 1024
+_CHECKPOINT = "checkpoint"
+#: The journal thread hands durable entries to the flusher in chunks of about this size.
+FLUSH_BYTES = 1024 * 1024
+FLUSH_COUNT = 256
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEntry:
+    """An entry as a bookie returns it, with the writer's piggybacked LAC and running length."""
+
+    entry_id: int
+    data: bytes
+    last_add_confirmed: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class LacInfo:
+    """A bookie's view of a ledger: the highest LAC piggybacked on any stored entry, and the highest
+    entry id it stores (-1 when it stores none)."""
+
+    last_add_confirmed: int
+    last_entry_id: int
+
+
+@dataclass(slots=True)
+class _LedgerState:
+    last_entry_id: int = -1
+    last_add_confirmed: int = -1
+    fenced: bool = False
+
+
+#: Called once, on the event loop, with ``None`` when an add is durable or with the error.
+AddCallback = Callable[[StorageError | None], None]
+
+
+class _Pending(NamedTuple):
+    """A queued journal record and who waits for it (a future or a callback). ``seq`` orders
+    write-cache evictions. A NamedTuple for the same hot-path reason as ``JournalRecord``."""
+
+    record: JournalRecord
+    future: asyncio.Future[None] | None
+    callback: AddCallback | None
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class _FlushBatch:
+    items: list[_Pending]
+
+
+@dataclass(frozen=True, slots=True)
+class _CheckpointAt:
+    journal_seq: int
+    tokens: list[object]
+
+
+class _StopFlusher:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _Recovered:
+    lock_fd: int
+    files: LedgerFiles
+    ledgers: dict[int, _LedgerState]
+    next_seq: int
+    replayed: int
+
+
+def _validate_ids(ledger_id: int, entry_id: int | None = None) -> None:
+    validate_ledger_id(ledger_id)
+    if entry_id is not None:
+        validate_entry_id(entry_id)
+
+
+def _read_checkpoint(data_dir: Path) -> int | None:
+    """The journal sequence the entry files are known to cover, or ``None`` (replay everything)."""
+    try:
+        doc = json.loads((data_dir / _CHECKPOINT).read_text())
+        seq = doc["journalSeq"]
+        return seq if isinstance(seq, int) else None
+    except FileNotFoundError:
+        return None
+    except (ValueError, KeyError, TypeError):
+        # Replaying every journal file still present is always safe, just slower.
+        log.warning("bookie %s: unreadable checkpoint, replaying the whole journal", data_dir)
+        return None
+
+
+def _write_checkpoint(data_dir: Path, journal_seq: int) -> None:
+    tmp = data_dir / (_CHECKPOINT + ".tmp")
+    with tmp.open("w") as f:
+        f.write(json.dumps({"journalSeq": journal_seq}))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, data_dir / _CHECKPOINT)
+    fsync_dir(data_dir)
+
+
+def _delete_journals_before(journal_dir: Path, seq: int) -> None:
+    for old in journal_seqs(journal_dir):
+        if old < seq:
+            with contextlib.suppress(FileNotFoundError):
+                journal_path(journal_dir, old).unlink()
+
+
+def _apply(files: LedgerFiles, records: list[JournalRecord]) -> None:
+    """Apply records in journal order, coalescing each ledger's adds into one write per file."""
+    adds: dict[int, list[JournalRecord]] = {}
+    for record in records:
+        if record.kind is RecordKind.ADD:
+            adds.setdefault(record.ledger_id, []).append(record)
+            continue
+        # A fence or delete must see the ledger's earlier adds applied first.
+        earlier = adds.pop(record.ledger_id, None)
+        if earlier:
+            files.apply_adds(record.ledger_id, earlier)
+        if record.kind is RecordKind.FENCE:
+            files.apply_fence(record.ledger_id)
+        else:
+            files.apply_delete(record.ledger_id)
+    for ledger_id, pending in adds.items():
+        files.apply_adds(ledger_id, pending)
+
+
+def _lock_data_dir(data_dir: Path) -> int:
+    # Two engines on one directory would interleave journals and corrupt each other. flock is
+    # released by the kernel when the holder dies, so a SIGKILLed bookie never leaves it stuck.
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise DataDirInUse(f"bookie data directory {data_dir} is in use") from None
+    return fd
+
+
+def _recover(data_dir: Path) -> _Recovered:
+    """Bring the entry files up to date with the journal (blocking; runs in an executor)."""
+    lock_fd = _lock_data_dir(data_dir)
+    try:
+        return _replay(data_dir, lock_fd)
+    except BaseException:
+        os.close(lock_fd)
+        raise
+
+
+def _replay(data_dir: Path, lock_fd: int) -> _Recovered:
+    journal_dir = data_dir / "journal"
+    journal_dir.mkdir(parents=True, exist_ok=True)
+    files = LedgerFiles(data_dir / "ledgers")
+    checkpoint = _read_checkpoint(data_dir)
+    seqs = journal_seqs(journal_dir)
+    replayed = 0
+    for seq in seqs:
+        if checkpoint is not None and seq < checkpoint:
+            continue
+        chunk: list[JournalRecord] = []
+        for record in replay_file(journal_path(journal_dir, seq), 0):
+            chunk.append(record)
+            if len(chunk) >= 4096:
+                _apply(files, chunk)
+                replayed += len(chunk)
+                chunk = []
+        _apply(files, chunk)
+        replayed += len(chunk)
+    files.sync()
+    next_seq = max([*seqs, (checkpoint or 0) - 1, -1]) + 1
+    _write_checkpoint(data_dir, next_seq)
+    _delete_journals_before(journal_dir, next_seq)
+    ledgers = {
+        lid: _LedgerState(s.last_entry_id, s.last_add_confirmed, s.fenced)
+        for lid, s in files.scan().items()
+    }
+    return _Recovered(lock_fd, files, ledgers, next_seq, replayed)
+
+
+class Bookie:
+    """One bookie's storage engine. Create with :meth:`open`; all methods run on the event loop."""
+
+    def __init__(self, data_dir: Path, bookie_id: str, recovered: _Recovered, **opts: int) -> None:
+        """Use :meth:`open`."""
+        self._dir = data_dir
+        self._id = bookie_id
+        self._loop = asyncio.get_running_loop()
+        self._files = recovered.files
+        self._lock_fd = recovered.lock_fd
+        self._ledgers = recovered.ledgers
+        self._cache: dict[int, dict[int, tuple[int, JournalRecord]]] = {}
+        self._seq = 0
+        self._outbox_payloads: list[bytes] = []
+        self._outbox_tokens: list[_Pending] = []
+        self._woken = 0  # futures resolved by the latest group commit (see _submit)
+        self._unflushed: list[_Pending] = []
+        self._unflushed_bytes = 0
+        self._closed = False
+        self._error: OSError | None = None
+        self._max_entry_size = opts.get("max_entry_size", MAX_ENTRY_SIZE)
+        self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{bookie_id}-read")
+        self._flush_queue: queue.SimpleQueue[_FlushBatch | _CheckpointAt | _StopFlusher] = (
+            queue.SimpleQueue()
+        )
+        self._flusher = threading.Thread(
+            target=self._flush_loop, name=f"{bookie_id}-flusher", daemon=True
+        )
+        self._flusher.start()
+        self._journal_max_bytes = opts.get("journal_max_bytes", 64 * 1024 * 1024)
+        self._next_seq = recovered.next_seq
+        self._journal: JournalWriter  # set by open(): creating it fsyncs, so not on the loop
+        self.replayed_records = recovered.replayed
+
+    def _start_journal(self) -> None:
+        self._journal = JournalWriter(
+            self._dir / "journal",
+            self._next_seq,
+            on_durable=self._journal_durable,
+            on_roll=self._journal_rolled,
+            on_error=self._journal_failed,
+            max_file_bytes=self._journal_max_bytes,
+        )
+
+    @classmethod
+    async def open(
+        cls,
+        data_dir: Path,
+        *,
+        bookie_id: str | None = None,
+        journal_max_bytes: int = 64 * 1024 * 1024,
+        max_entry_size: int = MAX_ENTRY_SIZE,
+    ) -> Bookie:
+        """Open (or create) the bookie in ``data_dir``, replaying its journal after a crash.
+
+        Raises:
+            StorageIOError: the data directory cannot be read or written.
+        """
+        loop = asyncio.get_running_loop()
+        data_dir = Path(data_dir)
+        try:
+            recovered = await loop.run_in_executor(None, _recover, data_dir)
+        except OSError as exc:
+            raise StorageIOError(f"bookie {data_dir}: cannot open: {exc}") from exc
+        bookie = cls(
+            data_dir,
+            bookie_id or data_dir.name,
+            recovered,
+            journal_max_bytes=journal_max_bytes,
+            max_entry_size=max_entry_size,
+        )
+        try:
+            await loop.run_in_executor(None, bookie._start_journal)
+        except OSError as exc:
+            bookie._flush_queue.put(_StopFlusher())
+            await loop.run_in_executor(None, bookie._flusher.join)
+            await loop.run_in_executor(None, recovered.files.close)
+            os.close(recovered.lock_fd)
+            raise StorageIOError(f"bookie {data_dir}: cannot start the journal: {exc}") from exc
+        return bookie
+
+    @property
+    def bookie_id(self) -> str:
+        return self._id
+
+    @property
+    def data_dir(self) -> Path:
+        return self._dir
+
+    @property
+    def journal_fsyncs(self) -> int:
+        """How many group commits (journal fsyncs) this bookie has done since it opened."""
+        return self._journal.fsyncs
+
+    # -- write path ----------------------------------------------------------------------------
+    def _submit(self, record: JournalRecord) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._enqueue(record, fut, None)
+        return fut
+
+    def _enqueue(
+        self, record: JournalRecord, fut: asyncio.Future[None] | None, callback: AddCallback | None
+    ) -> None:
+        if self._closed:
+            raise StorageClosed(f"bookie {self._id} is closed")
+        if self._error is not None:
+            raise StorageIOError(f"bookie {self._id}: disk failed: {self._error}")
+        self._seq += 1
+        pending = _Pending(record, fut, callback, self._seq)
+        if self._woken <= 1 and not self._outbox_payloads:
+            # Nobody else was just woken by a group commit: hand over at once (lowest latency).
+            self._journal.submit([encode_record(record)], [pending])
+            return
+        if not self._outbox_payloads:
+            # Several writers were woken by the last fsync: collect what they submit in this loop
+            # iteration and hand it over at once, so they share the next group commit instead
+            # of the first one going alone.
+            self._loop.call_soon(self._drain_outbox)
+        self._outbox_payloads.append(encode_record(record))
+        self._outbox_tokens.append(pending)
+
+    def _drain_outbox(self) -> None:
+        self._woken = 0
+        if self._outbox_payloads:
+            self._journal.submit(self._outbox_payloads, self._outbox_tokens)  # type: ignore[arg-type]
+            self._outbox_payloads = []
+            self._outbox_tokens = []
+
+    async def add_entry(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        data: bytes,
+        *,
+        last_add_confirmed: int = -1,
+        length: int = 0,
+        recovery: bool = False,
+    ) -> None:
+        """Store an entry; returns once it is durable (journal fsync'd).
+
+        ``last_add_confirmed`` and ``length`` are the writer's state, piggybacked so recovery can
+        find them. ``recovery=True`` is the recovering client re-replicating entries: it passes the
+        fence that stops the old writer.
+
+        Raises:
+            LedgerFenced: the ledger was fenced and this is not a recovery add.
+            EntryTooLarge, InvalidLedgerId, InvalidEntryId: bad input.
+            StorageIOError: the disk failed; the entry is not acknowledged.
+        """
+        await self.submit_add(
+            ledger_id,
+            entry_id,
+            data,
+            last_add_confirmed=last_add_confirmed,
+            length=length,
+            recovery=recovery,
+        )
+
+    def submit_add(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        data: bytes,
+        *,
+        last_add_confirmed: int = -1,
+        length: int = 0,
+        recovery: bool = False,
+    ) -> asyncio.Future[None]:
+        """Queue an add and return the future that resolves once it is durable.
+
+        The same as :meth:`add_entry` without a coroutine per call (the ledger writer's hot path).
+        Bad input and a fenced ledger raise at once; disk failure comes through the future.
+        Cancelling the future does not withdraw the entry.
+        """
+        return self._submit(
+            self._add_record(ledger_id, entry_id, data, last_add_confirmed, length, recovery)
+        )
+
+    def submit_add_callback(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        data: bytes,
+        callback: AddCallback,
+        *,
+        last_add_confirmed: int = -1,
+        length: int = 0,
+        recovery: bool = False,
+    ) -> None:
+        """Queue an add; ``callback`` is called on the loop, in the same step that learns the
+        entry is durable (``None``) or lost (the error). No future or task per add: the ledger
+        writer's hot path. Bad input and a fenced ledger raise at once."""
+        self._enqueue(
+            self._add_record(ledger_id, entry_id, data, last_add_confirmed, length, recovery),
+            None,
+            callback,
+        )
+
+    def _add_record(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        data: bytes,
+        last_add_confirmed: int,
+        length: int,
+        recovery: bool,
+    ) -> JournalRecord:
+        _validate_ids(ledger_id, entry_id)
+        if len(data) > self._max_entry_size:
+            raise EntryTooLarge(f"entry of {len(data)} bytes exceeds {self._max_entry_size}")
+        state = self._ledgers.get(ledger_id)
+        if state is not None and state.fenced and not recovery:
+            raise LedgerFenced(f"ledger {ledger_id} is fenced on bookie {self._id}")
+        return JournalRecord(
+            RecordKind.ADD, ledger_id, entry_id, last_add_confirmed, length, bytes(data)
+        )
+
+    async def fence(self, ledger_id: int) -> LacInfo:
+        """Fence a ledger (durably): later non-recovery adds fail with :class:`LedgerFenced`.
+
+        Returns the ledger's state once the fence is durable; every add queued before the fence is
+        included in it.
+        """
+        _validate_ids(ledger_id)
+        state = self._ledgers.setdefault(ledger_id, _LedgerState())
+        # Effective at once for adds arriving from now on; durable when the future resolves.
+        state.fenced = True
+        await self._submit(JournalRecord(RecordKind.FENCE, ledger_id))
+        return self._lac_info(ledger_id)
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Delete a ledger's entries and fence flag; its files are unlinked by the flusher.
+
+        Deleting a ledger this bookie does not hold is not an error (deletion is retried).
+        """
+        _validate_ids(ledger_id)
+        await self._submit(JournalRecord(RecordKind.DELETE, ledger_id))
+
+    async def checkpoint(self) -> None:
+        """Roll the journal, flush and fsync entry files, and delete journal files they cover."""
+        if self._closed:
+            raise StorageClosed(f"bookie {self._id} is closed")
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._drain_outbox()
+        self._journal.request_roll(fut)
+        await fut
+
+    # -- callbacks from the journal / flusher threads ------------------------------------------
+    def _call_on_loop(self, fn: object, *args: object) -> None:
+        try:
+            self._loop.call_soon_threadsafe(fn, *args)  # type: ignore[arg-type]
+        except RuntimeError:
+            pass  # the loop is gone (process shutting down): nobody is waiting any more
+
+    def _journal_durable(self, tokens: list[object]) -> None:
+        # Runs in the journal thread. Loop first, flusher second: the write cache must hold an
+        # entry before the flusher can evict it.
+        self._call_on_loop(self._on_durable, tokens)
+        items: list[_Pending] = tokens  # type: ignore[assignment]
+        self._unflushed.extend(items)
+        urgent = False
+        for item in items:
+            self._unflushed_bytes += len(item.record.data)
+            urgent = urgent or item.record.kind is not RecordKind.ADD
+        # The flusher works in large chunks: fewer wake-ups competing with the write path, and
+        # one write per ledger file per chunk. Deletes go at once so space comes back promptly.
+        if urgent or self._unflushed_bytes >= FLUSH_BYTES or len(self._unflushed) >= FLUSH_COUNT:
+            self._hand_to_flusher()
+
+    def _hand_to_flusher(self) -> None:
+        if self._unflushed:
+            self._flush_queue.put(_FlushBatch(self._unflushed))
+            self._unflushed = []
+            self._unflushed_bytes = 0
+
+    def _journal_rolled(self, new_seq: int, tokens: list[object]) -> None:
+        self._hand_to_flusher()
+        self._flush_queue.put(_CheckpointAt(new_seq, tokens))
+
+    def _journal_failed(self, tokens: list[object], exc: OSError) -> None:
+        self._call_on_loop(self._on_failed, tokens, exc)
+
+    def _on_durable(self, items: list[_Pending]) -> None:
+        self._woken = len(items)
+        for item in items:
+            record = item.record
+            if record.kind is RecordKind.ADD:
+                ledger_id = record.ledger_id
+                cached = self._cache.get(ledger_id)
+                if cached is None:
+                    cached = self._cache[ledger_id] = {}
+                cached[record.entry_id] = (item.seq, record)
+                state = self._ledgers.get(ledger_id)
+                if state is None:
+                    state = self._ledgers[ledger_id] = _LedgerState()
+                if record.entry_id > state.last_entry_id:
+                    state.last_entry_id = record.entry_id
+                if record.last_add_confirmed > state.last_add_confirmed:
+                    state.last_add_confirmed = record.last_add_confirmed
+            elif record.kind is RecordKind.FENCE:
+                self._ledgers.setdefault(record.ledger_id, _LedgerState()).fenced = True
+            else:
+                self._ledgers.pop(record.ledger_id, None)
+                self._cache.pop(record.ledger_id, None)
+            if item.callback is not None:
+                self._notify(item.callback, None)
+            elif item.future is not None and not item.future.done():
+                item.future.set_result(None)
+        if self._woken > 1:
+            # Scheduled after the results (and the ledger writers' callbacks above), so it runs
+            # right after the woken writers: until then their next submissions collect in the
+            # outbox and go to the journal together.
+            self._loop.call_soon(self._end_burst)
+
+    def _end_burst(self) -> None:
+        self._drain_outbox()
+
+    def _notify(self, callback: AddCallback, error: StorageError | None) -> None:
+        try:
+            callback(error)
+        except Exception:  # a broken callback must not stop the others in this group
+            log.exception("bookie %s: add callback failed", self._id)
+
+    def _on_failed(self, tokens: list[object], exc: OSError) -> None:
+        self._error = self._error or exc
+        for token in tokens:
+            error = StorageIOError(f"bookie {self._id}: disk failed: {exc}")
+            if isinstance(token, _Pending) and token.callback is not None:
+                self._notify(token.callback, error)
+                continue
+            fut = token.future if isinstance(token, _Pending) else token
+            if isinstance(fut, asyncio.Future) and not fut.done():
+                fut.set_exception(error)
+
+    def _evict(self, keys: list[tuple[int, int, int]]) -> None:
+        for ledger_id, entry_id, seq in keys:
+            entries = self._cache.get(ledger_id)
+            if entries is None:
+                continue
+            cached = entries.get(entry_id)
+            # A newer write of the same entry (recovery re-add) stays until its own flush.
+            if cached is not None and cached[0] == seq:
+                del entries[entry_id]
+                if not entries:
+                    del self._cache[ledger_id]
+
+    def _resolve(self, tokens: list[object]) -> None:
+        for token in tokens:
+            if isinstance(token, asyncio.Future) and not token.done():
+                token.set_result(None)
+
+    def _flush_loop(self) -> None:
+        journal_dir = self._dir / "journal"
+        failed = False
+        while True:
+            item = self._flush_queue.get()
+            if isinstance(item, _StopFlusher):
+                return
+            try:
+                if isinstance(item, _FlushBatch):
+                    _apply(self._files, [p.record for p in item.items])
+                    evicted = [
+                        (p.record.ledger_id, p.record.entry_id, p.seq)
+                        for p in item.items
+                        if p.record.kind is RecordKind.ADD
+                    ]
+                    if evicted:
+                        self._call_on_loop(self._evict, evicted)
+                elif failed:
+                    # A record may be missing from the entry files: never let a checkpoint claim
+                    # otherwise (the journal keeps it; restart replays it).
+                    self._call_on_loop(
+                        self._on_failed, item.tokens, OSError("flusher failed earlier")
+                    )
+                else:
+                    # Every record of journal files < journal_seq is applied: make that durable,
+                    # then those journal files are no longer needed.
+                    self._files.sync()
+                    _write_checkpoint(self._dir, item.journal_seq)
+                    _delete_journals_before(journal_dir, item.journal_seq)
+                    self._call_on_loop(self._resolve, item.tokens)
+            except OSError as exc:
+                log.error("bookie %s: flusher failed: %s", self._id, exc)
+                failed = True
+                tokens = item.tokens if isinstance(item, _CheckpointAt) else []
+                self._call_on_loop(self._on_failed, tokens, exc)
+
+    # -- read path -----------------------------------------------------------------------------
+    def _lac_info(self, ledger_id: int) -> LacInfo:
+        state = self._ledgers.get(ledger_id)
+        if state is None:
+            return LacInfo(-1, -1)
+        return LacInfo(state.last_add_confirmed, state.last_entry_id)
+
+    async def read_lac(self, ledger_id: int) -> LacInfo:
+        """Highest piggybacked LAC and highest stored entry id of a ledger ((-1, -1) if none)."""
+        _validate_ids(ledger_id)
+        self._check_open()
+        return self._lac_info(ledger_id)
+
+    def last_entry_id(self, ledger_id: int) -> int:
+        """Highest entry id stored for the ledger, -1 if none."""
+        return self._lac_info(ledger_id).last_entry_id
+
+    def is_fenced(self, ledger_id: int) -> bool:
+        """Whether the ledger is fenced on this bookie."""
+        state = self._ledgers.get(ledger_id)
+        return state is not None and state.fenced
+
+    def ledgers(self) -> list[int]:
+        """Ids of the ledgers this bookie holds entries or a fence flag for."""
+        return sorted(self._ledgers)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageClosed(f"bookie {self._id} is closed")
+
+    def _cached(self, ledger_id: int, entry_id: int) -> StoredEntry | None:
+        cached = self._cache.get(ledger_id, {}).get(entry_id)
+        if cached is None:
+            return None
+        rec = cached[1]
+        return StoredEntry(entry_id, rec.data, rec.last_add_confirmed, rec.length)
+
+    def _read_files(self, ledger_id: int, first: int, last: int) -> list[StoredEntry | None]:
+        out: list[StoredEntry | None] = []
+        for entry_id in range(first, last + 1):
+            found = self._files.read(ledger_id, entry_id)
+            if found is None:
+                out.append(None)
+            else:
+                slot, data = found
+                out.append(StoredEntry(entry_id, data, slot.last_add_confirmed, slot.length))
+        return out
+
+    async def read_entry(self, ledger_id: int, entry_id: int) -> StoredEntry:
+        """Read one entry.
+
+        Raises:
+            NoSuchLedger: this bookie holds nothing for the ledger.
+            NoSuchEntry: the entry is not stored here.
+            StorageIOError: the stored bytes fail their checksum.
+        """
+        entries = await self.read_entries(ledger_id, entry_id, entry_id)
+        return entries[0]
+
+    async def read_entries(self, ledger_id: int, first: int, last: int) -> list[StoredEntry]:
+        """Read entries ``first..last``; all must be stored here (else :class:`NoSuchEntry`)."""
+        _validate_ids(ledger_id, first)
+        _validate_ids(ledger_id, last)
+        self._check_open()
+        state = self._ledgers.get(ledger_id)
+        if state is None:
+            raise NoSuchLedger(f"bookie {self._id} holds no ledger {ledger_id}")
+        if first > last or last > state.last_entry_id:
+            raise NoSuchEntry(
+                f"ledger {ledger_id}: entries {first}..{last} not stored "
+                f"(last is {state.last_entry_id})"
+            )
+        result = [self._cached(ledger_id, e) for e in range(first, last + 1)]
+        missing = [i for i, r in enumerate(result) if r is None]
+        if missing:
+            lo, hi = first + missing[0], first + missing[-1]
+            try:
+                from_disk = await self._loop.run_in_executor(
+                    self._reader, self._read_files, ledger_id, lo, hi
+                )
+            except OSError as exc:
+                raise StorageIOError(f"bookie {self._id}: read failed: {exc}") from exc
+            for i in missing:
+                result[i] = self._cached(ledger_id, first + i) or from_disk[first + i - lo]
+        out: list[StoredEntry] = []
+        for i, entry in enumerate(result):
+            if entry is None:
+                raise NoSuchEntry(f"ledger {ledger_id}: entry {first + i} not stored here")
+            out.append(entry)
+        return out
+
+    async def read_last_entry(self, ledger_id: int) -> StoredEntry:
+        """Read the highest entry stored for the ledger (:class:`NoSuchEntry` if none)."""
+        last = self.last_entry_id(ledger_id)
+        if last < 0:
+            raise NoSuchEntry(f"bookie {self._id} stores no entry of ledger {ledger_id}")
+        return await self.read_entry(ledger_id, last)
+
+    def disk_usage(self) -> int:
+        """Bytes in the journal and entry files (blocking; for tests and stats)."""
+        total = 0
+        for sub in ("journal", "ledgers"):
+            for path in (self._dir / sub).iterdir():
+                with contextlib.suppress(FileNotFoundError):
+                    total += path.stat().st_size
+        return total
+
+    async def close(self) -> None:
+        """Finish queued writes, checkpoint, stop the threads and close files. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._drain_outbox()
+        self._journal.request_roll(fut)
+        await self._loop.run_in_executor(None, self._journal.stop)
+        with contextlib.suppress(StorageIOError):
+            await fut
+        self._flush_queue.put(_StopFlusher())
+        await self._loop.run_in_executor(None, self._flusher.join)
+        await self._loop.run_in_executor(None, self._files.close)
+        os.close(self._lock_fd)
+        await self._loop.run_in_executor(None, self._reader.shutdown)

@@ -1,0 +1,257 @@
+"""Entry storage of one bookie: a data file and an offset index per ledger (blocking, thread-safe).
+
+Layout under ``<data dir>/ledgers``: ``<id>.data`` holds payloads back to back, ``<id>.idx``
+holds one fixed-size slot per entry id (see :mod:`records`), so a read is two ``pread`` calls and
+never a scan. ``<id>.fenced`` is an empty marker: the ledger was fenced. Deleting a ledger unlinks
+its files, which returns the space at once (the reason for per-ledger files; see ADR 0011).
+
+These files are written only by the bookie's flusher thread, in journal order, and are fsync'd only
+at a checkpoint; until then the journal is what makes an entry durable. Every method takes one
+lock, so readers (executor threads) never see a file descriptor that a concurrent delete has closed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from braid.storage.api import StorageIOError
+from braid.storage.bookie.records import (
+    SLOT_SIZE,
+    IndexSlot,
+    JournalRecord,
+    checksum,
+    decode_slot,
+    pack_slot,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerSummary:
+    """What a bookie knows about one ledger at startup."""
+
+    last_entry_id: int
+    last_add_confirmed: int
+    fenced: bool
+
+
+@dataclass(slots=True)
+class _OpenLedger:
+    data_fd: int
+    idx_fd: int
+    data_end: int
+
+
+class LedgerFiles:
+    """Per-ledger data + index files in one directory."""
+
+    def __init__(self, directory: Path, *, max_open: int = 256) -> None:
+        self._dir = directory
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._max_open = max_open
+        self._open: OrderedDict[int, _OpenLedger] = OrderedDict()
+        self._dirty: set[int] = set()
+        self._dir_dirty = False
+        self._lock = threading.Lock()
+
+    # -- paths -------------------------------------------------------------------------------
+    def _data_path(self, ledger_id: int) -> Path:
+        return self._dir / f"{ledger_id}.data"
+
+    def _idx_path(self, ledger_id: int) -> Path:
+        return self._dir / f"{ledger_id}.idx"
+
+    def _fence_path(self, ledger_id: int) -> Path:
+        return self._dir / f"{ledger_id}.fenced"
+
+    # -- file handles ------------------------------------------------------------------------
+    def _get(self, ledger_id: int, *, create: bool) -> _OpenLedger | None:
+        handle = self._open.get(ledger_id)
+        if handle is not None:
+            self._open.move_to_end(ledger_id)
+            return handle
+        data_path = self._data_path(ledger_id)
+        if not create and not data_path.exists():
+            return None
+        flags = os.O_RDWR | (os.O_CREAT if create else 0)
+        if create and not data_path.exists():
+            self._dir_dirty = True
+        data_fd = os.open(data_path, flags, 0o644)
+        try:
+            idx_fd = os.open(self._idx_path(ledger_id), flags | os.O_CREAT, 0o644)
+        except BaseException:
+            os.close(data_fd)
+            raise
+        handle = _OpenLedger(data_fd, idx_fd, os.fstat(data_fd).st_size)
+        self._open[ledger_id] = handle
+        while len(self._open) > self._max_open:
+            old_id, old = self._open.popitem(last=False)
+            self._close_handle(old_id, old)
+        return handle
+
+    def _close_handle(self, ledger_id: int, handle: _OpenLedger) -> None:
+        # A dirty ledger is synced before its descriptors go, so a checkpoint only has to sync the
+        # ledgers that are still open.
+        if ledger_id in self._dirty:
+            os.fdatasync(handle.data_fd)
+            os.fdatasync(handle.idx_fd)
+            self._dirty.discard(ledger_id)
+        os.close(handle.data_fd)
+        os.close(handle.idx_fd)
+
+    # -- writes (flusher thread) -------------------------------------------------------------
+    def apply_adds(self, ledger_id: int, records: list[JournalRecord]) -> None:
+        """Store entries of one ledger: append their payloads with one write, then point their
+        index slots at them (one write per run of consecutive entry ids)."""
+        with self._lock:
+            handle = self._get(ledger_id, create=True)
+            assert handle is not None
+            offset = handle.data_end
+            runs: list[tuple[int, list[bytes]]] = []
+            run_first = -2
+            run_slots: list[bytes] = []
+            for rec in records:
+                size = len(rec.data)
+                # Packed directly (no IndexSlot objects): this loop holds the GIL, and the journal
+                # thread and event loop wait for it.
+                slot = pack_slot(
+                    offset, size, checksum(rec.data), rec.last_add_confirmed, rec.length
+                )
+                offset += size
+                if rec.entry_id == run_first + len(run_slots):
+                    run_slots.append(slot)
+                else:
+                    run_first, run_slots = rec.entry_id, [slot]
+                    runs.append((run_first, run_slots))
+            payload = b"".join(rec.data for rec in records)
+            if payload:
+                os.pwrite(handle.data_fd, payload, handle.data_end)
+            handle.data_end = offset
+            for first, slots in runs:
+                os.pwrite(handle.idx_fd, b"".join(slots), first * SLOT_SIZE)
+            self._dirty.add(ledger_id)
+
+    def apply_fence(self, ledger_id: int) -> None:
+        """Persist the fence flag as a marker file."""
+        with self._lock:
+            path = self._fence_path(ledger_id)
+            if not path.exists():
+                path.touch()
+                self._dir_dirty = True
+
+    def apply_delete(self, ledger_id: int) -> None:
+        """Forget a ledger and unlink its files (space is returned immediately)."""
+        with self._lock:
+            handle = self._open.pop(ledger_id, None)
+            if handle is not None:
+                os.close(handle.data_fd)
+                os.close(handle.idx_fd)
+            self._dirty.discard(ledger_id)
+            for path in (
+                self._data_path(ledger_id),
+                self._idx_path(ledger_id),
+                self._fence_path(ledger_id),
+            ):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    self._dir_dirty = True
+
+    def sync(self) -> None:
+        """Make every write so far durable (a checkpoint relies on this)."""
+        with self._lock:
+            for ledger_id in list(self._dirty):
+                handle = self._open.get(ledger_id)
+                if handle is not None:
+                    os.fdatasync(handle.data_fd)
+                    os.fdatasync(handle.idx_fd)
+            self._dirty.clear()
+            if self._dir_dirty:
+                _fsync_dir(self._dir)
+                self._dir_dirty = False
+
+    # -- reads (executor threads) ------------------------------------------------------------
+    def read(self, ledger_id: int, entry_id: int) -> tuple[IndexSlot, bytes] | None:
+        """Return the slot and payload of an entry, or ``None`` if this bookie does not hold it.
+
+        Raises:
+            StorageIOError: the stored payload does not match its checksum.
+        """
+        with self._lock:
+            handle = self._get(ledger_id, create=False)
+            if handle is None:
+                return None
+            slot = decode_slot(os.pread(handle.idx_fd, SLOT_SIZE, entry_id * SLOT_SIZE))
+            if slot is None:
+                return None
+            data = os.pread(handle.data_fd, slot.size, slot.offset) if slot.size else b""
+        if len(data) != slot.size or checksum(data) != slot.crc:
+            raise StorageIOError(f"ledger {ledger_id} entry {entry_id}: checksum mismatch on disk")
+        return slot, data
+
+    def disk_usage(self) -> int:
+        """Bytes used by all ledger files (for tests and stats)."""
+        with self._lock:
+            return sum(p.stat().st_size for p in self._dir.iterdir() if p.is_file())
+
+    # -- startup -----------------------------------------------------------------------------
+    def scan(self) -> dict[int, LedgerSummary]:
+        """Summarise every ledger on disk: highest stored entry, highest piggybacked LAC, fence."""
+        with self._lock:
+            ids: set[int] = set()
+            fenced: set[int] = set()
+            for path in self._dir.iterdir():
+                stem, _, ext = path.name.partition(".")
+                if not stem.isdigit():
+                    continue
+                if ext in ("data", "idx"):
+                    ids.add(int(stem))
+                elif ext == "fenced":
+                    fenced.add(int(stem))
+            out: dict[int, LedgerSummary] = {}
+            for ledger_id in ids | fenced:
+                last, lac = self._last_slot(ledger_id)
+                out[ledger_id] = LedgerSummary(last, lac, ledger_id in fenced)
+            return out
+
+    def _last_slot(self, ledger_id: int) -> tuple[int, int]:
+        path = self._idx_path(ledger_id)
+        try:
+            size = path.stat().st_size
+        except FileNotFoundError:
+            return -1, -1
+        with path.open("rb") as f:
+            entry_id = size // SLOT_SIZE - 1
+            # Trailing holes cannot normally exist (a slot write is what extends the file); the
+            # backwards walk is for robustness only.
+            while entry_id >= 0:
+                f.seek(entry_id * SLOT_SIZE)
+                slot = decode_slot(f.read(SLOT_SIZE))
+                if slot is not None:
+                    return entry_id, slot.last_add_confirmed
+                entry_id -= 1
+        return -1, -1
+
+    def close(self) -> None:
+        """Sync and close every open file."""
+        self.sync()
+        with self._lock:
+            while self._open:
+                ledger_id, handle = self._open.popitem()
+                self._close_handle(ledger_id, handle)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so file creations, renames and unlinks in it are durable."""
+    _fsync_dir(path)

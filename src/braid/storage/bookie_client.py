@@ -1,0 +1,155 @@
+"""How a storage client talks to one bookie, and the in-process implementation.
+
+:class:`BookieClient` is the seam between the ledger client (:mod:`braid.storage.client`) and a
+bookie. :class:`LocalBookieClient` calls a :class:`~braid.storage.bookie.Bookie` in the same
+process; a network bookie client (request id -> future map, one reader task, per-request timeout,
+every pending future failed on close, in the aiokafka shape) implements the same protocol later,
+and nothing above it changes.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from braid.storage.bookie import Bookie, LacInfo, StoredEntry
+from braid.storage.bookie.engine import AddCallback
+
+
+class BookieClient(Protocol):
+    """The operations a ledger client needs from one bookie."""
+
+    @property
+    def bookie_id(self) -> str: ...
+
+    async def add_entry(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        data: bytes,
+        *,
+        last_add_confirmed: int,
+        length: int,
+        recovery: bool = False,
+    ) -> None:
+        """Store an entry durably. Raises ``LedgerFenced`` unless ``recovery``."""
+        ...
+
+    def send_add(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        data: bytes,
+        callback: AddCallback,
+        *,
+        last_add_confirmed: int,
+        length: int,
+        recovery: bool = False,
+    ) -> None:
+        """Start an add; ``callback`` is called once on the event loop with ``None`` when the
+        entry is durable, or with the ``StorageError`` that lost it.
+
+        The request/callback shape a network client has anyway (request id -> completion); the
+        ledger writer counts quorums with it instead of a task and a future per add. May raise at
+        once for bad input or a fenced ledger.
+        """
+        ...
+
+    async def read_entry(self, ledger_id: int, entry_id: int) -> StoredEntry:
+        """Read one entry. Raises ``NoSuchEntry`` / ``NoSuchLedger``."""
+        ...
+
+    async def read_entries(self, ledger_id: int, first: int, last: int) -> list[StoredEntry]:
+        """Read a range of entries, all of which this bookie must hold."""
+        ...
+
+    async def read_lac(self, ledger_id: int) -> LacInfo:
+        """Highest piggybacked LAC and highest stored entry id."""
+        ...
+
+    async def fence(self, ledger_id: int) -> LacInfo:
+        """Fence the ledger durably; returns its state at the fence."""
+        ...
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        """Drop the ledger's entries and reclaim their space."""
+        ...
+
+    async def close(self) -> None:
+        """Release the connection (a local client closes nothing it does not own)."""
+        ...
+
+
+class LocalBookieClient:
+    """A :class:`BookieClient` over an in-process :class:`Bookie`."""
+
+    def __init__(self, bookie: Bookie, *, owns_bookie: bool = False) -> None:
+        self._bookie = bookie
+        self._owns = owns_bookie
+
+    @property
+    def bookie_id(self) -> str:
+        return self._bookie.bookie_id
+
+    @property
+    def bookie(self) -> Bookie:
+        """The bookie behind this client (for tests and stats)."""
+        return self._bookie
+
+    async def add_entry(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        data: bytes,
+        *,
+        last_add_confirmed: int,
+        length: int,
+        recovery: bool = False,
+    ) -> None:
+        await self._bookie.add_entry(
+            ledger_id,
+            entry_id,
+            data,
+            last_add_confirmed=last_add_confirmed,
+            length=length,
+            recovery=recovery,
+        )
+
+    def send_add(
+        self,
+        ledger_id: int,
+        entry_id: int,
+        data: bytes,
+        callback: AddCallback,
+        *,
+        last_add_confirmed: int,
+        length: int,
+        recovery: bool = False,
+    ) -> None:
+        self._bookie.submit_add_callback(
+            ledger_id,
+            entry_id,
+            data,
+            callback,
+            last_add_confirmed=last_add_confirmed,
+            length=length,
+            recovery=recovery,
+        )
+
+    async def read_entry(self, ledger_id: int, entry_id: int) -> StoredEntry:
+        return await self._bookie.read_entry(ledger_id, entry_id)
+
+    async def read_entries(self, ledger_id: int, first: int, last: int) -> list[StoredEntry]:
+        return await self._bookie.read_entries(ledger_id, first, last)
+
+    async def read_lac(self, ledger_id: int) -> LacInfo:
+        return await self._bookie.read_lac(ledger_id)
+
+    async def fence(self, ledger_id: int) -> LacInfo:
+        return await self._bookie.fence(ledger_id)
+
+    async def delete_ledger(self, ledger_id: int) -> None:
+        await self._bookie.delete_ledger(ledger_id)
+
+    async def close(self) -> None:
+        if self._owns:
+            await self._bookie.close()

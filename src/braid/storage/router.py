@@ -1,0 +1,85 @@
+"""PIP-470 read routing: several storage clients by cluster name, one of them active.
+
+New ledgers are created on :attr:`StorageRouter.active`; a ledger is read through
+:meth:`StorageRouter.client_for` its stamp (``LedgerMetadata.cluster_name`` /
+``LedgerInfo.bookie_cluster_name``), so ledgers written before a switch stay readable on the cluster
+that holds them. The switch orchestration itself lives in ``braid.clusters``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from braid.storage.api import StorageClient, StorageClusterExists, UnknownStorageCluster
+
+
+class StorageRouter:
+    """Holds several :class:`StorageClient` s by cluster name and knows the active one."""
+
+    def __init__(self, clients: Iterable[StorageClient] = (), active: str | None = None) -> None:
+        """Register ``clients``; ``active`` defaults to the first one.
+
+        Raises:
+            StorageClusterExists: two clients for one cluster name.
+            UnknownStorageCluster: ``active`` names no given client.
+        """
+        self._clients: dict[str, StorageClient] = {}
+        self._active: str | None = None
+        for client in clients:
+            self.register(client)
+        if active is not None:
+            self.set_active(active)
+
+    def register(self, client: StorageClient) -> None:
+        """Add a client; the first one registered becomes active.
+
+        Raises:
+            StorageClusterExists: a client for that cluster name is already registered.
+        """
+        name = client.cluster_name
+        if name in self._clients:
+            raise StorageClusterExists(f"storage cluster {name!r} is already registered")
+        self._clients[name] = client
+        if self._active is None:
+            self._active = name
+
+    def set_active(self, cluster_name: str) -> None:
+        """Make ``cluster_name`` the cluster new ledgers are created on.
+
+        Raises:
+            UnknownStorageCluster: no client is registered under that name.
+        """
+        self.client_for(cluster_name)
+        self._active = cluster_name
+
+    @property
+    def active_name(self) -> str:
+        """Name of the active cluster. Raises :class:`UnknownStorageCluster` if none."""
+        if self._active is None:
+            raise UnknownStorageCluster("no storage cluster is registered")
+        return self._active
+
+    @property
+    def active(self) -> StorageClient:
+        """The client new ledgers are created with."""
+        return self._clients[self.active_name]
+
+    def client_for(self, cluster_name: str) -> StorageClient:
+        """The client of the cluster a ledger is stamped with.
+
+        Raises:
+            UnknownStorageCluster: no client is registered under that name.
+        """
+        client = self._clients.get(cluster_name)
+        if client is None:
+            raise UnknownStorageCluster(f"no storage client for cluster {cluster_name!r}")
+        return client
+
+    def cluster_names(self) -> list[str]:
+        """Names of the registered clusters, sorted."""
+        return sorted(self._clients)
+
+    async def close(self) -> None:
+        """Close every registered client."""
+        for client in self._clients.values():
+            await client.close()

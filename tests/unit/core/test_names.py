@@ -1,0 +1,213 @@
+"""Topic names: topic://, segment:// and persistent:// parsing, formatting and validation."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from braid.core.errors import InvalidInputError
+from braid.core.names import (
+    InvalidTopicName,
+    SegmentTopicName,
+    TopicDomain,
+    TopicName,
+    format_descriptor,
+    parse_descriptor,
+)
+from braid.core.ranges import HashRange
+
+PARENT = TopicName(TopicDomain.TOPIC, "tenant", "ns", "my-topic")
+
+
+def test_topic_name_formats_and_parses_back() -> None:
+    assert str(PARENT) == "topic://tenant/ns/my-topic"
+    assert TopicName.parse("topic://tenant/ns/my-topic") == PARENT
+    assert PARENT.namespace_name == "tenant/ns"
+
+
+def test_persistent_name_parses() -> None:
+    name = TopicName.parse("persistent://public/default/orders")
+    assert name.domain is TopicDomain.PERSISTENT
+    assert (name.tenant, name.namespace, name.local_name) == ("public", "default", "orders")
+    assert str(name) == "persistent://public/default/orders"
+
+
+def test_short_name_means_public_default_in_the_default_domain() -> None:
+    assert str(TopicName.parse("my-topic")) == "persistent://public/default/my-topic"
+    assert (
+        str(TopicName.parse("my-topic", default_domain=TopicDomain.TOPIC))
+        == "topic://public/default/my-topic"
+    )
+    assert str(TopicName.parse("t/n/x")) == "persistent://t/n/x"
+
+
+def test_short_name_with_two_parts_is_rejected() -> None:
+    with pytest.raises(InvalidTopicName, match="short name"):
+        TopicName.parse("ns/my-topic")
+
+
+def test_segment_names_have_no_short_form() -> None:
+    with pytest.raises(InvalidTopicName, match="no short form"):
+        TopicName.parse("my-topic", default_domain=TopicDomain.SEGMENT)
+
+
+def test_with_domain_switches_between_topic_and_persistent() -> None:
+    assert str(PARENT.with_domain(TopicDomain.PERSISTENT)) == "persistent://tenant/ns/my-topic"
+    with pytest.raises(InvalidTopicName):
+        PARENT.with_domain(TopicDomain.SEGMENT)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("kafka://t/n/x", "unknown domain 'kafka'"),
+        ("non-persistent://t/n/x", "unknown domain 'non-persistent'"),
+        ("topic://t/n", "found 2 '/'-separated parts"),
+        ("topic://t/c/n/x", "must not contain '/'"),
+        ("topic:///n/x", "tenant is empty"),
+        ("topic://t//x", "namespace is empty"),
+        ("topic://t/n/", "local name is empty"),
+        ("topic://te nant/n/x", "tenant 'te nant' contains ' '"),
+        ("topic://t/n$s/x", "namespace 'n\\$s' contains '\\$'"),
+        ("topic://t/ns/a b", "U\\+0020"),
+        ("topic://t/ns/a\tb", "U\\+0009"),
+        ("topic://t/ns/a\u200bb", "U\\+200B"),
+        ("topic://t/ns/..", "must not be '..'"),
+        ("topic://../ns/x", "tenant must not be '..'"),
+        ("topic://tenänt/ns/x", "tenant 'tenänt' contains 'ä'"),
+    ],
+)
+def test_malformed_names_are_rejected_saying_which_part_and_why(text: str, message: str) -> None:
+    with pytest.raises(InvalidTopicName, match=message):
+        TopicName.parse(text)
+
+
+def test_invalid_topic_name_is_an_invalid_input_error() -> None:
+    with pytest.raises(InvalidInputError):
+        TopicName.parse("topic://t/n")
+
+
+def test_non_string_name_is_rejected() -> None:
+    with pytest.raises(InvalidTopicName, match="must be a string"):
+        TopicName.parse(42)  # type: ignore[arg-type]
+
+
+def test_allowed_punctuation_in_tenant_namespace_and_local_name() -> None:
+    name = TopicName.parse("persistent://my_t-1=a:b.c/ns.2/orders:v1-ü@%")
+    assert name.tenant == "my_t-1=a:b.c"
+    assert name.local_name == "orders:v1-ü@%"
+
+
+def test_segment_name_from_parent_range_and_id() -> None:
+    seg = SegmentTopicName.of(PARENT, HashRange(0x0000, 0x7FFF), 1)
+    assert str(seg) == "segment://tenant/ns/my-topic/0000-7fff-1"
+    assert seg.descriptor == "0000-7fff-1"
+
+
+def test_segment_name_of_the_full_range() -> None:
+    seg = SegmentTopicName.of(PARENT, HashRange.full(), 0)
+    assert str(seg) == "segment://tenant/ns/my-topic/0000-ffff-0"
+
+
+def test_segment_name_parses_back_into_parent_range_and_id() -> None:
+    seg = SegmentTopicName.parse("segment://tenant/ns/my-topic/0000-7fff-1")
+    assert seg.parent == PARENT
+    assert seg.hash_range == HashRange(0, 0x7FFF)
+    assert seg.segment_id == 1
+
+
+def test_descriptor_with_a_larger_id() -> None:
+    assert format_descriptor(HashRange(0, 0x7FFF), 3) == "0000-7fff-3"
+    assert parse_descriptor("0000-7fff-3") == (HashRange(0, 0x7FFF), 3)
+    assert parse_descriptor("8000-ffff-1234567") == (HashRange(0x8000, 0xFFFF), 1234567)
+
+
+def test_persistent_name_is_rejected_as_a_segment_parent() -> None:
+    legacy = TopicName.parse("persistent://tenant/ns/my-topic")
+    with pytest.raises(InvalidTopicName, match="must be a topic:// name"):
+        SegmentTopicName.of(legacy, HashRange.full(), 0)
+
+
+def test_persistent_name_is_rejected_as_a_segment_name() -> None:
+    with pytest.raises(InvalidTopicName, match="expected segment://"):
+        SegmentTopicName.parse("persistent://tenant/ns/my-topic")
+    with pytest.raises(InvalidTopicName, match="expected segment://"):
+        SegmentTopicName.parse("persistent://tenant/ns/my-topic/0000-ffff-0")
+
+
+def test_topic_name_is_rejected_as_a_segment_name() -> None:
+    with pytest.raises(InvalidTopicName, match="expected segment://"):
+        SegmentTopicName.parse("topic://tenant/ns/my-topic")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("segment://tenant/ns/my-topic", "found 3 '/'-separated parts"),
+        ("segment://tenant/ns/my-topic/0000-7FFF-1", "invalid segment descriptor"),
+        ("segment://tenant/ns/my-topic/0000-7fff", "invalid segment descriptor"),
+        ("segment://tenant/ns/my-topic/0000-7fff-01", "invalid segment descriptor"),
+        ("segment://tenant/ns/my-topic/0000-7fff--1", "invalid segment descriptor"),
+        ("segment://tenant/ns/my-topic/000-7fff-1", "invalid segment descriptor"),
+        ("segment://tenant/ns/my-topic/8000-0000-1", "below its start"),
+        ("segment://tenant/ns/my-topic/0000-7fff-9223372036854775808", "outside 0.."),
+        ("segment://tenant/ns/a/b/0000-7fff-1", "found 5 '/'-separated parts"),
+        ("segment://ten ant/ns/t/0000-7fff-1", "tenant 'ten ant'"),
+    ],
+)
+def test_malformed_segment_names_are_rejected(text: str, message: str) -> None:
+    with pytest.raises(InvalidTopicName, match=message):
+        SegmentTopicName.parse(text)
+
+
+def test_segment_name_as_a_generic_topic_name_and_back() -> None:
+    generic = TopicName.parse("segment://tenant/ns/my-topic/0000-7fff-1")
+    assert generic.domain is TopicDomain.SEGMENT
+    assert generic.local_name == "my-topic/0000-7fff-1"
+    seg = generic.as_segment()
+    assert seg.topic_name == generic
+    assert str(seg) == str(generic)
+
+
+def test_as_segment_on_a_plain_topic_fails() -> None:
+    with pytest.raises(InvalidTopicName, match="not a segment"):
+        PARENT.as_segment()
+
+
+def test_negative_or_non_integer_segment_id_is_rejected() -> None:
+    with pytest.raises(InvalidTopicName, match="segment id"):
+        SegmentTopicName.of(PARENT, HashRange.full(), -1)
+    with pytest.raises(InvalidTopicName, match="segment id"):
+        SegmentTopicName.of(PARENT, HashRange.full(), True)
+
+
+_NAME_PART = st.text("abcXYZ019_-=:.", min_size=1, max_size=8).filter(
+    lambda s: s not in (".", "..")
+)
+_LOCAL = st.text(
+    st.characters(
+        exclude_categories=("Cc", "Cf", "Cs", "Cn", "Zs", "Zl", "Zp"), exclude_characters="/"
+    ),
+    min_size=1,
+    max_size=12,
+).filter(lambda s: s not in (".", "..") and not any(c.isspace() for c in s))
+
+
+@settings(max_examples=200)
+@given(
+    _NAME_PART,
+    _NAME_PART,
+    _LOCAL,
+    st.integers(0, 0xFFFF),
+    st.integers(0, 0xFFFF),
+    st.integers(0, 2**63 - 1),
+)
+def test_any_valid_segment_name_round_trips(
+    tenant: str, ns: str, local: str, a: int, b: int, sid: int
+) -> None:
+    parent = TopicName(TopicDomain.TOPIC, tenant, ns, local)
+    assert TopicName.parse(str(parent)) == parent
+    seg = SegmentTopicName.of(parent, HashRange(min(a, b), max(a, b)), sid)
+    assert SegmentTopicName.parse(str(seg)) == seg
+    assert parse_descriptor(seg.descriptor) == (seg.hash_range, sid)
