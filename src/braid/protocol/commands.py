@@ -529,18 +529,27 @@ def scalable_topic_subscribe(
     consumer_name: str,
     consumer_id: int,
     consumer_type: pb.ScalableConsumerType.ValueType = pb.STREAM,
+    *,
+    initial_earliest: bool | None = None,
 ) -> pb.BaseCommand:
-    """SCALABLE_TOPIC_SUBSCRIBE: register a Stream/Checkpoint consumer with the controller."""
-    return wrap(
-        pb.CommandScalableTopicSubscribe(
-            request_id=request_id,
-            topic=topic,
-            subscription=subscription,
-            consumer_name=consumer_name,
-            consumer_id=consumer_id,
-            consumer_type=consumer_type,
-        )
+    """SCALABLE_TOPIC_SUBSCRIBE: register a Stream/Checkpoint consumer with the controller.
+
+    ``initial_earliest`` sets where a subscription this registration creates starts (``None``
+    leaves the field out: the broker's default, Latest).
+    """
+    r = pb.CommandScalableTopicSubscribe(
+        request_id=request_id,
+        topic=topic,
+        subscription=subscription,
+        consumer_name=consumer_name,
+        consumer_id=consumer_id,
+        consumer_type=consumer_type,
     )
+    if initial_earliest is not None:
+        r.initial_position = (
+            pb.CommandSubscribe.Earliest if initial_earliest else pb.CommandSubscribe.Latest
+        )
+    return wrap(r)
 
 
 def scalable_topic_subscribe_response(

@@ -3096,12 +3096,18 @@ class CommandScalableTopicSubscribe(_message.Message):
     CONSUMER_NAME_FIELD_NUMBER: _builtins.int
     CONSUMER_ID_FIELD_NUMBER: _builtins.int
     CONSUMER_TYPE_FIELD_NUMBER: _builtins.int
+    INITIAL_POSITION_FIELD_NUMBER: _builtins.int
     request_id: _builtins.int
     topic: _builtins.str
     subscription: _builtins.str
     consumer_name: _builtins.str
     consumer_id: _builtins.int
     consumer_type: Global___ScalableConsumerType.ValueType
+    initial_position: Global___CommandSubscribe.InitialPosition.ValueType
+    """Where the subscription's cursors start when this registration creates the subscription
+    (ignored for an existing one). Braid-chosen field number; brokers without it default to
+    Latest, as CommandSubscribe does.
+    """
     def __init__(
         self,
         *,
@@ -3111,10 +3117,11 @@ class CommandScalableTopicSubscribe(_message.Message):
         consumer_name: _builtins.str | None = ...,
         consumer_id: _builtins.int | None = ...,
         consumer_type: Global___ScalableConsumerType.ValueType | None = ...,
+        initial_position: Global___CommandSubscribe.InitialPosition.ValueType | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "consumer_type", b"consumer_type", "request_id", b"request_id", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "consumer_type", b"consumer_type", "initial_position", b"initial_position", "request_id", b"request_id", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "consumer_type", b"consumer_type", "request_id", b"request_id", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "consumer_type", b"consumer_type", "initial_position", b"initial_position", "request_id", b"request_id", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
