@@ -20,7 +20,7 @@ from collections.abc import Coroutine, Sequence
 from typing import TYPE_CHECKING, Any
 
 from braid.broker.consumer import Delivery
-from braid.broker.errors import DuplicateInFlight, ServerError, to_server_error, wire_code
+from braid.broker.errors import DuplicateInFlight, ServerError, to_server_error
 from braid.broker.handlers import CommandHandlers, ConsumerBinding
 from braid.broker.producer import Producer
 from braid.broker.topic import PersistentTopic
@@ -236,7 +236,7 @@ class BrokerConnection:
             else:
                 log.info("request %s on %s refused: %s", request_id, self._remote, message)
             if request_id is not None:
-                self.send(commands.error(request_id, wire_code(code), message))
+                self.send(commands.error(request_id, code, message))
 
     # -- transport for producers ---------------------------------------------------------------
 
@@ -260,7 +260,7 @@ class BrokerConnection:
             self.close_producer_from_broker(producer_id)
             return
         code, message = to_server_error(exc)
-        self.send(commands.send_error(producer_id, sequence_id, wire_code(code), message))
+        self.send(commands.send_error(producer_id, sequence_id, code, message))
 
     def send_close_producer(self, producer_id: int) -> None:
         self.producers.pop(producer_id, None)

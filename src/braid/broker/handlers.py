@@ -20,9 +20,8 @@ from braid.broker.errors import (
     NotSupported,
     ServerError,
     to_server_error,
-    wire_code,
 )
-from braid.broker.producer import AccessMode, Producer
+from braid.broker.producer import Producer
 from braid.broker.subscription import Subscription
 from braid.broker.topic import PersistentTopic
 from braid.ledger.api import EARLIEST, LATEST, Position
@@ -108,7 +107,7 @@ class CommandHandlers:
             self.conn.send(
                 commands.error(
                     request_id,
-                    wire_code(ServerError.NotAllowedError),
+                    ServerError.NotAllowedError,
                     f"command {commands.type_name(cmd.type)} is not supported by this broker",
                 )
             )
@@ -126,7 +125,7 @@ class CommandHandlers:
                 self.conn.send(
                     commands.partitioned_metadata_response(
                         req.request_id,
-                        error=wire_code(code),
+                        error=code,
                         message=message,
                     )
                 )
@@ -150,7 +149,7 @@ class CommandHandlers:
                 self.conn.send(
                     commands.lookup_response(
                         req.request_id,
-                        error=wire_code(code),
+                        error=code,
                         message=message,
                     )
                 )
@@ -199,7 +198,7 @@ class CommandHandlers:
             producer = Producer(
                 req.producer_id,
                 name,
-                AccessMode(req.producer_access_mode),
+                req.producer_access_mode,
                 conn,
                 user_provided_name=user_named,
             )
@@ -284,7 +283,7 @@ class CommandHandlers:
             consumer = Consumer(
                 req.consumer_id,
                 req.consumer_name or f"consumer-{req.consumer_id}",
-                SubType(req.subType),
+                req.subType,
                 req.priority_level,
                 conn,
             )
@@ -327,7 +326,7 @@ class CommandHandlers:
                     commands.ack_response(
                         req.consumer_id,
                         req.request_id,
-                        error=wire_code(ServerError.ConsumerNotFound),
+                        error=ServerError.ConsumerNotFound,
                         message=f"consumer {req.consumer_id} is not connected",
                     )
                 )
@@ -357,7 +356,7 @@ class CommandHandlers:
                     commands.ack_response(
                         req.consumer_id,
                         req.request_id,
-                        error=wire_code(code),
+                        error=code,
                         message=message,
                     )
                 )
@@ -453,7 +452,7 @@ class CommandHandlers:
             self.conn.send(
                 commands.consumer_stats_response(
                     req.request_id,
-                    error_code=wire_code(ServerError.ConsumerNotFound),
+                    error_code=ServerError.ConsumerNotFound,
                     error_message=f"consumer {req.consumer_id} is not connected",
                 )
             )
@@ -463,7 +462,7 @@ class CommandHandlers:
             commands.consumer_stats_response(
                 req.request_id,
                 consumer_name=consumer.consumer_name,
-                subscription_type=consumer.sub_type.name,
+                subscription_type=SubType.Name(consumer.sub_type),
                 available_permits=max(consumer.permits, 0),
                 unacked_messages=sum(consumer.pending.values()),
                 msg_backlog=binding.subscription.cursor.backlog(),
@@ -473,6 +472,6 @@ class CommandHandlers:
     def _no_consumer(self, request_id: int, consumer_id: int) -> pb.BaseCommand:
         return commands.error(
             request_id,
-            wire_code(ConsumerNotFound.code),
+            ConsumerNotFound.code,
             f"consumer {consumer_id} is not connected",
         )
