@@ -1,10 +1,11 @@
 """One client connection: the asyncio adapter around the sans-I/O ``ServerConnection``.
 
 The reader loop feeds socket bytes to the protocol state machine and handles the events it returns;
-a timer task drives keep-alive from ``next_deadline()`` and the injected clock; outgoing frames are
-coalesced and written once per event-loop turn (many MESSAGE frames per socket write). A protocol
-violation (garbage, an oversize frame) closes *this* connection only, and no handler exception ever
-escapes to the server: it becomes an ``ERROR``/``SEND_ERROR`` with a ``ServerError`` code.
+one timer, re-armed at ``next_deadline()`` on the injected clock, drives keep-alive; outgoing
+frames are coalesced and written once per event-loop turn (many MESSAGE frames per socket write).
+A protocol violation (garbage, an oversize frame) closes *this* connection only, and no handler
+exception ever escapes to the server: it becomes an ``ERROR``/``SEND_ERROR`` with a
+``ServerError`` code.
 
 This module owns the socket and the protocol machine, nothing else: commands go to a
 :class:`~braid.broker.registry.CommandRouter`, which hands each to the session of its command
@@ -21,7 +22,7 @@ from typing import Any
 
 from braid.broker.errors import ServerError, to_server_error
 from braid.broker.registry import CommandRegistry, CommandRouter
-from braid.clock import Clock
+from braid.clock import Clock, TimerHandle
 from braid.protocol import commands
 from braid.protocol.connection import ServerConnection
 from braid.protocol.events import (
@@ -78,8 +79,8 @@ class BrokerConnection:
         self._flush_scheduled = False
         self._closed = False
         self._closing: asyncio.Future[None] | None = None
-        self._timer_wake = asyncio.Event()
-        self._sleeping_until: float | None = None
+        self._timer: TimerHandle | None = None
+        self._timer_at = 0.0
         self._router = CommandRouter(registry, self)
 
     # -- channel properties --------------------------------------------------------------------
@@ -100,7 +101,7 @@ class BrokerConnection:
 
     async def run(self) -> None:
         """Serve until the peer goes away, breaks the protocol, or the broker closes us."""
-        timer = asyncio.ensure_future(self._keepalive_loop())
+        self._arm_timer()
         try:
             while not self._closed:
                 try:
@@ -111,7 +112,7 @@ class BrokerConnection:
                     break
                 events = self.proto.receive_data(data, self.clock.monotonic())
                 self._handle_events(events)
-                self._deadline_moved()
+                self._arm_timer()
                 if self._writer.transport.get_write_buffer_size() > _WRITE_BUFFER_LIMIT:
                     # The peer is not reading our answers: stop reading its requests until it
                     # does, so a client cannot make the broker buffer without bound.
@@ -122,45 +123,27 @@ class BrokerConnection:
         except Exception:
             log.exception("connection %s failed", self._remote)
         finally:
-            timer.cancel()
-            await asyncio.gather(timer, return_exceptions=True)
             await self.close()
 
-    async def _keepalive_loop(self) -> None:
-        while not self._closed:
-            deadline = self.proto.next_deadline()
-            self._timer_wake.clear()
-            self._sleeping_until = deadline
-            if deadline is None:
-                await self._timer_wake.wait()
-                continue
-            delay = deadline - self.clock.monotonic()
-            if delay > 0:
-                sleeper = asyncio.ensure_future(self.clock.sleep(delay))
-                waker = asyncio.ensure_future(self._timer_wake.wait())
-                try:
-                    done, _ = await asyncio.wait(
-                        {sleeper, waker}, return_when=asyncio.FIRST_COMPLETED
-                    )
-                finally:
-                    sleeper.cancel()
-                    waker.cancel()
-                if sleeper not in done:
-                    continue  # the deadline moved earlier (handshake done): recompute it
-            if self._closed:
-                return
-            events = self.proto.handle_timer(self.clock.monotonic())
-            self._handle_events(events)
-            self.schedule_flush()
+    def _arm_timer(self) -> None:
+        """Keep one timer armed at the protocol machine's next deadline (the aioquic adapter's
+        pattern). Only an *earlier* deadline re-arms it (the end of the handshake): ordinary
+        traffic pushes the deadline later, and a timer that fires early finds nothing due and
+        re-arms itself, which is cheaper than re-arming on every read."""
+        deadline = None if self._closed else self.proto.next_deadline()
+        if self._timer is not None and (deadline is None or deadline < self._timer_at):
+            self._timer.cancel()
+            self._timer = None
+        if self._timer is None and deadline is not None:
+            self._timer = self.clock.call_at(deadline, self._on_timer)
+            self._timer_at = deadline
 
-    def _deadline_moved(self) -> None:
-        """Wake the timer only if received bytes brought the deadline forward (rare: the end of
-        the handshake); ordinary traffic only pushes it later, which the timer finds itself."""
-        deadline = self.proto.next_deadline()
-        if deadline is not None and (
-            self._sleeping_until is None or deadline < self._sleeping_until
-        ):
-            self._timer_wake.set()
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._closed:
+            return
+        self._handle_events(self.proto.handle_timer(self.clock.monotonic()))
+        self._arm_timer()
 
     def _handle_events(self, events: Sequence[object]) -> None:
         for event in events:
@@ -191,9 +174,9 @@ class BrokerConnection:
         if self._closed or self.proto.closed:
             return
         self.proto.send(cmd, body)
-        self.schedule_flush()
+        self._schedule_flush()
 
-    def schedule_flush(self) -> None:
+    def _schedule_flush(self) -> None:
         if not self._flush_scheduled and not self._closed:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_now)
@@ -241,7 +224,9 @@ class BrokerConnection:
             return
         self._flush_now()
         self._closed = True
-        self._timer_wake.set()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         await self._router.close()
         for task in list(self._tasks):
             task.cancel()

@@ -91,9 +91,9 @@ async def test_a_silent_client_is_dropped_after_two_keepalive_intervals(
 ) -> None:
     holder, clock = manual_clock_holder
     raw = await holder.raw()
-    await eventually(lambda: clock.pending_sleepers > 0, message="the keep-alive timer")
+    await eventually(lambda: clock.pending_timers > 0, message="the keep-alive timer")
     clock.advance(31)  # the broker pings; this client does not read, so never answers
-    await eventually(lambda: clock.pending_sleepers > 0, message="the keep-alive timer again")
+    await eventually(lambda: clock.pending_timers > 0, message="the keep-alive timer again")
     clock.advance(30)
     assert await raw.wait_closed(within=10)
 
@@ -104,7 +104,7 @@ async def test_a_client_answering_pings_stays_connected(
     holder, clock = manual_clock_holder
     raw = await holder.raw()
     for _ in range(3):
-        await eventually(lambda: clock.pending_sleepers > 0, message="the keep-alive timer")
+        await eventually(lambda: clock.pending_timers > 0, message="the keep-alive timer")
         clock.advance(31)
         # Reading lets the client's state machine answer the broker's PING with a PONG.
         with pytest.raises(TimeoutError):
