@@ -5,11 +5,11 @@ and power loss; every compare-and-swap runs inside one ``BEGIN IMMEDIATE`` trans
 calls run on the store's own worker thread, never on the event loop.
 
 Sessions and ephemeral nodes: each store is a session with a row in ``sessions`` and a lock file
-(``<db>.sessions/<id>.lock``) it holds with ``fcntl.flock`` for as long as it lives. Its ephemeral
-nodes carry its id. On close they are deleted; a session whose lock file can be locked by someone
-else is dead (its process exited or was killed, which releases the lock), and its ephemeral nodes
-are reaped when any store opens the file and then every ``reap_interval`` seconds. A second live
-process sharing the file keeps its nodes because its lock is held.
+(``<db>.sessions/<id>.lock``, a :class:`~braid.filelock.FileLock`) it holds while it lives. Its
+ephemeral nodes carry its id. On close they are deleted; a session whose lock file can be locked by
+someone else is dead (its process exited or was killed, which releases the lock), and its ephemeral
+nodes are reaped when any store opens the file and then every ``reap_interval`` seconds. A second
+live process sharing the file keeps its nodes because its lock is held.
 
 Notifications: every write appends its notifications to a ``changes`` table in the same
 transaction. Each store reads that log in sequence order - immediately after any write made in
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import sqlite3
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from braid.clock import Clock, SystemClock
+from braid.filelock import FileLock, is_locked
 from braid.metadata.api import (
     BadVersion,
     InvalidPath,
@@ -144,7 +144,7 @@ class SqliteMetadataStore:
         self._poll_interval = poll_interval
         self._session_id = f"sqlite-{uuid.uuid4().hex[:16]}"
         self._lock_dir = Path(self._db_path + ".sessions")
-        self._lock_fd: int | None = None
+        self._session_lock = FileLock(self._lock_file(self._session_id))
         self._conn: sqlite3.Connection | None = None
         self._executor = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"braid-{self._session_id}"
@@ -246,10 +246,7 @@ class SqliteMetadataStore:
             conn.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise StoreUnavailable(f"{self._db_path} is not a metadata database: {exc}") from exc
-        self._lock_dir.mkdir(exist_ok=True)
-        fd = os.open(self._lock_file(self._session_id), os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        self._lock_fd = fd
+        self._session_lock.acquire(f"metadata session {self._session_id} is already open")
         with self._write_txn():
             conn.execute(
                 "INSERT INTO sessions(id, pid, started_ms) VALUES (?, ?, ?)",
@@ -259,22 +256,12 @@ class SqliteMetadataStore:
         row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
         self._last_seq = int(row[0])
 
-    def _lock_file(self, session_id: str) -> str:
-        return str(self._lock_dir / f"{session_id}.lock")
+    def _lock_file(self, session_id: str) -> Path:
+        return self._lock_dir / f"{session_id}.lock"
 
     def _session_is_dead(self, session_id: str) -> bool:
         """A session is dead when nobody holds its lock file (flock dies with its process)."""
-        try:
-            fd = os.open(self._lock_file(session_id), os.O_RDWR)
-        except FileNotFoundError:
-            return True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        finally:
-            os.close(fd)  # closing drops the probe's lock, if it got one
-        return True
+        return not is_locked(self._lock_file(session_id))
 
     def _reap_sync(self) -> int:
         """Remove the sessions (and ephemeral nodes) of dead owners; returns nodes removed."""
@@ -518,11 +505,7 @@ class SqliteMetadataStore:
         self._release_lock_sync()
 
     def _release_lock_sync(self) -> None:
-        if self._lock_fd is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._lock_file(self._session_id))
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self._session_lock.release(unlink=True)
 
     async def expire(self) -> None:
         """End the session as if its owner had died: its ephemeral nodes are removed (others are

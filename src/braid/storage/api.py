@@ -132,10 +132,6 @@ class StorageClosed(StorageError, AlreadyClosedError):
     """The client or bookie was closed."""
 
 
-class DataDirInUse(StorageError, IllegalStateError):
-    """Another bookie (in this or another process) already has the data directory open."""
-
-
 class WriteHandle(Protocol):
     """The single writer of a ledger."""
 

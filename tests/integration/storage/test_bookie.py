@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from braid.filelock import DataDirInUse
 from braid.storage.api import (
-    DataDirInUse,
     EntryTooLarge,
     InvalidEntryId,
     InvalidLedgerId,
