@@ -37,28 +37,23 @@ from braid.filelock import FileLock, is_locked
 from braid.metadata.api import (
     BadVersion,
     InvalidPath,
-    Listener,
     NodeNotEmpty,
     NodeNotFound,
     Notification,
     NotificationType,
     SessionEvent,
-    SessionListener,
     SessionLost,
     Stat,
     StoreClosed,
     StoreUnavailable,
 )
+from braid.metadata.base import MetadataStoreBase
 from braid.metadata.dispatch import ListenerDispatcher
 from braid.metadata.paths import (
     ROOT,
     ancestors,
     name_of,
     parent_of,
-    validate_expected_version,
-    validate_path,
-    validate_value,
-    validate_writable_path,
 )
 
 log = logging.getLogger(__name__)
@@ -127,7 +122,7 @@ class _FileHub:
             store._schedule_pump()
 
 
-class SqliteMetadataStore:
+class SqliteMetadataStore(MetadataStoreBase):
     """A :class:`~braid.metadata.api.MetadataStore` session on a SQLite file."""
 
     def __init__(
@@ -360,18 +355,10 @@ class SqliteMetadataStore:
             return None
         return bytes(row[0]), Stat(row[1], row[2], row[3], row[4] is not None, row[4])
 
-    async def get(self, path: str) -> tuple[bytes, Stat] | None:
-        path = validate_path(path)
-        self._check()
+    async def _get(self, path: str) -> tuple[bytes, Stat] | None:
         return await self._call(lambda: self._get_sync(path))
 
-    async def exists(self, path: str) -> Stat | None:
-        found = await self.get(path)
-        return None if found is None else found[1]
-
-    async def children(self, path: str) -> list[str]:
-        path = validate_path(path)
-        self._check()
+    async def _children(self, path: str) -> list[str]:
         rows = await self._call(
             lambda: self._db.execute("SELECT path FROM nodes WHERE parent = ?", (path,)).fetchall()
         )
@@ -464,38 +451,18 @@ class SqliteMetadataStore:
             for victim in victims:
                 self._remove_sync(victim, events)
 
-    async def put(
-        self,
-        path: str,
-        value: bytes,
-        expected_version: int | None = None,
-        *,
-        ephemeral: bool = False,
+    async def _put(
+        self, path: str, value: bytes, expected_version: int | None, ephemeral: bool
     ) -> Stat:
-        path = validate_writable_path(path)
-        value = validate_value(value)
-        expected_version = validate_expected_version(expected_version)
-        self._check()
         return await self._call(lambda: self._put_sync(path, value, expected_version, ephemeral))
 
-    async def delete(self, path: str, expected_version: int | None = None) -> None:
-        path = validate_writable_path(path)
-        expected_version = validate_expected_version(expected_version)
-        self._check()
+    async def _delete(self, path: str, expected_version: int | None) -> None:
         await self._call(lambda: self._delete_sync(path, expected_version))
 
-    async def delete_recursive(self, path: str) -> None:
-        path = validate_path(path)
-        self._check()
+    async def _delete_recursive(self, path: str) -> None:
         await self._call(lambda: self._delete_recursive_sync(path))
 
-    # -- listeners and lifecycle ----------------------------------------------------------------
-
-    def register_listener(self, listener: Listener) -> Callable[[], None]:
-        return self._dispatcher.add_listener(listener)
-
-    def register_session_listener(self, listener: SessionListener) -> Callable[[], None]:
-        return self._dispatcher.add_session_listener(listener)
+    # -- lifecycle ------------------------------------------------------------------------------
 
     def _end_session_sync(self) -> None:
         """Delete this session's ephemeral nodes and row, then release its lock file."""
