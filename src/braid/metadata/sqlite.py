@@ -337,11 +337,6 @@ class SqliteMetadataStore(MetadataStoreBase):
             except StoreUnavailable:
                 log.warning("reaping dead metadata sessions failed; will retry", exc_info=True)
 
-    async def reap_dead_sessions(self) -> int:
-        """Reap dead sessions now (also done on open and every ``reap_interval``)."""
-        self._check()
-        return await self._call(self._reap_sync)
-
     # -- reads ----------------------------------------------------------------------------------
 
     def _get_sync(self, path: str) -> tuple[bytes, Stat] | None:

@@ -87,11 +87,6 @@ class BookKeeperClient:
     def cluster_name(self) -> str:
         return self._cluster
 
-    @property
-    def bookie_ids(self) -> list[str]:
-        """Ids of the cluster's bookies."""
-        return list(self._bookie_order)
-
     def bookie(self, bookie_id: str) -> BookieClient:
         """The client of one bookie (for tests and tools)."""
         return self._bookies[bookie_id]

@@ -706,13 +706,6 @@ class Bookie:
             out.append(entry)
         return out
 
-    async def read_last_entry(self, ledger_id: int) -> StoredEntry:
-        """Read the highest entry stored for the ledger (:class:`NoSuchEntry` if none)."""
-        last = self.last_entry_id(ledger_id)
-        if last < 0:
-            raise NoSuchEntry(f"bookie {self._id} stores no entry of ledger {ledger_id}")
-        return await self.read_entry(ledger_id, last)
-
     def disk_usage(self) -> int:
         """Bytes in the journal and entry files (blocking; for tests and stats)."""
         total = 0
