@@ -63,7 +63,7 @@ class BrokerConnection:
         max_message_size: int,
         keepalive_interval_s: float,
     ) -> None:
-        self.clock = clock
+        self._clock = clock
         self._reader = reader
         self._writer = writer
         peer = writer.get_extra_info("peername")
@@ -110,7 +110,7 @@ class BrokerConnection:
                     break
                 if not data:
                     break
-                events = self.proto.receive_data(data, self.clock.monotonic())
+                events = self.proto.receive_data(data, self._clock.monotonic())
                 self._handle_events(events)
                 self._arm_timer()
                 if self._writer.transport.get_write_buffer_size() > _WRITE_BUFFER_LIMIT:
@@ -135,14 +135,14 @@ class BrokerConnection:
             self._timer.cancel()
             self._timer = None
         if self._timer is None and deadline is not None:
-            self._timer = self.clock.call_at(deadline, self._on_timer)
+            self._timer = self._clock.call_at(deadline, self._on_timer)
             self._timer_at = deadline
 
     def _on_timer(self) -> None:
         self._timer = None
         if self._closed:
             return
-        self._handle_events(self.proto.handle_timer(self.clock.monotonic()))
+        self._handle_events(self.proto.handle_timer(self._clock.monotonic()))
         self._arm_timer()
 
     def _handle_events(self, events: Sequence[object]) -> None:
