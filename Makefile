@@ -41,8 +41,8 @@ demo: $(DEV_STAMP)
 	$(BIN)/braid demo
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check src tests bench
-	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench tools
+	$(BIN)/ruff format --check src tests bench tools
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
@@ -64,7 +64,7 @@ interop: $(DEV_STAMP)
 	$(BIN)/python -m pytest -m interop $(PYTEST_ARGS)
 
 proto: $(DEV_STAMP)
-	$(BIN)/python -m braid.protocol.regenerate
+	$(BIN)/python tools/regenerate_protocol.py
 
 bench: $(DEV_STAMP)
 	for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -6,6 +6,7 @@ import pulsar
 import pytest
 
 from tests.support.broker_stack import BackgroundBroker
+from tests.support.polling import wait_for
 
 
 def _send(producer: pulsar.Producer, count: int) -> None:
@@ -25,14 +26,10 @@ def _backlog(broker: BackgroundBroker, topic: str, subscription: str) -> int:
 
 def _wait_backlog(broker: BackgroundBroker, topic: str, subscription: str, expected: int) -> None:
     """Acks are grouped by the client (100 ms); poll the broker until they landed."""
-    import time
-
-    deadline = time.monotonic() + 10
-    while _backlog(broker, topic, subscription) != expected:
-        assert time.monotonic() < deadline, (
-            f"backlog stayed {_backlog(broker, topic, subscription)}, expected {expected}"
-        )
-        time.sleep(0.02)
+    wait_for(
+        lambda: _backlog(broker, topic, subscription) == expected,
+        message=lambda: f"backlog {expected} (it is {_backlog(broker, topic, subscription)})",
+    )
 
 
 def test_individual_acks_are_not_redelivered_after_resubscribe(

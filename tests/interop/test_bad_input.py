@@ -18,8 +18,6 @@ from braid.protocol.generated import PulsarApi_pb2 as pb
 from tests.support.broker_stack import BackgroundBroker
 from tests.support.raw_client import RawClient
 
-_T = pb.BaseCommand
-
 
 def _garbage_samples() -> list[tuple[bool, bytes]]:
     """(handshake first?, bytes) pairs: random noise, a lying size, a bad command, junk.
@@ -91,7 +89,7 @@ def test_unknown_namespace_is_topic_not_found_for_the_official_client(
 async def _lookup(port: int, topic: str) -> pb.CommandLookupTopicResponse:
     raw = await RawClient.open("127.0.0.1", port)
     await raw.send(commands.lookup(topic, 1))
-    cmd = await raw.next_command(lambda c: c.type == _T.LOOKUP_RESPONSE)
+    cmd = await raw.next_command(lambda c: c.type == pb.BaseCommand.LOOKUP_RESPONSE)
     await raw.close()
     return cmd.lookupTopicResponse
 
@@ -117,17 +115,23 @@ def test_unservable_topic_names_are_refused_as_invalid(broker: BackgroundBroker,
 async def _corrupt_send(port: int, topic: str) -> tuple[pb.BaseCommand, pb.BaseCommand]:
     raw = await RawClient.open("127.0.0.1", port)
     await raw.send(commands.producer(topic, 1, 1, producer_name="raw-producer"))
-    ready = await raw.next_command(lambda c: c.type in (_T.PRODUCER_SUCCESS, _T.ERROR))
-    assert ready.type == _T.PRODUCER_SUCCESS, ready
+    ready = await raw.next_command(
+        lambda c: c.type in (pb.BaseCommand.PRODUCER_SUCCESS, pb.BaseCommand.ERROR)
+    )
+    assert ready.type == pb.BaseCommand.PRODUCER_SUCCESS, ready
     meta = pb.MessageMetadata(producer_name="raw-producer", sequence_id=0, publish_time=1)
     body = encode_message_body(meta, b"payload")
     frame = bytearray(encode_payload_command(commands.send(1, 0), body))
     frame[-1] ^= 0xFF  # corrupt the payload after the checksum was computed
     await raw.send_raw(bytes(frame))
-    refused = await raw.next_command(lambda c: c.type in (_T.SEND_ERROR, _T.SEND_RECEIPT))
+    refused = await raw.next_command(
+        lambda c: c.type in (pb.BaseCommand.SEND_ERROR, pb.BaseCommand.SEND_RECEIPT)
+    )
     # The connection stays usable: the same message, intact, is stored.
     await raw.send(commands.send(1, 0), body)
-    stored = await raw.next_command(lambda c: c.type in (_T.SEND_ERROR, _T.SEND_RECEIPT))
+    stored = await raw.next_command(
+        lambda c: c.type in (pb.BaseCommand.SEND_ERROR, pb.BaseCommand.SEND_RECEIPT)
+    )
     await raw.close()
     return refused, stored
 
@@ -136,7 +140,7 @@ def test_checksum_mismatch_gets_checksum_error_and_the_connection_stays_open(
     broker: BackgroundBroker, topic: str
 ) -> None:
     refused, stored = asyncio.run(_corrupt_send(broker.service.port, topic))
-    assert refused.type == _T.SEND_ERROR
+    assert refused.type == pb.BaseCommand.SEND_ERROR
     assert refused.send_error.error == pb.ChecksumError
-    assert stored.type == _T.SEND_RECEIPT
+    assert stored.type == pb.BaseCommand.SEND_RECEIPT
     assert stored.send_receipt.sequence_id == 0

@@ -9,6 +9,7 @@ import pulsar
 import pytest
 
 from tests.support.broker_stack import BackgroundBroker
+from tests.support.polling import wait_for
 
 
 def _send(producer: pulsar.Producer, start: int, count: int) -> list[pulsar.MessageId]:
@@ -129,10 +130,7 @@ def test_reader_reads_from_earliest_and_leaves_no_subscription_behind(
     def gone() -> bool:
         return not broker.run(broker.service.topic_stats, topic)["subscriptions"]
 
-    deadline = time.monotonic() + 10
-    while not gone():
-        assert time.monotonic() < deadline, "the reader's subscription was not removed"
-        time.sleep(0.02)
+    wait_for(gone, message="the reader's subscription to be removed")
 
 
 def test_reader_starts_after_a_message_id_or_at_it_when_inclusive(

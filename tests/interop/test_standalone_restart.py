@@ -13,7 +13,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,6 +21,7 @@ import pulsar
 import pytest
 
 from braid.cli.process import StandaloneProcess, StandaloneStartError
+from tests.support.polling import wait_for
 from tests.support.standalone import standalone_process  # noqa: F401 - pytest fixture
 
 TOPIC_BASE = "persistent://public/default"
@@ -41,14 +42,6 @@ def client(standalone_process: StandaloneProcess) -> Iterator[pulsar.Client]:  #
         yield c
     finally:
         c.close()
-
-
-def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def _backlog(process: StandaloneProcess, topic: str, subscription: str) -> int | None:
@@ -121,8 +114,10 @@ def test_consumer_resumes_from_its_cursor_after_broker_restart(
         consumer.acknowledge(msg)
     assert acked == first[:100]
     # The client groups acks (100 ms): wait until the broker has applied all of them.
-    _wait_for(
-        lambda: _backlog(standalone_process, topic, "sub") == 100, "the broker to apply 100 acks"
+    wait_for(
+        lambda: _backlog(standalone_process, topic, "sub") == 100,
+        within=20,
+        message="the broker to apply 100 acks",
     )
 
     if how == "sigterm":
@@ -157,7 +152,7 @@ def test_new_consumer_after_crash_gets_every_unacknowledged_message(
     for p in payloads:
         producer.send_async(p.encode(), lambda result, _id: results.append(result))
     producer.flush()
-    _wait_for(lambda: len(results) == 500, "every receipt")
+    wait_for(lambda: len(results) == 500, within=20, message="every receipt")
     assert set(results) == {pulsar.Result.Ok}
     client.close()  # every message was receipted; nothing consumed
 
@@ -209,7 +204,7 @@ def test_dedup_producer_resends_after_broker_kill_and_topic_holds_each_message_o
             producer.send_async(f"d-{i:05d}".encode(), on_receipt)
             if i == 600:
                 # Kill the broker with sends in flight: some are stored but not yet receipted.
-                _wait_for(lambda: receipts >= 100, "the first receipts")
+                wait_for(lambda: receipts >= 100, within=20, message="the first receipts")
                 assert standalone_process.kill() == -signal.SIGKILL
                 standalone_process.start()
         for _ in range(total):

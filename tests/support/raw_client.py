@@ -116,8 +116,6 @@ class RawClient:
 
 # --- shorthands for the commands tests send most -----------------------------------------------
 
-_T = pb.BaseCommand
-
 
 def _answer_to(request_id: int) -> Callable[[pb.BaseCommand], bool]:
     def matches(cmd: pb.BaseCommand) -> bool:
@@ -164,7 +162,7 @@ async def publish(
     )
     return await raw.next_command(
         lambda c: (
-            (c.type == _T.SEND_RECEIPT and c.send_receipt.producer_id == producer_id)
-            or (c.type == _T.SEND_ERROR and c.send_error.producer_id == producer_id)
+            (c.type == pb.BaseCommand.SEND_RECEIPT and c.send_receipt.producer_id == producer_id)
+            or (c.type == pb.BaseCommand.SEND_ERROR and c.send_error.producer_id == producer_id)
         )
     )

@@ -1,30 +1,28 @@
 """One client connection: the asyncio adapter around the sans-I/O ``ServerConnection``.
 
 The reader loop feeds socket bytes to the protocol state machine and handles the events it returns;
-a timer task drives keep-alive from ``next_deadline()`` and the injected clock; outgoing frames are
-coalesced and written once per event-loop turn (many MESSAGE frames per socket write). A protocol
-violation (garbage, an oversize frame) closes *this* connection only, and no handler exception ever
-escapes to the server: it becomes an ``ERROR``/``SEND_ERROR`` with a ``ServerError`` code.
+one timer, re-armed at ``next_deadline()`` on the injected clock, drives keep-alive; outgoing
+frames are coalesced and written once per event-loop turn (many MESSAGE frames per socket write).
+A protocol violation (garbage, an oversize frame) closes *this* connection only, and no handler
+exception ever escapes to the server: it becomes an ``ERROR``/``SEND_ERROR`` with a
+``ServerError`` code.
 
-The command handlers live in :mod:`braid.broker.handlers`; this module owns the socket, the
-connection-level maps of producers and consumers by id, and the transport methods producers and
-consumers call to reach their client.
+This module owns the socket and the protocol machine, nothing else: commands go to a
+:class:`~braid.broker.registry.CommandRouter`, which hands each to the session of its command
+family (the topic commands' session owns the producers and consumers). Sessions reach the client
+through this class as a :class:`~braid.broker.registry.CommandChannel`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from braid.broker.consumer import Delivery
-from braid.broker.errors import DuplicateInFlight, ServerError, to_server_error, wire_code
-from braid.broker.handlers import CommandHandlers, ConsumerBinding
-from braid.broker.producer import Producer
-from braid.broker.topic import PersistentTopic
-from braid.ledger.api import Position
+from braid.broker.errors import ServerError, to_server_error
+from braid.broker.registry import CommandRegistry, CommandRouter
+from braid.clock import Clock, TimerHandle
 from braid.protocol import commands
 from braid.protocol.connection import ServerConnection
 from braid.protocol.events import (
@@ -36,66 +34,60 @@ from braid.protocol.events import (
 )
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
-if TYPE_CHECKING:
-    from braid.broker.service import BrokerService
-
 log = logging.getLogger(__name__)
 
 #: The version string sent in CONNECTED.
 SERVER_VERSION = "Braid-0.1.0"
 _READ_SIZE = 256 * 1024
 _WRITE_BUFFER_LIMIT = 16 * 1024 * 1024
-_CPP_CLIENT_VERSION = re.compile(r"Pulsar-CPP-v(\d+)\.(\d+)")
-
-
-def client_handles_end_of_topic(client_version: str) -> bool:
-    """Whether REACHED_END_OF_TOPIC may be sent to this client.
-
-    The official C++ client (which the PyPI ``pulsar-client`` wraps) up to 4.2 closes the whole
-    connection when it receives the command, so it is withheld from those versions.
-    """
-    match = _CPP_CLIENT_VERSION.search(client_version)
-    if match is None:
-        return True
-    return (int(match.group(1)), int(match.group(2))) > (4, 2)
 
 
 class BrokerConnection:
-    """Serves one client socket."""
+    """Serves one client socket; the :class:`~braid.broker.registry.CommandChannel` of its
+    command sessions.
+
+    Args:
+        registry: the command families the broker serves.
+        clock: drives keep-alive (a ``ManualClock`` in tests).
+        max_message_size: advertised in CONNECTED; larger frames close the connection.
+        keepalive_interval_s: PING after this much silence, drop after twice as much.
+    """
 
     def __init__(
         self,
-        service: BrokerService,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        *,
+        registry: CommandRegistry,
+        clock: Clock,
+        max_message_size: int,
+        keepalive_interval_s: float,
     ) -> None:
-        self.service = service
-        self.clock = service.clock
+        self._clock = clock
         self._reader = reader
         self._writer = writer
         peer = writer.get_extra_info("peername")
         self._remote = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        config = service.config
         self.proto = ServerConnection(
             SERVER_VERSION,
-            max_message_size=config.max_message_size,
-            keepalive_interval_s=float(config.keep_alive_interval_seconds),
-            created_at=self.clock.monotonic(),
+            max_message_size=max_message_size,
+            keepalive_interval_s=keepalive_interval_s,
+            created_at=clock.monotonic(),
         )
-        self.client_version = ""
-        self.end_of_topic_supported = False
-        self.producers: dict[int, tuple[Producer, PersistentTopic]] = {}
-        self.consumers: dict[int, ConsumerBinding] = {}
-        self.pending_producers: dict[int, asyncio.Task[None]] = {}
+        self._client_version = ""
         self._tasks: set[asyncio.Task[Any]] = set()
         self._flush_scheduled = False
         self._closed = False
         self._closing: asyncio.Future[None] | None = None
-        self._timer_wake = asyncio.Event()
-        self._sleeping_until: float | None = None
-        self._handlers = CommandHandlers(self)
+        self._timer: TimerHandle | None = None
+        self._timer_at = 0.0
+        self._router = CommandRouter(registry, self)
 
-    # -- properties used by producers and consumers --------------------------------------------
+    # -- channel properties --------------------------------------------------------------------
+
+    @property
+    def client_version(self) -> str:
+        return self._client_version
 
     @property
     def remote_address(self) -> str:
@@ -109,7 +101,7 @@ class BrokerConnection:
 
     async def run(self) -> None:
         """Serve until the peer goes away, breaks the protocol, or the broker closes us."""
-        timer = asyncio.ensure_future(self._keepalive_loop())
+        self._arm_timer()
         try:
             while not self._closed:
                 try:
@@ -118,9 +110,9 @@ class BrokerConnection:
                     break
                 if not data:
                     break
-                events = self.proto.receive_data(data, self.clock.monotonic())
+                events = self.proto.receive_data(data, self._clock.monotonic())
                 self._handle_events(events)
-                self._deadline_moved()
+                self._arm_timer()
                 if self._writer.transport.get_write_buffer_size() > _WRITE_BUFFER_LIMIT:
                     # The peer is not reading our answers: stop reading its requests until it
                     # does, so a client cannot make the broker buffer without bound.
@@ -131,56 +123,37 @@ class BrokerConnection:
         except Exception:
             log.exception("connection %s failed", self._remote)
         finally:
-            timer.cancel()
-            await asyncio.gather(timer, return_exceptions=True)
             await self.close()
 
-    async def _keepalive_loop(self) -> None:
-        while not self._closed:
-            deadline = self.proto.next_deadline()
-            self._timer_wake.clear()
-            self._sleeping_until = deadline
-            if deadline is None:
-                await self._timer_wake.wait()
-                continue
-            delay = deadline - self.clock.monotonic()
-            if delay > 0:
-                sleeper = asyncio.ensure_future(self.clock.sleep(delay))
-                waker = asyncio.ensure_future(self._timer_wake.wait())
-                try:
-                    done, _ = await asyncio.wait(
-                        {sleeper, waker}, return_when=asyncio.FIRST_COMPLETED
-                    )
-                finally:
-                    sleeper.cancel()
-                    waker.cancel()
-                if sleeper not in done:
-                    continue  # the deadline moved earlier (handshake done): recompute it
-            if self._closed:
-                return
-            events = self.proto.handle_timer(self.clock.monotonic())
-            self._handle_events(events)
-            self.schedule_flush()
+    def _arm_timer(self) -> None:
+        """Keep one timer armed at the protocol machine's next deadline (the aioquic adapter's
+        pattern). Only an *earlier* deadline re-arms it (the end of the handshake): ordinary
+        traffic pushes the deadline later, and a timer that fires early finds nothing due and
+        re-arms itself, which is cheaper than re-arming on every read."""
+        deadline = None if self._closed else self.proto.next_deadline()
+        if self._timer is not None and (deadline is None or deadline < self._timer_at):
+            self._timer.cancel()
+            self._timer = None
+        if self._timer is None and deadline is not None:
+            self._timer = self._clock.call_at(deadline, self._on_timer)
+            self._timer_at = deadline
 
-    def _deadline_moved(self) -> None:
-        """Wake the timer only if received bytes brought the deadline forward (rare: the end of
-        the handshake); ordinary traffic only pushes it later, which the timer finds itself."""
-        deadline = self.proto.next_deadline()
-        if deadline is not None and (
-            self._sleeping_until is None or deadline < self._sleeping_until
-        ):
-            self._timer_wake.set()
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._closed:
+            return
+        self._handle_events(self.proto.handle_timer(self._clock.monotonic()))
+        self._arm_timer()
 
     def _handle_events(self, events: Sequence[object]) -> None:
         for event in events:
             if isinstance(event, CommandReceived):
                 try:
-                    self._handlers.dispatch(event.command, event.body, event.checksum_valid)
+                    self._router.dispatch(event)
                 except Exception:
                     log.exception("handling %s from %s failed", event.command.type, self._remote)
             elif isinstance(event, Connected):
-                self.client_version = event.client_version
-                self.end_of_topic_supported = client_handles_end_of_topic(event.client_version)
+                self._client_version = event.client_version
                 log.debug("client %s connected: %s", self._remote, event.client_version)
             elif isinstance(event, ProtocolViolation):
                 log.info("closing connection %s: %s", self._remote, event.reason)
@@ -201,9 +174,9 @@ class BrokerConnection:
         if self._closed or self.proto.closed:
             return
         self.proto.send(cmd, body)
-        self.schedule_flush()
+        self._schedule_flush()
 
-    def schedule_flush(self) -> None:
+    def _schedule_flush(self) -> None:
         if not self._flush_scheduled and not self._closed:
             self._flush_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_now)
@@ -236,69 +209,7 @@ class BrokerConnection:
             else:
                 log.info("request %s on %s refused: %s", request_id, self._remote, message)
             if request_id is not None:
-                self.send(commands.error(request_id, wire_code(code), message))
-
-    # -- transport for producers ---------------------------------------------------------------
-
-    def send_receipt(
-        self, producer_id: int, sequence_id: int, highest_sequence_id: int, position: Position
-    ) -> None:
-        self.send(
-            commands.send_receipt(
-                producer_id,
-                sequence_id,
-                position.ledger_id,
-                position.entry_id,
-                highest_sequence_id if highest_sequence_id > 0 else None,
-            )
-        )
-
-    def send_publish_error(self, producer_id: int, sequence_id: int, exc: BaseException) -> None:
-        if isinstance(exc, DuplicateInFlight):
-            # The first copy is still being written: close the producer so the client resends
-            # once it reconnects (Pulsar's answer to MessageDupUnknownException).
-            self.close_producer_from_broker(producer_id)
-            return
-        code, message = to_server_error(exc)
-        self.send(commands.send_error(producer_id, sequence_id, wire_code(code), message))
-
-    def send_close_producer(self, producer_id: int) -> None:
-        self.producers.pop(producer_id, None)
-        self.send(commands.close_producer(producer_id, commands.NO_REQUEST_ID))
-
-    def close_producer_from_broker(self, producer_id: int) -> None:
-        entry = self.producers.pop(producer_id, None)
-        if entry is not None:
-            producer, topic = entry
-            topic.remove_producer(producer)
-        self.send(commands.close_producer(producer_id, commands.NO_REQUEST_ID))
-
-    # -- transport for consumers ---------------------------------------------------------------
-
-    def send_messages(self, consumer_id: int, deliveries: Sequence[Delivery]) -> None:
-        proto = self.proto
-        if self._closed or proto.closed:
-            return
-        for d in deliveries:
-            pos = d.entry.position
-            proto.send(
-                commands.message(consumer_id, pos.ledger_id, pos.entry_id, d.redelivery_count),
-                d.entry.data,
-            )
-        self.schedule_flush()
-
-    def send_close_consumer(self, consumer_id: int) -> None:
-        self.consumers.pop(consumer_id, None)
-        self.send(commands.close_consumer(consumer_id, commands.NO_REQUEST_ID))
-
-    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
-        self.send(commands.active_consumer_change(consumer_id, is_active))
-
-    def send_reached_end_of_topic(self, consumer_id: int) -> bool:
-        if not self.end_of_topic_supported:
-            return False
-        self.send(commands.reached_end_of_topic(consumer_id))
-        return True
+                self.send(commands.error(request_id, code, message))
 
     # -- closing -------------------------------------------------------------------------------
 
@@ -307,20 +218,16 @@ class BrokerConnection:
             self._closing = asyncio.ensure_future(self.close())
 
     async def close(self) -> None:
-        """Detach every producer and consumer and close the socket. Idempotent."""
+        """Close every command session (detaching producers and consumers), cancel this
+        connection's tasks and close the socket. Idempotent."""
         if self._closed:
             return
         self._flush_now()
         self._closed = True
-        self._timer_wake.set()
-        for task in list(self.pending_producers.values()):
-            task.cancel()
-        for producer, topic in list(self.producers.values()):
-            topic.remove_producer(producer)
-        self.producers.clear()
-        for binding in list(self.consumers.values()):
-            binding.subscription.remove_consumer(binding.consumer)
-        self.consumers.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        await self._router.close()
         for task in list(self._tasks):
             task.cancel()
         try:

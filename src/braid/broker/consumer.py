@@ -9,21 +9,16 @@ by the connection.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from braid.ledger.api import Entry, Position
+from braid.protocol.generated import PulsarApi_pb2 as pb
 
-
-class SubType(enum.IntEnum):
-    """Subscription types, numbered as ``CommandSubscribe.SubType`` on the wire."""
-
-    Exclusive = 0
-    Shared = 1
-    Failover = 2
-    Key_Shared = 3
+#: Subscription types: the generated ``CommandSubscribe.SubType`` enum itself (``SubType.Shared``
+#: is the wire value, ``SubType.Name(value)`` its name), so it cannot drift from the schema.
+SubType = pb.CommandSubscribe.SubType
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +63,7 @@ class Consumer:
         self,
         consumer_id: int,
         consumer_name: str,
-        sub_type: SubType,
+        sub_type: SubType.ValueType,
         priority_level: int,
         transport: ConsumerTransport,
     ) -> None:

@@ -36,7 +36,7 @@ class Dispatcher:
         self,
         ledger: ManagedLedger,
         cursor: ManagedCursor,
-        sub_type: SubType,
+        sub_type: SubType.ValueType,
         *,
         read_batch: int = 100,
         description: str = "",

@@ -10,8 +10,7 @@ others as fatal (``TopicNotFound``, ``ProducerBusy``, ``ConsumerBusy``), so the 
 
 from __future__ import annotations
 
-import enum
-from typing import ClassVar
+from typing import ClassVar, TypeAlias
 
 from braid.core.errors import (
     AlreadyClosedError,
@@ -26,38 +25,19 @@ from braid.core.errors import (
 )
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
+#: Pulsar's ``ServerError`` codes as sent on the wire: the generated protobuf enum itself, so no
+#: code can be missing or drift. ``ServerError.TopicNotFound`` is a wire value (an ``int``),
+#: ``ServerError.Name(code)`` its name.
+ServerError = pb.ServerError
 
-class ServerError(enum.IntEnum):
-    """Pulsar's ``ServerError`` codes (``PulsarApi.proto``), as sent on the wire."""
-
-    UnknownError = 0
-    MetadataError = 1
-    PersistenceError = 2
-    AuthenticationError = 3
-    AuthorizationError = 4
-    ConsumerBusy = 5
-    ServiceNotReady = 6
-    ProducerBlockedQuotaExceededError = 7
-    ProducerBlockedQuotaExceededException = 8
-    ChecksumError = 9
-    UnsupportedVersionError = 10
-    TopicNotFound = 11
-    SubscriptionNotFound = 12
-    ConsumerNotFound = 13
-    TooManyRequests = 14
-    TopicTerminatedError = 15
-    ProducerBusy = 16
-    InvalidTopicName = 17
-    IncompatibleSchema = 18
-    ConsumerAssignError = 19
-    NotAllowedError = 22
-    ProducerFenced = 25
+#: The type of one ``ServerError`` value.
+ServerErrorCode: TypeAlias = pb.ServerError.ValueType
 
 
 class BrokerError(BraidError):
     """Root of the errors the broker reports to clients; ``code`` is what goes on the wire."""
 
-    code: ClassVar[ServerError] = ServerError.UnknownError
+    code: ClassVar[ServerErrorCode] = ServerError.UnknownError
 
 
 class TopicNotFound(BrokerError, NotFoundError):
@@ -139,12 +119,7 @@ class DuplicateInFlight(BrokerError, IllegalStateError):
     code = ServerError.PersistenceError
 
 
-def wire_code(code: ServerError) -> pb.ServerError.ValueType:
-    """The code as the generated protobuf enum type expects it."""
-    return pb.ServerError.ValueType(int(code))
-
-
-def to_server_error(exc: BaseException) -> tuple[ServerError, str]:
+def to_server_error(exc: BaseException) -> tuple[ServerErrorCode, str]:
     """Map any exception to the ``ServerError`` code and message a client should receive.
 
     Broker errors carry their own code; lower layers' typed errors map by category; anything else
@@ -183,10 +158,10 @@ __all__ = [
     "ProducerFenced",
     "ProducerNotFound",
     "ServerError",
+    "ServerErrorCode",
     "ServiceNotReady",
     "SubscriptionNotFound",
     "TopicNotFound",
     "TopicTerminated",
     "to_server_error",
-    "wire_code",
 ]

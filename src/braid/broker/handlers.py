@@ -1,41 +1,62 @@
-"""One handler per Pulsar command the broker serves.
+"""The topic commands of one connection: lookup, producers, consumers.
+
+:class:`TopicCommands` is the per-connection session of the ``topics`` command family (see
+:mod:`braid.broker.registry`) and the one owner of the connection's producers and consumers by
+id: its handlers add and remove them, it detaches them all when the connection closes, and it is
+the ``ProducerTransport``/``ConsumerTransport`` through which producers, consumers, topics and
+dispatchers reach the client (closing a producer or consumer from the broker side drops it from
+the maps here). It sees its connection only through the narrow
+:class:`~braid.broker.registry.CommandChannel`, and the broker only through :class:`TopicService`.
 
 Handlers that only touch in-memory state (SEND, FLOW, ACK bookkeeping, REDELIVER) run synchronously
 in arrival order - SEND in particular must hand messages to the managed ledger in the order they
-came. Handlers that wait (loading a topic, opening a cursor, seeking) run as tasks guarded by the
-connection, so a failure becomes an ``ERROR`` for that request and never reaches the server.
+came. Handlers that wait (loading a topic, opening a cursor, seeking) run as tasks spawned on the
+channel, so a failure becomes an ``ERROR`` for that request and never reaches the server.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
-from braid.broker.consumer import Consumer, SubType
+from braid.broker.consumer import Consumer, Delivery, SubType
 from braid.broker.errors import (
     ChecksumMismatch,
-    ConsumerNotFound,
+    DuplicateInFlight,
     NotSupported,
     ServerError,
+    ServerErrorCode,
     to_server_error,
-    wire_code,
 )
-from braid.broker.producer import AccessMode, Producer
+from braid.broker.producer import Producer
+from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
 from braid.broker.subscription import Subscription
 from braid.broker.topic import PersistentTopic
+from braid.core.names import TopicName
 from braid.ledger.api import EARLIEST, LATEST, Position
 from braid.protocol import commands
+from braid.protocol.events import CommandReceived
 from braid.protocol.generated import PulsarApi_pb2 as pb
-
-if TYPE_CHECKING:
-    from braid.broker.connection import BrokerConnection
 
 log = logging.getLogger(__name__)
 
-_T = pb.BaseCommand
 _INT64_MAX = 2**63 - 1
+_CPP_CLIENT_VERSION = re.compile(r"Pulsar-CPP-v(\d+)\.(\d+)")
+
+
+def client_handles_end_of_topic(client_version: str) -> bool:
+    """Whether REACHED_END_OF_TOPIC may be sent to this client.
+
+    The official C++ client (which the PyPI ``pulsar-client`` wraps) up to 4.2 closes the whole
+    connection when it receives the command, so it is withheld from those versions.
+    """
+    match = _CPP_CLIENT_VERSION.search(client_version)
+    if match is None:
+        return True
+    return (int(match.group(1)), int(match.group(2))) > (4, 2)
 
 
 def _signed(value: int) -> int:
@@ -53,6 +74,38 @@ def position_of(mid: pb.MessageIdData) -> Position:
     return Position(ledger_id, entry_id)
 
 
+def _fully_acked(mid: pb.MessageIdData) -> bool:
+    """A batch-index ack (``ack_set`` with bits still set) acknowledges only part of an entry."""
+    return not any(mid.ack_set)
+
+
+class TopicService(Protocol):
+    """What the topic commands need from the broker (implemented by ``BrokerService``)."""
+
+    @property
+    def service_url(self) -> str:
+        """``pulsar://host:port`` that LOOKUP answers with."""
+        ...
+
+    async def check_topic(self, name: str) -> TopicName:
+        """Validate a topic name and its namespace."""
+        ...
+
+    async def get_or_create_topic(
+        self, name: str, *, create: bool | None = None
+    ) -> PersistentTopic:
+        """The loaded topic, loading (and maybe creating) it on first use."""
+        ...
+
+    async def list_topics(self, namespace: str) -> list[str]:
+        """Persistent topics of ``tenant/ns``."""
+        ...
+
+    def generate_producer_name(self) -> str:
+        """A producer name unique across this broker's restarts."""
+        ...
+
+
 class ConsumerBinding:
     """A consumer registered on a connection, with the subscription and topic it belongs to."""
 
@@ -66,181 +119,226 @@ class ConsumerBinding:
         self.topic = topic
 
 
-def _fully_acked(mid: pb.MessageIdData) -> bool:
-    """A batch-index ack (``ack_set`` with bits still set) acknowledges only part of an entry."""
-    return not any(mid.ack_set)
+#: Builds the refusal a command sends when it names a consumer this connection does not have.
+_ConsumerRefusal = Callable[[ServerErrorCode, str], pb.BaseCommand]
 
 
-class CommandHandlers:
-    """The command table of one connection."""
+class TopicCommands:
+    """One connection's producers and consumers, and the handlers of the topic commands."""
 
-    def __init__(self, conn: BrokerConnection) -> None:
-        self.conn = conn
-        self.service = conn.service
-        self._table: dict[int, Callable[[pb.BaseCommand, bytes | None, bool | None], None]] = {
-            _T.PARTITIONED_METADATA: self._partitioned_metadata,
-            _T.LOOKUP: self._lookup,
-            _T.PRODUCER: self._producer,
-            _T.SEND: self._send,
-            _T.CLOSE_PRODUCER: self._close_producer,
-            _T.SUBSCRIBE: self._subscribe,
-            _T.FLOW: self._flow,
-            _T.ACK: self._ack,
-            _T.REDELIVER_UNACKNOWLEDGED_MESSAGES: self._redeliver,
-            _T.UNSUBSCRIBE: self._unsubscribe,
-            _T.CLOSE_CONSUMER: self._close_consumer,
-            _T.SEEK: self._seek,
-            _T.GET_LAST_MESSAGE_ID: self._get_last_message_id,
-            _T.CONSUMER_STATS: self._consumer_stats,
-            _T.GET_TOPICS_OF_NAMESPACE: self._topics_of_namespace,
-        }
+    def __init__(self, channel: CommandChannel, service: TopicService) -> None:
+        self._channel = channel
+        self._service = service
+        # The session opens on the first command, after the handshake: the version is known.
+        self._end_of_topic_supported = client_handles_end_of_topic(channel.client_version)
+        self._producers: dict[int, tuple[Producer, PersistentTopic]] = {}
+        self._pending_producers: dict[int, asyncio.Task[None]] = {}
+        self._consumers: dict[int, ConsumerBinding] = {}
+        self._closed = False
 
-    def dispatch(
-        self, cmd: pb.BaseCommand, body: bytes | None, checksum_valid: bool | None
+    # -- transport for producers and consumers ------------------------------------------------
+
+    @property
+    def remote_address(self) -> str:
+        return self._channel.remote_address
+
+    @property
+    def closed(self) -> bool:
+        return self._closed or self._channel.closed
+
+    def send_receipt(
+        self, producer_id: int, sequence_id: int, highest_sequence_id: int, position: Position
     ) -> None:
-        handler = self._table.get(cmd.type)
-        if handler is not None:
-            handler(cmd, body, checksum_valid)
-            return
-        inner = commands.inner(cmd)
-        request_id = getattr(inner, "request_id", None) if inner is not None else None
-        if isinstance(request_id, int):
-            self.conn.send(
-                commands.error(
-                    request_id,
-                    wire_code(ServerError.NotAllowedError),
-                    f"command {commands.type_name(cmd.type)} is not supported by this broker",
-                )
+        self._channel.send(
+            commands.send_receipt(
+                producer_id,
+                sequence_id,
+                position.ledger_id,
+                position.entry_id,
+                highest_sequence_id if highest_sequence_id > 0 else None,
             )
+        )
+
+    def send_publish_error(self, producer_id: int, sequence_id: int, exc: BaseException) -> None:
+        if isinstance(exc, DuplicateInFlight):
+            # The first copy is still being written: close the producer so the client resends
+            # once it reconnects (Pulsar's answer to MessageDupUnknownException).
+            entry = self._producers.pop(producer_id, None)
+            if entry is not None:
+                producer, topic = entry
+                topic.remove_producer(producer)
+            self._channel.send(commands.close_producer(producer_id, commands.NO_REQUEST_ID))
+            return
+        code, message = to_server_error(exc)
+        self._channel.send(commands.send_error(producer_id, sequence_id, code, message))
+
+    def send_close_producer(self, producer_id: int) -> None:
+        self._producers.pop(producer_id, None)
+        self._channel.send(commands.close_producer(producer_id, commands.NO_REQUEST_ID))
+
+    def send_messages(self, consumer_id: int, deliveries: Sequence[Delivery]) -> None:
+        send = self._channel.send
+        for d in deliveries:
+            pos = d.entry.position
+            send(
+                commands.message(consumer_id, pos.ledger_id, pos.entry_id, d.redelivery_count),
+                d.entry.data,
+            )
+
+    def send_close_consumer(self, consumer_id: int) -> None:
+        self._consumers.pop(consumer_id, None)
+        self._channel.send(commands.close_consumer(consumer_id, commands.NO_REQUEST_ID))
+
+    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
+        self._channel.send(commands.active_consumer_change(consumer_id, is_active))
+
+    def send_reached_end_of_topic(self, consumer_id: int) -> bool:
+        if not self._end_of_topic_supported:
+            return False
+        self._channel.send(commands.reached_end_of_topic(consumer_id))
+        return True
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Detach every producer and consumer of this connection (the connection is closing)."""
+        self._closed = True
+        for task in list(self._pending_producers.values()):
+            task.cancel()
+        for producer, topic in list(self._producers.values()):
+            topic.remove_producer(producer)
+        self._producers.clear()
+        for binding in list(self._consumers.values()):
+            binding.subscription.remove_consumer(binding.consumer)
+        self._consumers.clear()
 
     # -- lookup --------------------------------------------------------------------------------
 
-    def _partitioned_metadata(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.partitionMetadata
+    def on_partitioned_metadata(self, event: CommandReceived) -> None:
+        req = event.command.partitionMetadata
 
         async def run() -> None:
             try:
-                await self.service.check_topic(req.topic)
+                await self._service.check_topic(req.topic)
             except Exception as exc:
                 code, message = to_server_error(exc)
-                self.conn.send(
+                self._channel.send(
                     commands.partitioned_metadata_response(
-                        req.request_id,
-                        error=wire_code(code),
-                        message=message,
+                        req.request_id, error=code, message=message
                     )
                 )
                 return
             # Braid has no partitioned topics: 0 tells the client to use the topic as it is.
-            self.conn.send(commands.partitioned_metadata_response(req.request_id, 0))
+            self._channel.send(commands.partitioned_metadata_response(req.request_id, 0))
 
-        self.conn.spawn(run(), request_id=req.request_id)
+        self._channel.spawn(run(), request_id=req.request_id)
 
-    def _lookup(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.lookupTopic
+    def on_lookup(self, event: CommandReceived) -> None:
+        req = event.command.lookupTopic
 
         async def run() -> None:
             try:
-                await self.service.check_topic(req.topic)
+                await self._service.check_topic(req.topic)
             except Exception as exc:
                 code, message = to_server_error(exc)
                 if code in (ServerError.ServiceNotReady, ServerError.TooManyRequests):
                     # The C++ client drops the whole connection on these two in a lookup.
                     code = ServerError.MetadataError
-                self.conn.send(
-                    commands.lookup_response(
-                        req.request_id,
-                        error=wire_code(code),
-                        message=message,
-                    )
+                self._channel.send(
+                    commands.lookup_response(req.request_id, error=code, message=message)
                 )
                 return
-            self.conn.send(
+            self._channel.send(
                 commands.lookup_response(
                     req.request_id,
-                    broker_service_url=self.service.service_url,
+                    broker_service_url=self._service.service_url,
                     authoritative=True,
                 )
             )
 
-        self.conn.spawn(run(), request_id=req.request_id)
+        self._channel.spawn(run(), request_id=req.request_id)
 
-    def _topics_of_namespace(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.getTopicsOfNamespace
+    def on_topics_of_namespace(self, event: CommandReceived) -> None:
+        req = event.command.getTopicsOfNamespace
 
         async def run() -> None:
-            topics = await self.service.list_topics(req.namespace)
-            self.conn.send(commands.topics_of_namespace_response(req.request_id, topics))
+            topics = await self._service.list_topics(req.namespace)
+            self._channel.send(commands.topics_of_namespace_response(req.request_id, topics))
 
-        self.conn.spawn(run(), request_id=req.request_id)
+        self._channel.spawn(run(), request_id=req.request_id)
 
     # -- producers -----------------------------------------------------------------------------
 
-    def _producer(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.producer
-        conn = self.conn
-        existing = conn.producers.get(req.producer_id)
+    def on_producer(self, event: CommandReceived) -> None:
+        req = event.command.producer
+        channel = self._channel
+        existing = self._producers.get(req.producer_id)
         if existing is not None:
             # The client retried a request we already served.
             producer, topic = existing
-            conn.send(
+            channel.send(
                 commands.producer_success(
                     req.request_id, producer.name, topic.last_sequence_id(producer.name)
                 )
             )
             return
-        if req.producer_id in conn.pending_producers:
+        if req.producer_id in self._pending_producers:
             return
 
         async def run() -> None:
-            topic = await self.service.get_or_create_topic(req.topic)
+            topic = await self._service.get_or_create_topic(req.topic)
             user_named = req.HasField("producer_name") and bool(req.producer_name)
-            name = req.producer_name if user_named else self.service.generate_producer_name()
+            name = req.producer_name if user_named else self._service.generate_producer_name()
             producer = Producer(
                 req.producer_id,
                 name,
-                AccessMode(req.producer_access_mode),
-                conn,
+                req.producer_access_mode,
+                self,
                 user_provided_name=user_named,
             )
 
             def waiting() -> None:
-                conn.send(commands.producer_success(req.request_id, name, -1, producer_ready=False))
+                channel.send(
+                    commands.producer_success(req.request_id, name, -1, producer_ready=False)
+                )
 
             await topic.add_producer(producer, waiting)
-            if conn.closed:
+            if self.closed:
                 topic.remove_producer(producer)
                 return
-            conn.producers[req.producer_id] = (producer, topic)
-            conn.send(commands.producer_success(req.request_id, name, topic.last_sequence_id(name)))
+            self._producers[req.producer_id] = (producer, topic)
+            channel.send(
+                commands.producer_success(req.request_id, name, topic.last_sequence_id(name))
+            )
 
         task = asyncio.ensure_future(run())
-        conn.pending_producers[req.producer_id] = task
+        self._pending_producers[req.producer_id] = task
 
         async def guarded() -> None:
             try:
                 await task
             finally:
-                conn.pending_producers.pop(req.producer_id, None)
+                self._pending_producers.pop(req.producer_id, None)
 
-        conn.spawn(guarded(), request_id=req.request_id)
+        channel.spawn(guarded(), request_id=req.request_id)
 
-    def _send(self, cmd: pb.BaseCommand, body: bytes | None, checksum_valid: bool | None) -> None:
-        req = cmd.send
-        conn = self.conn
-        entry = conn.producers.get(req.producer_id)
+    def on_send(self, event: CommandReceived) -> None:
+        req = event.command.send
+        body = event.body
+        entry = self._producers.get(req.producer_id)
         if entry is None:
             # Sends that were in flight when the broker closed this producer: the client
             # resends them once it has re-created the producer. An error here would make the
             # C++ client drop the whole connection.
-            log.debug("dropping SEND for closed producer %s on %s", req.producer_id, conn)
+            log.debug(
+                "dropping SEND for closed producer %s on %s", req.producer_id, self.remote_address
+            )
             return
         producer, topic = entry
         sequence_id = req.sequence_id
         highest = max(req.highest_sequence_id, sequence_id + max(req.num_messages, 1) - 1)
-        loop = asyncio.get_running_loop()
-        if checksum_valid is False or body is None:
-            failed: asyncio.Future[Position | None] = loop.create_future()
+        if event.checksum_valid is False or body is None:
+            failed: asyncio.Future[Position | None] = asyncio.get_running_loop().create_future()
             failed.set_exception(
                 ChecksumMismatch(
                     f"message {sequence_id} of producer {producer.name!r} failed its checksum"
@@ -256,37 +354,47 @@ class CommandHandlers:
             topic.publish(producer, sequence_id, highest, body),
         )
 
-    def _close_producer(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.close_producer
-        conn = self.conn
-        pending = conn.pending_producers.pop(req.producer_id, None)
+    def on_close_producer(self, event: CommandReceived) -> None:
+        req = event.command.close_producer
+        pending = self._pending_producers.pop(req.producer_id, None)
         if pending is not None:
             pending.cancel()
-        entry = conn.producers.pop(req.producer_id, None)
+        entry = self._producers.pop(req.producer_id, None)
         if entry is not None:
             producer, topic = entry
             topic.remove_producer(producer)
-        conn.send(commands.success(req.request_id))
+        self._channel.send(commands.success(req.request_id))
 
     # -- consumers -----------------------------------------------------------------------------
 
-    def _subscribe(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.subscribe
-        conn = self.conn
-        if req.consumer_id in conn.consumers:
-            conn.send(commands.success(req.request_id))
+    def _consumer(
+        self, consumer_id: int, refusal: _ConsumerRefusal | None
+    ) -> ConsumerBinding | None:
+        """The consumer ``consumer_id`` of this connection; when it has none, ``refusal`` (if
+        given) builds the answer, which is sent, and ``None`` is returned."""
+        binding = self._consumers.get(consumer_id)
+        if binding is None and refusal is not None:
+            self._channel.send(
+                refusal(ServerError.ConsumerNotFound, f"consumer {consumer_id} is not connected")
+            )
+        return binding
+
+    def on_subscribe(self, event: CommandReceived) -> None:
+        req = event.command.subscribe
+        if req.consumer_id in self._consumers:
+            self._channel.send(commands.success(req.request_id))
             return
 
         async def run() -> None:
             if not req.subscription:
                 raise NotSupported("a subscription name is required")
-            topic = await self.service.get_or_create_topic(req.topic)
+            topic = await self._service.get_or_create_topic(req.topic)
             consumer = Consumer(
                 req.consumer_id,
                 req.consumer_name or f"consumer-{req.consumer_id}",
-                SubType(req.subType),
+                req.subType,
                 req.priority_level,
-                conn,
+                self,
             )
             subscription = await topic.subscribe(
                 req.subscription,
@@ -299,38 +407,32 @@ class CommandHandlers:
                     else None
                 ),
             )
-            if conn.closed:
+            if self.closed:
                 subscription.remove_consumer(consumer)
                 return
-            conn.consumers[req.consumer_id] = ConsumerBinding(consumer, subscription, topic)
-            conn.send(commands.success(req.request_id))
+            self._consumers[req.consumer_id] = ConsumerBinding(consumer, subscription, topic)
+            self._channel.send(commands.success(req.request_id))
 
-        conn.spawn(run(), request_id=req.request_id)
+        self._channel.spawn(run(), request_id=req.request_id)
 
-    def _binding(self, consumer_id: int) -> ConsumerBinding | None:
-        return self.conn.consumers.get(consumer_id)
-
-    def _flow(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.flow
-        binding = self._binding(req.consumer_id)
+    def on_flow(self, event: CommandReceived) -> None:
+        req = event.command.flow
+        binding = self._consumer(req.consumer_id, None)
         if binding is not None:
             binding.subscription.flow(binding.consumer, req.messagePermits)
 
-    def _ack(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.ack
-        conn = self.conn
-        binding = self._binding(req.consumer_id)
+    def on_ack(self, event: CommandReceived) -> None:
+        req = event.command.ack
+        channel = self._channel
         has_request = req.HasField("request_id")
+
+        def ack_refused(code: ServerErrorCode, message: str) -> pb.BaseCommand:
+            return commands.ack_response(
+                req.consumer_id, req.request_id, error=code, message=message
+            )
+
+        binding = self._consumer(req.consumer_id, ack_refused if has_request else None)
         if binding is None:
-            if has_request:
-                conn.send(
-                    commands.ack_response(
-                        req.consumer_id,
-                        req.request_id,
-                        error=wire_code(ServerError.ConsumerNotFound),
-                        message=f"consumer {req.consumer_id} is not connected",
-                    )
-                )
             return
         cumulative = req.ack_type == pb.CommandAck.Cumulative
         positions: list[Position] = []
@@ -343,7 +445,7 @@ class CommandHandlers:
                 positions.append(Position(pos.ledger_id, pos.entry_id - 1))
         if not positions:
             if has_request:
-                conn.send(commands.ack_response(req.consumer_id, req.request_id))
+                channel.send(commands.ack_response(req.consumer_id, req.request_id))
             return
 
         async def run() -> None:
@@ -352,57 +454,45 @@ class CommandHandlers:
             except Exception as exc:
                 if not has_request:
                     raise
-                code, message = to_server_error(exc)
-                conn.send(
-                    commands.ack_response(
-                        req.consumer_id,
-                        req.request_id,
-                        error=wire_code(code),
-                        message=message,
-                    )
-                )
+                channel.send(ack_refused(*to_server_error(exc)))
                 return
             if has_request:
-                conn.send(commands.ack_response(req.consumer_id, req.request_id))
+                channel.send(commands.ack_response(req.consumer_id, req.request_id))
 
-        conn.spawn(run())
+        channel.spawn(run())
 
-    def _redeliver(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.redeliverUnacknowledgedMessages
-        binding = self._binding(req.consumer_id)
+    def on_redeliver(self, event: CommandReceived) -> None:
+        req = event.command.redeliverUnacknowledgedMessages
+        binding = self._consumer(req.consumer_id, None)
         if binding is None:
             return
         positions = [position_of(mid) for mid in req.message_ids] if req.message_ids else None
         binding.subscription.redeliver(binding.consumer, positions)
 
-    def _unsubscribe(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.unsubscribe
-        conn = self.conn
-        binding = self._binding(req.consumer_id)
+    def on_unsubscribe(self, event: CommandReceived) -> None:
+        req = event.command.unsubscribe
+        binding = self._consumer(req.consumer_id, _error_for(req.request_id))
         if binding is None:
-            conn.send(self._no_consumer(req.request_id, req.consumer_id))
             return
 
         async def run() -> None:
             await binding.topic.unsubscribe(binding.subscription.name, binding.consumer)
-            conn.consumers.pop(req.consumer_id, None)
-            conn.send(commands.success(req.request_id))
+            self._consumers.pop(req.consumer_id, None)
+            self._channel.send(commands.success(req.request_id))
 
-        conn.spawn(run(), request_id=req.request_id)
+        self._channel.spawn(run(), request_id=req.request_id)
 
-    def _close_consumer(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.close_consumer
-        binding = self.conn.consumers.pop(req.consumer_id, None)
+    def on_close_consumer(self, event: CommandReceived) -> None:
+        req = event.command.close_consumer
+        binding = self._consumers.pop(req.consumer_id, None)
         if binding is not None:
             binding.subscription.remove_consumer(binding.consumer)
-        self.conn.send(commands.success(req.request_id))
+        self._channel.send(commands.success(req.request_id))
 
-    def _seek(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.seek
-        conn = self.conn
-        binding = self._binding(req.consumer_id)
+    def on_seek(self, event: CommandReceived) -> None:
+        req = event.command.seek
+        binding = self._consumer(req.consumer_id, _error_for(req.request_id))
         if binding is None:
-            conn.send(self._no_consumer(req.request_id, req.consumer_id))
             return
 
         async def run() -> None:
@@ -416,22 +506,20 @@ class CommandHandlers:
                 raise NotSupported("SEEK needs a message id or a publish time")
             # Closes the subscription's consumers first (they re-subscribe at the new position).
             await binding.subscription.reset_cursor(position)
-            conn.send(commands.success(req.request_id))
+            self._channel.send(commands.success(req.request_id))
 
-        conn.spawn(run(), request_id=req.request_id)
+        self._channel.spawn(run(), request_id=req.request_id)
 
-    def _get_last_message_id(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.getLastMessageId
-        conn = self.conn
-        binding = self._binding(req.consumer_id)
+    def on_get_last_message_id(self, event: CommandReceived) -> None:
+        req = event.command.getLastMessageId
+        binding = self._consumer(req.consumer_id, _error_for(req.request_id))
         if binding is None:
-            conn.send(self._no_consumer(req.request_id, req.consumer_id))
             return
 
         async def run() -> None:
             last, batch_index = await binding.topic.last_message_position()
             mark = binding.subscription.cursor.mark_delete_position
-            conn.send(
+            self._channel.send(
                 commands.get_last_message_id_response(
                     req.request_id,
                     commands.message_id(
@@ -444,35 +532,65 @@ class CommandHandlers:
                 )
             )
 
-        conn.spawn(run(), request_id=req.request_id)
+        self._channel.spawn(run(), request_id=req.request_id)
 
-    def _consumer_stats(self, cmd: pb.BaseCommand, _b: bytes | None, _c: bool | None) -> None:
-        req = cmd.consumerStats
-        binding = self._binding(req.consumer_id)
-        if binding is None:
-            self.conn.send(
-                commands.consumer_stats_response(
-                    req.request_id,
-                    error_code=wire_code(ServerError.ConsumerNotFound),
-                    error_message=f"consumer {req.consumer_id} is not connected",
-                )
+    def on_consumer_stats(self, event: CommandReceived) -> None:
+        req = event.command.consumerStats
+
+        def stats_refused(code: ServerErrorCode, message: str) -> pb.BaseCommand:
+            return commands.consumer_stats_response(
+                req.request_id, error_code=code, error_message=message
             )
+
+        binding = self._consumer(req.consumer_id, stats_refused)
+        if binding is None:
             return
         consumer = binding.consumer
-        self.conn.send(
+        self._channel.send(
             commands.consumer_stats_response(
                 req.request_id,
                 consumer_name=consumer.consumer_name,
-                subscription_type=consumer.sub_type.name,
+                subscription_type=SubType.Name(consumer.sub_type),
                 available_permits=max(consumer.permits, 0),
                 unacked_messages=sum(consumer.pending.values()),
                 msg_backlog=binding.subscription.cursor.backlog(),
             )
         )
 
-    def _no_consumer(self, request_id: int, consumer_id: int) -> pb.BaseCommand:
-        return commands.error(
-            request_id,
-            wire_code(ConsumerNotFound.code),
-            f"consumer {consumer_id} is not connected",
-        )
+
+def _error_for(request_id: int) -> _ConsumerRefusal:
+    """The refusal of a request that has no response command of its own: an ``ERROR``."""
+
+    def refusal(code: ServerErrorCode, message: str) -> pb.BaseCommand:
+        return commands.error(request_id, code, message)
+
+    return refusal
+
+
+#: The topic commands and their handlers: data, like the protocol's command table.
+_HANDLERS: dict[CommandType, CommandHandler[TopicCommands]] = {
+    pb.BaseCommand.PARTITIONED_METADATA: TopicCommands.on_partitioned_metadata,
+    pb.BaseCommand.LOOKUP: TopicCommands.on_lookup,
+    pb.BaseCommand.GET_TOPICS_OF_NAMESPACE: TopicCommands.on_topics_of_namespace,
+    pb.BaseCommand.PRODUCER: TopicCommands.on_producer,
+    pb.BaseCommand.SEND: TopicCommands.on_send,
+    pb.BaseCommand.CLOSE_PRODUCER: TopicCommands.on_close_producer,
+    pb.BaseCommand.SUBSCRIBE: TopicCommands.on_subscribe,
+    pb.BaseCommand.FLOW: TopicCommands.on_flow,
+    pb.BaseCommand.ACK: TopicCommands.on_ack,
+    pb.BaseCommand.REDELIVER_UNACKNOWLEDGED_MESSAGES: TopicCommands.on_redeliver,
+    pb.BaseCommand.UNSUBSCRIBE: TopicCommands.on_unsubscribe,
+    pb.BaseCommand.CLOSE_CONSUMER: TopicCommands.on_close_consumer,
+    pb.BaseCommand.SEEK: TopicCommands.on_seek,
+    pb.BaseCommand.GET_LAST_MESSAGE_ID: TopicCommands.on_get_last_message_id,
+    pb.BaseCommand.CONSUMER_STATS: TopicCommands.on_consumer_stats,
+}
+
+
+def topic_commands(service: TopicService) -> CommandFamily[TopicCommands]:
+    """The ``topics`` command family, served for ``service``."""
+    return CommandFamily(
+        name="topics",
+        open_session=lambda channel: TopicCommands(channel, service),
+        handlers=_HANDLERS,
+    )

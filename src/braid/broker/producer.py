@@ -9,21 +9,16 @@ answers from the head whenever the head's append has finished.
 from __future__ import annotations
 
 import asyncio
-import enum
 from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
 from braid.ledger.api import Position
+from braid.protocol.generated import PulsarApi_pb2 as pb
 
-
-class AccessMode(enum.IntEnum):
-    """``ProducerAccessMode`` as numbered on the wire."""
-
-    Shared = 0
-    Exclusive = 1
-    WaitForExclusive = 2
-    ExclusiveWithFencing = 3
+#: Producer access modes: the generated ``ProducerAccessMode`` enum itself (``AccessMode.Shared``
+#: is the wire value, ``AccessMode.Name(value)`` its name).
+AccessMode = pb.ProducerAccessMode
 
 
 class ProducerTransport(Protocol):
@@ -68,7 +63,7 @@ class Producer:
         self,
         producer_id: int,
         name: str,
-        access_mode: AccessMode,
+        access_mode: AccessMode.ValueType,
         transport: ProducerTransport,
         *,
         user_provided_name: bool,
@@ -125,7 +120,7 @@ class Producer:
         return {
             "producerId": self.producer_id,
             "producerName": self.name,
-            "accessMode": self.access_mode.name,
+            "accessMode": AccessMode.Name(self.access_mode),
             "address": self.transport.remote_address,
             "msgInCounter": self.messages_in,
             "bytesInCounter": self.bytes_in,

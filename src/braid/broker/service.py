@@ -5,6 +5,10 @@ API): it binds ``config.bind_address:config.broker_service_port`` (0 = an epheme
 connections (one :class:`~braid.broker.connection.BrokerConnection` each), and owns the topics this
 broker serves, each backed by a managed ledger named ``tenant/ns/<domain>/<local name>``.
 
+Its :attr:`BrokerService.commands` registry says which code serves which command: it starts with
+the topic commands (:mod:`braid.broker.handlers`); a layer above the broker (the scalable-topic
+service) registers its own command families there (:mod:`braid.broker.registry`).
+
 Topics load on first use (a lookup, producer, subscription or admin call). Loading checks that the
 namespace exists (else ``TopicNotFound`` naming it) and applies the namespace policies: auto topic
 creation, deduplication and retention, each falling back to the broker's defaults.
@@ -26,6 +30,8 @@ from braid.broker.config import (
 )
 from braid.broker.connection import SERVER_VERSION, BrokerConnection
 from braid.broker.errors import InvalidTopicName, ServiceNotReady, TopicNotFound
+from braid.broker.handlers import topic_commands
+from braid.broker.registry import CommandRegistry
 from braid.broker.resources import BrokerResources, NamespacePolicies
 from braid.broker.topic import PersistentTopic
 from braid.clock import Clock
@@ -90,6 +96,9 @@ class BrokerService:
         # matters with deduplication (a reused name would inherit old sequence ids).
         self._producer_tag = secrets.token_hex(4)
         self._producer_counter = itertools.count()
+        #: Which command family serves which command; extend it with ``commands.register``.
+        self.commands = CommandRegistry()
+        self.commands.register(topic_commands(self))
 
     # -- server --------------------------------------------------------------------------------
 
@@ -121,7 +130,14 @@ class BrokerService:
         if self._closing:
             writer.close()
             return
-        conn = BrokerConnection(self, reader, writer)
+        conn = BrokerConnection(
+            reader,
+            writer,
+            registry=self.commands,
+            clock=self.clock,
+            max_message_size=self.config.max_message_size,
+            keepalive_interval_s=float(self.config.keep_alive_interval_seconds),
+        )
         self._connections.add(conn)
         try:
             await conn.run()

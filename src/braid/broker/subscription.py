@@ -50,7 +50,7 @@ class Subscription:
         self._retired: asyncio.Future[None] | None = None
 
     @property
-    def sub_type(self) -> SubType | None:
+    def sub_type(self) -> SubType.ValueType | None:
         return self.dispatcher.sub_type if self.dispatcher is not None else None
 
     @property
@@ -73,8 +73,8 @@ class Subscription:
             if current.sub_type != consumer.sub_type:
                 raise ConsumerBusy(
                     f"subscription {self.name!r} on {self.topic_name} is of type "
-                    f"{current.sub_type.name}; a consumer of type {consumer.sub_type.name} "
-                    "cannot attach"
+                    f"{SubType.Name(current.sub_type)}; a consumer of type "
+                    f"{SubType.Name(consumer.sub_type)} cannot attach"
                 )
             if current.sub_type == SubType.Exclusive:
                 raise ConsumerBusy(
@@ -174,7 +174,7 @@ class Subscription:
         dispatcher = self.dispatcher
         active = dispatcher.active_consumer if dispatcher is not None else None
         return {
-            "type": self.sub_type.name if self.sub_type is not None else None,
+            "type": SubType.Name(self.sub_type) if self.sub_type is not None else None,
             "msgBacklog": self.cursor.backlog(),
             "markDeletePosition": str(self.cursor.mark_delete_position),
             "readPosition": str(self.cursor.read_position),

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from braid.core.errors import IllegalStateError, TimeoutError_
+from braid.core.errors import DeadlineExceededError, IllegalStateError
 
 
 class StandaloneStartError(IllegalStateError):
@@ -208,7 +208,9 @@ class StandaloneProcess:
                 try:
                     proc.wait(timeout=10.0)
                 except subprocess.TimeoutExpired as exc:
-                    raise TimeoutError_(f"process {proc.pid} did not die after SIGKILL") from exc
+                    raise DeadlineExceededError(
+                        f"process {proc.pid} did not die after SIGKILL"
+                    ) from exc
         self._close_log()
         return int(proc.returncode)
 

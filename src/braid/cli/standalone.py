@@ -20,12 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import signal
 import sys
-from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from braid.admin import AdminServer, create_app
@@ -33,6 +31,7 @@ from braid.broker.config import BrokerConfig, describe
 from braid.broker.resources import BrokerResources
 from braid.clock import Clock, SystemClock
 from braid.core.errors import BraidError, IllegalStateError
+from braid.filelock import FileLock
 from braid.metadata import MetadataStore, open_store
 
 if TYPE_CHECKING:
@@ -45,47 +44,13 @@ log = logging.getLogger(__name__)
 LOCAL_STORAGE_CLUSTER = "standalone"
 
 
-class DataDirInUse(IllegalStateError):
-    """Another process holds the data directory's lock."""
-
-
-class _DataDirLock:
-    """An exclusive ``flock`` on ``<dataDir>/braid.lock``; the OS drops it if the process dies."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self._path = data_dir / "braid.lock"
-        self._file: IO[str] | None = None
-
-    def acquire(self) -> None:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        handle = self._path.open("a+", encoding="utf-8")
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise DataDirInUse(
-                f"data directory {self._path.parent} is in use by another process"
-            ) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        self._file = handle
-
-    def release(self) -> None:
-        if self._file is not None:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_UN)
-            self._file.close()
-            self._file = None
-
-
 class StandaloneServer:
     """Metadata + bookie + managed ledgers + broker + admin, started and stopped as one."""
 
     def __init__(self, config: BrokerConfig, *, clock: Clock | None = None) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
-        self._lock = _DataDirLock(config.data_dir)
+        self._lock = FileLock(config.data_dir / "braid.lock")
         self._closers: list[tuple[str, Any]] = []
         self.metadata: MetadataStore | None = None
         self.resources: BrokerResources | None = None
@@ -123,7 +88,10 @@ class StandaloneServer:
 
         config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        self._lock.acquire()
+        self._lock.acquire(
+            f"data directory {self.config.data_dir} is in use by another process",
+            content=f"{os.getpid()}\n",
+        )
         self._closers.append(("data dir lock", self._lock.release))
         log.info("starting standalone", extra={"fields": describe(config)})
 

@@ -48,8 +48,8 @@ class AlreadyClosedError(IllegalStateError):
     """The object was closed; create a new one."""
 
 
-class TimeoutError_(BraidError, TimeoutError):
-    """An operation did not complete before its deadline."""
+class DeadlineExceededError(BraidError, TimeoutError):
+    """An operation did not complete before its deadline (also a builtin ``TimeoutError``)."""
 
     retriable = True
 
@@ -78,11 +78,11 @@ __all__ = [
     "AuthorizationError",
     "BraidError",
     "ConflictError",
+    "DeadlineExceededError",
     "FencedError",
     "IllegalStateError",
     "InvalidInputError",
     "NotFoundError",
     "ServiceUnavailableError",
-    "TimeoutError_",
     "TopicTerminatedError",
 ]

@@ -85,10 +85,6 @@ class LeaderElection:
     def path(self) -> str:
         return self._path
 
-    def add_state_listener(self, listener: StateListener) -> None:
-        """Also call ``listener`` on every state change."""
-        self._listeners.append(listener)
-
     async def start(self) -> LeaderElectionState:
         """Join the election; returns the state reached (LEADING or FOLLOWING)."""
         if self._started:

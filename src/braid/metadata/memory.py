@@ -13,25 +13,23 @@ import asyncio
 import itertools
 import threading
 import weakref
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from braid.clock import Clock, SystemClock
 from braid.metadata.api import (
     BadVersion,
     InvalidPath,
-    Listener,
     NodeNotEmpty,
     NodeNotFound,
     Notification,
     NotificationType,
     SessionEvent,
-    SessionListener,
     SessionLost,
     Stat,
     StoreClosed,
     StoreUnavailable,
 )
+from braid.metadata.base import MetadataStoreBase
 from braid.metadata.dispatch import ListenerDispatcher
 from braid.metadata.paths import (
     ROOT,
@@ -39,10 +37,6 @@ from braid.metadata.paths import (
     join,
     name_of,
     parent_of,
-    validate_expected_version,
-    validate_path,
-    validate_value,
-    validate_writable_path,
 )
 
 _session_ids = itertools.count(1)
@@ -223,7 +217,7 @@ class MemoryBackend:
                 store._dispatcher.post(event)
 
 
-class MemoryMetadataStore:
+class MemoryMetadataStore(MetadataStoreBase):
     """One session on a :class:`MemoryBackend` (a private one unless ``backend`` is given)."""
 
     def __init__(
@@ -272,50 +266,22 @@ class MemoryMetadataStore:
         except RuntimeError:
             pass
 
-    async def get(self, path: str) -> tuple[bytes, Stat] | None:
-        path = validate_path(path)
-        self._check()
+    async def _get(self, path: str) -> tuple[bytes, Stat] | None:
         return self._backend.get(path)
 
-    async def exists(self, path: str) -> Stat | None:
-        found = await self.get(path)
-        return None if found is None else found[1]
-
-    async def put(
-        self,
-        path: str,
-        value: bytes,
-        expected_version: int | None = None,
-        *,
-        ephemeral: bool = False,
+    async def _put(
+        self, path: str, value: bytes, expected_version: int | None, ephemeral: bool
     ) -> Stat:
-        path = validate_writable_path(path)
-        value = validate_value(value)
-        expected_version = validate_expected_version(expected_version)
-        self._check()
         return self._backend.put(self._session_id, path, value, expected_version, ephemeral)
 
-    async def delete(self, path: str, expected_version: int | None = None) -> None:
-        path = validate_writable_path(path)
-        expected_version = validate_expected_version(expected_version)
-        self._check()
+    async def _delete(self, path: str, expected_version: int | None) -> None:
         self._backend.delete(path, expected_version)
 
-    async def delete_recursive(self, path: str) -> None:
-        path = validate_path(path)
-        self._check()
+    async def _delete_recursive(self, path: str) -> None:
         self._backend.delete_recursive(path)
 
-    async def children(self, path: str) -> list[str]:
-        path = validate_path(path)
-        self._check()
+    async def _children(self, path: str) -> list[str]:
         return self._backend.children(path)
-
-    def register_listener(self, listener: Listener) -> Callable[[], None]:
-        return self._dispatcher.add_listener(listener)
-
-    def register_session_listener(self, listener: SessionListener) -> Callable[[], None]:
-        return self._dispatcher.add_session_listener(listener)
 
     # -- fault hooks for tests ------------------------------------------------------------------
 

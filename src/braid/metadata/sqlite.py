@@ -5,11 +5,11 @@ and power loss; every compare-and-swap runs inside one ``BEGIN IMMEDIATE`` trans
 calls run on the store's own worker thread, never on the event loop.
 
 Sessions and ephemeral nodes: each store is a session with a row in ``sessions`` and a lock file
-(``<db>.sessions/<id>.lock``) it holds with ``fcntl.flock`` for as long as it lives. Its ephemeral
-nodes carry its id. On close they are deleted; a session whose lock file can be locked by someone
-else is dead (its process exited or was killed, which releases the lock), and its ephemeral nodes
-are reaped when any store opens the file and then every ``reap_interval`` seconds. A second live
-process sharing the file keeps its nodes because its lock is held.
+(``<db>.sessions/<id>.lock``, a :class:`~braid.filelock.FileLock`) it holds while it lives. Its
+ephemeral nodes carry its id. On close they are deleted; a session whose lock file can be locked by
+someone else is dead (its process exited or was killed, which releases the lock), and its ephemeral
+nodes are reaped when any store opens the file and then every ``reap_interval`` seconds. A second
+live process sharing the file keeps its nodes because its lock is held.
 
 Notifications: every write appends its notifications to a ``changes`` table in the same
 transaction. Each store reads that log in sequence order - immediately after any write made in
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import logging
 import os
 import sqlite3
@@ -34,31 +33,27 @@ from pathlib import Path
 from typing import TypeVar
 
 from braid.clock import Clock, SystemClock
+from braid.filelock import FileLock, is_locked
 from braid.metadata.api import (
     BadVersion,
     InvalidPath,
-    Listener,
     NodeNotEmpty,
     NodeNotFound,
     Notification,
     NotificationType,
     SessionEvent,
-    SessionListener,
     SessionLost,
     Stat,
     StoreClosed,
     StoreUnavailable,
 )
+from braid.metadata.base import MetadataStoreBase
 from braid.metadata.dispatch import ListenerDispatcher
 from braid.metadata.paths import (
     ROOT,
     ancestors,
     name_of,
     parent_of,
-    validate_expected_version,
-    validate_path,
-    validate_value,
-    validate_writable_path,
 )
 
 log = logging.getLogger(__name__)
@@ -127,7 +122,7 @@ class _FileHub:
             store._schedule_pump()
 
 
-class SqliteMetadataStore:
+class SqliteMetadataStore(MetadataStoreBase):
     """A :class:`~braid.metadata.api.MetadataStore` session on a SQLite file."""
 
     def __init__(
@@ -144,7 +139,7 @@ class SqliteMetadataStore:
         self._poll_interval = poll_interval
         self._session_id = f"sqlite-{uuid.uuid4().hex[:16]}"
         self._lock_dir = Path(self._db_path + ".sessions")
-        self._lock_fd: int | None = None
+        self._session_lock = FileLock(self._lock_file(self._session_id))
         self._conn: sqlite3.Connection | None = None
         self._executor = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"braid-{self._session_id}"
@@ -246,10 +241,7 @@ class SqliteMetadataStore:
             conn.executescript(_SCHEMA)
         except sqlite3.DatabaseError as exc:
             raise StoreUnavailable(f"{self._db_path} is not a metadata database: {exc}") from exc
-        self._lock_dir.mkdir(exist_ok=True)
-        fd = os.open(self._lock_file(self._session_id), os.O_RDWR | os.O_CREAT, 0o644)
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        self._lock_fd = fd
+        self._session_lock.acquire(f"metadata session {self._session_id} is already open")
         with self._write_txn():
             conn.execute(
                 "INSERT INTO sessions(id, pid, started_ms) VALUES (?, ?, ?)",
@@ -259,22 +251,12 @@ class SqliteMetadataStore:
         row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
         self._last_seq = int(row[0])
 
-    def _lock_file(self, session_id: str) -> str:
-        return str(self._lock_dir / f"{session_id}.lock")
+    def _lock_file(self, session_id: str) -> Path:
+        return self._lock_dir / f"{session_id}.lock"
 
     def _session_is_dead(self, session_id: str) -> bool:
         """A session is dead when nobody holds its lock file (flock dies with its process)."""
-        try:
-            fd = os.open(self._lock_file(session_id), os.O_RDWR)
-        except FileNotFoundError:
-            return True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        finally:
-            os.close(fd)  # closing drops the probe's lock, if it got one
-        return True
+        return not is_locked(self._lock_file(session_id))
 
     def _reap_sync(self) -> int:
         """Remove the sessions (and ephemeral nodes) of dead owners; returns nodes removed."""
@@ -355,11 +337,6 @@ class SqliteMetadataStore:
             except StoreUnavailable:
                 log.warning("reaping dead metadata sessions failed; will retry", exc_info=True)
 
-    async def reap_dead_sessions(self) -> int:
-        """Reap dead sessions now (also done on open and every ``reap_interval``)."""
-        self._check()
-        return await self._call(self._reap_sync)
-
     # -- reads ----------------------------------------------------------------------------------
 
     def _get_sync(self, path: str) -> tuple[bytes, Stat] | None:
@@ -373,18 +350,10 @@ class SqliteMetadataStore:
             return None
         return bytes(row[0]), Stat(row[1], row[2], row[3], row[4] is not None, row[4])
 
-    async def get(self, path: str) -> tuple[bytes, Stat] | None:
-        path = validate_path(path)
-        self._check()
+    async def _get(self, path: str) -> tuple[bytes, Stat] | None:
         return await self._call(lambda: self._get_sync(path))
 
-    async def exists(self, path: str) -> Stat | None:
-        found = await self.get(path)
-        return None if found is None else found[1]
-
-    async def children(self, path: str) -> list[str]:
-        path = validate_path(path)
-        self._check()
+    async def _children(self, path: str) -> list[str]:
         rows = await self._call(
             lambda: self._db.execute("SELECT path FROM nodes WHERE parent = ?", (path,)).fetchall()
         )
@@ -477,38 +446,18 @@ class SqliteMetadataStore:
             for victim in victims:
                 self._remove_sync(victim, events)
 
-    async def put(
-        self,
-        path: str,
-        value: bytes,
-        expected_version: int | None = None,
-        *,
-        ephemeral: bool = False,
+    async def _put(
+        self, path: str, value: bytes, expected_version: int | None, ephemeral: bool
     ) -> Stat:
-        path = validate_writable_path(path)
-        value = validate_value(value)
-        expected_version = validate_expected_version(expected_version)
-        self._check()
         return await self._call(lambda: self._put_sync(path, value, expected_version, ephemeral))
 
-    async def delete(self, path: str, expected_version: int | None = None) -> None:
-        path = validate_writable_path(path)
-        expected_version = validate_expected_version(expected_version)
-        self._check()
+    async def _delete(self, path: str, expected_version: int | None) -> None:
         await self._call(lambda: self._delete_sync(path, expected_version))
 
-    async def delete_recursive(self, path: str) -> None:
-        path = validate_path(path)
-        self._check()
+    async def _delete_recursive(self, path: str) -> None:
         await self._call(lambda: self._delete_recursive_sync(path))
 
-    # -- listeners and lifecycle ----------------------------------------------------------------
-
-    def register_listener(self, listener: Listener) -> Callable[[], None]:
-        return self._dispatcher.add_listener(listener)
-
-    def register_session_listener(self, listener: SessionListener) -> Callable[[], None]:
-        return self._dispatcher.add_session_listener(listener)
+    # -- lifecycle ------------------------------------------------------------------------------
 
     def _end_session_sync(self) -> None:
         """Delete this session's ephemeral nodes and row, then release its lock file."""
@@ -518,11 +467,7 @@ class SqliteMetadataStore:
         self._release_lock_sync()
 
     def _release_lock_sync(self) -> None:
-        if self._lock_fd is not None:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(self._lock_file(self._session_id))
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        self._session_lock.release(unlink=True)
 
     async def expire(self) -> None:
         """End the session as if its owner had died: its ephemeral nodes are removed (others are

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kazoo.client import KazooClient
@@ -43,27 +42,22 @@ from kazoo.protocol.states import KazooState, ZnodeStat
 from braid.metadata.api import (
     BadVersion,
     InvalidPath,
-    Listener,
     NodeNotEmpty,
     NodeNotFound,
     Notification,
     NotificationType,
     SessionEvent,
-    SessionListener,
     SessionLost,
     Stat,
     StoreClosed,
     StoreUnavailable,
 )
+from braid.metadata.base import MetadataStoreBase
 from braid.metadata.dispatch import ListenerDispatcher
 from braid.metadata.paths import (
     ROOT,
     join,
     parent_of,
-    validate_expected_version,
-    validate_path,
-    validate_value,
-    validate_writable_path,
 )
 from braid.metadata.zk_protocol import (
     EVENT_CHANGED,
@@ -88,7 +82,7 @@ def _stat(zstat: ZnodeStat) -> Stat:
     )
 
 
-class ZkMetadataStore:
+class ZkMetadataStore(MetadataStoreBase):
     """A :class:`~braid.metadata.api.MetadataStore` session on a ZooKeeper ensemble."""
 
     def __init__(
@@ -287,42 +281,27 @@ class ZkMetadataStore:
 
     # -- operations -----------------------------------------------------------------------------
 
-    async def get(self, path: str) -> tuple[bytes, Stat] | None:
-        path = validate_path(path)
-        self._check()
+    async def _get(self, path: str) -> tuple[bytes, Stat] | None:
         try:
             data, zstat = await self._await(self._client.get_async(self._full(path)))
         except NoNodeError:
             return None
         return bytes(data or b""), _stat(zstat)
 
-    async def exists(self, path: str) -> Stat | None:
-        path = validate_path(path)
-        self._check()
+    async def _exists(self, path: str) -> Stat | None:
         zstat = await self._await(self._client.exists_async(self._full(path)))
         return None if zstat is None else _stat(zstat)
 
-    async def children(self, path: str) -> list[str]:
-        path = validate_path(path)
-        self._check()
+    async def _children(self, path: str) -> list[str]:
         try:
             names = await self._await(self._client.get_children_async(self._full(path)))
         except NoNodeError:
             return []
         return sorted(names)
 
-    async def put(
-        self,
-        path: str,
-        value: bytes,
-        expected_version: int | None = None,
-        *,
-        ephemeral: bool = False,
+    async def _put(
+        self, path: str, value: bytes, expected_version: int | None, ephemeral: bool
     ) -> Stat:
-        path = validate_writable_path(path)
-        value = validate_value(value)
-        expected_version = validate_expected_version(expected_version)
-        self._check()
         full = self._full(path)
         if expected_version == -1:
             try:
@@ -361,10 +340,7 @@ class ZkMetadataStore:
             ) from None
         return _stat(zstat)
 
-    async def delete(self, path: str, expected_version: int | None = None) -> None:
-        path = validate_writable_path(path)
-        expected_version = validate_expected_version(expected_version)
-        self._check()
+    async def _delete(self, path: str, expected_version: int | None) -> None:
         full = self._full(path)
         if expected_version == -1:
             zstat = await self._await(self._client.exists_async(full))
@@ -381,9 +357,7 @@ class ZkMetadataStore:
         except NotEmptyError:
             raise NodeNotEmpty(f"{path} has children") from None
 
-    async def delete_recursive(self, path: str) -> None:
-        path = validate_path(path)
-        self._check()
+    async def _delete_recursive(self, path: str) -> None:
         for name in await self.children(path):
             await self.delete_recursive(join(path, name))
         if path == ROOT:
@@ -396,13 +370,7 @@ class ZkMetadataStore:
             # Someone added a child meanwhile; go round again.
             await self.delete_recursive(path)
 
-    # -- listeners and lifecycle ----------------------------------------------------------------
-
-    def register_listener(self, listener: Listener) -> Callable[[], None]:
-        return self._dispatcher.add_listener(listener)
-
-    def register_session_listener(self, listener: SessionListener) -> Callable[[], None]:
-        return self._dispatcher.add_session_listener(listener)
+    # -- lifecycle ------------------------------------------------------------------------------
 
     async def close(self) -> None:
         if self._closed:

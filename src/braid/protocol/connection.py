@@ -53,8 +53,6 @@ CHECKSUM_MIN_VERSION = 6
 #: Authentication methods accepted by the broker until real authentication exists.
 _NO_AUTH_METHODS = frozenset({"", "none"})
 
-_T = pb.BaseCommand
-
 
 def _has_body(cmd: pb.BaseCommand) -> bool:
     """Whether the field matching ``cmd.type`` is set (inlined ``commands.inner``: hot path)."""
@@ -175,12 +173,12 @@ class _Connection:
     def _handle_connected_frame(self, frame: Frame) -> list[Event]:
         """Dispatch a frame once the handshake is done: keep-alive here, the rest upward."""
         cmd = frame.command
-        if cmd.type == _T.PING:
+        if cmd.type == pb.BaseCommand.PING:
             self._outgoing += encode_command(commands.pong())
             return []
-        if cmd.type == _T.PONG:
+        if cmd.type == pb.BaseCommand.PONG:
             return []
-        if cmd.type in (_T.CONNECT, _T.CONNECTED):
+        if cmd.type in (pb.BaseCommand.CONNECT, pb.BaseCommand.CONNECTED):
             return self._violation(f"{commands.type_name(cmd.type)} after the handshake")
         return [CommandReceived(cmd, frame.body, frame.checksum_valid, frame.broker_entry_metadata)]
 
@@ -309,7 +307,7 @@ class ServerConnection(_Connection):
 
     def _handle_frame(self, frame: Frame) -> list[Event]:
         if self._state is ConnectionState.AWAITING_CONNECT:
-            if frame.command.type != _T.CONNECT:
+            if frame.command.type != pb.BaseCommand.CONNECT:
                 name = commands.type_name(frame.command.type)
                 return self._violation(f"expected CONNECT first, got {name}")
             return self._accept(frame.command.connect)
@@ -391,10 +389,10 @@ class ClientConnection(_Connection):
         if self._state is not ConnectionState.AWAITING_CONNECTED:
             return self._handle_connected_frame(frame)
         cmd = frame.command
-        if cmd.type == _T.ERROR:
+        if cmd.type == pb.BaseCommand.ERROR:
             code = pb.ServerError.Name(cmd.error.error)
             return self._violation(f"broker refused the connection: {code}: {cmd.error.message}")
-        if cmd.type != _T.CONNECTED:
+        if cmd.type != pb.BaseCommand.CONNECTED:
             return self._violation(f"expected CONNECTED, got {commands.type_name(cmd.type)}")
         c = cmd.connected
         version = max(0, min(c.protocol_version, self.offered_protocol_version))

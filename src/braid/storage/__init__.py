@@ -9,9 +9,9 @@
 
 from __future__ import annotations
 
+from braid.filelock import DataDirInUse  # a bookie's data directory is locked by another
 from braid.storage.api import (
     BookieUnavailable,
-    DataDirInUse,
     EntryTooLarge,
     InvalidClusterName,
     InvalidEntryId,

@@ -132,10 +132,6 @@ class StorageClosed(StorageError, AlreadyClosedError):
     """The client or bookie was closed."""
 
 
-class DataDirInUse(StorageError, IllegalStateError):
-    """Another bookie (in this or another process) already has the data directory open."""
-
-
 class WriteHandle(Protocol):
     """The single writer of a ledger."""
 
@@ -221,7 +217,13 @@ class StorageClient(Protocol):
         ack_quorum: int = 1,
         custom_metadata: Mapping[str, bytes] | None = None,
     ) -> WriteHandle:
-        """Create a ledger with an explicit id. Raises :class:`LedgerExists`."""
+        """Create a ledger with an id the caller chooses, whose entries are then added with
+        explicit ids (:meth:`WriteHandle.add_entry_with_id`).
+
+        The name is BookKeeper's ``createLedgerAdv`` ("advanced" creation). PIP-470 copies a
+        ledger to another storage cluster under the same id with it, and its entries under
+        their ids. Raises :class:`LedgerExists`.
+        """
         ...
 
     async def open_ledger(self, ledger_id: int, recovery: bool = True) -> ReadHandle:

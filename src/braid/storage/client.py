@@ -87,11 +87,6 @@ class BookKeeperClient:
     def cluster_name(self) -> str:
         return self._cluster
 
-    @property
-    def bookie_ids(self) -> list[str]:
-        """Ids of the cluster's bookies."""
-        return list(self._bookie_order)
-
     def bookie(self, bookie_id: str) -> BookieClient:
         """The client of one bookie (for tests and tools)."""
         return self._bookies[bookie_id]
@@ -238,7 +233,7 @@ class BookKeeperClient:
                 custom,
             )
             if await self._try_create(md):
-                return LedgerWriter(self, md, 0, adv=False)
+                return LedgerWriter(self, md, 0, explicit_entry_ids=False)
             # Taken by create_ledger_adv before it raised the floor: take the next id.
             log.info("cluster %s: ledger id %d already taken, skipping", self._cluster, ledger_id)
 
@@ -270,7 +265,7 @@ class BookKeeperClient:
             raise LedgerExists(f"ledger {ledger_id} already exists in cluster {self._cluster}")
         if ledger_id < MAX_LEDGER_ID:
             await self._raise_idgen_floor(ledger_id + 1)
-        return LedgerWriter(self, md, 0, adv=True)
+        return LedgerWriter(self, md, 0, explicit_entry_ids=True)
 
     # -- reading -------------------------------------------------------------------------------
     async def read_range(
@@ -463,6 +458,7 @@ class BookKeeperClient:
 
 def _conforms(client: BookKeeperClient, writer: LedgerWriter, reader: LedgerReader) -> None:
     # Never called: makes mypy prove the classes implement the contract in braid.storage.api.
-    _c: StorageClient = client
-    _w: WriteHandle = writer
-    _r: ReadHandle = reader
+    as_client: StorageClient = client
+    as_writer: WriteHandle = writer
+    as_reader: ReadHandle = reader
+    del as_client, as_writer, as_reader

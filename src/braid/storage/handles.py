@@ -68,12 +68,18 @@ class LedgerWriter:
     """The single writer of a ledger (implements :class:`~braid.storage.api.WriteHandle`)."""
 
     def __init__(
-        self, client: BookKeeperClient, md: LedgerMetadata, version: int, *, adv: bool
+        self,
+        client: BookKeeperClient,
+        md: LedgerMetadata,
+        version: int,
+        *,
+        explicit_entry_ids: bool,
     ) -> None:
         self._client = client
         self._md = md
         self._version = version
-        self._adv = adv
+        #: Made by ``create_ledger_adv``: entries come with their ids (``add_entry_with_id``).
+        self._explicit_entry_ids = explicit_entry_ids
         self._bookies: dict[str, BookieClient] = client.bookies_for(md)
         self._next_id = 0
         self._lac = -1
@@ -124,7 +130,7 @@ class LedgerWriter:
     async def add_entry_with_id(self, entry_id: int, data: bytes) -> int:
         """Append with an explicit id (``create_ledger_adv`` ledgers only), in order 0, 1, 2..."""
         self._check_writable()
-        if not self._adv:
+        if not self._explicit_entry_ids:
             raise InvalidEntryId(
                 f"ledger {self.ledger_id}: explicit entry ids need a ledger from create_ledger_adv"
             )

@@ -3,7 +3,8 @@
 New ledgers are created on :attr:`StorageRouter.active`; a ledger is read through
 :meth:`StorageRouter.client_for` its stamp (``LedgerMetadata.cluster_name`` /
 ``LedgerInfo.bookie_cluster_name``), so ledgers written before a switch stay readable on the cluster
-that holds them. The switch orchestration itself lives in ``braid.clusters``.
+that holds them. Orchestrating a switch is the job of the layer above (DESIGN.md §2's
+``clusters`` package, not written yet).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from braid.cli.standalone import DataDirInUse, StandaloneServer
+from braid.cli.standalone import StandaloneServer
+from braid.filelock import DataDirInUse
 from tests.support.standalone import standalone_config
 
 

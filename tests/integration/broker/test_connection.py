@@ -17,7 +17,6 @@ from tests.integration.broker.conftest import StackHolder
 from tests.support.polling import eventually
 from tests.support.raw_client import RawClient, publish, request
 
-_T = pb.BaseCommand
 TOPIC = "persistent://public/default/conn"
 
 
@@ -61,8 +60,8 @@ async def test_segment_topics_are_served_like_persistent_ones(holder: StackHolde
     raw = await holder.raw()
     segment = "segment://public/default/orders/0000-7fff-1"
     answer = await request(raw, commands.producer(segment, 1, 1, producer_name="seg"), 1)
-    assert answer.type == _T.PRODUCER_SUCCESS
-    assert (await publish(raw, 1, "seg", 0)).type == _T.SEND_RECEIPT
+    assert answer.type == pb.BaseCommand.PRODUCER_SUCCESS
+    assert (await publish(raw, 1, "seg", 0)).type == pb.BaseCommand.SEND_RECEIPT
     assert holder.stack is not None
     assert await holder.stack.factory.exists("public/default/segment/orders/0000-7fff-1")
 
@@ -83,7 +82,7 @@ async def test_garbage_on_one_connection_leaves_the_others_serving(holder: Stack
     await bad.send_raw(b"\x00\x00\x00\x10" + b"\xde\xad\xbe\xef" * 4)
     assert await bad.wait_closed(within=10)
     await bad.close()
-    assert (await publish(good, 1, "good", 0)).type == _T.SEND_RECEIPT
+    assert (await publish(good, 1, "good", 0)).type == pb.BaseCommand.SEND_RECEIPT
 
 
 async def test_a_silent_client_is_dropped_after_two_keepalive_intervals(
@@ -91,9 +90,9 @@ async def test_a_silent_client_is_dropped_after_two_keepalive_intervals(
 ) -> None:
     holder, clock = manual_clock_holder
     raw = await holder.raw()
-    await eventually(lambda: clock.pending_sleepers > 0, message="the keep-alive timer")
+    await eventually(lambda: clock.pending_timers > 0, message="the keep-alive timer")
     clock.advance(31)  # the broker pings; this client does not read, so never answers
-    await eventually(lambda: clock.pending_sleepers > 0, message="the keep-alive timer again")
+    await eventually(lambda: clock.pending_timers > 0, message="the keep-alive timer again")
     clock.advance(30)
     assert await raw.wait_closed(within=10)
 
@@ -104,13 +103,13 @@ async def test_a_client_answering_pings_stays_connected(
     holder, clock = manual_clock_holder
     raw = await holder.raw()
     for _ in range(3):
-        await eventually(lambda: clock.pending_sleepers > 0, message="the keep-alive timer")
+        await eventually(lambda: clock.pending_timers > 0, message="the keep-alive timer")
         clock.advance(31)
         # Reading lets the client's state machine answer the broker's PING with a PONG.
         with pytest.raises(TimeoutError):
             await raw.next_command(within=0.2)
     answer = await request(raw, commands.lookup(TOPIC, 3), 3)
-    assert answer.type == _T.LOOKUP_RESPONSE
+    assert answer.type == pb.BaseCommand.LOOKUP_RESPONSE
 
 
 async def test_broker_close_disconnects_clients(holder: StackHolder) -> None:

@@ -10,7 +10,6 @@ from tests.integration.broker.conftest import StackHolder
 from tests.support.polling import eventually
 from tests.support.raw_client import RawClient, message_body, publish, request
 
-_T = pb.BaseCommand
 TOPIC = "persistent://public/default/dedup"
 DUPLICATE_ID = (1 << 64) - 1  # -1 as an unsigned message-id field
 
@@ -23,7 +22,7 @@ async def _enable_dedup(holder: StackHolder) -> None:
 async def _producer(holder: StackHolder, name: str, producer_id: int = 1) -> tuple[RawClient, int]:
     raw = await holder.raw()
     answer = await request(raw, commands.producer(TOPIC, producer_id, 100, producer_name=name), 100)
-    assert answer.type == _T.PRODUCER_SUCCESS, answer
+    assert answer.type == pb.BaseCommand.PRODUCER_SUCCESS, answer
     return raw, answer.producer_success.last_sequence_id
 
 
@@ -40,10 +39,10 @@ async def test_resend_of_a_persisted_message_gets_a_receipt_without_a_second_wri
     assert last == -1
     for seq in range(5):
         receipt = await publish(raw, 1, "orders", seq)
-        assert receipt.type == _T.SEND_RECEIPT
+        assert receipt.type == pb.BaseCommand.SEND_RECEIPT
         assert receipt.send_receipt.message_id.entryId == seq
     duplicate = await publish(raw, 1, "orders", 3)
-    assert duplicate.type == _T.SEND_RECEIPT
+    assert duplicate.type == pb.BaseCommand.SEND_RECEIPT
     assert duplicate.send_receipt.sequence_id == 3
     assert duplicate.send_receipt.message_id.ledgerId == DUPLICATE_ID
     assert duplicate.send_receipt.message_id.entryId == DUPLICATE_ID
@@ -82,7 +81,7 @@ async def test_batches_advance_the_watermark_to_their_highest_sequence_id(
     await _enable_dedup(holder)
     raw, _ = await _producer(holder, "batcher")
     first = await publish(raw, 1, "batcher", 0, num_messages=5)
-    assert first.type == _T.SEND_RECEIPT
+    assert first.type == pb.BaseCommand.SEND_RECEIPT
     inside = await publish(raw, 1, "batcher", 4)
     assert inside.send_receipt.message_id.ledgerId == DUPLICATE_ID
     after = await publish(raw, 1, "batcher", 5)
@@ -130,7 +129,7 @@ async def test_resend_while_the_first_copy_is_in_flight_closes_the_producer(
     raw.proto.send(commands.send(1, 0), body)
     raw.proto.send(commands.send(1, 0), body)
     await raw.send_raw(raw.proto.data_to_send())
-    closed = await raw.next_command(lambda c: c.type == _T.CLOSE_PRODUCER)
+    closed = await raw.next_command(lambda c: c.type == pb.BaseCommand.CLOSE_PRODUCER)
     assert closed.close_producer.producer_id == 1
     await eventually(lambda: _entries(holder) == 1, message="the first copy to be stored")
     # The client re-creates the producer and resends: the first copy is there, once.

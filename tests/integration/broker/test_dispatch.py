@@ -11,13 +11,12 @@ from braid.protocol.generated import PulsarApi_pb2 as pb
 from tests.integration.broker.conftest import StackHolder
 from tests.support.raw_client import RawClient, publish, request
 
-_T = pb.BaseCommand
 TOPIC = "persistent://public/default/dispatch"
 
 
 async def _producer(raw: RawClient, name: str = "p", topic: str = TOPIC) -> None:
     answer = await request(raw, commands.producer(topic, 1, 1, producer_name=name), 1)
-    assert answer.type == _T.PRODUCER_SUCCESS, answer
+    assert answer.type == pb.BaseCommand.PRODUCER_SUCCESS, answer
 
 
 async def _subscribe(
@@ -42,12 +41,14 @@ async def _subscribe(
 
 
 async def _message(raw: RawClient, within: float = 10.0) -> pb.CommandMessage:
-    return (await raw.next_command(lambda c: c.type == _T.MESSAGE, within=within)).message
+    return (
+        await raw.next_command(lambda c: c.type == pb.BaseCommand.MESSAGE, within=within)
+    ).message
 
 
 async def _no_message(raw: RawClient, within: float = 0.3) -> bool:
     try:
-        await raw.next_command(lambda c: c.type == _T.MESSAGE, within=within)
+        await raw.next_command(lambda c: c.type == pb.BaseCommand.MESSAGE, within=within)
     except TimeoutError:
         return True
     return False
@@ -58,7 +59,7 @@ async def test_permits_are_counted_in_messages_of_a_batch(holder: StackHolder) -
     await _producer(raw)
     await publish(raw, 1, "p", 0, num_messages=5)
     await publish(raw, 1, "p", 5, num_messages=5)
-    assert (await _subscribe(raw, 1, "batches")).type == _T.SUCCESS
+    assert (await _subscribe(raw, 1, "batches")).type == pb.BaseCommand.SUCCESS
     await raw.send(commands.flow(1, 5))
     first = await _message(raw)
     assert first.message_id.entryId == 0
@@ -75,7 +76,7 @@ async def test_delivered_payload_is_the_stored_body_with_a_valid_checksum(
     await publish(raw, 1, "p", 0, b"exact bytes")
     await _subscribe(raw, 1, "body")
     await raw.send(commands.flow(1, 10))
-    event = await raw.next_event(lambda c: c.type == _T.MESSAGE)
+    event = await raw.next_event(lambda c: c.type == pb.BaseCommand.MESSAGE)
     assert event.checksum_valid is True
     assert event.body is not None and event.body.endswith(b"exact bytes")
 
@@ -90,7 +91,7 @@ async def test_ack_with_a_request_id_gets_an_ack_response(holder: StackHolder) -
     ack = pb.CommandAck(consumer_id=1, ack_type=pb.CommandAck.Individual, request_id=42)
     ack.message_id.add().CopyFrom(msg.message_id)
     await raw.send(commands.wrap(ack))
-    answer = await raw.next_command(lambda c: c.type == _T.ACK_RESPONSE)
+    answer = await raw.next_command(lambda c: c.type == pb.BaseCommand.ACK_RESPONSE)
     assert answer.ackResponse.request_id == 42
     assert not answer.ackResponse.HasField("error")
     assert holder.stack is not None
@@ -107,16 +108,16 @@ async def test_unsubscribe_is_refused_while_other_consumers_are_attached(
     refused = await request(
         raw, commands.wrap(pb.CommandUnsubscribe(consumer_id=1, request_id=9)), 9
     )
-    assert refused.type == _T.ERROR
+    assert refused.type == pb.BaseCommand.ERROR
     assert refused.error.error == pb.ConsumerBusy
     closed = await request(
         raw, commands.wrap(pb.CommandCloseConsumer(consumer_id=2, request_id=10)), 10
     )
-    assert closed.type == _T.SUCCESS
+    assert closed.type == pb.BaseCommand.SUCCESS
     done = await request(
         raw, commands.wrap(pb.CommandUnsubscribe(consumer_id=1, request_id=11)), 11
     )
-    assert done.type == _T.SUCCESS
+    assert done.type == pb.BaseCommand.SUCCESS
     assert holder.stack is not None
     topic = holder.stack.service.topics[TOPIC]
     assert "shared" not in topic.subscriptions
@@ -132,25 +133,25 @@ async def test_a_client_that_can_take_it_is_told_the_topic_ended(holder: StackHo
     await _message(raw)
     assert holder.stack is not None
     await holder.stack.service.terminate_topic(TOPIC)
-    ended = await raw.next_command(lambda c: c.type == _T.REACHED_END_OF_TOPIC)
+    ended = await raw.next_command(lambda c: c.type == pb.BaseCommand.REACHED_END_OF_TOPIC)
     assert ended.reachedEndOfTopic.consumer_id == 1
 
 
 async def test_failover_consumers_are_told_who_is_active(holder: StackHolder) -> None:
     b = await holder.raw()
     await _subscribe(b, 1, "fo", pb.CommandSubscribe.Failover, name="b")
-    change = await b.next_command(lambda c: c.type == _T.ACTIVE_CONSUMER_CHANGE)
+    change = await b.next_command(lambda c: c.type == pb.BaseCommand.ACTIVE_CONSUMER_CHANGE)
     assert change.active_consumer_change.is_active is True
     a = await holder.raw()
     await _subscribe(a, 1, "fo", pb.CommandSubscribe.Failover, name="a")
     assert (
-        await a.next_command(lambda c: c.type == _T.ACTIVE_CONSUMER_CHANGE)
+        await a.next_command(lambda c: c.type == pb.BaseCommand.ACTIVE_CONSUMER_CHANGE)
     ).active_consumer_change.is_active
-    demoted = await b.next_command(lambda c: c.type == _T.ACTIVE_CONSUMER_CHANGE)
+    demoted = await b.next_command(lambda c: c.type == pb.BaseCommand.ACTIVE_CONSUMER_CHANGE)
     assert demoted.active_consumer_change.is_active is False
     c = await holder.raw()
     await _subscribe(c, 1, "fo", pb.CommandSubscribe.Failover, name="c")
-    standby = await c.next_command(lambda cmd: cmd.type == _T.ACTIVE_CONSUMER_CHANGE)
+    standby = await c.next_command(lambda cmd: cmd.type == pb.BaseCommand.ACTIVE_CONSUMER_CHANGE)
     assert standby.active_consumer_change.is_active is False
 
 
@@ -166,10 +167,12 @@ async def test_seek_closes_the_consumer_and_resets_the_cursor(holder: StackHolde
     first_ledger = holder.stack.service.topics[TOPIC].ledger.last_confirmed_position.ledger_id
     seek.message_id.ledgerId = first_ledger
     await raw.send(commands.wrap(seek))
-    closed = await raw.next_command(lambda c: c.type == _T.CLOSE_CONSUMER)
+    closed = await raw.next_command(lambda c: c.type == pb.BaseCommand.CLOSE_CONSUMER)
     assert closed.close_consumer.consumer_id == 1
-    answer = await raw.next_command(lambda c: c.type in (_T.SUCCESS, _T.ERROR))
-    assert answer.type == _T.SUCCESS
+    answer = await raw.next_command(
+        lambda c: c.type in (pb.BaseCommand.SUCCESS, pb.BaseCommand.ERROR)
+    )
+    assert answer.type == pb.BaseCommand.SUCCESS
     # The client re-subscribes and continues at the seek position.
     await _subscribe(raw, 1, "seek")
     await raw.send(commands.flow(1, 10))
@@ -187,7 +190,7 @@ async def test_consumer_resumes_from_its_cursor_after_a_restart(holder: StackHol
     ack = pb.CommandAck(consumer_id=1, ack_type=pb.CommandAck.Cumulative, request_id=3)
     ack.message_id.add().CopyFrom(msgs[3].message_id)
     await raw.send(commands.wrap(ack))
-    await raw.next_command(lambda c: c.type == _T.ACK_RESPONSE)
+    await raw.next_command(lambda c: c.type == pb.BaseCommand.ACK_RESPONSE)
 
     await holder.restart()
     raw = await holder.raw()
@@ -209,7 +212,7 @@ async def test_producer_on_a_missing_topic_is_refused_when_auto_creation_is_off(
     )
     raw = await holder.raw()
     refused = await request(raw, commands.producer(TOPIC + "-absent", 1, 1), 1)
-    assert refused.type == _T.ERROR
+    assert refused.type == pb.BaseCommand.ERROR
     assert refused.error.error == pb.TopicNotFound
     assert "auto topic creation is disabled" in refused.error.message
 
@@ -222,7 +225,7 @@ async def test_deleting_a_topic_closes_its_producers_and_removes_its_data(
     await publish(raw, 1, "p", 0)
     assert holder.stack is not None
     await holder.stack.service.delete_topic(TOPIC)
-    closed = await raw.next_command(lambda c: c.type == _T.CLOSE_PRODUCER)
+    closed = await raw.next_command(lambda c: c.type == pb.BaseCommand.CLOSE_PRODUCER)
     assert closed.close_producer.producer_id == 1
     assert TOPIC not in holder.stack.service.topics
     assert not await holder.stack.factory.exists("public/default/persistent/dispatch")
@@ -242,7 +245,7 @@ async def test_consumer_stats_answer_with_the_consumer_books(holder: StackHolder
 async def test_unsupported_commands_are_answered_with_not_allowed(holder: StackHolder) -> None:
     raw = await holder.raw()
     answer = await request(raw, commands.wrap(pb.CommandGetSchema(request_id=5, topic=TOPIC)), 5)
-    assert answer.type == _T.ERROR
+    assert answer.type == pb.BaseCommand.ERROR
     assert answer.error.error == pb.NotAllowedError
 
 
@@ -252,7 +255,7 @@ async def test_reader_cursors_left_by_a_stop_are_removed_when_the_topic_loads(
     raw = await holder.raw()
     cmd = commands.subscribe(TOPIC, "reader-1", pb.CommandSubscribe.Exclusive, 1, 2)
     cmd.subscribe.durable = False
-    assert (await request(raw, cmd, 2)).type == _T.SUCCESS
+    assert (await request(raw, cmd, 2)).type == pb.BaseCommand.SUCCESS
     assert holder.stack is not None
     cursors = holder.stack.service.topics[TOPIC].ledger.cursors
     assert [name for name in cursors if "reader-1" in name] == ["braid.reader.reader-1"]

@@ -17,7 +17,6 @@ from braid.protocol.generated import PulsarApi_pb2 as pb
 from tests.integration.broker.conftest import StackHolder
 from tests.support.raw_client import message_body, publish, request
 
-_T = pb.BaseCommand
 _TOPICS = [
     "persistent://public/default/fuzz",
     "persistent://public/default/fuzz-2",
@@ -110,12 +109,12 @@ async def test_random_command_sequences_leave_the_broker_serving(
             continue
     # Everything sent so far is answered (or dropped) before this probe's answer arrives.
     probe = await request(raw, commands.lookup("persistent://public/default/probe", 10_000), 10_000)
-    assert probe.type == _T.LOOKUP_RESPONSE
+    assert probe.type == pb.BaseCommand.LOOKUP_RESPONSE
     fresh = await holder.raw()
     answer = await request(fresh, commands.producer("persistent://public/default/ok", 1, 1), 1)
-    assert answer.type == _T.PRODUCER_SUCCESS
+    assert answer.type == pb.BaseCommand.PRODUCER_SUCCESS
     assert (await publish(fresh, 1, answer.producer_success.producer_name, 0)).type == (
-        _T.SEND_RECEIPT
+        pb.BaseCommand.SEND_RECEIPT
     )
     unexpected = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert not unexpected, [r.getMessage() for r in unexpected]

@@ -23,7 +23,7 @@ from braid.ledger.codec import decode_ledger_info
 from braid.ledger.names import ledger_path
 from braid.storage import StorageRouter, open_local_cluster
 from tests.integration.ledger.conftest import LedgerEnv
-from tests.integration.ledger.waiting import wait_until
+from tests.support.polling import eventually
 
 TOPIC = "public/default/persistent/orders"
 
@@ -288,7 +288,9 @@ async def test_an_idle_ledger_rolls_over_at_its_maximum_age(env: LedgerEnv) -> N
     await cursor.mark_delete(entries[-1].position)
     first_ledger = ml.ledgers[0].ledger_id
     env.clock.advance(601)  # no append follows: the age timer alone rolls the ledger over
-    await wait_until(lambda: ml.ledgers[0].ledger_id != first_ledger)
+    await eventually(
+        lambda: ml.ledgers[0].ledger_id != first_ledger, message="the first ledger to be trimmed"
+    )
     # The consumed ledger was then trimmed (retention 0), leaving only the new, empty one.
     assert [info.entries for info in ml.ledgers] == [0]
     assert cursor.backlog() == 0

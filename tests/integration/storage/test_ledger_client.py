@@ -204,8 +204,8 @@ async def test_id_generator_never_hands_out_an_adv_id(
     await cluster.create_ledger_adv(first.ledger_id + 1)
     await cluster.create_ledger_adv(first.ledger_id + 3)
     await cluster.create_ledger_adv(first.ledger_id + 10)
-    # As if the process crashed between creating the adv ledger and raising the generator's
-    # floor: the id is taken but the generator still points at it.
+    # As if the process crashed between create_ledger_adv's two steps (create the ledger, raise
+    # the generator's floor): the id is taken but the generator still points at it.
     await store.put("/storage/standalone/idgen", b"%d" % (first.ledger_id + 10))
     taken = {first.ledger_id, first.ledger_id + 1, first.ledger_id + 3, first.ledger_id + 10}
     new_ids = [(await cluster.create_ledger()).ledger_id for _ in range(3)]
@@ -250,15 +250,15 @@ async def test_copy_to_another_cluster_keeps_ledger_and_entry_ids(
 
 
 async def test_explicit_entry_ids_must_come_in_order(cluster: BookKeeperClient) -> None:
-    adv = await cluster.create_ledger_adv(7)
+    explicit = await cluster.create_ledger_adv(7)
     with pytest.raises(InvalidEntryId):
-        await adv.add_entry_with_id(1, b"skip")
-    await adv.add_entry_with_id(0, b"zero")
+        await explicit.add_entry_with_id(1, b"skip")
+    await explicit.add_entry_with_id(0, b"zero")
     with pytest.raises(InvalidEntryId):
-        await adv.add_entry_with_id(0, b"again")
+        await explicit.add_entry_with_id(0, b"again")
     plain = await cluster.create_ledger()
     with pytest.raises(InvalidEntryId):
-        await plain.add_entry_with_id(0, b"not adv")
+        await plain.add_entry_with_id(0, b"not explicit")
 
 
 async def test_deleting_a_ledger_removes_it_and_reclaims_disk(

@@ -50,7 +50,7 @@ async def test_delay_waits_on_the_injected_clock(store: FaultInjectionMetadataSt
     delayed = FaultInjectionMetadataStore(store.inner, clock=clock)
     delayed.delay("get", "/slow", 2.0)
     call = asyncio.ensure_future(delayed.get("/slow"))
-    await eventually(lambda: clock.pending_sleepers == 1)
+    await eventually(lambda: clock.pending_timers == 1)
     assert not call.done()
     clock.advance(2.0)
     assert await call is None

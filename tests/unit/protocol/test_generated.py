@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from braid.protocol import pb, regenerate
+from braid.protocol import pb
+from tools import regenerate_protocol as regenerate
 
 
 def test_generated_module_is_importable_from_the_package() -> None:

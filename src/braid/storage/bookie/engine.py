@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import json
 import logging
 import os
@@ -33,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from braid.filelock import FileLock
 from braid.storage.api import (
-    DataDirInUse,
     EntryTooLarge,
     LedgerFenced,
     NoSuchEntry,
@@ -119,7 +118,7 @@ class _StopFlusher:
 
 @dataclass(frozen=True, slots=True)
 class _Recovered:
-    lock_fd: int
+    lock: FileLock
     files: LedgerFiles
     ledgers: dict[int, _LedgerState]
     next_seq: int
@@ -182,30 +181,24 @@ def _apply(files: LedgerFiles, records: list[JournalRecord]) -> None:
         files.apply_adds(ledger_id, pending)
 
 
-def _lock_data_dir(data_dir: Path) -> int:
-    # Two engines on one directory would interleave journals and corrupt each other. flock is
-    # released by the kernel when the holder dies, so a SIGKILLed bookie never leaves it stuck.
-    data_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise DataDirInUse(f"bookie data directory {data_dir} is in use") from None
-    return fd
+def _lock_data_dir(data_dir: Path) -> FileLock:
+    # Two engines on one directory would interleave journals and corrupt each other.
+    lock = FileLock(data_dir / "LOCK")
+    lock.acquire(f"bookie data directory {data_dir} is in use")
+    return lock
 
 
 def _recover(data_dir: Path) -> _Recovered:
     """Bring the entry files up to date with the journal (blocking; runs in an executor)."""
-    lock_fd = _lock_data_dir(data_dir)
+    lock = _lock_data_dir(data_dir)
     try:
-        return _replay(data_dir, lock_fd)
+        return _replay(data_dir, lock)
     except BaseException:
-        os.close(lock_fd)
+        lock.release()
         raise
 
 
-def _replay(data_dir: Path, lock_fd: int) -> _Recovered:
+def _replay(data_dir: Path, lock: FileLock) -> _Recovered:
     journal_dir = data_dir / "journal"
     journal_dir.mkdir(parents=True, exist_ok=True)
     files = LedgerFiles(data_dir / "ledgers")
@@ -232,7 +225,7 @@ def _replay(data_dir: Path, lock_fd: int) -> _Recovered:
         lid: _LedgerState(s.last_entry_id, s.last_add_confirmed, s.fenced)
         for lid, s in files.scan().items()
     }
-    return _Recovered(lock_fd, files, ledgers, next_seq, replayed)
+    return _Recovered(lock, files, ledgers, next_seq, replayed)
 
 
 class Bookie:
@@ -244,7 +237,7 @@ class Bookie:
         self._id = bookie_id
         self._loop = asyncio.get_running_loop()
         self._files = recovered.files
-        self._lock_fd = recovered.lock_fd
+        self._lock = recovered.lock
         self._ledgers = recovered.ledgers
         self._cache: dict[int, dict[int, tuple[int, JournalRecord]]] = {}
         self._seq = 0
@@ -312,7 +305,7 @@ class Bookie:
             bookie._flush_queue.put(_StopFlusher())
             await loop.run_in_executor(None, bookie._flusher.join)
             await loop.run_in_executor(None, recovered.files.close)
-            os.close(recovered.lock_fd)
+            recovered.lock.release()
             raise StorageIOError(f"bookie {data_dir}: cannot start the journal: {exc}") from exc
         return bookie
 
@@ -713,13 +706,6 @@ class Bookie:
             out.append(entry)
         return out
 
-    async def read_last_entry(self, ledger_id: int) -> StoredEntry:
-        """Read the highest entry stored for the ledger (:class:`NoSuchEntry` if none)."""
-        last = self.last_entry_id(ledger_id)
-        if last < 0:
-            raise NoSuchEntry(f"bookie {self._id} stores no entry of ledger {ledger_id}")
-        return await self.read_entry(ledger_id, last)
-
     def disk_usage(self) -> int:
         """Bytes in the journal and entry files (blocking; for tests and stats)."""
         total = 0
@@ -743,5 +729,5 @@ class Bookie:
         self._flush_queue.put(_StopFlusher())
         await self._loop.run_in_executor(None, self._flusher.join)
         await self._loop.run_in_executor(None, self._files.close)
-        os.close(self._lock_fd)
+        self._lock.release()
         await self._loop.run_in_executor(None, self._reader.shutdown)

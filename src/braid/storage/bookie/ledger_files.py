@@ -192,11 +192,6 @@ class LedgerFiles:
             raise StorageIOError(f"ledger {ledger_id} entry {entry_id}: checksum mismatch on disk")
         return slot, data
 
-    def disk_usage(self) -> int:
-        """Bytes used by all ledger files (for tests and stats)."""
-        with self._lock:
-            return sum(p.stat().st_size for p in self._dir.iterdir() if p.is_file())
-
     # -- startup -----------------------------------------------------------------------------
     def scan(self) -> dict[int, LedgerSummary]:
         """Summarise every ledger on disk: highest stored entry, highest piggybacked LAC, fence."""

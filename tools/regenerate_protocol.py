@@ -1,10 +1,11 @@
-"""Regenerate ``braid.protocol.generated`` from ``proto/PulsarApi.proto`` (run by ``make proto``).
+"""Regenerate ``braid.protocol.generated`` from ``protocol/proto/PulsarApi.proto`` (``make proto``).
 
-A build tool, not part of the runtime package: it runs ``protoc`` (bundled with the ``grpcio-tools``
-dev dependency) with the Python generator and mypy-protobuf's ``protoc-gen-mypy`` plugin, then
-writes ``PulsarApi_pb2.py`` and ``PulsarApi_pb2.pyi`` into ``generated/``. The output depends only
-on the ``.proto`` and the tool versions, so re-running it leaves the files byte-identical; a unit
-test regenerates into a temporary directory and compares, so a stale checked-in file is caught.
+A build tool, kept out of the pure, I/O-free ``braid.protocol`` package: it runs ``protoc`` (bundled
+with the ``grpcio-tools`` dev dependency) with the Python generator and mypy-protobuf's
+``protoc-gen-mypy`` plugin, then writes ``PulsarApi_pb2.py`` and ``PulsarApi_pb2.pyi`` into
+``src/braid/protocol/generated/``. The output depends only on the ``.proto`` and the tool versions,
+so re-running it leaves the files byte-identical; a unit test regenerates into a temporary directory
+and compares, so a stale checked-in file is caught.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent / "src" / "braid" / "protocol"
 PROTO_DIR = PACKAGE_DIR / "proto"
 PROTO_NAME = "PulsarApi.proto"
 GENERATED_DIR = PACKAGE_DIR / "generated"

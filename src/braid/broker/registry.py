@@ -1,0 +1,185 @@
+"""Which code serves which Pulsar command: the broker's extension seam for command handlers.
+
+A *command family* is a set of command types served by one per-connection *session* object: the
+topic commands (lookup, producers, consumers: :mod:`braid.broker.handlers`) are one family; the
+scalable-topic commands (DAG watch sessions, consumer controller sessions) will be others. A family
+is registered once, on the broker's :class:`CommandRegistry`::
+
+    registry.register(CommandFamily(
+        name="dag-watch",
+        open_session=lambda channel: DagWatchSessions(channel, scalable_service),
+        handlers={
+            pb.BaseCommand.SCALABLE_TOPIC_LOOKUP: DagWatchSessions.on_lookup,
+            ...
+        },
+    ))
+
+On each connection, a :class:`CommandRouter` opens a family's session the first time one of its
+commands arrives (connections that never use a family pay nothing for it), passes every command
+of that family to ``handler(session, event)``, and when the connection closes awaits
+``session.close()`` for every session it opened, in reverse order of opening. So per-connection
+state lives in the session object, and its cleanup in ``close()``: a family needs no change to the
+connection or to any other family.
+
+Handlers run synchronously on the connection's reader, in arrival order (what SEND and ACK need).
+One that must wait runs the waiting part with :meth:`CommandChannel.spawn`, which turns a failure
+into an ``ERROR`` for its request id. A command no family serves is refused with
+``NotAllowedError`` when it carries a request id, and ignored otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from braid.broker.errors import ServerError
+from braid.protocol import commands
+from braid.protocol.events import CommandReceived
+from braid.protocol.generated import PulsarApi_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+#: A ``BaseCommand.Type`` value (``pb.BaseCommand.PRODUCER``, ...).
+CommandType = int
+
+
+class CommandChannel(Protocol):
+    """What a command session may do with its connection (implemented by ``BrokerConnection``)."""
+
+    def send(self, cmd: pb.BaseCommand, body: bytes | None = None) -> None:
+        """Queue a command to the client; queued commands are written once per loop turn."""
+        ...
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], *, request_id: int | None = None) -> None:
+        """Run ``coro`` as a task of this connection (cancelled when it closes); a failure is
+        logged and, with a ``request_id``, answered with an ``ERROR`` for that request."""
+        ...
+
+    @property
+    def client_version(self) -> str:
+        """The client's version string from CONNECT (``"Pulsar-CPP-v3.5.1"``, ...)."""
+        ...
+
+    @property
+    def remote_address(self) -> str:
+        """``host:port`` of the client, for logs and stats."""
+        ...
+
+    @property
+    def closed(self) -> bool:
+        """The connection is closed (or closing): sends are dropped."""
+        ...
+
+
+class CommandSession(Protocol):
+    """The state one command family keeps for one connection."""
+
+    async def close(self) -> None:
+        """Release everything this connection holds in this family (detach producers and
+        consumers, end watch sessions, ...). Called once, when the connection closes; the
+        channel's spawned tasks are being cancelled, so work that must outlive the connection
+        belongs to the service, not to ``channel.spawn``."""
+        ...
+
+
+S = TypeVar("S", bound=CommandSession)
+
+#: A handler of one command type: called with the family's session for this connection.
+CommandHandler = Callable[[S, CommandReceived], None]
+
+
+@dataclass(frozen=True)
+class CommandFamily(Generic[S]):
+    """Command types served by one per-connection session type.
+
+    Attributes:
+        name: for logs and registration errors (``"topics"``, ``"dag-watch"``).
+        open_session: builds the family's session for a connection, on its first command.
+        handlers: command type -> handler, usually the session class's unbound methods.
+    """
+
+    name: str
+    open_session: Callable[[CommandChannel], S]
+    handlers: Mapping[CommandType, CommandHandler[S]] = field(default_factory=dict)
+
+
+class CommandRegistry:
+    """The families a broker serves, by command type. Registering affects every connection,
+    including open ones (their router consults the registry for each command)."""
+
+    def __init__(self) -> None:
+        self._families: dict[CommandType, CommandFamily[Any]] = {}
+
+    def register(self, family: CommandFamily[Any]) -> None:
+        """Serve ``family``'s commands.
+
+        Raises:
+            ValueError: a command type is already served by another family (two owners for one
+                command would be a bug; nothing is registered then).
+        """
+        taken = {
+            commands.type_name(t): self._families[t].name
+            for t in family.handlers
+            if t in self._families
+        }
+        if taken:
+            raise ValueError(f"command family {family.name!r}: already served: {taken}")
+        for command_type in family.handlers:
+            self._families[command_type] = family
+
+    def family_of(self, command_type: CommandType) -> CommandFamily[Any] | None:
+        """The family serving ``command_type``, or ``None``."""
+        return self._families.get(command_type)
+
+
+class CommandRouter:
+    """One connection's sessions, and the routing of its commands to them."""
+
+    def __init__(self, registry: CommandRegistry, channel: CommandChannel) -> None:
+        self._registry = registry
+        self._channel = channel
+        self._sessions: dict[str, CommandSession] = {}
+        self._closed = False
+
+    def dispatch(self, event: CommandReceived) -> None:
+        """Hand ``event`` to its family's handler (opening the family's session if needed)."""
+        if self._closed:
+            return  # a session opened now would never be closed
+        cmd = event.command
+        family = self._registry.family_of(cmd.type)
+        if family is None:
+            self._refuse_unknown(cmd)
+            return
+        session = self._sessions.get(family.name)
+        if session is None:
+            session = family.open_session(self._channel)
+            self._sessions[family.name] = session
+        family.handlers[cmd.type](session, event)
+
+    def _refuse_unknown(self, cmd: pb.BaseCommand) -> None:
+        inner = commands.inner(cmd)
+        request_id = getattr(inner, "request_id", None) if inner is not None else None
+        if isinstance(request_id, int):
+            self._channel.send(
+                commands.error(
+                    request_id,
+                    ServerError.NotAllowedError,
+                    f"command {commands.type_name(cmd.type)} is not supported by this broker",
+                )
+            )
+
+    async def close(self) -> None:
+        """Close every session this connection opened, newest first; one failing does not keep
+        the others open."""
+        self._closed = True
+        sessions = list(self._sessions.items())
+        self._sessions.clear()
+        for name, session in reversed(sessions):
+            try:
+                await session.close()
+            except Exception:
+                log.exception(
+                    "closing the %s session of %s failed", name, self._channel.remote_address
+                )
