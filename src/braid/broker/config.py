@@ -85,6 +85,10 @@ class BrokerConfig:
     managed_ledger_max_ledger_rollover_time_minutes: int = 240
     dispatcher_max_read_batch_size: int = 100
     scalable_topic_enabled: bool = True
+    #: How long a disconnected STREAM/CHECKPOINT consumer keeps its segments (PIP-468 session).
+    scalable_topic_consumer_session_grace_seconds: int = 60
+    #: How often the controller leader garbage-collects drained sealed segments (0 = never).
+    scalable_topic_gc_interval_seconds: int = 60
     #: Raw PIP-483 ``scalableTopic*`` keys (other than ``scalableTopicEnabled``) as written.
     scalable_topic_settings: Mapping[str, str] = field(default_factory=_empty_settings)
 
@@ -233,6 +237,12 @@ KEYS: tuple[_Key, ...] = (
     ),
     _Key("dispatcherMaxReadBatchSize", "dispatcher_max_read_batch_size", _parse_int(1)),
     _Key("scalableTopicEnabled", "scalable_topic_enabled", _parse_bool),
+    _Key(
+        "scalableTopicConsumerSessionGraceSeconds",
+        "scalable_topic_consumer_session_grace_seconds",
+        _parse_int(0),
+    ),
+    _Key("scalableTopicGcIntervalSeconds", "scalable_topic_gc_interval_seconds", _parse_int(0)),
 )
 
 _BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}

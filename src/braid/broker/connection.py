@@ -51,6 +51,7 @@ class BrokerConnection:
         clock: drives keep-alive (a ``ManualClock`` in tests).
         max_message_size: advertised in CONNECTED; larger frames close the connection.
         keepalive_interval_s: PING after this much silence, drop after twice as much.
+        feature_flags: what CONNECTED advertises (``supports_scalable_topics``, ...).
     """
 
     def __init__(
@@ -62,6 +63,7 @@ class BrokerConnection:
         clock: Clock,
         max_message_size: int,
         keepalive_interval_s: float,
+        feature_flags: pb.FeatureFlags | None = None,
     ) -> None:
         self._clock = clock
         self._reader = reader
@@ -72,6 +74,7 @@ class BrokerConnection:
             SERVER_VERSION,
             max_message_size=max_message_size,
             keepalive_interval_s=keepalive_interval_s,
+            feature_flags=feature_flags,
             created_at=clock.monotonic(),
         )
         self._client_version = ""

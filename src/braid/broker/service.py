@@ -21,7 +21,7 @@ import dataclasses
 import itertools
 import logging
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from braid.broker.config import (
     BrokerConfig,
@@ -39,6 +39,7 @@ from braid.core import names
 from braid.core.names import TopicDomain, TopicName
 from braid.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from braid.metadata.api import MetadataStore
+from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,9 @@ def parse_topic_name(name: str) -> TopicName:
         raise InvalidTopicName(str(exc)) from exc
     if topic.domain is TopicDomain.TOPIC:
         raise InvalidTopicName(
-            f"{name} is a scalable topic; plain producers and consumers must use its "
-            "segment:// topics (scalable-topic lookup is not served on this path yet)"
+            f"{name} is a scalable topic: a scalable-topics client resolves it with the "
+            "scalable-topic lookup (CommandScalableTopicLookup) and produces to its segment:// "
+            "topics; plain Pulsar clients cannot use topic:// names"
         )
     return topic
 
@@ -99,6 +101,12 @@ class BrokerService:
         #: Which command family serves which command; extend it with ``commands.register``.
         self.commands = CommandRegistry()
         self.commands.register(topic_commands(self))
+        #: What CONNECTED advertises; layers above set their flags (``supports_scalable_topics``)
+        #: before clients connect.
+        self.feature_flags = pb.FeatureFlags()
+        #: Called with ``(topic name, subscription)`` when a subscription has consumed all of a
+        #: terminated topic (the scalable-topic layer's drain events).
+        self.drain_listeners: list[Callable[[str, str], None]] = []
 
     # -- server --------------------------------------------------------------------------------
 
@@ -137,6 +145,7 @@ class BrokerService:
             clock=self.clock,
             max_message_size=self.config.max_message_size,
             keepalive_interval_s=float(self.config.keep_alive_interval_seconds),
+            feature_flags=self.feature_flags,
         )
         self._connections.add(conn)
         try:
@@ -218,6 +227,10 @@ class BrokerService:
         policies = await self.namespace_policies(topic)
         ml_name = managed_ledger_name(topic)
         allowed = policies.is_auto_topic_creation_allowed(self.config.allow_auto_topic_creation)
+        if topic.domain is TopicDomain.SEGMENT:
+            # Only the scalable-topic controller creates segments (with their subscriptions'
+            # cursors); a client's producer or consumer never does.
+            allowed = False
         if create is not None:
             allowed = create
         if not allowed and not await self.ml_factory.exists(ml_name):
@@ -236,6 +249,7 @@ class BrokerService:
                     self.config.broker_deduplication_enabled
                 ),
                 read_batch=self.config.dispatcher_max_read_batch_size,
+                on_drained=self._subscription_drained,
             )
         except BaseException:
             await ledger.close()
@@ -263,6 +277,20 @@ class BrokerService:
         """Terminate a topic: no more messages; returns its last position."""
         topic = await self.get_or_create_topic(name, create=False)
         return await topic.terminate()
+
+    def _subscription_drained(self, topic: str, subscription: str) -> None:
+        for listener in list(self.drain_listeners):
+            try:
+                listener(topic, subscription)
+            except Exception:
+                log.exception("drain listener failed for %s/%s", topic, subscription)
+
+    async def topic_exists(self, name: str) -> bool:
+        """Whether the topic is loaded here or stored (without loading or creating it)."""
+        topic = parse_topic_name(name)
+        if str(topic) in self._topics:
+            return True
+        return await self.ml_factory.exists(managed_ledger_name(topic))
 
     async def delete_topic(self, name: str) -> None:
         """Delete a topic and its data: connected clients are disconnected first."""

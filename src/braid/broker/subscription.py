@@ -34,10 +34,12 @@ class Subscription:
         read_batch: int = 100,
         durable: bool = True,
         on_empty: Callable[[Subscription], None] | None = None,
+        on_cursor_moved: Callable[[Subscription], None] | None = None,
     ) -> None:
         self.topic_name = topic_name
         self.durable = durable
         self._on_empty = on_empty
+        self._on_cursor_moved = on_cursor_moved
         self._resetting = False
         self.name = name
         self.ledger = ledger
@@ -131,6 +133,7 @@ class Subscription:
                         await self.cursor.mark_delete(position)
                     except InvalidPosition as exc:
                         log.info("ignoring cumulative ack %s on %s: %s", position, self.name, exc)
+            self._cursor_moved()
             return
         if self.dispatcher is not None:
             self.dispatcher.on_acked(positions)
@@ -142,6 +145,11 @@ class Subscription:
                     await self.cursor.delete(fresh)
                 except InvalidPosition as exc:
                     log.info("ignoring ack of %s on %s: %s", fresh, self.name, exc)
+        self._cursor_moved()
+
+    def _cursor_moved(self) -> None:
+        if self._on_cursor_moved is not None:
+            self._on_cursor_moved(self)
 
     async def reset_cursor(self, position: Position) -> None:
         """Seek: close the consumers (they re-subscribe), then make ``position`` the next entry."""
@@ -153,10 +161,11 @@ class Subscription:
         dispatcher = self.dispatcher
         if dispatcher is None:
             await self.cursor.reset(position)
-            return
-        async with dispatcher.lock:
-            await self.cursor.reset(position)
-            dispatcher.reset_books()
+        else:
+            async with dispatcher.lock:
+                await self.cursor.reset(position)
+                dispatcher.reset_books()
+        self._cursor_moved()
 
     def disconnect_consumers(self) -> None:
         """Close every consumer from the broker side; the clients reconnect on their own."""

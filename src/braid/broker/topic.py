@@ -33,6 +33,7 @@ from braid.ledger.api import (
     LATEST,
     CursorNotFound,
     InvalidPosition,
+    ManagedCursor,
     ManagedLedger,
     ManagedLedgerClosed,
     Position,
@@ -57,11 +58,15 @@ class PersistentTopic:
         dedup: MessageDeduplication | None,
         *,
         read_batch: int = 100,
+        on_drained: Callable[[str, str], None] | None = None,
     ) -> None:
         self.name = name
         self.ledger = ledger
         self.dedup = dedup
         self._read_batch = read_batch
+        self._on_drained = on_drained
+        # Subscriptions already reported drained (reported again only after moving back).
+        self._drained: set[str] = set()
         self.producers: dict[int, Producer] = {}  # keyed by id(producer): ids are per connection
         self.subscriptions: dict[str, Subscription] = {}
         self._exclusive: Producer | None = None
@@ -74,9 +79,19 @@ class PersistentTopic:
 
     @classmethod
     async def load(
-        cls, name: str, ledger: ManagedLedger, *, dedup_enabled: bool, read_batch: int = 100
+        cls,
+        name: str,
+        ledger: ManagedLedger,
+        *,
+        dedup_enabled: bool,
+        read_batch: int = 100,
+        on_drained: Callable[[str, str], None] | None = None,
     ) -> PersistentTopic:
-        """Wrap an opened managed ledger; rebuilds dedup state and the durable subscriptions."""
+        """Wrap an opened managed ledger; rebuilds dedup state and the durable subscriptions.
+
+        ``on_drained(topic, subscription)`` is called when a subscription has consumed every
+        entry of the terminated topic (the scalable-topic controller's drain events).
+        """
         dedup: MessageDeduplication | None = None
         if dedup_enabled:
             dedup = await MessageDeduplication.load(ledger)
@@ -85,13 +100,41 @@ class PersistentTopic:
             await ledger.delete_cursor(DEDUP_CURSOR_NAME)
         for leftover in [c for c in ledger.cursors if c.startswith(READER_CURSOR_PREFIX)]:
             await ledger.delete_cursor(leftover)
-        topic = cls(name, ledger, dedup, read_batch=read_batch)
+        topic = cls(name, ledger, dedup, read_batch=read_batch, on_drained=on_drained)
         for cursor_name, cursor in ledger.cursors.items():
             if cursor_name not in SYSTEM_CURSORS:
-                topic.subscriptions[cursor_name] = Subscription(
-                    name, cursor_name, ledger, cursor, read_batch=read_batch
-                )
+                topic.subscriptions[cursor_name] = topic._new_subscription(cursor_name, cursor)
         return topic
+
+    def _new_subscription(
+        self,
+        name: str,
+        cursor: ManagedCursor,
+        *,
+        durable: bool = True,
+        on_empty: Callable[[Subscription], None] | None = None,
+    ) -> Subscription:
+        return Subscription(
+            self.name,
+            name,
+            self.ledger,
+            cursor,
+            read_batch=self._read_batch,
+            durable=durable,
+            on_empty=on_empty,
+            on_cursor_moved=self._check_drained if durable else None,
+        )
+
+    def _check_drained(self, sub: Subscription) -> None:
+        """Report ``sub`` once it has consumed all of the terminated topic."""
+        if self._on_drained is None or not self.is_terminated:
+            return
+        if sub.cursor.backlog() > 0:
+            self._drained.discard(sub.name)  # a seek moved it back
+            return
+        if sub.name not in self._drained:
+            self._drained.add(sub.name)
+            self._on_drained(self.name, sub.name)
 
     @property
     def is_terminated(self) -> bool:
@@ -238,18 +281,56 @@ class PersistentTopic:
                 except InvalidPosition:
                     # A start position past the end (or from another topic): read new messages.
                     cursor = await self.ledger.open_cursor(cursor_name, LATEST)
-                sub = Subscription(
-                    self.name,
+                sub = self._new_subscription(
                     subscription_name,
-                    self.ledger,
                     cursor,
-                    read_batch=self._read_batch,
                     durable=durable,
                     on_empty=None if durable else self._drop_when_unused,
                 )
                 self.subscriptions[subscription_name] = sub
+                if durable:
+                    self._check_drained(sub)
             sub.add_consumer(consumer)
             return sub
+
+    async def create_subscription(self, subscription_name: str, *, earliest: bool) -> None:
+        """Create a durable subscription with no consumer yet (idempotent: an existing one keeps
+        its position). The scalable-topic controller provisions segments this way."""
+        if subscription_name in SYSTEM_CURSORS or subscription_name.startswith(
+            READER_CURSOR_PREFIX
+        ):
+            raise ConsumerBusy(f"subscription name {subscription_name!r} is reserved by the broker")
+        async with self._sub_lock:
+            existing = self.subscriptions.get(subscription_name)
+            if existing is not None:
+                if not existing.durable:
+                    raise ConsumerBusy(
+                        f"subscription {subscription_name!r} on {self.name} is a reader's"
+                    )
+                return
+            cursor = await self.ledger.open_cursor(
+                subscription_name, EARLIEST if earliest else LATEST
+            )
+            sub = self._new_subscription(subscription_name, cursor)
+            self.subscriptions[subscription_name] = sub
+            self._check_drained(sub)
+
+    async def delete_subscription(self, subscription_name: str) -> None:
+        """Delete a subscription, disconnecting its consumers first.
+
+        Raises:
+            SubscriptionNotFound: no such subscription.
+        """
+        async with self._sub_lock:
+            sub = self.subscriptions.get(subscription_name)
+            if sub is None:
+                raise SubscriptionNotFound(
+                    f"subscription {subscription_name!r} does not exist on {self.name}"
+                )
+            await sub.close()
+            await self.ledger.delete_cursor(sub.cursor.name)
+            del self.subscriptions[subscription_name]
+            self._drained.discard(subscription_name)
 
     def _drop_when_unused(self, sub: Subscription) -> None:
         task = asyncio.ensure_future(self._drop_subscription(sub))
@@ -338,9 +419,11 @@ class PersistentTopic:
         """Seal the topic; returns its last position. Consumers that drained it are told (if they
         can take it)."""
         position = await self.ledger.terminate()
-        for sub in self.subscriptions.values():
+        for sub in list(self.subscriptions.values()):
             if sub.dispatcher is not None:
                 sub.dispatcher.wake()
+            if sub.durable:
+                self._check_drained(sub)
         return position
 
     async def close(self) -> None:

@@ -357,14 +357,19 @@ class SegmentLayout:
 
     # ----------------------------------------------------------------------------- mutations
 
-    def split_segment(self, segment_id: int, now_ms: int = 0) -> SegmentLayout:
-        """Split an active segment at its midpoint into two new children (PIP-468).
+    def split_segment(
+        self, segment_id: int, now_ms: int = 0, *, split_hash: int | None = None
+    ) -> SegmentLayout:
+        """Split an active segment into two new children (PIP-468).
 
-        The lower half gets id ``next_segment_id``, the upper half the one after.
+        At its midpoint by default; ``split_hash`` instead names the first hash of the upper
+        child (Kinesis' ``NewStartingHashKey``), so a split can cut where the load is. The lower
+        half gets id ``next_segment_id``, the upper half the one after.
 
         Raises:
             SegmentNotFound: no such segment.
-            InvalidLayoutOperation: the segment is sealed, or covers a single hash.
+            InvalidLayoutOperation: the segment is sealed, covers a single hash, or
+                ``split_hash`` is not inside it with a hash on each side.
         """
         now_ms = _check_now_ms(now_ms)
         parent = self.segment(segment_id)
@@ -375,7 +380,10 @@ class SegmentLayout:
                 f"cannot split segment {segment_id}: its range {parent.hash_range} is one hash wide"
             )
         epoch = self.epoch + 1
-        low, high = parent.hash_range.split()
+        try:
+            low, high = parent.hash_range.split(split_hash)
+        except InvalidInputError as exc:
+            raise InvalidLayoutOperation(f"cannot split segment {segment_id}: {exc}") from exc
         low_id, high_id = self.next_segment_id, self.next_segment_id + 1
         segments = dict(self.segments)
         segments[segment_id] = parent.sealed(epoch, now_ms, (low_id, high_id))

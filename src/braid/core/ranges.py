@@ -77,16 +77,26 @@ class HashRange:
         """Whether the two ranges share at least one ring position."""
         return self.start <= other.end and other.start <= self.end
 
-    def split(self) -> tuple[HashRange, HashRange]:
-        """Cut at the midpoint into ``[start, mid]`` and ``[mid + 1, end]``.
+    def split(self, at: int | None = None) -> tuple[HashRange, HashRange]:
+        """Cut into ``[start, at - 1]`` and ``[at, end]``; ``at=None`` cuts at the midpoint
+        (``[start, mid]`` and ``[mid + 1, end]``).
+
+        ``at`` is the first hash of the upper half, as Kinesis' ``NewStartingHashKey``.
 
         Raises:
-            InvalidHashRange: the range covers a single position and has nothing to cut.
+            InvalidHashRange: the range covers a single position, or ``at`` is not inside it with
+                at least one position on each side (``start < at <= end``).
         """
         if self.size < 2:
             raise InvalidHashRange(f"cannot split {self}: a range of size 1 has no midpoint")
-        mid = self.start + (self.end - self.start) // 2
-        return HashRange(self.start, mid), HashRange(mid + 1, self.end)
+        if at is None:
+            at = self.start + (self.end - self.start) // 2 + 1
+        elif isinstance(at, bool) or not isinstance(at, int) or not self.start < at <= self.end:
+            raise InvalidHashRange(
+                f"cannot split {self} at {at!r}: the split hash must be in "
+                f"0x{self.start + 1:04x}..0x{self.end:04x} (the first hash of the upper half)"
+            )
+        return HashRange(self.start, at - 1), HashRange(at, self.end)
 
     def is_adjacent_to(self, other: HashRange) -> bool:
         """Whether the ranges touch with no gap and no overlap, on either side."""

@@ -56,10 +56,19 @@ async def test_lookup_answers_with_this_broker_and_no_partitions(holder: StackHo
     assert meta.partitionMetadataResponse.partitions == 0
 
 
-async def test_segment_topics_are_served_like_persistent_ones(holder: StackHolder) -> None:
+async def test_segment_topics_are_served_like_persistent_ones_once_created(
+    holder: StackHolder,
+) -> None:
     raw = await holder.raw()
     segment = "segment://public/default/orders/0000-7fff-1"
-    answer = await request(raw, commands.producer(segment, 1, 1, producer_name="seg"), 1)
+    # A client never creates a segment: only the controller does, with its subscriptions'
+    # cursors (docs/decisions/0020), so the first producer is refused.
+    refused = await request(raw, commands.producer(segment, 1, 1, producer_name="seg"), 1)
+    assert refused.type == pb.BaseCommand.ERROR
+    assert refused.error.error == pb.TopicNotFound
+    assert holder.stack is not None
+    await holder.stack.service.get_or_create_topic(segment, create=True)
+    answer = await request(raw, commands.producer(segment, 1, 2, producer_name="seg"), 2)
     assert answer.type == pb.BaseCommand.PRODUCER_SUCCESS
     assert (await publish(raw, 1, "seg", 0)).type == pb.BaseCommand.SEND_RECEIPT
     assert holder.stack is not None

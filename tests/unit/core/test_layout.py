@@ -699,3 +699,17 @@ def test_text_that_is_not_valid_unicode_still_round_trips_through_json() -> None
     layout = SegmentLayout.from_metadata(doc)
     assert SegmentLayout.from_json(layout.to_json()) == layout
     assert layout.to_json().isascii()
+
+
+def test_split_at_an_explicit_hash_cuts_where_asked() -> None:
+    layout = SegmentLayout.initial(1).split_segment(0, now_ms=5, split_hash=0x1000)
+    low, high = (layout.segment(i) for i in (1, 2))
+    assert (low.hash_range.start, low.hash_range.end) == (0x0000, 0x0FFF)
+    assert (high.hash_range.start, high.hash_range.end) == (0x1000, 0xFFFF)
+    assert layout.epoch == 1 and layout.next_segment_id == 3
+
+
+def test_split_at_a_hash_outside_the_segment_is_an_invalid_operation() -> None:
+    layout = SegmentLayout.initial(2)
+    with pytest.raises(InvalidLayoutOperation, match="segment 1"):
+        layout.split_segment(1, split_hash=0x1000)  # segment 1 covers 0x8000-0xffff

@@ -169,3 +169,29 @@ def test_hex_form_round_trips_for_any_range(r: HashRange) -> None:
 @given(ranges(), st.integers(MIN_HASH, MAX_HASH))
 def test_contains_agrees_with_the_bounds(r: HashRange, h: int) -> None:
     assert r.contains(h) == (r.start <= h <= r.end)
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "at", "low", "high"),
+    [
+        (0x0000, 0xFFFF, 0x0001, (0x0000, 0x0000), (0x0001, 0xFFFF)),
+        (0x0000, 0xFFFF, 0xFFFF, (0x0000, 0xFFFE), (0xFFFF, 0xFFFF)),
+        (0x0000, 0xFFFF, 0x4000, (0x0000, 0x3FFF), (0x4000, 0xFFFF)),
+        (100, 101, 101, (100, 100), (101, 101)),
+    ],
+)
+def test_split_at_a_hash_makes_it_the_first_hash_of_the_upper_half(
+    start: int, end: int, at: int, low: tuple[int, int], high: tuple[int, int]
+) -> None:
+    assert HashRange(start, end).split(at) == (HashRange(*low), HashRange(*high))
+
+
+def test_split_without_a_hash_is_the_midpoint_split() -> None:
+    assert HashRange(0, 0xFFFF).split(None) == HashRange(0, 0xFFFF).split()
+    assert HashRange(0, 0xFFFF).split(0x8000) == HashRange(0, 0xFFFF).split()
+
+
+@pytest.mark.parametrize("at", [0x0100, 0x00FF, 0x0300, -1, True, "5"])
+def test_split_hash_outside_the_range_or_at_its_start_is_refused(at: object) -> None:
+    with pytest.raises(InvalidHashRange, match="split hash"):
+        HashRange(0x0100, 0x01FF).split(at)  # type: ignore[arg-type]

@@ -1,0 +1,324 @@
+"""Admin REST for scalable topics and their segments (PIP-468's two tables).
+
+``/admin/v2/scalable/{tenant}/{namespace}[/{topic}[...]]`` — list, create, get, delete, stats,
+subscriptions, split, merge — and ``/admin/v2/segments/{tenant}/{namespace}/{topic}/{descriptor}``
+— create, terminate, delete — served by the broker's
+:class:`~braid.scalable.service.ScalableTopicService`, which forwards mutations to the controller
+leader when this broker is not it. Shapes other tools rely on:
+
+* create takes ``{"numInitialSegments": N, "properties": {...}}`` (N defaults to 1);
+* GET of a topic returns the ``ScalableTopicMetadata`` JSON; split and merge return the new one;
+* split accepts an optional ``{"splitHash": H}`` (the first hash of the upper child), merge also
+  ``POST .../merge`` with ``{"segmentIds": [a, b, c]}``.
+
+Errors are JSON ``{"reason": ...}``: 404 unknown topic/segment, 409 a conflicting state (sealed
+segment, operation in flight, topic in use), 412 invalid names, 503 no controller leader reachable
+(retry), 400/422 invalid bodies — never 500 for bad input.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query, Response
+from pydantic import BaseModel, Field
+
+from braid.broker.errors import TopicNotFound
+from braid.core.errors import InvalidInputError
+from braid.core.names import SegmentTopicName, TopicDomain, TopicName, parse_descriptor
+from braid.core.ranges import MAX_HASH
+from braid.scalable.forwarding import FORWARDED_HEADER
+from braid.scalable.resources import SubscriptionType
+from braid.scalable.segments import SegmentAdmin
+from braid.scalable.service import ScalableTopicService
+
+_MAX_INITIAL_SEGMENTS = MAX_HASH + 1
+
+
+class CreateScalableTopic(BaseModel):
+    """Body of ``PUT /admin/v2/scalable/{tenant}/{namespace}/{topic}``."""
+
+    numInitialSegments: int = Field(default=1, ge=1, le=_MAX_INITIAL_SEGMENTS)
+    properties: dict[str, str] = Field(default_factory=dict)
+
+
+class SplitRequest(BaseModel):
+    """Optional body of a split: where the upper child starts (default: the midpoint)."""
+
+    splitHash: int | None = Field(default=None, ge=1, le=MAX_HASH)
+
+
+class MergeRequest(BaseModel):
+    """Body of ``POST .../merge``: two or more hash-adjacent active segments."""
+
+    segmentIds: list[Annotated[int, Field(ge=0, le=2**63 - 1)]] = Field(min_length=2)
+
+
+class SubscriptionRequest(BaseModel):
+    """Optional body of a subscription create."""
+
+    type: SubscriptionType = SubscriptionType.STREAM
+    initialPosition: str = Field(default="Latest", pattern="^(Earliest|Latest)$")
+
+
+class SeekRequest(BaseModel):
+    """Body of a subscription seek: wall-clock milliseconds."""
+
+    timestamp: int = Field(ge=0, le=2**63 - 1)
+
+
+_SEGMENT_ID = Annotated[int, Field(ge=0, le=2**63 - 1)]
+_FORWARDED = Annotated[str | None, Header(alias=FORWARDED_HEADER, include_in_schema=False)]
+
+
+def scalable_router(service: ScalableTopicService, segments: SegmentAdmin) -> APIRouter:
+    """The ``/scalable`` and ``/segments`` endpoints (mounted under ``/admin/v2``)."""
+    router = APIRouter()
+
+    def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
+        return TopicName(TopicDomain.TOPIC, tenant, namespace, topic)
+
+    # --- scalable topics ---
+
+    @router.get(
+        "/scalable/{tenant}/{namespace}",
+        tags=["scalable topics"],
+        summary="List the scalable topics of a namespace",
+    )
+    async def list_scalable(tenant: str, namespace: str) -> list[str]:
+        TopicName(TopicDomain.TOPIC, tenant, namespace, "_")  # validates both names
+        return await service.list_topics(tenant, namespace)
+
+    @router.put(
+        "/scalable/{tenant}/{namespace}/{topic}",
+        status_code=204,
+        tags=["scalable topics"],
+        summary="Create a scalable topic with N initial segments",
+    )
+    async def create_scalable(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        body: Annotated[CreateScalableTopic | None, Body()] = None,
+    ) -> Response:
+        request = body or CreateScalableTopic()
+        await service.create_topic(
+            topic_name(tenant, namespace, topic), request.numInitialSegments, request.properties
+        )
+        return Response(status_code=204)
+
+    @router.get(
+        "/scalable/{tenant}/{namespace}/{topic}",
+        tags=["scalable topics"],
+        summary="Get the topic's ScalableTopicMetadata (the segment DAG)",
+    )
+    async def get_scalable(tenant: str, namespace: str, topic: str) -> Any:
+        return (await service.get_layout(topic_name(tenant, namespace, topic))).to_metadata()
+
+    @router.delete(
+        "/scalable/{tenant}/{namespace}/{topic}",
+        status_code=204,
+        tags=["scalable topics"],
+        summary="Delete a scalable topic, its segments and subscriptions",
+    )
+    async def delete_scalable(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        force: Annotated[bool, Query(description="disconnect connected clients")] = False,
+    ) -> Response:
+        await service.delete_topic(topic_name(tenant, namespace, topic), force=force)
+        return Response(status_code=204)
+
+    @router.get(
+        "/scalable/{tenant}/{namespace}/{topic}/stats",
+        tags=["scalable topics"],
+        summary="Aggregated stats: the DAG with per-segment stats, subscriptions, consumers",
+    )
+    async def stats_scalable(
+        tenant: str, namespace: str, topic: str, forwarded: _FORWARDED = None
+    ) -> Any:
+        return await service.stats(
+            topic_name(tenant, namespace, topic), forwarded=forwarded is not None
+        )
+
+    @router.put(
+        "/scalable/{tenant}/{namespace}/{topic}/subscriptions/{subscription}",
+        status_code=204,
+        tags=["scalable topics"],
+        summary="Create a subscription on every segment",
+    )
+    async def create_subscription(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        subscription: str,
+        body: Annotated[SubscriptionRequest | None, Body()] = None,
+        forwarded: _FORWARDED = None,
+    ) -> Response:
+        request = body or SubscriptionRequest()
+        await service.create_subscription(
+            topic_name(tenant, namespace, topic),
+            _subscription_name(subscription),
+            request.type,
+            earliest=request.initialPosition == "Earliest",
+            forwarded=forwarded is not None,
+        )
+        return Response(status_code=204)
+
+    @router.delete(
+        "/scalable/{tenant}/{namespace}/{topic}/subscriptions/{subscription}",
+        status_code=204,
+        tags=["scalable topics"],
+        summary="Delete a subscription from every segment (its consumers are unregistered)",
+    )
+    async def delete_subscription(
+        tenant: str, namespace: str, topic: str, subscription: str, forwarded: _FORWARDED = None
+    ) -> Response:
+        await service.delete_subscription(
+            topic_name(tenant, namespace, topic),
+            _subscription_name(subscription),
+            forwarded=forwarded is not None,
+        )
+        return Response(status_code=204)
+
+    @router.post(
+        "/scalable/{tenant}/{namespace}/{topic}/subscriptions/{subscription}/seek",
+        status_code=204,
+        tags=["scalable topics"],
+        summary="Move a subscription to a publish time on every segment",
+    )
+    async def seek_subscription(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        subscription: str,
+        body: SeekRequest,
+        forwarded: _FORWARDED = None,
+    ) -> Response:
+        await service.seek_subscription(
+            topic_name(tenant, namespace, topic),
+            _subscription_name(subscription),
+            body.timestamp,
+            forwarded=forwarded is not None,
+        )
+        return Response(status_code=204)
+
+    @router.post(
+        "/scalable/{tenant}/{namespace}/{topic}/split/{segment_id}",
+        tags=["scalable topics"],
+        summary="Split an active segment (at its midpoint or at splitHash); returns the new DAG",
+    )
+    async def split_segment(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        segment_id: _SEGMENT_ID,
+        body: Annotated[SplitRequest | None, Body()] = None,
+        forwarded: _FORWARDED = None,
+    ) -> Any:
+        layout = await service.split(
+            topic_name(tenant, namespace, topic),
+            segment_id,
+            body.splitHash if body is not None else None,
+            forwarded=forwarded is not None,
+        )
+        return layout.to_metadata()
+
+    @router.post(
+        "/scalable/{tenant}/{namespace}/{topic}/merge/{segment_id1}/{segment_id2}",
+        tags=["scalable topics"],
+        summary="Merge two adjacent active segments; returns the new DAG",
+    )
+    async def merge_two(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        segment_id1: _SEGMENT_ID,
+        segment_id2: _SEGMENT_ID,
+        forwarded: _FORWARDED = None,
+    ) -> Any:
+        layout = await service.merge(
+            topic_name(tenant, namespace, topic),
+            [segment_id1, segment_id2],
+            forwarded=forwarded is not None,
+        )
+        return layout.to_metadata()
+
+    @router.post(
+        "/scalable/{tenant}/{namespace}/{topic}/merge",
+        tags=["scalable topics"],
+        summary="Merge two or more hash-adjacent active segments; returns the new DAG",
+    )
+    async def merge_many(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        body: MergeRequest,
+        forwarded: _FORWARDED = None,
+    ) -> Any:
+        layout = await service.merge(
+            topic_name(tenant, namespace, topic), body.segmentIds, forwarded=forwarded is not None
+        )
+        return layout.to_metadata()
+
+    # --- segments ---
+
+    def segment_name(tenant: str, namespace: str, topic: str, descriptor: str) -> SegmentTopicName:
+        hash_range, segment_id = parse_descriptor(descriptor)
+        return SegmentTopicName.of(topic_name(tenant, namespace, topic), hash_range, segment_id)
+
+    @router.put(
+        "/segments/{tenant}/{namespace}/{topic}/{descriptor}",
+        status_code=204,
+        tags=["segments"],
+        summary="Create a segment topic, with a cursor at its start for each listed subscription",
+    )
+    async def create_segment(
+        tenant: str,
+        namespace: str,
+        topic: str,
+        descriptor: str,
+        subscriptions: Annotated[list[str] | None, Body()] = None,
+    ) -> Response:
+        name = segment_name(tenant, namespace, topic, descriptor)
+        await segments.create_segment(name, [_subscription_name(s) for s in subscriptions or ()])
+        return Response(status_code=204)
+
+    @router.post(
+        "/segments/{tenant}/{namespace}/{topic}/{descriptor}/terminate",
+        status_code=204,
+        tags=["segments"],
+        summary="Terminate (seal) a segment topic",
+    )
+    async def terminate_segment(
+        tenant: str, namespace: str, topic: str, descriptor: str
+    ) -> Response:
+        await segments.terminate_segment(segment_name(tenant, namespace, topic, descriptor))
+        return Response(status_code=204)
+
+    @router.delete(
+        "/segments/{tenant}/{namespace}/{topic}/{descriptor}",
+        status_code=204,
+        tags=["segments"],
+        summary="Delete a segment topic and its data",
+    )
+    async def delete_segment(tenant: str, namespace: str, topic: str, descriptor: str) -> Response:
+        name = segment_name(tenant, namespace, topic, descriptor)
+        if not await segments.segment_exists(name):
+            raise TopicNotFound(f"segment topic {name} does not exist")
+        await segments.delete_segment(name)
+        return Response(status_code=204)
+
+    return router
+
+
+def _subscription_name(name: str) -> str:
+    if not name or len(name) > 1024 or any(ord(ch) < 0x20 for ch in name):
+        raise InvalidInputError(
+            f"invalid subscription name {name[:100]!r}: 1 to 1024 characters, no control characters"
+        )
+    return name
+
+
+__all__ = ["scalable_router"]

@@ -1,0 +1,415 @@
+"""PIP-468 ``SubscriptionCoordinator``: one ordered subscription's consumers and their segments.
+
+Runs on the controller leader, one per STREAM or CHECKPOINT subscription. It owns:
+
+* **Sessions.** A registration (consumer name -> assigned segments) is durable in the metadata
+  store; whether the consumer is connected, and its grace-period timer, live only in memory
+  (PIP-468 "Consumer Session Lifecycle"). A dropped connection starts the grace timer; the same
+  name reconnecting within it gets the same assignment with no rebalance; expiry deletes the
+  registration and rebalances. A new leader restores every registration as "just disconnected"
+  with a full, fresh grace period.
+* **Assignment.** :func:`braid.core.assignment.compute_assignment` over the current layout, the
+  members, and the subscription's own drained set. For a STREAM subscription a segment is handed
+  out only once every ancestor still holding data *for this subscription* is drained: this is
+  Braid's answer to the PIP-468 review question "catch-up reads must take the subscription into
+  account" (docs/decisions/0020). CHECKPOINT subscriptions keep no broker cursor, so nothing can be
+  observed to drain: every segment is assignable and ordering across a split is the consumer's
+  (client-side) job, as upstream.
+* **Pushes.** After every rebalance only the consumers whose segments changed are told, with the
+  layout epoch; the registrations of those consumers are rewritten (writes scale with membership
+  and layout changes, never with liveness ticks).
+
+The drained set is recomputed from the segment owners' cursors (``SegmentAdmin.is_drained``) on
+every layout change, drain event and seek, so a seek that rewinds the subscription makes drained
+segments readable again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from braid.clock import Clock
+from braid.core.assignment import (
+    ConsumerAssignment,
+    SubscriptionAssignment,
+    assign_round_robin,
+    changed_consumers,
+    compute_assignment,
+)
+from braid.core.layout import SegmentInfo, SegmentLayout
+from braid.core.names import SegmentTopicName, TopicName
+from braid.scalable.errors import NotLeader
+from braid.scalable.resources import (
+    ConsumerRegistration,
+    ScalableTopicResources,
+    SubscriptionType,
+)
+from braid.scalable.segments import SegmentAdmin
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AssignedSegment:
+    """One segment handed to a consumer (PIP-468 ``AssignedSegment``)."""
+
+    segment_id: int
+    hash_start: int
+    hash_end: int
+    segment_topic: str
+
+
+@dataclass(frozen=True)
+class ConsumerAssignmentView:
+    """What a consumer is told: its segments, computed against ``layout_epoch``."""
+
+    layout_epoch: int
+    segments: tuple[AssignedSegment, ...]
+
+
+class AssignmentTransport(Protocol):
+    """The connection of a registered consumer, as the coordinator needs it."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def send_assignment_update(self, consumer_id: int, assignment: ConsumerAssignmentView) -> None:
+        """Push ``CommandScalableTopicAssignmentUpdate`` to the consumer."""
+        ...
+
+
+class ConsumerSession:
+    """A registered consumer: durable name and assignment, in-memory liveness."""
+
+    def __init__(self, name: str, segment_ids: tuple[int, ...] = ()) -> None:
+        self.name = name
+        self.consumer_id: int | None = None
+        self.transport: AssignmentTransport | None = None
+        self.segment_ids = segment_ids
+        self.grace_task: asyncio.Task[None] | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self.transport is not None and not self.transport.closed
+
+    def attach(self, consumer_id: int, transport: AssignmentTransport) -> None:
+        self.consumer_id = consumer_id
+        self.transport = transport
+        self.cancel_grace()
+
+    def detach(self) -> None:
+        self.consumer_id = None
+        self.transport = None
+
+    def cancel_grace(self) -> None:
+        if self.grace_task is not None:
+            self.grace_task.cancel()
+            self.grace_task = None
+
+
+class SubscriptionCoordinator:
+    """Consumers and assignments of one STREAM or CHECKPOINT subscription."""
+
+    def __init__(
+        self,
+        topic: TopicName,
+        subscription: str,
+        sub_type: SubscriptionType,
+        layout: SegmentLayout,
+        *,
+        resources: ScalableTopicResources,
+        segments: SegmentAdmin,
+        clock: Clock,
+        grace_period_s: float,
+        on_membership_change: Callable[[], None] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.subscription = subscription
+        self.sub_type = sub_type
+        self._layout = layout
+        self._resources = resources
+        self._segments = segments
+        self._clock = clock
+        self._grace_s = grace_period_s
+        self._on_membership_change = on_membership_change
+        self._sessions: dict[str, ConsumerSession] = {}
+        self._drained: frozenset[int] = frozenset()
+        self._assignment: SubscriptionAssignment | None = None
+        self._lock = asyncio.Lock()
+        self._closed = False
+
+    # -- queries -------------------------------------------------------------------------------
+
+    @property
+    def consumer_names(self) -> list[str]:
+        return sorted(self._sessions)
+
+    @property
+    def drained(self) -> frozenset[int]:
+        return self._drained
+
+    def session(self, name: str) -> ConsumerSession | None:
+        return self._sessions.get(name)
+
+    def assignment_of(self, name: str) -> ConsumerAssignmentView:
+        session = self._sessions.get(name)
+        ids = session.segment_ids if session is not None else ()
+        return self._view(ids)
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "type": self.sub_type.value,
+            "drainedSegments": sorted(self._drained),
+            "consumers": {
+                name: {
+                    "connected": s.connected,
+                    "assignedSegments": list(s.segment_ids),
+                    "inGracePeriod": s.grace_task is not None,
+                }
+                for name, s in sorted(self._sessions.items())
+            },
+        }
+
+    # -- membership ----------------------------------------------------------------------------
+
+    async def register(
+        self, name: str, consumer_id: int, transport: AssignmentTransport
+    ) -> ConsumerAssignmentView:
+        """Register (or reconnect) ``name``; returns its assignment (also for a reconnect)."""
+        async with self._lock:
+            self._check_open()
+            existing = self._sessions.get(name)
+            if existing is not None:
+                # Reconnect within grace (or a duplicate registration): same assignment, nobody
+                # else is disturbed.
+                existing.attach(consumer_id, transport)
+                log.info(
+                    "%s/%s: consumer %r reconnected; keeps segments %s",
+                    self.topic,
+                    self.subscription,
+                    name,
+                    list(existing.segment_ids),
+                )
+                return self._view(existing.segment_ids)
+            session = ConsumerSession(name)
+            await self._resources.put_registration(
+                self.topic, self.subscription, ConsumerRegistration(name, (), self._layout.epoch)
+            )
+            session.attach(consumer_id, transport)
+            self._sessions[name] = session
+            log.info("%s/%s: consumer %r registered", self.topic, self.subscription, name)
+            await self._rebalance(exclude_push=name)
+        self._membership_changed()
+        return self._view(session.segment_ids)
+
+    async def unregister(self, name: str) -> bool:
+        """Remove ``name`` for good and rebalance at once; ``False`` if it was unknown."""
+        async with self._lock:
+            session = self._sessions.pop(name, None)
+            if session is None:
+                return False
+            session.cancel_grace()
+            await self._resources.delete_registration(self.topic, self.subscription, name)
+            log.info("%s/%s: consumer %r left", self.topic, self.subscription, name)
+            await self._rebalance()
+        self._membership_changed()
+        return True
+
+    def find_by_consumer_id(self, transport: AssignmentTransport, consumer_id: int) -> str | None:
+        for name, session in self._sessions.items():
+            if session.transport is transport and session.consumer_id == consumer_id:
+                return name
+        return None
+
+    def on_transport_closed(self, transport: AssignmentTransport) -> None:
+        """The connection of some consumers dropped: start their grace periods."""
+        for session in self._sessions.values():
+            if session.transport is transport:
+                session.detach()
+                self._start_grace(session)
+
+    def restore(self, registrations: Iterable[ConsumerRegistration]) -> None:
+        """Install persisted registrations as just disconnected, each with a fresh grace period
+        (a new leader after failover)."""
+        for registration in registrations:
+            if registration.consumer_name in self._sessions:
+                continue
+            session = ConsumerSession(registration.consumer_name, registration.segment_ids)
+            self._sessions[session.name] = session
+            self._start_grace(session)
+        log.info(
+            "%s/%s: restored %d consumer session(s), each with a %.0f s grace period",
+            self.topic,
+            self.subscription,
+            len(self._sessions),
+            self._grace_s,
+        )
+
+    def _start_grace(self, session: ConsumerSession) -> None:
+        session.cancel_grace()
+        if self._closed:
+            return
+        session.grace_task = asyncio.ensure_future(self._expire_after_grace(session))
+
+    async def _expire_after_grace(self, session: ConsumerSession) -> None:
+        await self._clock.sleep(self._grace_s)
+        async with self._lock:
+            if self._sessions.get(session.name) is not session or session.connected:
+                return
+            session.grace_task = None
+            del self._sessions[session.name]
+            log.info(
+                "%s/%s: consumer %r did not come back within %.0f s; evicted",
+                self.topic,
+                self.subscription,
+                session.name,
+                self._grace_s,
+            )
+            try:
+                await self._resources.delete_registration(
+                    self.topic, self.subscription, session.name
+                )
+                await self._rebalance()
+            except Exception:
+                log.exception(
+                    "%s/%s: rebalance after eviction failed", self.topic, self.subscription
+                )
+        self._membership_changed()
+
+    def _membership_changed(self) -> None:
+        if self._on_membership_change is not None:
+            self._on_membership_change()
+
+    # -- layout and drain ----------------------------------------------------------------------
+
+    async def on_layout_change(self, layout: SegmentLayout) -> None:
+        """A split, merge or prune happened: recompute and push."""
+        async with self._lock:
+            if self._closed or layout.epoch < self._layout.epoch:
+                return
+            self._layout = layout
+            await self._rebalance()
+
+    async def refresh(self) -> None:
+        """Re-read the drained state (after a drain event or a seek) and push what changed."""
+        async with self._lock:
+            if self._closed:
+                return
+            await self._rebalance()
+
+    async def _compute_drained(self) -> frozenset[int]:
+        if self.sub_type is not SubscriptionType.STREAM:
+            return frozenset()
+        drained = set()
+        for segment in self._layout.sealed_segments:
+            name = segment_topic_name(self.topic, segment)
+            try:
+                if await self._segments.is_drained(name, self.subscription):
+                    drained.add(segment.segment_id)
+            except Exception as exc:
+                # Unknown counts as not drained: children wait, which is safe.
+                log.warning(
+                    "%s/%s: drain check of %s failed: %r", self.topic, self.subscription, name, exc
+                )
+        return frozenset(drained)
+
+    async def _rebalance(self, exclude_push: str | None = None) -> None:
+        """Recompute under the lock; persist and push to consumers whose segments changed."""
+        self._drained = await self._compute_drained()
+        before = {name: s.segment_ids for name, s in self._sessions.items()}
+        if self.sub_type is SubscriptionType.STREAM:
+            assignment = compute_assignment(self._layout, self._sessions, self._drained)
+        else:
+            # No cursor, nothing observable drains: every segment is assignable and the order
+            # across a split is kept client-side.
+            assignment = _assign_everything(self._layout, self._sessions)
+        self._assignment = assignment
+        changed = changed_consumers(before, assignment)
+        for name in changed:
+            session = self._sessions[name]
+            session.segment_ids = assignment.segments_of(name)
+            await self._resources.put_registration(
+                self.topic,
+                self.subscription,
+                ConsumerRegistration(name, session.segment_ids, self._layout.epoch),
+            )
+            if name == exclude_push or not session.connected or session.consumer_id is None:
+                continue
+            assert session.transport is not None
+            session.transport.send_assignment_update(
+                session.consumer_id, self._view(session.segment_ids)
+            )
+        if changed:
+            log.info(
+                "%s/%s: assignment at epoch %d: %s",
+                self.topic,
+                self.subscription,
+                self._layout.epoch,
+                assignment.as_dict(),
+            )
+
+    def _view(self, segment_ids: Sequence[int]) -> ConsumerAssignmentView:
+        segments = []
+        for sid in segment_ids:
+            info = self._layout.segments.get(sid)
+            if info is None:
+                continue
+            segments.append(
+                AssignedSegment(
+                    sid,
+                    info.hash_range.start,
+                    info.hash_range.end,
+                    str(segment_topic_name(self.topic, info)),
+                )
+            )
+        return ConsumerAssignmentView(self._layout.epoch, tuple(segments))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise NotLeader(f"the coordinator of {self.topic}/{self.subscription} is closed")
+
+    def close(self) -> None:
+        """Stop timers (leadership lost or topic deleted); registrations stay persisted."""
+        self._closed = True
+        for session in self._sessions.values():
+            session.cancel_grace()
+
+    async def drop_all(self) -> None:
+        """Delete every registration (the subscription is being deleted)."""
+        async with self._lock:
+            for name, session in list(self._sessions.items()):
+                session.cancel_grace()
+                with contextlib.suppress(Exception):
+                    await self._resources.delete_registration(self.topic, self.subscription, name)
+            self._sessions.clear()
+            self._closed = True
+
+
+def segment_topic_name(topic: TopicName, segment: SegmentInfo) -> SegmentTopicName:
+    """The ``segment://`` name of one segment of ``topic``."""
+    return SegmentTopicName.of(topic, segment.hash_range, segment.segment_id)
+
+
+def _assign_everything(layout: SegmentLayout, consumers: Iterable[str]) -> SubscriptionAssignment:
+    """Round-robin over every segment, sealed ones included (CHECKPOINT groups)."""
+    dealt = assign_round_robin(list(layout.segments.values()), consumers)
+    return SubscriptionAssignment(
+        layout.epoch, tuple(ConsumerAssignment(name, ids) for name, ids in dealt.items())
+    )
+
+
+__all__ = [
+    "AssignedSegment",
+    "AssignmentTransport",
+    "ConsumerAssignmentView",
+    "ConsumerSession",
+    "SubscriptionCoordinator",
+    "segment_topic_name",
+]

@@ -1,0 +1,188 @@
+"""DAG-watch sessions (PIP-468 ``DagWatchSession``, ``wire-protocol.md`` §4) and namespace watches
+(§7, ``CommandWatchScalableTopics``).
+
+Any broker serves them: a session reads the layout from the metadata store, resolves the broker of
+each **active** segment and the controller leader's URL, and sends the whole DAG in
+``CommandScalableTopicUpdate``; afterwards it pushes the DAG again on every layout change it is
+told about (:meth:`DagWatchSession.on_layout`). Epochs only increase within a session: a
+notification that raced an older read never produces a push with an epoch the client already has.
+
+A ``persistent://`` name resolves to a synthetic single-segment DAG whose one segment carries
+``legacy_topic_name`` (``compatibility.md`` §1): the migration bridge, so one client code path
+serves both kinds of topic.
+
+Namespace watches send a snapshot of the namespace's scalable topics (optionally filtered by topic
+properties, AND semantics), then diffs (``removed`` before ``added``). ``current_hash`` (CRC32C
+over the sorted names, as ``CommandGetTopicsOfNamespace``) lets a reconnecting client skip an
+unchanged snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+import crc32c
+
+from braid.core.layout import SegmentLayout, SegmentState
+from braid.core.names import TopicName
+from braid.core.ranges import MAX_HASH, MIN_HASH
+from braid.protocol.generated import PulsarApi_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+
+class DagWatchTransport(Protocol):
+    """The connection a DAG-watch or namespace-watch session pushes to."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    def send_dag_update(self, session_id: int, dag: pb.ScalableTopicDAG, resolved: str) -> None:
+        """Send ``CommandScalableTopicUpdate`` with a DAG."""
+        ...
+
+    def send_topics_update(
+        self,
+        watch_id: int,
+        *,
+        snapshot: list[str] | None = None,
+        added: list[str] | None = None,
+        removed: list[str] | None = None,
+    ) -> None:
+        """Send ``CommandWatchScalableTopicsUpdate``."""
+        ...
+
+
+def layout_to_dag(
+    layout: SegmentLayout,
+    segment_brokers: Mapping[int, str],
+    controller_url: str | None,
+) -> pb.ScalableTopicDAG:
+    """The wire form of a layout; ``segment_brokers`` lists the brokers of active segments."""
+    dag = pb.ScalableTopicDAG(epoch=layout.epoch)
+    for info in layout.segments.values():
+        seg = dag.segments.add()
+        seg.segment_id = info.segment_id
+        seg.hash_start = info.hash_range.start
+        seg.hash_end = info.hash_range.end
+        seg.state = pb.ACTIVE if info.state is SegmentState.ACTIVE else pb.SEALED
+        seg.parent_ids.extend(info.parent_ids)
+        seg.child_ids.extend(info.child_ids)
+        seg.created_at_epoch = info.created_at_epoch
+        seg.created_at_ms = info.created_at_ms
+        if not info.is_active:
+            seg.sealed_at_epoch = info.sealed_at_epoch
+            seg.sealed_at_ms = info.sealed_at_ms
+    for segment_id in sorted(segment_brokers):
+        dag.segment_brokers.add(segment_id=segment_id, broker_url=segment_brokers[segment_id])
+    if controller_url:
+        dag.controller_broker_url = controller_url
+    return dag
+
+
+def legacy_dag(
+    persistent_topic: str, broker_url: str, created_at_ms: int = 0
+) -> pb.ScalableTopicDAG:
+    """The synthetic one-segment DAG of a ``persistent://`` topic (the migration bridge)."""
+    dag = pb.ScalableTopicDAG(epoch=0)
+    seg = dag.segments.add()
+    seg.segment_id = 0
+    seg.hash_start = MIN_HASH
+    seg.hash_end = MAX_HASH
+    seg.state = pb.ACTIVE
+    seg.created_at_epoch = 0
+    seg.created_at_ms = created_at_ms
+    seg.legacy_topic_name = persistent_topic
+    dag.segment_brokers.add(segment_id=0, broker_url=broker_url)
+    return dag
+
+
+class DagWatchSession:
+    """One client's watch of one topic's layout."""
+
+    def __init__(
+        self, session_id: int, topic: TopicName, resolved_name: str, transport: DagWatchTransport
+    ) -> None:
+        self.session_id = session_id
+        self.topic = topic
+        self.resolved_name = resolved_name
+        self.transport = transport
+        self.last_epoch: int | None = None
+        self.closed = False
+
+    def push(self, dag: pb.ScalableTopicDAG) -> bool:
+        """Send ``dag`` unless the session is closed or already has this epoch or a newer one."""
+        if self.closed or self.transport.closed:
+            return False
+        if self.last_epoch is not None and dag.epoch <= self.last_epoch:
+            return False
+        self.last_epoch = dag.epoch
+        self.transport.send_dag_update(self.session_id, dag, self.resolved_name)
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def topics_hash(names: Iterable[str]) -> str:
+    """CRC32C over the sorted names, as Pulsar's ``TopicList.calculateHash``."""
+    value = 0
+    for name in sorted(names):
+        value = crc32c.crc32c(name.encode(), value)
+    return str(value & 0xFFFFFFFF)
+
+
+class NamespaceWatchSession:
+    """One client's watch of a namespace's scalable-topic set (snapshot, then diffs)."""
+
+    def __init__(
+        self,
+        watch_id: int,
+        tenant: str,
+        namespace: str,
+        property_filters: Mapping[str, str],
+        transport: DagWatchTransport,
+    ) -> None:
+        self.watch_id = watch_id
+        self.tenant = tenant
+        self.namespace = namespace
+        self.property_filters = dict(property_filters)
+        self.transport = transport
+        self.current: set[str] | None = None
+        self.closed = False
+
+    def matches(self, layout: SegmentLayout) -> bool:
+        """Whether a topic with this layout's properties belongs to the set (AND of filters)."""
+        return all(layout.properties.get(k) == v for k, v in self.property_filters.items())
+
+    def publish(self, names: set[str], client_hash: str | None = None) -> None:
+        """Send the first snapshot, or the diff against what the client has."""
+        if self.closed or self.transport.closed:
+            return
+        if self.current is None:
+            self.current = set(names)
+            if client_hash is not None and client_hash == topics_hash(names):
+                return  # the client's set is current: no snapshot needed
+            self.transport.send_topics_update(self.watch_id, snapshot=sorted(names))
+            return
+        removed = sorted(self.current - names)
+        added = sorted(names - self.current)
+        if not removed and not added:
+            return
+        self.current = set(names)
+        self.transport.send_topics_update(self.watch_id, added=added, removed=removed)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+__all__ = [
+    "DagWatchSession",
+    "DagWatchTransport",
+    "NamespaceWatchSession",
+    "layout_to_dag",
+    "legacy_dag",
+    "topics_hash",
+]

@@ -1,0 +1,96 @@
+"""Plug the scalable-topic layer into a running broker (what ``braid standalone`` does).
+
+:func:`install_scalable_topics` builds the :class:`~braid.scalable.service.ScalableTopicService`
+over the in-process broker (segments through :class:`~braid.scalable.segments.LocalSegmentAdmin`,
+namespace policies through the broker's resources), registers the ``scalable-topics`` command
+family on the broker's command registry, advertises ``supports_scalable_topics`` in CONNECTED,
+routes the broker's drain events to the service, and starts it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from braid.broker.resources import BrokerResources
+from braid.broker.service import BrokerService
+from braid.clock import Clock
+from braid.scalable.controller import StepHook
+from braid.scalable.faults import pause_hook_from_env
+from braid.scalable.handlers import scalable_topic_commands
+from braid.scalable.segments import LocalSegmentAdmin
+from braid.scalable.service import (
+    NamespacePolicySource,
+    ScalableTopicService,
+    ScalableTopicSettings,
+)
+
+
+class BrokerNamespaces(NamespacePolicySource):
+    """Namespace existence and policies, read through the broker's resources."""
+
+    def __init__(self, resources: BrokerResources, broker_allows_auto_creation: bool) -> None:
+        self._resources = resources
+        self._broker_default = broker_allows_auto_creation
+
+    async def namespace_exists(self, tenant: str, namespace: str) -> bool:
+        return await self._resources.namespace_exists(tenant, namespace)
+
+    async def auto_topic_creation_allowed(self, tenant: str, namespace: str) -> bool:
+        policies = await self._resources.get_namespace_policies(tenant, namespace)
+        return policies.is_auto_topic_creation_allowed(self._broker_default)
+
+    async def retention_minutes(self, tenant: str, namespace: str) -> int | None:
+        policies = await self._resources.get_namespace_policies(tenant, namespace)
+        if policies.retention is None:
+            return None
+        return policies.retention.retention_time_in_minutes
+
+
+def settings_from_config(broker: BrokerService) -> ScalableTopicSettings:
+    config = broker.config
+    return ScalableTopicSettings(
+        enabled=config.scalable_topic_enabled,
+        consumer_session_grace_s=float(config.scalable_topic_consumer_session_grace_seconds),
+        gc_interval_s=float(config.scalable_topic_gc_interval_seconds),
+        allow_auto_topic_creation=config.allow_auto_topic_creation,
+        default_retention_minutes=config.default_retention_time_in_minutes,
+    )
+
+
+async def install_scalable_topics(
+    broker: BrokerService,
+    resources: BrokerResources,
+    *,
+    web_service_url: str | None = None,
+    settings: ScalableTopicSettings | None = None,
+    step_hook: StepHook | None = None,
+    environ: Mapping[str, str] | None = None,
+    clock: Clock | None = None,
+) -> ScalableTopicService:
+    """Start the scalable-topic service on ``broker`` (already started) and wire it in.
+
+    ``step_hook`` defaults to the ``BRAID_FAULT_PAUSE_AT`` fault point, if that is set;
+    ``clock`` (grace periods, GC ticks) defaults to the broker's.
+    """
+    settings = settings or settings_from_config(broker)
+    if step_hook is None:
+        step_hook = pause_hook_from_env(os.environ if environ is None else environ)
+    service = ScalableTopicService(
+        store=broker.metadata,
+        segments=LocalSegmentAdmin(broker),
+        namespaces=BrokerNamespaces(resources, settings.allow_auto_topic_creation),
+        broker_url=broker.service_url,
+        clock=clock or broker.clock,
+        settings=settings,
+        step_hook=step_hook,
+    )
+    if settings.enabled:
+        broker.commands.register(scalable_topic_commands(service))
+        broker.feature_flags.supports_scalable_topics = True
+        broker.drain_listeners.append(service.on_subscription_drained)
+    await service.start(web_service_url)
+    return service
+
+
+__all__ = ["BrokerNamespaces", "install_scalable_topics", "settings_from_config"]

@@ -1,0 +1,179 @@
+"""The Segments admin seam (PIP-468 "Segment Topic Management"): what the controller asks of the
+broker that owns a ``segment://`` topic.
+
+The controller never touches a segment's managed ledger itself. It creates segment topics with
+their subscription cursors, terminates (seals) them, deletes them, propagates subscriptions, seeks
+them and asks whether a subscription has drained a sealed segment — always through
+:class:`SegmentAdmin`. Upstream routes these calls over the Segments REST API to whichever broker
+owns the segment; Braid runs one data-plane broker per standalone today, so
+:class:`LocalSegmentAdmin` calls the in-process :class:`~braid.broker.service.BrokerService`, and a
+REST-backed implementation slots in when segments spread over several brokers.
+
+Drained (per subscription, ``SegmentDrainChecker`` upstream): the segment is terminated and the
+subscription's cursor on it has nothing left — no backlog. A sealed segment on which the
+subscription has no cursor yet is *not* drained (its consumer creates the cursor when it attaches);
+a segment whose topic is gone (pruned after retention) counts as drained.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from braid.broker.errors import SubscriptionNotFound, TopicNotFound
+from braid.core.names import SegmentTopicName
+
+if TYPE_CHECKING:
+    from braid.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+
+
+class SegmentAdmin(Protocol):
+    """Operations on segment topics, wherever they are served."""
+
+    async def create_segment(self, segment: SegmentTopicName, subscriptions: Iterable[str]) -> None:
+        """Create the segment topic (if missing) with a cursor at its start for each subscription.
+
+        Idempotent: an existing topic keeps its data; missing cursors are added at the earliest
+        position (the topic of a segment that is not yet published is empty).
+        """
+        ...
+
+    async def terminate_segment(self, segment: SegmentTopicName) -> None:
+        """Seal the segment: producers get ``TopicTerminated``. Idempotent.
+
+        Raises:
+            TopicNotFound: the segment topic does not exist.
+        """
+        ...
+
+    async def delete_segment(self, segment: SegmentTopicName) -> None:
+        """Delete the segment topic and its data; a missing topic is not an error."""
+        ...
+
+    async def segment_exists(self, segment: SegmentTopicName) -> bool: ...
+
+    async def is_terminated(self, segment: SegmentTopicName) -> bool:
+        """Whether the segment topic exists and is sealed."""
+        ...
+
+    async def list_subscriptions(self, segment: SegmentTopicName) -> list[str]:
+        """The subscriptions (durable cursors) on the segment; ``[]`` if it does not exist."""
+        ...
+
+    async def create_subscription(
+        self, segment: SegmentTopicName, subscription: str, *, earliest: bool
+    ) -> None:
+        """Create a durable cursor (idempotent: an existing one keeps its position)."""
+        ...
+
+    async def delete_subscription(self, segment: SegmentTopicName, subscription: str) -> None:
+        """Delete the subscription's cursor; missing topic or cursor is fine."""
+        ...
+
+    async def is_drained(self, segment: SegmentTopicName, subscription: str) -> bool:
+        """Whether ``subscription`` has consumed all of the sealed segment (see module doc)."""
+        ...
+
+    async def seek_subscription(
+        self, segment: SegmentTopicName, subscription: str, timestamp_ms: int
+    ) -> None:
+        """Move the cursor to the first entry published at or after ``timestamp_ms``; a missing
+        cursor is created there."""
+        ...
+
+    async def stats(self, segment: SegmentTopicName) -> dict[str, object] | None:
+        """The segment topic's stats, or ``None`` if it does not exist."""
+        ...
+
+    async def broker_url(self, segment: SegmentTopicName) -> str:
+        """The service URL of the broker that serves the segment (what DAG watchers are told)."""
+        ...
+
+
+class LocalSegmentAdmin:
+    """:class:`SegmentAdmin` over the broker running in this process."""
+
+    def __init__(self, broker: BrokerService) -> None:
+        self._broker = broker
+
+    async def create_segment(self, segment: SegmentTopicName, subscriptions: Iterable[str]) -> None:
+        topic = await self._broker.get_or_create_topic(str(segment), create=True)
+        for name in subscriptions:
+            await topic.create_subscription(name, earliest=True)
+
+    async def terminate_segment(self, segment: SegmentTopicName) -> None:
+        await self._broker.terminate_topic(str(segment))
+
+    async def delete_segment(self, segment: SegmentTopicName) -> None:
+        try:
+            await self._broker.delete_topic(str(segment))
+        except TopicNotFound:
+            pass
+
+    async def segment_exists(self, segment: SegmentTopicName) -> bool:
+        return await self._broker.topic_exists(str(segment))
+
+    async def is_terminated(self, segment: SegmentTopicName) -> bool:
+        try:
+            topic = await self._broker.get_or_create_topic(str(segment), create=False)
+        except TopicNotFound:
+            return False
+        return topic.is_terminated
+
+    async def list_subscriptions(self, segment: SegmentTopicName) -> list[str]:
+        try:
+            topic = await self._broker.get_or_create_topic(str(segment), create=False)
+        except TopicNotFound:
+            return []
+        return sorted(name for name, sub in topic.subscriptions.items() if sub.durable)
+
+    async def create_subscription(
+        self, segment: SegmentTopicName, subscription: str, *, earliest: bool
+    ) -> None:
+        topic = await self._broker.get_or_create_topic(str(segment), create=False)
+        await topic.create_subscription(subscription, earliest=earliest)
+
+    async def delete_subscription(self, segment: SegmentTopicName, subscription: str) -> None:
+        try:
+            topic = await self._broker.get_or_create_topic(str(segment), create=False)
+            await topic.delete_subscription(subscription)
+        except (TopicNotFound, SubscriptionNotFound):
+            pass
+
+    async def is_drained(self, segment: SegmentTopicName, subscription: str) -> bool:
+        try:
+            topic = await self._broker.get_or_create_topic(str(segment), create=False)
+        except TopicNotFound:
+            return True
+        if not topic.is_terminated:
+            return False
+        sub = topic.subscriptions.get(subscription)
+        if sub is None:
+            # No cursor: drained only if there is nothing at all to read.
+            return topic.ledger.number_of_entries == 0
+        return sub.cursor.backlog() == 0
+
+    async def seek_subscription(
+        self, segment: SegmentTopicName, subscription: str, timestamp_ms: int
+    ) -> None:
+        topic = await self._broker.get_or_create_topic(str(segment), create=False)
+        position = await topic.find_position_by_publish_time(timestamp_ms)
+        if subscription not in topic.subscriptions:
+            await topic.create_subscription(subscription, earliest=True)
+        await topic.subscriptions[subscription].reset_cursor(position)
+
+    async def stats(self, segment: SegmentTopicName) -> dict[str, object] | None:
+        try:
+            topic = await self._broker.get_or_create_topic(str(segment), create=False)
+        except TopicNotFound:
+            return None
+        return topic.stats()
+
+    async def broker_url(self, segment: SegmentTopicName) -> str:
+        return self._broker.service_url
+
+
+__all__ = ["LocalSegmentAdmin", "SegmentAdmin"]
