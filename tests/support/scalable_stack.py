@@ -50,6 +50,7 @@ async def open_scalable_stack(
             environ={},
             clock=scalable_clock,
         )
+        await scalable.start()
     except BaseException:
         await broker.close()
         raise

@@ -20,6 +20,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field
 
 from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_error_handlers
+from braid.admin.scalable import scalable_router
 from braid.broker.config import BrokerConfig
 from braid.broker.errors import TopicNotFound
 from braid.broker.resources import (
@@ -31,6 +32,7 @@ from braid.broker.resources import (
     check_name,
 )
 from braid.core.names import TopicDomain, TopicName
+from braid.scalable.service import ScalableTopicService
 
 
 class TopicAdmin(Protocol):
@@ -80,6 +82,7 @@ def create_app(
     config: BrokerConfig,
     resources: BrokerResources,
     broker: TopicAdmin,
+    scalable: ScalableTopicService | None = None,
 ) -> FastAPI:
     """Build the admin application.
 
@@ -87,12 +90,15 @@ def create_app(
         config: the broker's configuration (cluster name, defaults reported by the API).
         resources: tenants and namespaces.
         broker: topic operations.
+        scalable: the scalable-topic service; ``None`` leaves ``/scalable`` and ``/segments``
+            out (scalable topics disabled).
     """
     app = FastAPI(
         title="Braid admin API",
         version="v2",
         description="Pulsar-compatible admin REST API of a Braid broker: tenants, namespaces, "
-        'topics and health. Errors are JSON {"reason": ...} with Pulsar\'s HTTP statuses.',
+        'topics, scalable topics and their segments, and health. Errors are JSON {"reason": ...} '
+        "with Pulsar's HTTP statuses.",
     )
     install_error_handlers(app)
     v2 = APIRouter(prefix="/admin/v2")
@@ -281,6 +287,8 @@ def create_app(
         await broker.get_or_create_topic(str(name), create=False)  # stats are of a loaded topic
         return _jsonable(broker.topic_stats(str(name)))
 
+    if scalable is not None:
+        v2.include_router(scalable_router(scalable, scalable.segments))
     app.include_router(v2)
 
     @app.get("/health", tags=["brokers"], summary="Liveness of the process")

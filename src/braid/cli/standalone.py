@@ -37,6 +37,7 @@ from braid.metadata import MetadataStore, open_store
 if TYPE_CHECKING:
     from braid.broker.service import BrokerService
     from braid.ledger.factory import DefaultManagedLedgerFactory
+    from braid.scalable.service import ScalableTopicService
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class StandaloneServer:
         self.resources: BrokerResources | None = None
         self.ml_factory: DefaultManagedLedgerFactory | None = None
         self.broker: BrokerService | None = None
+        self.scalable: ScalableTopicService | None = None
         self.admin: AdminServer | None = None
 
     @property
@@ -84,6 +86,7 @@ class StandaloneServer:
         # Imported here: these layers are heavy and `braid --help` should stay instant.
         from braid.broker.service import BrokerService
         from braid.ledger.factory import DefaultManagedLedgerFactory
+        from braid.scalable.install import install_scalable_topics
         from braid.storage import StorageRouter, open_local_cluster
 
         config = self.config
@@ -116,10 +119,16 @@ class StandaloneServer:
         self._closers.append(("broker", self.broker.close))  # safe on a half-started broker
         await self.broker.start()
 
-        app = create_app(config, self.resources, self.broker)
+        if config.scalable_topic_enabled:
+            self.scalable = await install_scalable_topics(self.broker, self.resources)
+            self._closers.append(("scalable topics", self.scalable.close))
+
+        app = create_app(config, self.resources, self.broker, self.scalable)
         self.admin = AdminServer(app, config.bind_address, config.web_service_port)
         self._closers.append(("admin server", self.admin.stop))
         await self.admin.start()
+        if self.scalable is not None:
+            await self.scalable.start(self.web_service_url)
         log.info(
             "standalone ready",
             extra={"fields": {"broker": self.service_url, "web": self.web_service_url}},

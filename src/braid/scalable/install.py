@@ -4,7 +4,7 @@
 over the in-process broker (segments through :class:`~braid.scalable.segments.LocalSegmentAdmin`,
 namespace policies through the broker's resources), registers the ``scalable-topics`` command
 family on the broker's command registry, advertises ``supports_scalable_topics`` in CONNECTED,
-routes the broker's drain events to the service, and starts it.
+and routes the broker's drain events to the service.
 """
 
 from __future__ import annotations
@@ -62,13 +62,13 @@ async def install_scalable_topics(
     broker: BrokerService,
     resources: BrokerResources,
     *,
-    web_service_url: str | None = None,
     settings: ScalableTopicSettings | None = None,
     step_hook: StepHook | None = None,
     environ: Mapping[str, str] | None = None,
     clock: Clock | None = None,
 ) -> ScalableTopicService:
-    """Start the scalable-topic service on ``broker`` (already started) and wire it in.
+    """Build the scalable-topic service over ``broker`` (already listening) and wire it in;
+    the caller starts it (``await service.start(web_service_url)``) once the admin API is up.
 
     ``step_hook`` defaults to the ``BRAID_FAULT_PAUSE_AT`` fault point, if that is set;
     ``clock`` (grace periods, GC ticks) defaults to the broker's.
@@ -89,7 +89,6 @@ async def install_scalable_topics(
         broker.commands.register(scalable_topic_commands(service))
         broker.feature_flags.supports_scalable_topics = True
         broker.drain_listeners.append(service.on_subscription_drained)
-    await service.start(web_service_url)
     return service
 
 

@@ -131,6 +131,11 @@ class ScalableTopicService:
     def broker_url(self) -> str:
         return self._broker_url
 
+    @property
+    def segments(self) -> SegmentAdmin:
+        """The Segments admin seam this service uses (also served over REST)."""
+        return self._segments
+
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self, web_service_url: str | None = None) -> None:
