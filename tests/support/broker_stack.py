@@ -66,9 +66,10 @@ async def open_broker_stack(
         "broker_service_port": 0,
         "web_service_port": 0,
     }
+    settings.setdefault("metadata_store_url", f"sqlite:///{data_dir / 'metadata.db'}")
     settings.update(config)
     broker_config = BrokerConfig(**settings)
-    metadata = await open_store(f"sqlite:///{data_dir / 'metadata.db'}", clock=clock)
+    metadata = await open_store(broker_config.metadata_store_url, clock=clock)
     storage = await open_local_cluster(metadata, data_dir / "storage", "standalone", clock=clock)
     factory = DefaultManagedLedgerFactory(metadata, StorageRouter([storage]), clock=clock)
     resources = BrokerResources(metadata)

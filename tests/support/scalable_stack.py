@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from braid.clock import Clock, SystemClock
+from braid.metadata import MetadataStore, open_store
 from braid.scalable.controller import StepHook
 from braid.scalable.install import BrokerNamespaces, install_scalable_topics
 from braid.scalable.segments import LocalSegmentAdmin
@@ -57,6 +58,18 @@ async def open_scalable_stack(
     return ScalableStack(broker, scalable)
 
 
+@dataclass
+class OtherBroker:
+    """A second broker's control plane: its own metadata session, the same data-plane broker."""
+
+    store: MetadataStore
+    scalable: ScalableTopicService
+
+    async def close(self) -> None:
+        await self.scalable.close()
+        await self.store.close()
+
+
 async def second_service(
     stack: ScalableStack,
     *,
@@ -65,11 +78,13 @@ async def second_service(
     settings: ScalableTopicSettings | None = None,
     step_hook: StepHook | None = None,
     web_service_url: str | None = None,
-) -> ScalableTopicService:
-    """Another broker's scalable-topic service over the same store and data-plane broker."""
+) -> OtherBroker:
+    """Another broker's scalable-topic service: a new session on the same metadata store (so it
+    competes in elections as another broker would) over the same data-plane broker."""
     broker = stack.broker
+    store = await open_store(broker.config.metadata_store_url)
     service = ScalableTopicService(
-        store=broker.metadata,
+        store=store,
         segments=LocalSegmentAdmin(broker.service),
         namespaces=BrokerNamespaces(broker.resources, True),
         broker_url=broker_url,
@@ -77,5 +92,9 @@ async def second_service(
         settings=settings or ScalableTopicSettings(),
         step_hook=step_hook,
     )
-    await service.start(web_service_url)
-    return service
+    try:
+        await service.start(web_service_url)
+    except BaseException:
+        await store.close()
+        raise
+    return OtherBroker(store, service)

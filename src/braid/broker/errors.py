@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar, TypeAlias
 
+from braid.core import names
 from braid.core.errors import (
     AlreadyClosedError,
     AuthorizationError,
@@ -139,6 +140,8 @@ def to_server_error(exc: BaseException) -> tuple[ServerErrorCode, str]:
         return ServerError.AuthorizationError, message
     if isinstance(exc, NotFoundError):
         return ServerError.TopicNotFound, message
+    if isinstance(exc, names.InvalidTopicName):
+        return ServerError.InvalidTopicName, message
     if isinstance(exc, InvalidInputError):
         return ServerError.NotAllowedError, message
     if isinstance(exc, BraidError | OSError):

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from braid.clock import Clock
+from braid.clock import Clock, TimerHandle
 from braid.core.assignment import (
     ConsumerAssignment,
     SubscriptionAssignment,
@@ -91,7 +91,7 @@ class ConsumerSession:
         self.consumer_id: int | None = None
         self.transport: AssignmentTransport | None = None
         self.segment_ids = segment_ids
-        self.grace_task: asyncio.Task[None] | None = None
+        self.grace_timer: TimerHandle | None = None
 
     @property
     def connected(self) -> bool:
@@ -106,10 +106,14 @@ class ConsumerSession:
         self.consumer_id = None
         self.transport = None
 
+    @property
+    def in_grace_period(self) -> bool:
+        return self.grace_timer is not None
+
     def cancel_grace(self) -> None:
-        if self.grace_task is not None:
-            self.grace_task.cancel()
-            self.grace_task = None
+        if self.grace_timer is not None:
+            self.grace_timer.cancel()
+            self.grace_timer = None
 
 
 class SubscriptionCoordinator:
@@ -141,6 +145,7 @@ class SubscriptionCoordinator:
         self._drained: frozenset[int] = frozenset()
         self._assignment: SubscriptionAssignment | None = None
         self._lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
 
     # -- queries -------------------------------------------------------------------------------
@@ -169,7 +174,7 @@ class SubscriptionCoordinator:
                 name: {
                     "connected": s.connected,
                     "assignedSegments": list(s.segment_ids),
-                    "inGracePeriod": s.grace_task is not None,
+                    "inGracePeriod": s.in_grace_period,
                 }
                 for name, s in sorted(self._sessions.items())
             },
@@ -251,17 +256,25 @@ class SubscriptionCoordinator:
         )
 
     def _start_grace(self, session: ConsumerSession) -> None:
+        """Arm the session's grace timer now (its deadline counts from this moment)."""
         session.cancel_grace()
         if self._closed:
             return
-        session.grace_task = asyncio.ensure_future(self._expire_after_grace(session))
 
-    async def _expire_after_grace(self, session: ConsumerSession) -> None:
-        await self._clock.sleep(self._grace_s)
+        def expired() -> None:
+            session.grace_timer = None
+            task = asyncio.ensure_future(self._evict(session))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        session.grace_timer = self._clock.call_at(self._clock.monotonic() + self._grace_s, expired)
+
+    async def _evict(self, session: ConsumerSession) -> None:
         async with self._lock:
-            if self._sessions.get(session.name) is not session or session.connected:
+            if self._closed or self._sessions.get(session.name) is not session:
                 return
-            session.grace_task = None
+            if session.connected or session.in_grace_period:
+                return  # it came back (and may have dropped again) meanwhile
             del self._sessions[session.name]
             log.info(
                 "%s/%s: consumer %r did not come back within %.0f s; evicted",
@@ -380,6 +393,8 @@ class SubscriptionCoordinator:
         self._closed = True
         for session in self._sessions.values():
             session.cancel_grace()
+        for task in list(self._tasks):
+            task.cancel()
 
     async def drop_all(self) -> None:
         """Delete every registration (the subscription is being deleted)."""

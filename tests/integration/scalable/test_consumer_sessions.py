@@ -1,0 +1,322 @@
+"""Consumer sessions and assignments (SubscriptionCoordinator) on a real broker.
+
+Upstream's coordinator scenarios — round-robin deals, reconnect within grace, eviction after grace,
+restored sessions on a new leader — plus Braid's all-ancestor drain gating, driven by real cursors:
+a child segment is handed out only after the subscription acknowledged everything of every
+ancestor, and a seek that rewinds the subscription takes the children back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from braid.clock import ManualClock
+from braid.core.names import SegmentTopicName, TopicName
+from braid.scalable.coordinator import ConsumerAssignmentView
+from braid.scalable.errors import NotLeader
+from braid.scalable.resources import SubscriptionType
+from braid.scalable.service import ScalableTopicSettings
+from tests.support.polling import eventually
+from tests.support.raw_client import RawClient
+from tests.support.scalable_stack import ScalableStack, open_scalable_stack, second_service
+from tests.support.segment_io import drain, produce
+
+TOPIC = TopicName.parse("topic://public/default/orders")
+GRACE = 60.0
+
+
+class Connection:
+    """What the coordinator pushes to one client connection (a registered consumer's)."""
+
+    def __init__(self) -> None:
+        self.closed = False
+        self.pushed: list[tuple[int, ConsumerAssignmentView]] = []
+
+    def send_assignment_update(self, consumer_id: int, assignment: ConsumerAssignmentView) -> None:
+        self.pushed.append((consumer_id, assignment))
+
+    def latest(self) -> list[int]:
+        return [s.segment_id for s in self.pushed[-1][1].segments] if self.pushed else []
+
+
+def ids(view: ConsumerAssignmentView) -> list[int]:
+    return [s.segment_id for s in view.segments]
+
+
+def segment(layout_stack: ScalableStack, segment_id: int) -> str:
+    layout = layout_stack.scalable.local_controller(TOPIC)
+    assert layout is not None
+    info = layout.layout.segment(segment_id)
+    return str(SegmentTopicName.of(TOPIC, info.hash_range, segment_id))
+
+
+@pytest.fixture
+async def clock_stack(tmp_path: Path) -> AsyncIterator[tuple[ScalableStack, ManualClock]]:
+    clock = ManualClock()
+    stack = await open_scalable_stack(
+        tmp_path / "b",
+        scalable_clock=clock,
+        settings=ScalableTopicSettings(consumer_session_grace_s=GRACE, gc_interval_s=0),
+    )
+    try:
+        yield stack, clock
+    finally:
+        await stack.close()
+
+
+async def register(
+    stack: ScalableStack,
+    name: str,
+    conn: Connection,
+    *,
+    consumer_id: int = 1,
+    sub: str = "s",
+    sub_type: SubscriptionType = SubscriptionType.STREAM,
+    earliest: bool = True,
+) -> ConsumerAssignmentView:
+    return await stack.scalable.register_consumer(
+        str(TOPIC), sub, name, consumer_id, sub_type, conn, earliest=earliest
+    )
+
+
+async def test_one_consumer_gets_every_segment(stack: ScalableStack) -> None:
+    await stack.scalable.create_topic(TOPIC, 4)
+    view = await register(stack, "c1", Connection())
+    assert ids(view) == [0, 1, 2, 3] and view.layout_epoch == 0
+    registrations = await stack.scalable.resources.list_registrations(TOPIC, "s")
+    assert [(r.consumer_name, r.segment_ids) for r in registrations] == [("c1", (0, 1, 2, 3))]
+
+
+async def test_consumers_share_segments_round_robin_and_only_changed_ones_are_told(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 4)
+    c1, c2, c3 = Connection(), Connection(), Connection()
+    await register(stack, "c1", c1)
+    assert ids(await register(stack, "c2", c2)) == [1, 3]
+    assert c1.latest() == [0, 2] and c2.pushed == []
+    assert ids(await register(stack, "c3", c3)) == [2]
+    assert c1.latest() == [0, 3] and c2.latest() == [1]
+    assert await stack.scalable.unregister_consumer(c2, 1) is None
+    assert c1.latest() == [0, 2] and c3.latest() == [1, 3]
+
+
+async def test_the_assignment_does_not_depend_on_join_order(tmp_path: Path) -> None:
+    deals = []
+    for order in (["a", "b", "c"], ["c", "a", "b"]):
+        stack = await open_scalable_stack(tmp_path / "-".join(order))
+        try:
+            await stack.scalable.create_topic(TOPIC, 5)
+            conns = {name: Connection() for name in order}
+            views = {name: await register(stack, name, conns[name]) for name in order}
+            deals.append(
+                {n: conns[n].latest() if conns[n].pushed else ids(views[n]) for n in order}
+            )
+        finally:
+            await stack.close()
+    assert deals[0] == deals[1] == {"a": [0, 3], "b": [1, 4], "c": [2]}
+
+
+async def test_registering_twice_with_the_same_name_keeps_one_session(stack: ScalableStack) -> None:
+    await stack.scalable.create_topic(TOPIC, 2)
+    first, second = Connection(), Connection()
+    await register(stack, "c1", first)
+    again = await register(stack, "c1", second, consumer_id=9)
+    assert ids(again) == [0, 1]
+    controller = stack.scalable.local_controller(TOPIC)
+    assert controller is not None
+    coordinator = controller.coordinator("s")
+    assert coordinator is not None and coordinator.consumer_names == ["c1"]
+
+
+async def test_reconnect_within_grace_keeps_the_assignment_without_a_rebalance(
+    clock_stack: tuple[ScalableStack, ManualClock],
+) -> None:
+    stack, clock = clock_stack
+    await stack.scalable.create_topic(TOPIC, 4)
+    c1, c2 = Connection(), Connection()
+    await register(stack, "c1", c1)
+    await register(stack, "c2", c2)
+    pushes = len(c2.pushed)
+    c1.closed = True
+    stack.scalable.on_connection_closed(c1)
+    clock.advance(GRACE - 1)
+    back = Connection()
+    assert ids(await register(stack, "c1", back, consumer_id=5)) == [0, 2]
+    clock.advance(10)
+    await asyncio.sleep(0)
+    assert len(c2.pushed) == pushes and back.pushed == []
+
+
+async def test_a_consumer_not_back_within_grace_is_evicted_and_the_rest_rebalance(
+    clock_stack: tuple[ScalableStack, ManualClock],
+) -> None:
+    stack, clock = clock_stack
+    await stack.scalable.create_topic(TOPIC, 4)
+    c1, c2 = Connection(), Connection()
+    await register(stack, "c1", c1)
+    await register(stack, "c2", c2)
+    c1.closed = True
+    stack.scalable.on_connection_closed(c1)
+    clock.advance(GRACE)
+    await eventually(lambda: c2.latest() == [0, 1, 2, 3], message="c2 to get every segment")
+    registrations = await stack.scalable.resources.list_registrations(TOPIC, "s")
+    assert [r.consumer_name for r in registrations] == ["c2"]
+
+
+async def test_a_stale_consumer_id_does_not_unregister_the_session(stack: ScalableStack) -> None:
+    await stack.scalable.create_topic(TOPIC, 2)
+    conn = Connection()
+    await register(stack, "c1", conn, consumer_id=1)
+    await register(stack, "c1", conn, consumer_id=2)  # reconnected with a new id
+    await stack.scalable.unregister_consumer(conn, 1)
+    registrations = await stack.scalable.resources.list_registrations(TOPIC, "s")
+    assert [r.consumer_name for r in registrations] == ["c1"]
+
+
+async def test_a_new_leader_restores_every_consumer_with_a_fresh_grace_period(
+    clock_stack: tuple[ScalableStack, ManualClock],
+) -> None:
+    stack, clock = clock_stack
+    await stack.scalable.create_topic(TOPIC, 4)
+    c1, c2 = Connection(), Connection()
+    await register(stack, "c1", c1)
+    await register(stack, "c2", c2)
+    other = await second_service(
+        stack, clock=clock, settings=ScalableTopicSettings(consumer_session_grace_s=GRACE)
+    )
+    try:
+        follower = await other.scalable.controller(TOPIC)
+        clock.advance(GRACE - 5)  # the old leader's clocks do not carry over
+        await stack.scalable.release_controller(TOPIC)
+        await eventually(lambda: follower.is_leader, message="the follower to lead")
+        await follower.wait_ready()
+        coordinator = follower.coordinator("s")
+        assert coordinator is not None
+        assert coordinator.consumer_names == ["c1", "c2"]
+        assert all(not coordinator.session(n).connected for n in ("c1", "c2"))  # type: ignore[union-attr]
+        clock.advance(GRACE - 1)
+        back = Connection()
+        view = await other.scalable.register_consumer(
+            str(TOPIC), "s", "c1", 7, SubscriptionType.STREAM, back
+        )
+        assert ids(view) == [0, 2]
+        clock.advance(2)  # c2 never came back
+        await eventually(lambda: back.latest() == [0, 1, 2, 3], message="c2 evicted")
+    finally:
+        await other.close()
+
+
+async def test_registration_on_a_follower_is_refused_with_the_leader_named(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 1)
+    await stack.scalable.controller(TOPIC)
+    other = await second_service(stack)
+    try:
+        with pytest.raises(NotLeader, match=stack.broker.service.service_url):
+            await other.scalable.register_consumer(
+                str(TOPIC), "s", "c1", 1, SubscriptionType.STREAM, Connection()
+            )
+    finally:
+        await other.close()
+
+
+async def test_children_wait_until_the_parent_is_drained_by_this_subscription(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 1)
+    raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
+    try:
+        conn = Connection()
+        assert ids(await register(stack, "c1", conn)) == [0]
+        parent = segment(stack, 0)
+        await produce(raw, parent, [b"a", b"b", b"c"])
+        await stack.scalable.split(TOPIC, 0)
+        # The split pushed nothing new: segment 0 still holds data for "s".
+        assert conn.latest() in ([], [0])
+        assert await drain(raw, parent, "s", 3) == [b"a", b"b", b"c"]
+        await eventually(lambda: conn.latest() == [1, 2], message="children after the drain")
+    finally:
+        await raw.close()
+
+
+async def test_each_subscription_moves_through_the_dag_on_its_own(stack: ScalableStack) -> None:
+    await stack.scalable.create_topic(TOPIC, 1)
+    raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
+    try:
+        fast, slow = Connection(), Connection()
+        await register(stack, "f", fast, sub="fast")
+        await register(stack, "s", slow, sub="slow")
+        parent = segment(stack, 0)
+        await produce(raw, parent, [b"1", b"2"])
+        await stack.scalable.split(TOPIC, 0)
+        await drain(raw, parent, "fast", 2)
+        await eventually(lambda: fast.latest() == [1, 2], message="fast moves on")
+        assert slow.latest() in ([], [0])
+    finally:
+        await raw.close()
+
+
+async def test_children_wait_for_every_ancestor_not_only_their_parent(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 1)
+    raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
+    try:
+        conn = Connection()
+        await register(stack, "c1", conn)
+        root = segment(stack, 0)
+        await produce(raw, root, [b"old"])
+        await stack.scalable.split(TOPIC, 0)  # 1, 2
+        await stack.scalable.split(TOPIC, 1)  # 3, 4; segment 1 is sealed and empty
+        controller = stack.scalable.local_controller(TOPIC)
+        assert controller is not None
+        coordinator = controller.coordinator("s")
+        assert coordinator is not None
+        await coordinator.refresh()
+        assert 1 in coordinator.drained  # empty intermediate segment: drained at once
+        assert coordinator.assignment_of("c1").segments[0].segment_id == 0
+        assert [s.segment_id for s in coordinator.assignment_of("c1").segments] == [0]
+        await drain(raw, root, "s", 1)
+        await eventually(lambda: conn.latest() == [3, 4, 2], message="grandchildren last")
+    finally:
+        await raw.close()
+
+
+async def test_a_seek_back_makes_the_parent_readable_again(stack: ScalableStack) -> None:
+    await stack.scalable.create_topic(TOPIC, 1)
+    raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
+    try:
+        conn = Connection()
+        await register(stack, "c1", conn)
+        parent = segment(stack, 0)
+        await produce(raw, parent, [b"a"], publish_time_ms=1_000)
+        await stack.scalable.split(TOPIC, 0)
+        await drain(raw, parent, "s", 1)
+        await eventually(lambda: conn.latest() == [1, 2], message="children")
+        await stack.scalable.seek_subscription(TOPIC, "s", 0)
+        await eventually(lambda: conn.latest() == [0], message="back to the parent")
+    finally:
+        await raw.close()
+
+
+async def test_checkpoint_groups_get_every_segment_without_drain_gating(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 1)
+    await stack.scalable.split(TOPIC, 0)
+    a, b = Connection(), Connection()
+    view = await register(stack, "a", a, sub="g", sub_type=SubscriptionType.CHECKPOINT)
+    assert ids(view) == [0, 1, 2]
+    assert ids(await register(stack, "b", b, sub="g", sub_type=SubscriptionType.CHECKPOINT)) == [1]
+
+
+async def test_queue_consumers_do_not_register(stack: ScalableStack) -> None:
+    await stack.scalable.create_topic(TOPIC, 1)
+    with pytest.raises(ValueError, match="do not register"):
+        await register(stack, "q", Connection(), sub_type=SubscriptionType.QUEUE)
