@@ -12,8 +12,9 @@ raises :class:`InvalidConfig` naming the key and the value.
 
 The PIP-483 ``scalableTopic*`` auto-scale keys are kept as a raw ``{key: text}`` mapping
 (:attr:`BrokerConfig.scalable_topic_settings`) because their parsing (durations such as ``1m``,
-sizes such as ``50MB``) belongs to ``braid.core.autoscale.AutoScalePolicy.from_broker_config``;
-loading runs that parser once so a bad value stops start-up with the key named.
+sizes such as ``50MB``) belongs to
+``braid.core.autoscale_policy.AutoScalePolicy.from_broker_config``; loading runs that parser once
+so a bad value stops start-up with the key named.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from braid.core.autoscale import AutoScalePolicy
+from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.errors import InvalidInputError
 from braid.ledger.api import ManagedLedgerConfig
 

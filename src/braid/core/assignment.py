@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from braid.core.errors import InvalidInputError
-from braid.core.layout import SegmentInfo, SegmentLayout
+from braid.core.layout import SegmentLayout
+from braid.core.segment_info import SegmentInfo
 
 
 def _position(segment: SegmentInfo) -> tuple[int, int]:

@@ -8,21 +8,23 @@ from collections.abc import Mapping, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from braid.core.autoscale import (
-    AutoScalePolicy,
-    AutoScalePolicyOverride,
+from braid.core.autoscale_evaluator import (
     AutoScaleState,
     Decision,
-    InvalidAutoScalePolicy,
     Merge,
     NoAction,
     NoActionReason,
-    SegmentLoad,
     Split,
     decide,
-    is_material_change,
+)
+from braid.core.autoscale_policy import (
+    AutoScalePolicy,
+    AutoScalePolicyOverride,
+    InvalidAutoScalePolicy,
 )
 from braid.core.layout import SegmentLayout
+from braid.core.layout_codec import decode_layout, encode_layout
+from braid.core.segment_load import SegmentLoad, is_material_change
 
 NOW = 10_000_000
 DEFAULTS = AutoScalePolicy()
@@ -171,9 +173,7 @@ def test_decide_is_deterministic_whatever_the_mapping_order(data: st.DataObject)
     shuffled_loads = dict(reversed(list(loads.items())))
     shuffled_consumers = dict(reversed(list(consumers.items())))
     reordered = decide(layout, shuffled_loads, shuffled_consumers, policy, state, NOW)
-    rebuilt = decide(
-        SegmentLayout.from_json(layout.to_json()), loads, consumers, policy, state, NOW
-    )
+    rebuilt = decide(decode_layout(encode_layout(layout)), loads, consumers, policy, state, NOW)
     assert first == again == reordered == rebuilt
 
 
