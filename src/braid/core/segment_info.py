@@ -158,10 +158,16 @@ class SegmentInfo:
         )
 
 
+def ring_order(segment: SegmentInfo) -> tuple[int, int]:
+    """Sort key of segments along the ring: hash range start, then id (sealed ones may overlap)."""
+    return (segment.hash_range.start, segment.segment_id)
+
+
 __all__ = [
     "MAX_LONG",
     "CorruptLayout",
     "SegmentInfo",
     "SegmentState",
     "check_long",
+    "ring_order",
 ]
