@@ -184,10 +184,6 @@ class AutoScalePolicy:
                     f"threshold ({merge:g}): the gap is the dead band that prevents flip-flopping"
                 )
 
-    def validate(self) -> None:
-        """Re-check the invariants (they already hold after construction); kept for callers."""
-        self.__post_init__()
-
     @property
     def split_thresholds(self) -> tuple[float, float, float, float]:
         """The split thresholds in :data:`METRICS` order (msgRateIn, bytesRateIn, out...)."""

@@ -296,15 +296,15 @@ class SegmentLayout:
             raise InvalidLayoutOperation(f"cannot prune segment {segment_id}: it is still active")
         segments = dict(self.segments)
         del segments[segment_id]
-        for child in info.child_ids:
-            c = segments[child]
-            segments[child] = replace(
-                c, parent_ids=tuple(p for p in c.parent_ids if p != segment_id)
+        for child_id in info.child_ids:
+            child = segments[child_id]
+            segments[child_id] = replace(
+                child, parent_ids=tuple(pid for pid in child.parent_ids if pid != segment_id)
             )
-        for parent in info.parent_ids:
-            p = segments[parent]
-            segments[parent] = replace(
-                p, child_ids=tuple(x for x in p.child_ids if x != segment_id)
+        for parent_id in info.parent_ids:
+            parent = segments[parent_id]
+            segments[parent_id] = replace(
+                parent, child_ids=tuple(cid for cid in parent.child_ids if cid != segment_id)
             )
         return self._evolve(self.epoch + 1, self.next_segment_id, segments)
 

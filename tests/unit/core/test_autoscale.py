@@ -576,7 +576,7 @@ def test_invalid_policy_is_rejected_with_a_clear_message(
 def test_integer_thresholds_are_normalised_to_floats() -> None:
     policy = AutoScalePolicy(split_msg_rate_in_threshold=20_000)
     assert isinstance(policy.split_msg_rate_in_threshold, float)
-    policy.validate()
+    assert policy == AutoScalePolicy(split_msg_rate_in_threshold=20_000.0)
 
 
 def test_invalid_policy_error_is_an_invalid_input_error() -> None:
