@@ -10,13 +10,19 @@ override, most specific wins per field.
 Invariants: every constructed policy has every value in range, ``min_segments <= max_segments <=
 65536`` and each split threshold strictly above its merge threshold (the dead band PIP-483 relies
 on against flip-flopping). Pure: no I/O, no clock.
+
+Validation runs in two steps wherever values come from: each value alone (type and range; the
+error names that one key), then the rules *between* values (:data:`_CROSS_FIELD_RULES`) once, on
+the merged result — ``broker.conf`` values over the defaults, an override over the levels below
+it — and a conflict names every key involved and where each value came from. A value is never
+checked against the default of a key that was set at the same time.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, fields
 from typing import Any
 
 from braid.core import units
@@ -25,7 +31,16 @@ from braid.core.ranges import RING_SIZE
 
 
 class InvalidAutoScalePolicy(InvalidInputError):
-    """An auto-scale policy, override or load record is malformed or inconsistent."""
+    """An auto-scale policy, override or load record is malformed or inconsistent.
+
+    Attributes:
+        fields: the policy fields (attribute names) at fault: one for a malformed or out-of-range
+            value, every field of a conflict between values, none for a malformed document.
+    """
+
+    def __init__(self, message: str, fields: Iterable[str] = ()) -> None:
+        super().__init__(message)
+        self.fields: tuple[str, ...] = tuple(fields)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -40,22 +55,26 @@ class _Knob:
     json_key: str  # key in the override JSON (ScalableTopicMetadata.autoScalePolicy, Policies)
     kind: str  # "bool" | "int" | "duration" | "rate" | "bytes" | "fraction"
     minimum: int  # smallest allowed integer value (inclusive); numbers are always >= 0
+    maximum: int | None  # largest allowed integer value (inclusive), if any
 
 
-def _knob(field: str, kind: str, minimum: int = 0, conf_key: str = "") -> _Knob:
+def _knob(
+    field: str, kind: str, minimum: int = 0, maximum: int | None = None, conf_key: str = ""
+) -> _Knob:
     """Derive the keys from the field name: ``split_cooldown_ms`` -> ``splitCooldownMs`` (JSON)
     and ``scalableTopicSplitCooldown`` (broker.conf, whose durations carry their own units)."""
     words = field.removesuffix("_ms").split("_")
     camel = words[0] + "".join(word.capitalize() for word in words[1:])
     json_key = camel + ("Ms" if field.endswith("_ms") else "")
     conf_key = conf_key or "scalableTopic" + camel[0].upper() + camel[1:]
-    return _Knob(field, conf_key, json_key, kind, minimum)
+    return _Knob(field, conf_key, json_key, kind, minimum, maximum)
 
 
 _KNOBS: tuple[_Knob, ...] = (
     _knob("enabled", "bool", conf_key="scalableTopicAutoScaleEnabled"),
     _knob("auto_scale_interval_ms", "duration", minimum=1),
-    _knob("max_segments", "int", minimum=1),
+    # The ring has RING_SIZE hash positions, so no layout can hold more active segments.
+    _knob("max_segments", "int", minimum=1, maximum=RING_SIZE),
     _knob("min_segments", "int", minimum=1),
     _knob("max_dag_depth", "int"),
     _knob("split_cooldown_ms", "duration"),
@@ -79,6 +98,21 @@ METRICS = ("msg_rate_in", "bytes_rate_in", "msg_rate_out", "bytes_rate_out")
 METRIC_JSON_KEYS = ("msgRateIn", "bytesRateIn", "msgRateOut", "bytesRateOut")
 
 _KNOB_BY_JSON_KEY = {knob.json_key: knob for knob in _KNOBS}
+_KNOB_BY_FIELD = {knob.field: knob for knob in _KNOBS}
+
+#: Every ``broker.conf`` key of PIP-483's configuration table, as the policy reads them.
+BROKER_CONFIG_KEYS = frozenset(knob.conf_key for knob in _KNOBS)
+
+
+def broker_config_key(field: str) -> str:
+    """The ``broker.conf`` key of a policy field: ``split_cooldown_ms`` ->
+    ``scalableTopicSplitCooldown`` (to report the keys of :attr:`InvalidAutoScalePolicy.fields`).
+
+    Raises:
+        KeyError: not a policy field.
+    """
+    return _KNOB_BY_FIELD[field].conf_key
+
 
 _CONF_PARSERS: dict[str, Callable[[str], object]] = {
     "bool": units.parse_bool,
@@ -89,24 +123,83 @@ _CONF_PARSERS: dict[str, Callable[[str], object]] = {
     "fraction": units.parse_fraction,
 }
 
-# The ring has RING_SIZE positions, so no layout can hold more active segments than that.
-_MAX_SEGMENTS_LIMIT = RING_SIZE
+
+def _check_knob_value(knob: _Knob, value: object, name: str) -> object:
+    """Type- and range-check one knob value alone; returns it normalised (rates -> float).
+
+    Raises:
+        InvalidAutoScalePolicy: naming the value ``name`` (its JSON or broker.conf key).
+    """
+    try:
+        if knob.kind == "bool":
+            if not isinstance(value, bool):
+                raise InvalidAutoScalePolicy(f"{name} must be a boolean, got {value!r}")
+            return value
+        if knob.kind in ("int", "duration"):
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidAutoScalePolicy(f"{name} must be an integer, got {value!r}")
+            if value < knob.minimum:
+                raise InvalidAutoScalePolicy(f"{name} must be >= {knob.minimum}, got {value}")
+            if knob.maximum is not None and value > knob.maximum:
+                raise InvalidAutoScalePolicy(f"{name} must be <= {knob.maximum}, got {value}")
+            return value
+        return check_rate(name, value)
+    except InvalidAutoScalePolicy as exc:
+        raise InvalidAutoScalePolicy(str(exc), (knob.field,)) from None
 
 
-def _check_knob_value(knob: _Knob, value: object) -> object:
-    """Type- and range-check one knob value; returns it normalised (numbers -> float for rates)."""
-    name = knob.json_key
-    if knob.kind == "bool":
-        if not isinstance(value, bool):
-            raise InvalidAutoScalePolicy(f"{name} must be a boolean, got {value!r}")
-        return value
-    if knob.kind in ("int", "duration"):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidAutoScalePolicy(f"{name} must be an integer, got {value!r}")
-        if value < knob.minimum:
-            raise InvalidAutoScalePolicy(f"{name} must be >= {knob.minimum:g}, got {value}")
-        return value
-    return check_rate(name, value)
+@dataclass(frozen=True)
+class _Ordered:
+    """A rule between two fields: ``lower < upper`` (``strict``) or ``lower <= upper``."""
+
+    lower: str
+    upper: str
+    strict: bool
+    why: str
+
+
+#: The rules between values, checked once on merged values (never a value against a default
+#: of a key set alongside it).
+_CROSS_FIELD_RULES: tuple[_Ordered, ...] = (
+    _Ordered("min_segments", "max_segments", strict=False, why=""),
+    *(
+        _Ordered(
+            f"merge_{metric}_threshold",
+            f"split_{metric}_threshold",
+            strict=True,
+            why="the gap is the dead band that prevents flip-flopping",
+        )
+        for metric in ("msg_rate_in", "bytes_rate_in", "msg_rate_out", "bytes_rate_out")
+    ),
+)
+
+
+def _show(value: object) -> str:
+    """A value as written in a message: ``50000000`` rather than ``5e+07`` or ``50000000.0``."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e18:
+        return str(int(value))
+    return str(value)
+
+
+def _check_cross_field_rules(values: Mapping[str, Any], describe: Callable[[str], str]) -> None:
+    """Check :data:`_CROSS_FIELD_RULES` on a full set of (already individually valid) values.
+
+    ``describe(field)`` names a value in the message, e.g. ``"splitMsgRateInThreshold (300)"``
+    or ``"scalableTopicMergeMsgRateInThreshold (default 1000)"``.
+
+    Raises:
+        InvalidAutoScalePolicy: the first rule broken, naming both fields.
+    """
+    for rule in _CROSS_FIELD_RULES:
+        lower, upper = values[rule.lower], values[rule.upper]
+        if rule.strict and not lower < upper:
+            message = f"{describe(rule.upper)} must be above {describe(rule.lower)}"
+        elif not rule.strict and not lower <= upper:
+            message = f"{describe(rule.lower)} must not exceed {describe(rule.upper)}"
+        else:
+            continue
+        why = f": {rule.why}" if rule.why else ""
+        raise InvalidAutoScalePolicy(message + why, (rule.lower, rule.upper))
 
 
 def check_rate(what: str, value: object) -> float:
@@ -163,26 +256,12 @@ class AutoScalePolicy:
 
     def __post_init__(self) -> None:
         for knob in _KNOBS:
-            normalised = _check_knob_value(knob, getattr(self, knob.field))
+            normalised = _check_knob_value(knob, getattr(self, knob.field), knob.json_key)
             object.__setattr__(self, knob.field, normalised)
-        if self.min_segments > self.max_segments:
-            raise InvalidAutoScalePolicy(
-                f"minSegments ({self.min_segments}) must not exceed maxSegments "
-                f"({self.max_segments})"
-            )
-        if self.max_segments > _MAX_SEGMENTS_LIMIT:
-            raise InvalidAutoScalePolicy(
-                f"maxSegments ({self.max_segments}) cannot exceed the ring's "
-                f"{_MAX_SEGMENTS_LIMIT} hash positions"
-            )
-        for metric, split, merge in zip(
-            METRIC_JSON_KEYS, self.split_thresholds, self.merge_thresholds, strict=True
-        ):
-            if not split > merge:
-                raise InvalidAutoScalePolicy(
-                    f"split threshold for {metric} ({split:g}) must be above its merge "
-                    f"threshold ({merge:g}): the gap is the dead band that prevents flip-flopping"
-                )
+        _check_cross_field_rules(
+            self.__dict__,
+            lambda field: f"{_KNOB_BY_FIELD[field].json_key} ({_show(getattr(self, field))})",
+        )
 
     @property
     def split_thresholds(self) -> tuple[float, float, float, float]:
@@ -212,10 +291,15 @@ class AutoScalePolicy:
         ``scalableTopicSplitCooldown`` = ``1m``, ``scalableTopicSplitBytesRateInThreshold`` =
         ``50MB``, ...), parsing units with :mod:`braid.core.units`. Absent keys keep PIP-483's
         defaults; keys this policy does not know are ignored (the file holds other settings too).
+        Each value is parsed and range-checked alone, then the rules between values are checked
+        once on the merged result, so ``split=300`` with ``merge=30`` is fine although 300 is
+        below the default merge threshold.
 
         Raises:
-            InvalidAutoScalePolicy: a value does not parse (the message names the key) or the
-                resulting policy is inconsistent.
+            InvalidAutoScalePolicy: a value does not parse or is out of range (the message names
+                its key; :attr:`~InvalidAutoScalePolicy.fields` holds its field), or values
+                conflict (the message names every key involved, with the value of each and
+                whether it is a default; ``fields`` holds them all).
         """
         values: dict[str, object] = {}
         for knob in _KNOBS:
@@ -223,9 +307,19 @@ class AutoScalePolicy:
             if raw is None:
                 continue
             try:
-                values[knob.field] = _CONF_PARSERS[knob.kind](raw)
+                parsed = _CONF_PARSERS[knob.kind](raw)
             except units.InvalidConfigValueError as exc:
-                raise InvalidAutoScalePolicy(f"{knob.conf_key}: {exc}") from exc
+                raise InvalidAutoScalePolicy(f"{knob.conf_key}: {exc}", (knob.field,)) from exc
+            values[knob.field] = _check_knob_value(knob, parsed, knob.conf_key)
+        merged = {field.name: field.default for field in fields(cls)} | values
+
+        def describe(field: str) -> str:
+            key = broker_config_key(field)
+            if field in values:
+                return f"{key}={conf[key].strip()}"
+            return f"{key} (default {_show(merged[field])})"
+
+        _check_cross_field_rules(merged, describe)
         return cls(**values)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, object]:
@@ -244,8 +338,9 @@ class AutoScalePolicyOverride:
     ``minSegments``, ``maxDagDepth`` (integers); ``split``/``merge`` +
     ``MsgRateIn``/``BytesRateIn``/``MsgRateOut``/``BytesRateOut`` + ``Threshold`` (numbers per
     second, bytes as plain bytes); ``loadReportRateChangeThreshold`` (fraction, 0.25 = 25 %).
-    Absent keys and ``null`` mean "not set". Each set value is type- and sign-checked here;
-    cross-field consistency is checked when the override is resolved (:func:`resolve_policy`).
+    Absent keys and ``null`` mean "not set". Each set value is type- and range-checked here, alone;
+    the rules between values are checked when the override is resolved against the levels below
+    it (:func:`resolve_policy`), never against defaults here.
 
     Raises:
         InvalidAutoScalePolicy: a set value has the wrong type or is out of range.
@@ -274,7 +369,8 @@ class AutoScalePolicyOverride:
         for knob in _KNOBS:
             value = getattr(self, knob.field)
             if value is not None:
-                object.__setattr__(self, knob.field, _check_knob_value(knob, value))
+                normalised = _check_knob_value(knob, value, knob.json_key)
+                object.__setattr__(self, knob.field, normalised)
 
     def set_fields(self) -> dict[str, Any]:
         """The fields this override sets, by Python attribute name."""
@@ -283,14 +379,6 @@ class AutoScalePolicyOverride:
             for knob in _KNOBS
             if getattr(self, knob.field) is not None
         }
-
-    def apply_to(self, base: AutoScalePolicy) -> AutoScalePolicy:
-        """``base`` with every field this override sets replaced (validated).
-
-        Raises:
-            InvalidAutoScalePolicy: the combination is inconsistent.
-        """
-        return replace(base, **self.set_fields())
 
     def to_json(self) -> dict[str, object]:
         """The set fields under their camelCase keys; unset fields are omitted."""
@@ -337,30 +425,48 @@ def resolve_policy(
     ``enabled=True`` (the ``autoTopicCreationOverride`` convention PIP-483 follows), and the
     broker's ``scalableTopicAutoScaleEnabled=false`` is likewise only a default.
 
+    Each override is checked after resolution against the levels below it: the namespace's
+    values over the broker's, then the topic's over both. A value is never checked against a
+    default its own level replaces, so a topic may set ``split=300`` and ``merge=30`` together.
+
     Raises:
-        InvalidAutoScalePolicy: the merged result is inconsistent (e.g. a topic lowers a split
-            threshold below the namespace's merge threshold); the admin API should resolve a
-            new override against the current levels before storing it.
+        InvalidAutoScalePolicy: a level makes the merged result inconsistent (e.g. a topic lowers
+            a split threshold below the namespace's merge threshold); the message names the
+            level, every key involved and the level each value came from, and ``fields`` holds
+            the fields. The admin API should resolve a new override against the current levels
+            before storing it.
     """
-    effective = broker
+    if namespace is None and topic is None:
+        return broker
+    values: dict[str, Any] = {knob.field: getattr(broker, knob.field) for knob in _KNOBS}
+    source = dict.fromkeys(values, "broker")
     for level, override in (("namespace", namespace), ("topic", topic)):
         if override is None:
             continue
+        for field, value in override.set_fields().items():
+            values[field], source[field] = value, level
+
+        def describe(field: str) -> str:
+            knob = _KNOB_BY_FIELD[field]
+            return f"{knob.json_key} ({_show(values[field])}, from the {source[field]})"
+
         try:
-            effective = override.apply_to(effective)
+            _check_cross_field_rules(values, describe)
         except InvalidAutoScalePolicy as exc:
             raise InvalidAutoScalePolicy(
-                f"the {level} auto-scale override makes the policy invalid: {exc}"
+                f"the {level} auto-scale override makes the policy invalid: {exc}", exc.fields
             ) from exc
-    return effective
+    return AutoScalePolicy(**values)
 
 
 __all__ = [
+    "BROKER_CONFIG_KEYS",
     "METRICS",
     "METRIC_JSON_KEYS",
     "AutoScalePolicy",
     "AutoScalePolicyOverride",
     "InvalidAutoScalePolicy",
+    "broker_config_key",
     "check_rate",
     "resolve_policy",
 ]
