@@ -50,46 +50,102 @@ class InvalidAutoScalePolicy(InvalidInputError):
 
 @dataclass(frozen=True)
 class _Knob:
+    """One setting of the policy under its three names, with its kind and integer range."""
+
     field: str  # Python attribute name on AutoScalePolicy / AutoScalePolicyOverride
     conf_key: str  # broker.conf key (PIP-483's configuration table)
     json_key: str  # key in the override JSON (ScalableTopicMetadata.autoScalePolicy, Policies)
     kind: str  # "bool" | "int" | "duration" | "rate" | "bytes" | "fraction"
-    minimum: int  # smallest allowed integer value (inclusive); numbers are always >= 0
-    maximum: int | None  # largest allowed integer value (inclusive), if any
+    minimum: int = 0  # smallest allowed integer value (inclusive); numbers are always >= 0
+    maximum: int | None = None  # largest allowed integer value (inclusive), if any
 
 
-def _knob(
-    field: str, kind: str, minimum: int = 0, maximum: int | None = None, conf_key: str = ""
-) -> _Knob:
-    """Derive the keys from the field name: ``split_cooldown_ms`` -> ``splitCooldownMs`` (JSON)
-    and ``scalableTopicSplitCooldown`` (broker.conf, whose durations carry their own units)."""
-    words = field.removesuffix("_ms").split("_")
-    camel = words[0] + "".join(word.capitalize() for word in words[1:])
-    json_key = camel + ("Ms" if field.endswith("_ms") else "")
-    conf_key = conf_key or "scalableTopic" + camel[0].upper() + camel[1:]
-    return _Knob(field, conf_key, json_key, kind, minimum, maximum)
-
-
+# broker.conf durations carry their own units (``1m``), so their keys have no ``Ms`` suffix; the
+# JSON override's durations are plain milliseconds (``splitCooldownMs``).
 _KNOBS: tuple[_Knob, ...] = (
-    _knob("enabled", "bool", conf_key="scalableTopicAutoScaleEnabled"),
-    _knob("auto_scale_interval_ms", "duration", minimum=1),
+    _Knob("enabled", "scalableTopicAutoScaleEnabled", "enabled", "bool"),
+    _Knob(
+        "auto_scale_interval_ms",
+        "scalableTopicAutoScaleInterval",
+        "autoScaleIntervalMs",
+        "duration",
+        minimum=1,
+    ),
     # The ring has RING_SIZE hash positions, so no layout can hold more active segments.
-    _knob("max_segments", "int", minimum=1, maximum=RING_SIZE),
-    _knob("min_segments", "int", minimum=1),
-    _knob("max_dag_depth", "int"),
-    _knob("split_cooldown_ms", "duration"),
-    _knob("merge_cooldown_ms", "duration"),
-    _knob("merge_window_ms", "duration"),
-    _knob("split_msg_rate_in_threshold", "rate"),
-    _knob("split_bytes_rate_in_threshold", "bytes"),
-    _knob("split_msg_rate_out_threshold", "rate"),
-    _knob("split_bytes_rate_out_threshold", "bytes"),
-    _knob("merge_msg_rate_in_threshold", "rate"),
-    _knob("merge_bytes_rate_in_threshold", "bytes"),
-    _knob("merge_msg_rate_out_threshold", "rate"),
-    _knob("merge_bytes_rate_out_threshold", "bytes"),
-    _knob("load_report_interval_ms", "duration", minimum=1),
-    _knob("load_report_rate_change_threshold", "fraction"),
+    _Knob(
+        "max_segments",
+        "scalableTopicMaxSegments",
+        "maxSegments",
+        "int",
+        minimum=1,
+        maximum=RING_SIZE,
+    ),
+    _Knob("min_segments", "scalableTopicMinSegments", "minSegments", "int", minimum=1),
+    _Knob("max_dag_depth", "scalableTopicMaxDagDepth", "maxDagDepth", "int"),
+    _Knob("split_cooldown_ms", "scalableTopicSplitCooldown", "splitCooldownMs", "duration"),
+    _Knob("merge_cooldown_ms", "scalableTopicMergeCooldown", "mergeCooldownMs", "duration"),
+    _Knob("merge_window_ms", "scalableTopicMergeWindow", "mergeWindowMs", "duration"),
+    _Knob(
+        "split_msg_rate_in_threshold",
+        "scalableTopicSplitMsgRateInThreshold",
+        "splitMsgRateInThreshold",
+        "rate",
+    ),
+    _Knob(
+        "split_bytes_rate_in_threshold",
+        "scalableTopicSplitBytesRateInThreshold",
+        "splitBytesRateInThreshold",
+        "bytes",
+    ),
+    _Knob(
+        "split_msg_rate_out_threshold",
+        "scalableTopicSplitMsgRateOutThreshold",
+        "splitMsgRateOutThreshold",
+        "rate",
+    ),
+    _Knob(
+        "split_bytes_rate_out_threshold",
+        "scalableTopicSplitBytesRateOutThreshold",
+        "splitBytesRateOutThreshold",
+        "bytes",
+    ),
+    _Knob(
+        "merge_msg_rate_in_threshold",
+        "scalableTopicMergeMsgRateInThreshold",
+        "mergeMsgRateInThreshold",
+        "rate",
+    ),
+    _Knob(
+        "merge_bytes_rate_in_threshold",
+        "scalableTopicMergeBytesRateInThreshold",
+        "mergeBytesRateInThreshold",
+        "bytes",
+    ),
+    _Knob(
+        "merge_msg_rate_out_threshold",
+        "scalableTopicMergeMsgRateOutThreshold",
+        "mergeMsgRateOutThreshold",
+        "rate",
+    ),
+    _Knob(
+        "merge_bytes_rate_out_threshold",
+        "scalableTopicMergeBytesRateOutThreshold",
+        "mergeBytesRateOutThreshold",
+        "bytes",
+    ),
+    _Knob(
+        "load_report_interval_ms",
+        "scalableTopicLoadReportInterval",
+        "loadReportIntervalMs",
+        "duration",
+        minimum=1,
+    ),
+    _Knob(
+        "load_report_rate_change_threshold",
+        "scalableTopicLoadReportRateChangeThreshold",
+        "loadReportRateChangeThreshold",
+        "fraction",
+    ),
 )
 
 #: The four rates of a ``SegmentLoadStats`` record, in the order used by thresholds and loads.
