@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 
 from braid.broker.errors import TopicNotFound
 from braid.core.errors import InvalidInputError
+from braid.core.layout_codec import layout_to_metadata
 from braid.core.names import SegmentTopicName, TopicDomain, TopicName, parse_descriptor
 from braid.core.ranges import MAX_HASH
 from braid.scalable.forwarding import FORWARDED_HEADER
@@ -113,7 +114,7 @@ def scalable_router(service: ScalableTopicService, segments: SegmentAdmin) -> AP
         summary="Get the topic's ScalableTopicMetadata (the segment DAG)",
     )
     async def get_scalable(tenant: str, namespace: str, topic: str) -> Any:
-        return (await service.get_layout(topic_name(tenant, namespace, topic))).to_metadata()
+        return layout_to_metadata(await service.get_layout(topic_name(tenant, namespace, topic)))
 
     @router.delete(
         "/scalable/{tenant}/{namespace}/{topic}",
@@ -223,7 +224,7 @@ def scalable_router(service: ScalableTopicService, segments: SegmentAdmin) -> AP
             body.splitHash if body is not None else None,
             forwarded=forwarded is not None,
         )
-        return layout.to_metadata()
+        return layout_to_metadata(layout)
 
     @router.post(
         "/scalable/{tenant}/{namespace}/{topic}/merge/{segment_id1}/{segment_id2}",
@@ -243,7 +244,7 @@ def scalable_router(service: ScalableTopicService, segments: SegmentAdmin) -> AP
             [segment_id1, segment_id2],
             forwarded=forwarded is not None,
         )
-        return layout.to_metadata()
+        return layout_to_metadata(layout)
 
     @router.post(
         "/scalable/{tenant}/{namespace}/{topic}/merge",
@@ -260,7 +261,7 @@ def scalable_router(service: ScalableTopicService, segments: SegmentAdmin) -> AP
         layout = await service.merge(
             topic_name(tenant, namespace, topic), body.segmentIds, forwarded=forwarded is not None
         )
-        return layout.to_metadata()
+        return layout_to_metadata(layout)
 
     # --- segments ---
 

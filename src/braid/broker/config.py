@@ -12,8 +12,12 @@ raises :class:`InvalidConfig` naming the key and the value.
 
 The PIP-483 ``scalableTopic*`` auto-scale keys are kept as a raw ``{key: text}`` mapping
 (:attr:`BrokerConfig.scalable_topic_settings`) because their parsing (durations such as ``1m``,
-sizes such as ``50MB``) belongs to ``braid.core.autoscale.AutoScalePolicy.from_broker_config``;
-loading runs that parser once so a bad value stops start-up with the key named.
+sizes such as ``50MB``) belongs to
+``braid.core.autoscale_policy.AutoScalePolicy.from_broker_config``; loading runs that parser once,
+on the settings merged from every source, so a bad value stops start-up with its key named and two
+values that conflict stop it with both keys named — while a pair that is only consistent together
+(``scalableTopicSplitMsgRateInThreshold=300`` with ``scalableTopicMergeMsgRateInThreshold=30``,
+from the file, the environment or both) is accepted.
 """
 
 from __future__ import annotations
@@ -26,7 +30,12 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from braid.core.autoscale import AutoScalePolicy
+from braid.core.autoscale_policy import (
+    BROKER_CONFIG_KEYS,
+    AutoScalePolicy,
+    InvalidAutoScalePolicy,
+    broker_config_key,
+)
 from braid.core.errors import InvalidInputError
 from braid.ledger.api import ManagedLedgerConfig
 
@@ -39,20 +48,26 @@ _MIB = 1024 * 1024
 
 
 class InvalidConfig(InvalidInputError):
-    """A configuration key has a value that does not parse or is out of range, or the
-    configuration file cannot be read.
+    """A configuration key has a value that does not parse or is out of range, several keys have
+    values that conflict, or the configuration file cannot be read.
 
     Attributes:
-        key: the camelCase key (or ``None`` for a problem with the file itself).
-        value: the offending text.
+        key: the camelCase key of a single bad value (``None`` for a conflict between keys or a
+            problem with the file itself).
+        value: the offending text (the file's name or line for a file problem).
+        keys: every key involved: ``(key,)`` for a single bad value, all of them for a conflict,
+            ``()`` for a file problem.
     """
 
-    def __init__(self, key: str | None, value: str, reason: str) -> None:
+    def __init__(
+        self, key: str | None, value: str, reason: str, *, keys: tuple[str, ...] = ()
+    ) -> None:
         self.key = key
         self.value = value
         self.reason = reason
-        where = f"{key}={value!r}" if key is not None else value
-        super().__init__(f"invalid configuration {where}: {reason}")
+        self.keys = keys or ((key,) if key is not None else ())
+        where = f" {key}={value!r}" if key is not None else f" {value}" if value else ""
+        super().__init__(f"invalid configuration{where}: {reason}")
 
 
 def _empty_settings() -> Mapping[str, str]:
@@ -247,29 +262,9 @@ KEYS: tuple[_Key, ...] = (
 
 _BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}
 
-#: PIP-483's configuration table: kept raw, validated by the auto-scale policy.
-SCALABLE_TOPIC_KEYS = frozenset(
-    {
-        "scalableTopicAutoScaleEnabled",
-        "scalableTopicAutoScaleInterval",
-        "scalableTopicMaxSegments",
-        "scalableTopicMinSegments",
-        "scalableTopicMaxDagDepth",
-        "scalableTopicSplitCooldown",
-        "scalableTopicMergeCooldown",
-        "scalableTopicMergeWindow",
-        "scalableTopicSplitMsgRateInThreshold",
-        "scalableTopicSplitBytesRateInThreshold",
-        "scalableTopicSplitMsgRateOutThreshold",
-        "scalableTopicSplitBytesRateOutThreshold",
-        "scalableTopicMergeMsgRateInThreshold",
-        "scalableTopicMergeBytesRateInThreshold",
-        "scalableTopicMergeMsgRateOutThreshold",
-        "scalableTopicMergeBytesRateOutThreshold",
-        "scalableTopicLoadReportInterval",
-        "scalableTopicLoadReportRateChangeThreshold",
-    }
-)
+#: PIP-483's configuration table: kept raw, validated by the auto-scale policy (whose knob table
+#: is the one list of these keys).
+SCALABLE_TOPIC_KEYS = BROKER_CONFIG_KEYS
 
 
 def _is_known(key: str) -> bool:
@@ -376,17 +371,20 @@ def _build(raw: Mapping[str, str]) -> BrokerConfig:
 
 
 def _check_auto_scale_settings(settings: Mapping[str, str]) -> None:
-    """Fail at start-up, naming the key, rather than when the first controller reads the policy."""
-    for key, text in settings.items():
-        try:
-            AutoScalePolicy.from_broker_config({key: text})
-        except InvalidInputError as exc:
-            raise InvalidConfig(key, text, str(exc)) from None
+    """Fail at start-up rather than when the first controller reads the policy.
+
+    ``settings`` are the merged ``scalableTopic*`` values of every source (file, environment,
+    flags). Each value is parsed alone, so a malformed one names its key; consistency between
+    values is checked once, on the merged settings over PIP-483's defaults, so a conflict names
+    every key involved and a pair that is only consistent together is accepted.
+    """
     try:
         AutoScalePolicy.from_broker_config(settings)
-    except InvalidInputError as exc:  # each value parses, but together they are inconsistent
-        listed = ", ".join(f"{k}={v}" for k, v in sorted(settings.items()))
-        raise InvalidConfig(None, listed, str(exc)) from None
+    except InvalidAutoScalePolicy as exc:
+        keys = tuple(broker_config_key(field) for field in exc.fields)
+        if len(keys) == 1 and keys[0] in settings:
+            raise InvalidConfig(keys[0], settings[keys[0]], str(exc)) from None
+        raise InvalidConfig(None, "", str(exc), keys=keys) from None
 
 
 def config_keys() -> list[str]:

@@ -31,8 +31,8 @@ from braid.core.names import (
     DEFAULT_NAMESPACE,
     DEFAULT_TENANT,
     InvalidTopicName,
-    TopicDomain,
-    TopicName,
+    check_namespace,
+    check_tenant,
 )
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotEmpty, NodeNotFound
 
@@ -82,15 +82,15 @@ class NamespaceNotEmpty(ResourceError, IllegalStateError):
 def check_name(kind: str, name: str) -> str:
     """Return ``name`` if it is a valid tenant/namespace name, else raise InvalidResourceName.
 
-    The rule is the one topic names use (``braid.core.names``), checked by building a topic name
-    in the namespace, so a namespace that can be created can also hold topics.
+    The rule is the one topic names use (:func:`braid.core.names.check_tenant`,
+    :func:`~braid.core.names.check_namespace`), so a namespace that can be created can also hold
+    topics.
     """
-    tenant, namespace = (name, DEFAULT_NAMESPACE) if kind == "tenant" else (DEFAULT_TENANT, name)
+    check = check_tenant if kind == "tenant" else check_namespace
     try:
-        TopicName(TopicDomain.PERSISTENT, tenant, namespace, "_")
+        return check(name)
     except InvalidTopicName as exc:
         raise InvalidResourceName(f"invalid {kind} name {name!r}: {exc}") from None
-    return name
 
 
 # --- documents ---------------------------------------------------------------------------------
@@ -265,29 +265,6 @@ def _decode(data: bytes, what: str) -> object:
         return json.loads(data.decode("utf-8")) if data else {}
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InvalidPolicies(f"stored {what} is not valid JSON: {exc}") from None
-
-
-@dataclass(frozen=True)
-class NamespaceName:
-    """``tenant/namespace``, validated."""
-
-    tenant: str
-    namespace: str
-
-    def __post_init__(self) -> None:
-        check_name("tenant", self.tenant)
-        check_name("namespace", self.namespace)
-
-    @classmethod
-    def parse(cls, text: str) -> NamespaceName:
-        """Parse ``"tenant/namespace"``; raises :class:`InvalidResourceName`."""
-        tenant, sep, namespace = text.partition("/")
-        if not sep or "/" in namespace:
-            raise InvalidResourceName(f"invalid namespace {text!r}: expected tenant/namespace")
-        return cls(tenant, namespace)
-
-    def __str__(self) -> str:
-        return f"{self.tenant}/{self.namespace}"
 
 
 class BrokerResources:
@@ -484,7 +461,6 @@ __all__ = [
     "InvalidPolicies",
     "InvalidResourceName",
     "NamespaceAlreadyExists",
-    "NamespaceName",
     "NamespaceNotEmpty",
     "NamespaceNotFound",
     "NamespacePolicies",

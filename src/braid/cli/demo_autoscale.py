@@ -1,11 +1,11 @@
 """The auto-scaling part of ``braid demo``: a scalable topic's layout evolving on synthetic load.
 
 It drives the real pure core - :class:`~braid.core.layout.SegmentLayout` and
-:func:`~braid.core.autoscale.decide` - through a scripted day in the life of a topic: traffic ramps
-up (load-driven splits), stream consumers join (a consumer-driven split), traffic fades (lazy merges
-once segments have stayed cold for the merge window). Time is simulated, so the whole day runs in
-well under a second, and every decision - including the ones *not* taken - is printed with its
-reason.
+:func:`~braid.core.autoscale_evaluator.decide` - through a scripted day in the life of a topic:
+traffic ramps up (load-driven splits), stream consumers join (a consumer-driven split), traffic
+fades (lazy merges once segments have stayed cold for the merge window). Time is simulated, so
+the whole day runs in well under a second, and every decision - including the ones *not* taken -
+is printed with its reason.
 """
 
 from __future__ import annotations
@@ -13,16 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from braid.core.autoscale import (
-    AutoScalePolicy,
-    AutoScaleState,
-    Merge,
-    NoAction,
-    SegmentLoad,
-    Split,
-    decide,
-)
+from braid.core.autoscale_evaluator import AutoScaleState, Merge, NoAction, Split, decide
+from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.layout import SegmentLayout
+from braid.core.segment_load import SegmentLoad
 
 _MINUTE_MS = 60_000
 

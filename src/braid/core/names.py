@@ -1,9 +1,10 @@
-"""Topic names: ``topic://``, ``segment://`` and ``persistent://``, parsed and formatted.
+"""Topic and namespace names: ``topic://``, ``segment://``, ``persistent://`` and ``tenant/ns``.
 
 * ``topic://tenant/ns/name`` names a scalable topic (the segment DAG).
 * ``segment://tenant/ns/name/<descriptor>`` names one managed segment of it, with the descriptor
   ``%04x-%04x-%d`` = hash start, hash end, segment id (``wire-protocol.md`` §3).
 * ``persistent://tenant/ns/name`` is a classic Pulsar topic.
+* ``tenant/ns`` names a namespace (:class:`NamespaceName`), the home of topics and policies.
 
 Allowed characters (our decision, close to Pulsar's ``NamedEntity`` rule):
 
@@ -38,7 +39,8 @@ _DESCRIPTOR = re.compile(r"([0-9a-f]{4})-([0-9a-f]{4})-(0|[1-9][0-9]*)")
 
 
 class InvalidTopicName(InvalidInputError):
-    """A topic name (or one of its parts) is malformed; the message says which part and why."""
+    """A topic or namespace name (or one of its parts: tenant, namespace, local name, segment
+    descriptor) is malformed; the message says which part and why."""
 
 
 class TopicDomain(StrEnum):
@@ -62,6 +64,25 @@ def _check_namespace_part(kind: str, value: object) -> str:
     if value in (".", ".."):
         raise InvalidTopicName(f"{kind} must not be {value!r}")
     return value
+
+
+def check_tenant(tenant: object) -> str:
+    """``tenant`` if it is a valid tenant name (the rule in this module's docstring).
+
+    Raises:
+        InvalidTopicName: not a string, empty, ``.``/``..``, or a character outside
+            ASCII letters, digits and ``_ - = : .``.
+    """
+    return _check_namespace_part("tenant", tenant)
+
+
+def check_namespace(namespace: object) -> str:
+    """``namespace`` if it is a valid namespace name (the local part of ``tenant/namespace``).
+
+    Raises:
+        InvalidTopicName: as :func:`check_tenant`, for the namespace part.
+    """
+    return _check_namespace_part("namespace", namespace)
 
 
 def _check_local_name(value: object) -> str:
@@ -121,6 +142,43 @@ def parse_descriptor(text: str) -> tuple[HashRange, int]:
 
 
 @dataclass(frozen=True, slots=True)
+class NamespaceName:
+    """A validated namespace name; ``str()`` gives ``tenant/namespace``.
+
+    Raises:
+        InvalidTopicName: the tenant or namespace part is invalid (:func:`check_tenant`,
+            :func:`check_namespace`).
+    """
+
+    tenant: str
+    namespace: str
+
+    def __post_init__(self) -> None:
+        check_tenant(self.tenant)
+        check_namespace(self.namespace)
+
+    @classmethod
+    def parse(cls, text: str) -> NamespaceName:
+        """Parse ``"tenant/namespace"``.
+
+        Raises:
+            InvalidTopicName: not exactly two ``/``-separated parts, or a bad part.
+        """
+        if not isinstance(text, str):
+            raise InvalidTopicName(f"a namespace name must be a string, got {type(text).__name__}")
+        tenant, separator, namespace = text.partition("/")
+        if not separator or "/" in namespace:
+            raise InvalidTopicName(f"invalid namespace {text!r}: expected tenant/namespace")
+        try:
+            return cls(tenant, namespace)
+        except InvalidTopicName as exc:
+            raise InvalidTopicName(f"invalid namespace {text!r}: {exc}") from exc
+
+    def __str__(self) -> str:
+        return f"{self.tenant}/{self.namespace}"
+
+
+@dataclass(frozen=True, slots=True)
 class TopicName:
     """A validated topic name; ``str()`` gives the full ``domain://tenant/ns/local`` form.
 
@@ -136,8 +194,8 @@ class TopicName:
     def __post_init__(self) -> None:
         if not isinstance(self.domain, TopicDomain):
             raise InvalidTopicName(f"domain must be a TopicDomain, got {self.domain!r}")
-        _check_namespace_part("tenant", self.tenant)
-        _check_namespace_part("namespace", self.namespace)
+        check_tenant(self.tenant)
+        check_namespace(self.namespace)
         if self.domain is TopicDomain.SEGMENT:
             if not isinstance(self.local_name, str) or self.local_name.count("/") != 1:
                 raise InvalidTopicName(
@@ -302,9 +360,12 @@ __all__ = [
     "DEFAULT_TENANT",
     "MAX_SEGMENT_ID",
     "InvalidTopicName",
+    "NamespaceName",
     "SegmentTopicName",
     "TopicDomain",
     "TopicName",
+    "check_namespace",
+    "check_tenant",
     "format_descriptor",
     "parse_descriptor",
 ]

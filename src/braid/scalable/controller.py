@@ -27,8 +27,9 @@ from typing import Any
 
 from braid.clock import Clock
 from braid.core.errors import InvalidInputError
-from braid.core.layout import SegmentInfo, SegmentLayout
+from braid.core.layout import SegmentLayout
 from braid.core.names import TopicName
+from braid.core.segment_info import SegmentInfo
 from braid.metadata.api import BadVersion, MetadataStore
 from braid.metadata.election import LeaderElection, LeaderElectionState, read_leader
 from braid.scalable.coordinator import (

@@ -41,8 +41,9 @@ from braid.core.assignment import (
     changed_consumers,
     compute_assignment,
 )
-from braid.core.layout import SegmentInfo, SegmentLayout
+from braid.core.layout import SegmentLayout
 from braid.core.names import SegmentTopicName, TopicName
+from braid.core.segment_info import SegmentInfo
 from braid.scalable.errors import NotLeader
 from braid.scalable.resources import (
     ConsumerRegistration,

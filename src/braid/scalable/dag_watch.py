@@ -25,9 +25,10 @@ from typing import Protocol
 
 import crc32c
 
-from braid.core.layout import SegmentLayout, SegmentState
+from braid.core.layout import SegmentLayout
 from braid.core.names import TopicName
 from braid.core.ranges import MAX_HASH, MIN_HASH
+from braid.core.segment_info import SegmentState
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from braid.core.errors import InvalidInputError
-from braid.core.layout import SegmentInfo, SegmentLayout
+from braid.core.layout import SegmentLayout
+from braid.core.segment_info import SegmentInfo
 
 SPLIT = "split"
 MERGE = "merge"

@@ -27,6 +27,7 @@ from urllib.parse import quote, unquote
 
 from braid.core.errors import AlreadyExistsError, ConflictError, InvalidInputError, NotFoundError
 from braid.core.layout import SegmentLayout
+from braid.core.layout_codec import decode_layout, encode_layout
 from braid.core.names import TopicDomain, TopicName
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
 
@@ -240,7 +241,7 @@ class ScalableTopicResources:
         if found is None:
             return None
         data, stat = found
-        return VersionedLayout(SegmentLayout.from_json(data), stat.version)
+        return VersionedLayout(decode_layout(data), stat.version)
 
     async def require_layout(self, topic: TopicName) -> VersionedLayout:
         """Like :meth:`get_layout`, raising :class:`ScalableTopicNotFound` when absent."""
@@ -256,7 +257,7 @@ class ScalableTopicResources:
             ScalableTopicAlreadyExists: the topic already has metadata.
         """
         try:
-            stat = await self._store.put(self.topic_path(topic), layout.to_json(), -1)
+            stat = await self._store.put(self.topic_path(topic), encode_layout(layout), -1)
         except BadVersion:
             raise ScalableTopicAlreadyExists(f"scalable topic {topic} already exists") from None
         return VersionedLayout(layout, stat.version)
@@ -279,7 +280,7 @@ class ScalableTopicResources:
                 return current
             try:
                 stat = await self._store.put(
-                    self.topic_path(topic), updated.to_json(), current.version
+                    self.topic_path(topic), encode_layout(updated), current.version
                 )
             except BadVersion:
                 continue

@@ -32,6 +32,7 @@ from urllib.parse import quote
 from braid.clock import Clock
 from braid.core.errors import IllegalStateError, InvalidInputError
 from braid.core.layout import SegmentLayout
+from braid.core.layout_codec import layout_from_metadata
 from braid.core.names import (
     InvalidTopicName,
     SegmentTopicName,
@@ -353,7 +354,7 @@ class ScalableTopicService:
             return await controller.split(segment_id, split_hash)
         body = {} if split_hash is None else {"splitHash": split_hash}
         doc = await self._forwarder.call(leader, "POST", topic, f"/split/{segment_id}", body)
-        return SegmentLayout.from_metadata(doc)
+        return layout_from_metadata(doc)
 
     async def merge(
         self, topic: TopicName, segment_ids: Sequence[int], *, forwarded: bool = False
@@ -365,7 +366,7 @@ class ScalableTopicService:
         doc = await self._forwarder.call(
             leader, "POST", topic, "/merge", {"segmentIds": list(segment_ids)}
         )
-        return SegmentLayout.from_metadata(doc)
+        return layout_from_metadata(doc)
 
     async def create_subscription(
         self,

@@ -17,7 +17,7 @@ from braid.broker.config import (
     load_config,
     parse_config_text,
 )
-from braid.core.autoscale import AutoScalePolicy
+from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.errors import InvalidInputError
 
 REPO = Path(__file__).resolve().parents[3]

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from braid.core.assignment import (
     assign_round_robin,
-    assignable_segments,
     changed_consumers,
     compute_assignment,
 )
+from braid.core.drain import readable_segments
 from braid.core.layout import SegmentLayout
 
 
@@ -47,11 +47,11 @@ def layouts_with_drained(draw: st.DrawFn) -> tuple[SegmentLayout, frozenset[int]
 
 @settings(max_examples=200, deadline=None)
 @given(case=layouts_with_drained())
-def test_no_segment_is_assignable_while_any_ancestor_holds_data(
+def test_no_segment_is_readable_while_any_ancestor_holds_data(
     case: tuple[SegmentLayout, frozenset[int]],
 ) -> None:
     layout, drained = case
-    ready = assignable_segments(layout, drained)
+    ready = readable_segments(layout, drained)
     for segment in ready:
         assert segment.segment_id not in drained
         undrained_ancestors = layout.ancestors(segment.segment_id) - drained
@@ -65,11 +65,11 @@ def test_no_segment_is_assignable_while_any_ancestor_holds_data(
 
 @settings(max_examples=200, deadline=None)
 @given(case=layouts_with_drained())
-def test_assignable_segments_never_overlap_and_are_sorted(
+def test_readable_segments_never_overlap_and_are_sorted(
     case: tuple[SegmentLayout, frozenset[int]],
 ) -> None:
     layout, drained = case
-    ready = assignable_segments(layout, drained)
+    ready = readable_segments(layout, drained)
     assert ready == sorted(ready, key=lambda s: (s.hash_range.start, s.segment_id))
     for first, second in itertools.pairwise(ready):
         assert first.hash_range.end < second.hash_range.start
@@ -80,10 +80,10 @@ def test_assignable_segments_never_overlap_and_are_sorted(
 def test_draining_ancestors_in_order_reaches_exactly_the_active_segments(
     layout: SegmentLayout,
 ) -> None:
-    # Drain whatever is assignable and sealed, round after round, as a caught-up reader would.
+    # Drain whatever is readable and sealed, round after round, as a caught-up reader would.
     drained: set[int] = set()
     while True:
-        ready = assignable_segments(layout, drained)
+        ready = readable_segments(layout, drained)
         sealed_ready = {s.segment_id for s in ready if not s.is_active}
         if not sealed_ready:
             break
@@ -98,11 +98,11 @@ def test_draining_ancestors_in_order_reaches_exactly_the_active_segments(
     consumers=st.lists(st.sampled_from(["a", "b", "c", "d", "e", "f"]), max_size=6),
     data=st.data(),
 )
-def test_round_robin_covers_each_assignable_segment_once_and_balances_within_one(
+def test_round_robin_covers_each_readable_segment_once_and_balances_within_one(
     case: tuple[SegmentLayout, frozenset[int]], consumers: list[str], data: st.DataObject
 ) -> None:
     layout, drained = case
-    ready = assignable_segments(layout, drained)
+    ready = readable_segments(layout, drained)
     dealt = assign_round_robin(ready, consumers)
     if not consumers:
         assert dealt == {}

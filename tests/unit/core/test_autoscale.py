@@ -7,23 +7,26 @@ from collections.abc import Mapping
 
 import pytest
 
-from braid.core.autoscale import (
-    AutoScalePolicy,
-    AutoScalePolicyOverride,
+from braid.core.autoscale_evaluator import (
     AutoScaleState,
     Decision,
-    InvalidAutoScalePolicy,
     Merge,
     NoAction,
     NoActionReason,
-    SegmentLoad,
     Split,
     decide,
-    is_material_change,
+)
+from braid.core.autoscale_policy import (
+    AutoScalePolicy,
+    AutoScalePolicyOverride,
+    InvalidAutoScalePolicy,
+    broker_config_key,
     resolve_policy,
 )
 from braid.core.errors import InvalidInputError
 from braid.core.layout import SegmentLayout
+from braid.core.layout_codec import layout_to_metadata
+from braid.core.segment_load import SegmentLoad, is_material_change
 
 NOW = 100_000_000
 MINUTE = 60_000
@@ -411,9 +414,9 @@ def test_no_merge_below_the_stream_consumer_count() -> None:
 def test_decide_does_not_change_its_inputs() -> None:
     layout = SegmentLayout.initial(2)
     loads = {0: cold(), 1: cold()}
-    before = (layout.to_metadata(), dict(loads))
+    before = (layout_to_metadata(layout), dict(loads))
     run(layout, loads)
-    assert (layout.to_metadata(), dict(loads)) == before
+    assert (layout_to_metadata(layout), dict(loads)) == before
 
 
 def test_bad_decide_inputs_raise_typed_errors() -> None:
@@ -574,7 +577,7 @@ def test_invalid_policy_is_rejected_with_a_clear_message(
 def test_integer_thresholds_are_normalised_to_floats() -> None:
     policy = AutoScalePolicy(split_msg_rate_in_threshold=20_000)
     assert isinstance(policy.split_msg_rate_in_threshold, float)
-    policy.validate()
+    assert policy == AutoScalePolicy(split_msg_rate_in_threshold=20_000.0)
 
 
 def test_invalid_policy_error_is_an_invalid_input_error() -> None:
@@ -694,6 +697,106 @@ def test_resolution_that_breaks_the_dead_band_is_rejected_naming_the_level() -> 
         resolve_policy(AutoScalePolicy(), namespace, topic)
     with pytest.raises(InvalidAutoScalePolicy, match="namespace auto-scale override"):
         resolve_policy(AutoScalePolicy(), AutoScalePolicyOverride(min_segments=99), None)
+
+
+def test_an_override_setting_a_pair_is_checked_after_resolution_not_against_defaults() -> None:
+    # split 300 alone is below the broker's default merge threshold (1000); with merge 30 set at
+    # the same level the pair is fine, whichever level sets it.
+    pair = AutoScalePolicyOverride(split_msg_rate_in_threshold=300, merge_msg_rate_in_threshold=30)
+    for namespace, topic in ((pair, None), (None, pair)):
+        resolved = resolve_policy(AutoScalePolicy(), namespace, topic)
+        assert resolved.split_msg_rate_in_threshold == 300
+        assert resolved.merge_msg_rate_in_threshold == 30
+    # Split across levels: the topic's split is checked against the namespace's merge.
+    resolved = resolve_policy(
+        AutoScalePolicy(),
+        AutoScalePolicyOverride(merge_msg_rate_in_threshold=30),
+        AutoScalePolicyOverride(split_msg_rate_in_threshold=300),
+    )
+    assert (resolved.split_msg_rate_in_threshold, resolved.merge_msg_rate_in_threshold) == (
+        300,
+        30,
+    )
+    # The same for minSegments/maxSegments: min 80 alone exceeds the default max of 64.
+    resolved = resolve_policy(
+        AutoScalePolicy(), None, AutoScalePolicyOverride(min_segments=80, max_segments=100)
+    )
+    assert (resolved.min_segments, resolved.max_segments) == (80, 100)
+
+
+def test_an_override_value_alone_is_only_checked_for_type_and_range() -> None:
+    # Building the override never compares a value with a default ...
+    override = AutoScalePolicyOverride(split_msg_rate_in_threshold=300, min_segments=500)
+    assert override.set_fields() == {"split_msg_rate_in_threshold": 300.0, "min_segments": 500}
+    # ... but a value out of range on its own is refused at once, naming its field.
+    with pytest.raises(InvalidAutoScalePolicy, match="maxSegments must be <= 65536") as info:
+        AutoScalePolicyOverride(max_segments=70_000)
+    assert info.value.fields == ("max_segments",)
+
+
+def test_an_override_conflict_names_the_level_both_keys_and_where_each_value_came_from() -> None:
+    namespace = AutoScalePolicyOverride(
+        split_msg_rate_in_threshold=300, merge_msg_rate_in_threshold=30
+    )
+    topic = AutoScalePolicyOverride(merge_msg_rate_in_threshold=500)
+    with pytest.raises(InvalidAutoScalePolicy) as info:
+        resolve_policy(AutoScalePolicy(), namespace, topic)
+    assert str(info.value) == (
+        "the topic auto-scale override makes the policy invalid: splitMsgRateInThreshold "
+        "(300, from the namespace) must be above mergeMsgRateInThreshold (500, from the topic): "
+        "the gap is the dead band that prevents flip-flopping"
+    )
+    assert set(info.value.fields) == {"split_msg_rate_in_threshold", "merge_msg_rate_in_threshold"}
+    with pytest.raises(InvalidAutoScalePolicy) as info:
+        resolve_policy(
+            AutoScalePolicy(max_segments=100),
+            AutoScalePolicyOverride(min_segments=80),
+            AutoScalePolicyOverride(max_segments=50),
+        )
+    assert (
+        "minSegments (80, from the namespace) must not exceed maxSegments (50, from the topic)"
+        in (str(info.value))
+    )
+    # A lone override value that conflicts with the broker's value says so.
+    with pytest.raises(
+        InvalidAutoScalePolicy, match=r"mergeMsgRateInThreshold \(1000, from the broker\)"
+    ):
+        resolve_policy(
+            AutoScalePolicy(), AutoScalePolicyOverride(split_msg_rate_in_threshold=300), None
+        )
+
+
+def test_a_broken_namespace_override_is_reported_even_if_the_topic_would_fix_it() -> None:
+    # The namespace's own effective policy (over the broker's) must be valid: topics without an
+    # override of their own get it.
+    namespace = AutoScalePolicyOverride(merge_msg_rate_in_threshold=20_000)
+    topic = AutoScalePolicyOverride(split_msg_rate_in_threshold=50_000)
+    with pytest.raises(InvalidAutoScalePolicy, match="the namespace auto-scale override"):
+        resolve_policy(AutoScalePolicy(), namespace, topic)
+
+
+def test_broker_config_pair_consistent_only_together_is_accepted() -> None:
+    policy = AutoScalePolicy.from_broker_config(
+        {
+            "scalableTopicSplitMsgRateInThreshold": "300",
+            "scalableTopicMergeMsgRateInThreshold": "30",
+        }
+    )
+    assert (policy.split_msg_rate_in_threshold, policy.merge_msg_rate_in_threshold) == (300, 30)
+    with pytest.raises(InvalidAutoScalePolicy) as info:
+        AutoScalePolicy.from_broker_config(
+            {
+                "scalableTopicSplitMsgRateInThreshold": "300",
+                "scalableTopicMergeMsgRateInThreshold": "500",
+            }
+        )
+    assert str(info.value).startswith(
+        "scalableTopicSplitMsgRateInThreshold=300 must be above "
+        "scalableTopicMergeMsgRateInThreshold=500"
+    )
+    assert (
+        broker_config_key("merge_msg_rate_in_threshold") == "scalableTopicMergeMsgRateInThreshold"
+    )
 
 
 # --------------------------------------------------------------------------- load records

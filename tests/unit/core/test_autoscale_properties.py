@@ -8,21 +8,23 @@ from collections.abc import Mapping, Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from braid.core.autoscale import (
-    AutoScalePolicy,
-    AutoScalePolicyOverride,
+from braid.core.autoscale_evaluator import (
     AutoScaleState,
     Decision,
-    InvalidAutoScalePolicy,
     Merge,
     NoAction,
     NoActionReason,
-    SegmentLoad,
     Split,
     decide,
-    is_material_change,
+)
+from braid.core.autoscale_policy import (
+    AutoScalePolicy,
+    AutoScalePolicyOverride,
+    InvalidAutoScalePolicy,
 )
 from braid.core.layout import SegmentLayout
+from braid.core.layout_codec import decode_layout, encode_layout
+from braid.core.segment_load import SegmentLoad, is_material_change
 
 NOW = 10_000_000
 DEFAULTS = AutoScalePolicy()
@@ -50,8 +52,10 @@ def _rate(draw: st.DrawFn, merge: float, split: float, profile: str) -> float:
     cold = [0.0, merge / 2, merge * 0.999]
     if profile == "cold":
         return draw(st.sampled_from(cold))
-    # Cold, at the merge threshold, dead band, at the split threshold, hot.
-    return draw(st.sampled_from([*cold, merge, (merge + split) / 2, split, split * 3]))
+    # Cold, at the merge threshold, dead band, at the split threshold, hot by different factors
+    # (so the most overloaded segment is not a tie).
+    levels = [*cold, merge, (merge + split) / 2, split, split * 1.5, split * 3, split * 7]
+    return draw(st.sampled_from(levels))
 
 
 @st.composite
@@ -98,6 +102,43 @@ def states(draw: st.DrawFn) -> AutoScaleState:
 consumer_counts = st.dictionaries(st.sampled_from(["a", "b", "c"]), st.integers(0, 12), max_size=3)
 
 
+def expected_split_target(
+    layout: SegmentLayout,
+    loads: Mapping[int, SegmentLoad],
+    consumers: Mapping[str, int],
+    policy: AutoScalePolicy,
+) -> int | None:
+    """PIP-483's choice of segment to split, written out independently of ``decide``.
+
+    Consumer-driven (a STREAM subscription has more consumers than there are active segments):
+    the busiest splittable segment by msgRateIn, a segment without a record counting as 0.
+    Otherwise the splittable segment with the largest rate/split-threshold ratio among those
+    over a threshold. Ties go to the lowest range start.
+    """
+    active = layout.active_segments
+    splittable = [s for s in active if s.hash_range.size >= 2]
+
+    def score(segment_id: int) -> float:
+        load = loads.get(segment_id)
+        if max(consumers.values(), default=0) > len(active):
+            return 0.0 if load is None else load.msg_rate_in
+        assert load is not None
+        return max(r / t for r, t in zip(load.rates, policy.split_thresholds, strict=True))
+
+    if max(consumers.values(), default=0) <= len(active):
+        splittable = [
+            s
+            for s in splittable
+            if (load := loads.get(s.segment_id)) is not None
+            and any(r > t for r, t in zip(load.rates, policy.split_thresholds, strict=True))
+        ]
+    best: int | None = None
+    for segment in splittable:  # active segments come sorted by range start
+        if best is None or score(segment.segment_id) > score(best):
+            best = segment.segment_id
+    return best
+
+
 def assert_safe(
     decision: Decision,
     layout: SegmentLayout,
@@ -120,6 +161,7 @@ def assert_safe(
             rate > limit for rate, limit in zip(load.rates, policy.split_thresholds, strict=True)
         )
         assert hot or max(consumers.values(), default=0) > len(active)
+        assert decision.segment_id == expected_split_target(layout, loads, consumers, policy)
         layout.split_segment(decision.segment_id, NOW)  # the executor accepts it
     elif isinstance(decision, Merge):
         assert len(active) > policy.min_segments
@@ -171,9 +213,7 @@ def test_decide_is_deterministic_whatever_the_mapping_order(data: st.DataObject)
     shuffled_loads = dict(reversed(list(loads.items())))
     shuffled_consumers = dict(reversed(list(consumers.items())))
     reordered = decide(layout, shuffled_loads, shuffled_consumers, policy, state, NOW)
-    rebuilt = decide(
-        SegmentLayout.from_json(layout.to_json()), loads, consumers, policy, state, NOW
-    )
+    rebuilt = decide(decode_layout(encode_layout(layout)), loads, consumers, policy, state, NOW)
     assert first == again == reordered == rebuilt
 
 
@@ -187,6 +227,29 @@ def test_a_hot_splittable_segment_below_the_cap_always_splits(data: st.DataObjec
     policy = AutoScalePolicy(max_segments=len(layout.active_segments) + 1)
     decision = decide(layout, loads, {}, policy, AutoScaleState(), NOW)
     assert isinstance(decision, Split)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_load_driven_split_picks_the_most_overloaded_segment(data: st.DataObject) -> None:
+    layout = data.draw(layouts())
+    # Each metric at a multiple of its split threshold; several segments hot by different
+    # factors on different metrics, so "most overloaded" is a real choice.
+    factors = st.sampled_from([0.0, 0.5, 1.0, 1.5, 3.0, 7.0])
+    loads = {}
+    for segment in layout.active_segments:
+        ratios = data.draw(st.tuples(factors, factors, factors, factors))
+        loads[segment.segment_id] = make_load(
+            [ratio * limit for ratio, limit in zip(ratios, DEFAULTS.split_thresholds, strict=True)]
+        )
+    policy = AutoScalePolicy(max_segments=64)
+    decision = decide(layout, loads, {}, policy, AutoScaleState(), NOW)
+    expected = expected_split_target(layout, loads, {}, policy)
+    if expected is None:
+        assert not isinstance(decision, Split)
+    else:
+        assert isinstance(decision, Split)
+        assert decision.segment_id == expected
 
 
 @settings(max_examples=150, deadline=None)

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 
 from braid.core.errors import IllegalStateError, InvalidInputError, NotFoundError
-from braid.core.layout import (
-    CorruptLayout,
-    InvalidLayoutOperation,
-    SegmentInfo,
-    SegmentLayout,
-    SegmentNotFound,
-    SegmentState,
+from braid.core.layout import InvalidLayoutOperation, SegmentLayout, SegmentNotFound
+from braid.core.layout_codec import (
+    decode_layout,
+    encode_layout,
+    layout_from_metadata,
+    layout_to_metadata,
 )
 from braid.core.ranges import HashRange
+from braid.core.segment_info import CorruptLayout, SegmentInfo, SegmentState
 
 # PIP-468 "Metadata Store Schema", the example document verbatim.
 PIP_468_EXAMPLE = """
@@ -332,14 +332,14 @@ def test_merge_depth_follows_the_deepest_path() -> None:
 
 def test_mutations_never_change_the_original() -> None:
     layout = SegmentLayout.initial(2, properties={"a": "b"})
-    before = layout.to_metadata()
+    before = layout_to_metadata(layout)
     layout.split_segment(0)
     layout.merge_segments([0, 1])
     split = layout.split_segment(1)
     split.prune_segment(1)
     layout.with_properties({"x": "y"})
     layout.with_auto_scale_policy({"enabled": False})
-    assert layout.to_metadata() == before
+    assert layout_to_metadata(layout) == before
     assert split.segment(1).state is SegmentState.SEALED
 
 
@@ -357,7 +357,10 @@ def test_a_policy_given_as_a_mutable_dict_is_copied() -> None:
     policy: dict[str, Any] = {"enabled": True, "nested": {"x": [1, 2]}}
     layout = SegmentLayout.initial(1).with_auto_scale_policy(policy)
     policy["nested"]["x"].append(3)
-    assert layout.to_metadata()["autoScalePolicy"] == {"enabled": True, "nested": {"x": [1, 2]}}
+    assert layout_to_metadata(layout)["autoScalePolicy"] == {
+        "enabled": True,
+        "nested": {"x": [1, 2]},
+    }
 
 
 def test_with_properties_and_policy_keep_the_epoch() -> None:
@@ -386,20 +389,20 @@ def test_layouts_with_equal_content_are_equal_and_hash_alike() -> None:
 
 def test_pip_468_example_loads_and_round_trips() -> None:
     doc = json.loads(PIP_468_EXAMPLE)
-    layout = SegmentLayout.from_metadata(doc)
+    layout = layout_from_metadata(doc)
     assert layout.epoch == 3
     assert layout.next_segment_id == 5
     assert ids_of(layout.active_segments) == [3, 4, 2]
     assert ids_of(layout.sealed_segments) == [0, 1]
     assert layout.find_active_segment(0x5000).segment_id == 4
-    assert layout.to_metadata() == doc
-    assert SegmentLayout.from_json(PIP_468_EXAMPLE) == layout
-    assert SegmentLayout.from_json(PIP_468_EXAMPLE.encode()) == layout
-    assert json.loads(layout.to_json()) == doc
+    assert layout_to_metadata(layout) == doc
+    assert decode_layout(PIP_468_EXAMPLE) == layout
+    assert decode_layout(PIP_468_EXAMPLE.encode()) == layout
+    assert json.loads(encode_layout(layout)) == doc
 
 
 def test_pip_468_example_can_evolve() -> None:
-    layout = SegmentLayout.from_json(PIP_468_EXAMPLE)
+    layout = decode_layout(PIP_468_EXAMPLE)
     merged = layout.merge_segments([3, 4], now_ms=1_000)
     assert merged.epoch == 4
     assert merged.segment(5).parent_ids == (3, 4)
@@ -413,7 +416,7 @@ def test_to_metadata_keeps_properties_and_the_auto_scale_policy() -> None:
         .split_segment(0, now_ms=42)
         .with_auto_scale_policy(policy)
     )
-    doc = layout.to_metadata()
+    doc = layout_to_metadata(layout)
     assert doc["epoch"] == 1
     assert doc["nextSegmentId"] == 4
     assert doc["properties"] == {"key": "value"}
@@ -424,18 +427,18 @@ def test_to_metadata_keeps_properties_and_the_auto_scale_policy() -> None:
     assert segments["0"]["sealedAtMs"] == 42
     assert segments["2"]["createdAtMs"] == 42
     assert "createdAtMs" not in segments["1"]  # zero times are left out, as in the PIP example
-    assert SegmentLayout.from_metadata(doc) == layout
-    assert SegmentLayout.from_json(layout.to_json()) == layout
+    assert layout_from_metadata(doc) == layout
+    assert decode_layout(encode_layout(layout)) == layout
 
 
 def test_metadata_without_properties_or_policy_defaults_them() -> None:
     doc = json.loads(PIP_468_EXAMPLE)
     del doc["properties"]
-    layout = SegmentLayout.from_metadata(doc)
+    layout = layout_from_metadata(doc)
     assert dict(layout.properties) == {}
     assert layout.auto_scale_policy is None
     doc["autoScalePolicy"] = None
-    assert SegmentLayout.from_metadata(doc).auto_scale_policy is None
+    assert layout_from_metadata(doc).auto_scale_policy is None
 
 
 def _example() -> dict[str, Any]:
@@ -591,9 +594,9 @@ CORRUPTIONS = [
 def test_corrupt_documents_are_rejected_naming_the_problem(change: Any, message: str) -> None:
     doc = _corrupt(change)
     with pytest.raises(CorruptLayout, match=message):
-        SegmentLayout.from_metadata(doc)
+        layout_from_metadata(doc)
     with pytest.raises(CorruptLayout, match=message):
-        SegmentLayout.from_json(json.dumps(doc))
+        decode_layout(json.dumps(doc))
 
 
 def test_a_document_with_a_cycle_is_rejected() -> None:
@@ -620,7 +623,7 @@ def test_a_document_with_a_cycle_is_rejected() -> None:
         "properties": {},
     }
     with pytest.raises(CorruptLayout, match=r"cycle through segments \[1, 2\]"):
-        SegmentLayout.from_metadata(doc)
+        layout_from_metadata(doc)
 
 
 def test_a_document_without_active_segments_is_rejected() -> None:
@@ -628,7 +631,7 @@ def test_a_document_without_active_segments_is_rejected() -> None:
     doc["segments"] = {"0": _seg(doc, 0)}
     _seg(doc, 0)["childIds"] = []
     with pytest.raises(CorruptLayout, match="no active segment"):
-        SegmentLayout.from_metadata(doc)
+        layout_from_metadata(doc)
 
 
 @pytest.mark.parametrize(
@@ -645,7 +648,7 @@ def test_a_document_without_active_segments_is_rejected() -> None:
 )
 def test_unparseable_json_is_rejected(data: Any, message: str) -> None:
     with pytest.raises(CorruptLayout, match=message):
-        SegmentLayout.from_json(data)
+        decode_layout(data)
 
 
 def test_non_finite_numbers_in_a_policy_are_rejected() -> None:
@@ -696,9 +699,9 @@ def test_text_that_is_not_valid_unicode_still_round_trips_through_json() -> None
     # json.loads turns the escape "\ud800" into a lone surrogate; writing it back must not crash.
     doc = json.loads(PIP_468_EXAMPLE)
     doc["properties"] = json.loads('{"note": "\\ud800 caf\\u00e9"}')
-    layout = SegmentLayout.from_metadata(doc)
-    assert SegmentLayout.from_json(layout.to_json()) == layout
-    assert layout.to_json().isascii()
+    layout = layout_from_metadata(doc)
+    assert decode_layout(encode_layout(layout)) == layout
+    assert encode_layout(layout).isascii()
 
 
 def test_split_at_an_explicit_hash_cuts_where_asked() -> None:

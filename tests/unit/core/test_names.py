@@ -9,9 +9,12 @@ from hypothesis import strategies as st
 from braid.core.errors import InvalidInputError
 from braid.core.names import (
     InvalidTopicName,
+    NamespaceName,
     SegmentTopicName,
     TopicDomain,
     TopicName,
+    check_namespace,
+    check_tenant,
     format_descriptor,
     parse_descriptor,
 )
@@ -180,6 +183,73 @@ def test_negative_or_non_integer_segment_id_is_rejected() -> None:
         SegmentTopicName.of(PARENT, HashRange.full(), -1)
     with pytest.raises(InvalidTopicName, match="segment id"):
         SegmentTopicName.of(PARENT, HashRange.full(), True)
+
+
+# --------------------------------------------------------------------------- namespaces
+
+
+def test_namespace_name_parses_and_formats() -> None:
+    name = NamespaceName.parse("my_t-1=a:b.c/ns.2")
+    assert (name.tenant, name.namespace) == ("my_t-1=a:b.c", "ns.2")
+    assert str(name) == "my_t-1=a:b.c/ns.2"
+    assert name == NamespaceName("my_t-1=a:b.c", "ns.2")
+    assert TopicName.parse("persistent://my_t-1=a:b.c/ns.2/x").namespace_name == str(name)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("public", "expected tenant/namespace"),
+        ("public/default/x", "expected tenant/namespace"),
+        ("/default", "tenant is empty"),
+        ("public/", "namespace is empty"),
+        ("pub lic/default", "tenant 'pub lic' contains ' '"),
+        ("public/def$ault", "namespace 'def\\$ault' contains '\\$'"),
+        ("../default", "tenant must not be '..'"),
+        ("public/.", "namespace must not be '.'"),
+        ("tenänt/ns", "tenant 'tenänt' contains 'ä'"),
+    ],
+)
+def test_malformed_namespace_names_are_rejected_saying_which_part(text: str, message: str) -> None:
+    with pytest.raises(InvalidTopicName, match=message):
+        NamespaceName.parse(text)
+
+
+def test_namespace_name_of_a_non_string_is_rejected() -> None:
+    with pytest.raises(InvalidTopicName, match="must be a string"):
+        NamespaceName.parse(None)  # type: ignore[arg-type]
+    with pytest.raises(InvalidTopicName, match="tenant must be a string"):
+        NamespaceName(7, "ns")  # type: ignore[arg-type]
+
+
+def test_tenant_and_namespace_checks_return_the_name() -> None:
+    assert check_tenant("acme") == "acme"
+    assert check_namespace("orders.v2") == "orders.v2"
+    with pytest.raises(InvalidTopicName, match="tenant 'a/b' contains '/'"):
+        check_tenant("a/b")
+    with pytest.raises(InvalidTopicName, match="namespace is empty"):
+        check_namespace("")
+
+
+def _is_valid_part(text: str) -> bool:
+    """The documented rule, written independently of the module: ASCII letters, digits and
+    ``_ - = : .``, at least one character, and neither ``.`` nor ``..``."""
+    allowed = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-=:.")
+    return bool(text) and text not in (".", "..") and all(ch in allowed for ch in text)
+
+
+@settings(max_examples=300)
+@given(st.text(st.sampled_from("aZ09_-=:./ $ä\t\u200b"), max_size=6))
+def test_tenant_and_namespace_checks_follow_the_documented_rule(text: str) -> None:
+    for check in (check_tenant, check_namespace):
+        if _is_valid_part(text):
+            assert check(text) == text
+        else:
+            with pytest.raises(InvalidTopicName):
+                check(text)
+    # A part accepted here is accepted inside a topic name too (one rule for both).
+    if _is_valid_part(text):
+        assert TopicName(TopicDomain.PERSISTENT, text, text, "t").namespace_name == f"{text}/{text}"
 
 
 _NAME_PART = st.text("abcXYZ019_-=:.", min_size=1, max_size=8).filter(

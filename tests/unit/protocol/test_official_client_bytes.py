@@ -2,12 +2,19 @@
 
 The bytes were recorded from a real client talking to Braid's codec; decoding them pins wire
 compatibility without a broker: the handshake it expects, and an LZ4-compressed batch SEND with
-its CRC32C.
+its CRC32C. The client-side builders of ``braid.protocol.commands`` must produce the very bytes
+the official client sends (a builder checked only against its own decoder can be wrong both ways),
+and FLOW is also checked against an independent hand-written protobuf encoder for any value.
 """
 
 from __future__ import annotations
 
-from braid.protocol import FrameDecoder, batch, commands, pb
+import struct
+
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from braid.protocol import FrameDecoder, batch, commands, encode_command, pb
 from braid.protocol.connection import CommandReceived, Connected, ServerConnection
 
 # CONNECT: client_version "Pulsar-CPP-v4.2.0", protocol_version 20, auth_method_name "none",
@@ -22,6 +29,69 @@ OFFICIAL_LZ4_BATCH_SEND = bytes.fromhex(
     "c7c2a6a13432056b65792d30400148425803f6070000000b12056b65792d301807400076616c75652d3016005231"
     "18074001160016311600c0321807400276616c75652d32"
 )
+
+# Captured from the same client subscribing to persistent://public/default/capture-flow with the
+# default receiver queue (loopback capture of its connection to `braid standalone`):
+# PARTITIONED_METADATA request 1; FLOW consumer 0, 1000 permits; CLOSE_CONSUMER consumer 0,
+# request 1.
+OFFICIAL_PARTITIONED_METADATA = bytes.fromhex(
+    "00000035000000310815aa012c0a2870657273697374656e743a2f2f7075626c69632f64656661756c742f6361"
+    "70747572652d666c6f771001"
+)
+OFFICIAL_FLOW = bytes.fromhex("0000000d00000009080b5a05080010e807")
+OFFICIAL_CLOSE_CONSUMER = bytes.fromhex("0000000d00000009081082010408001001")
+CAPTURE_TOPIC = "persistent://public/default/capture-flow"
+
+
+def test_client_builders_produce_the_official_clients_bytes() -> None:
+    flags = pb.FeatureFlags(supports_auth_refresh=True, supports_broker_entry_metadata=True)
+    assert encode_command(commands.connect("Pulsar-CPP-v4.2.0", 20, feature_flags=flags)) == (
+        OFFICIAL_CONNECT
+    )
+    assert encode_command(commands.partitioned_metadata(CAPTURE_TOPIC, 1)) == (
+        OFFICIAL_PARTITIONED_METADATA
+    )
+    assert encode_command(commands.flow(0, 1000)) == OFFICIAL_FLOW
+    assert encode_command(commands.close_consumer(0, 1)) == OFFICIAL_CLOSE_CONSUMER
+
+
+def test_official_flow_grants_exactly_its_permits() -> None:
+    [frame] = FrameDecoder().feed(OFFICIAL_FLOW)
+    assert frame.command.type == pb.BaseCommand.FLOW
+    assert (frame.command.flow.consumer_id, frame.command.flow.messagePermits) == (0, 1000)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, value = value & 0x7F, value >> 7
+        out.append(low | 0x80 if value else low)
+        if not value:
+            return bytes(out)
+
+
+def _flow_frame_by_hand(consumer_id: int, permits: int) -> bytes:
+    """FLOW per the protobuf wire format, written without protobuf or Braid's codec.
+
+    BaseCommand{type(1)=FLOW(11), flow(11)=CommandFlow{consumer_id(1), messagePermits(2)}},
+    framed as [totalSize][commandSize][command].
+    """
+    inner = b"\x08" + _varint(consumer_id) + b"\x10" + _varint(permits)
+    command = b"\x08\x0b" + b"\x5a" + _varint(len(inner)) + inner
+    return struct.pack(">II", len(command) + 4, len(command)) + command
+
+
+@given(st.integers(0, 2**64 - 1), st.integers(0, 2**32 - 1))
+@example(0, 1000)  # the official client's first FLOW
+@example(0, 0)
+@example(1, 1)
+@example(2**64 - 1, 2**32 - 1)
+def test_flow_matches_an_independent_encoder_for_any_permits(
+    consumer_id: int, permits: int
+) -> None:
+    assert encode_command(commands.flow(consumer_id, permits)) == _flow_frame_by_hand(
+        consumer_id, permits
+    )
 
 
 def test_official_client_connect_is_answered_with_connected() -> None:

@@ -1,0 +1,60 @@
+"""Drain gating of ordered subscriptions: which segments a subscription may read now (PIP-468).
+
+Pulsar's ``SegmentDrainChecker`` role. A STREAM or CHECKPOINT subscription reads a segment only
+after every one of its ancestors still in the layout has been fully consumed ("drained") by that
+subscription; that is what keeps per-key order across splits and merges. All ancestors count, not
+only direct parents: with a direct-parent rule, a sealed but already drained intermediate segment
+lets its children through while a grandparent still holds older messages for the same keys
+(upstream issue #26274). Sealed segments that still hold data are readable — they must be read
+before their children — and drained ones retire.
+
+A seek can rewind a subscription into segments it had drained, so the drained set is an input
+recomputed by the caller each time and may shrink; nothing here assumes it only grows. The result
+feeds :func:`braid.core.assignment.compute_assignment`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set
+
+from braid.core.errors import InvalidInputError
+from braid.core.layout import SegmentLayout
+from braid.core.segment_info import SegmentInfo, ring_order
+
+
+def readable_segments(layout: SegmentLayout, drained: Set[int]) -> list[SegmentInfo]:
+    """The segments an ordered subscription may read now (drain-gated), in ring order.
+
+    Args:
+        layout: the topic's current layout.
+        drained: ids of SEALED segments whose data this subscription has fully consumed, as of
+            now (after a seek this set can be smaller than before). Ids no longer in the layout
+            (pruned) are ignored; a pruned ancestor counts as drained.
+
+    Returns:
+        Every segment in the layout that is not drained and whose ancestors still in the layout
+        are all drained (transitively, not only direct parents), sorted by (range start, id).
+        Active segments with an undrained ancestor wait; sealed segments with data are included;
+        drained ones retire. The result never holds two segments with overlapping hash ranges,
+        because overlapping segments are always ancestor and descendant.
+
+    Raises:
+        InvalidInputError: ``drained`` names an ACTIVE segment (it can still receive messages, so
+            it can never be drained).
+    """
+    active_drained = sorted(
+        sid for sid in drained if sid in layout.segments and layout.segments[sid].is_active
+    )
+    if active_drained:
+        raise InvalidInputError(
+            f"active segments {active_drained} cannot be drained: they still accept messages"
+        )
+    readable = [
+        segment
+        for sid, segment in layout.segments.items()
+        if sid not in drained and layout.ancestors(sid) <= drained
+    ]
+    return sorted(readable, key=ring_order)
+
+
+__all__ = ["readable_segments"]
