@@ -8,7 +8,7 @@ import httpx
 def _assert_reason(response: httpx.Response, status: int, *fragments: str) -> None:
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"reason"}
+    assert set(body) == {"reason", "category", "retriable"}
     for fragment in fragments:
         assert fragment in body["reason"]
 
