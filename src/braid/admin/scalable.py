@@ -18,13 +18,14 @@ segment, operation in flight, topic in use), 412 invalid names, 503 no controlle
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
 from pydantic import BaseModel, Field
 
 from braid.broker.errors import TopicNotFound
-from braid.core.errors import InvalidInputError
+from braid.core.errors import InvalidInputError, NotFoundError
 from braid.core.names import SegmentTopicName, TopicDomain, TopicName, parse_descriptor
 from braid.core.ranges import MAX_HASH
 from braid.scalable.forwarding import FORWARDED_HEADER
@@ -71,8 +72,16 @@ _SEGMENT_ID = Annotated[int, Field(ge=0, le=2**63 - 1)]
 _FORWARDED = Annotated[str | None, Header(alias=FORWARDED_HEADER, include_in_schema=False)]
 
 
-def scalable_router(service: ScalableTopicService, segments: SegmentAdmin) -> APIRouter:
-    """The ``/scalable`` and ``/segments`` endpoints (mounted under ``/admin/v2``)."""
+def scalable_router(
+    service: ScalableTopicService,
+    segments: SegmentAdmin,
+    namespace_exists: Callable[[str, str], Awaitable[bool]] | None = None,
+) -> APIRouter:
+    """The ``/scalable`` and ``/segments`` endpoints (mounted under ``/admin/v2``).
+
+    ``namespace_exists`` lets a list of a namespace that does not exist answer 404, as the
+    ``/persistent`` list does, instead of an empty list.
+    """
     router = APIRouter()
 
     def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
@@ -87,6 +96,8 @@ def scalable_router(service: ScalableTopicService, segments: SegmentAdmin) -> AP
     )
     async def list_scalable(tenant: str, namespace: str) -> list[str]:
         TopicName(TopicDomain.TOPIC, tenant, namespace, "_")  # validates both names
+        if namespace_exists is not None and not await namespace_exists(tenant, namespace):
+            raise NotFoundError(f"namespace {tenant}/{namespace} does not exist")
         return await service.list_topics(tenant, namespace)
 
     @router.put(
