@@ -181,6 +181,20 @@ def test_create_errors(admin_client: AdminClient) -> None:
         scalable.get("topic://public/default/has space")
 
 
+def test_a_name_too_long_for_future_segments_is_refused_whole(admin_client: AdminClient) -> None:
+    # public/default/segment/<name>/ffff-ffff-<2^63-1> must fit in a 512-character ledger name,
+    # or a later split could record itself and then fail to create its children.
+    scalable = admin_client.scalable_topics
+    longest = "n" * 459
+    scalable.create(longest)
+    layout = _layout(scalable.split(longest, 0))
+    assert len(layout.active_segments) == 2
+    with pytest.raises(InvalidInputError, match=r"1 character.* too long") as refused:
+        scalable.create("n" * 460)
+    assert refused.value.status == 412  # type: ignore[attr-defined]
+    assert f"topic://public/default/{'n' * 460}" not in scalable.list("public/default")
+
+
 def test_split_at_the_midpoint_creates_two_children_and_bumps_the_epoch(
     admin_client: AdminClient,
 ) -> None:
