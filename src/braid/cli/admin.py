@@ -14,6 +14,7 @@ imported only when a command runs, so ``braid --help`` stays fast.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -1029,6 +1030,13 @@ def run_admin(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     except KeyboardInterrupt:
         print("braid admin: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`... | head -1`): stop quietly, and keep the interpreter's
+        # final flush of stdout from failing again.
+        if stdout is None:
+            with contextlib.suppress(OSError, ValueError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     return 0
 
 
