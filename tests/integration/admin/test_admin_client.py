@@ -3,6 +3,8 @@ arriving as the right :mod:`braid.core.errors` category with the server's reason
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import httpx
@@ -397,3 +399,27 @@ def test_a_server_error_keeps_its_reason_and_is_not_mistyped() -> None:
     error = _error_from_response(_answer(500, {"reason": "boom", "category": "NotFound"}))
     assert type(error) is AdminError
     assert str(error) == "boom (HTTP 500)"
+
+
+def test_the_client_and_the_cli_parser_load_without_the_server_stack() -> None:
+    """``import braid.admin.client`` and ``from braid.admin import AdminClient`` bring in httpx
+    and braid.core only; building the ``braid`` parser (``braid --help``) not even httpx."""
+    probe = """
+import sys
+from braid.admin import AdminClient
+import braid.admin.client
+server = [m for m in ("fastapi", "uvicorn", "starlette", "braid.broker", "braid.scalable")
+          if m in sys.modules]
+assert not server, server
+for name in list(sys.modules):
+    if name == "httpx" or name.startswith(("httpx.", "braid.admin.client")):
+        del sys.modules[name]
+import braid.cli.main
+braid.cli.main.build_parser()
+assert "httpx" not in sys.modules and "fastapi" not in sys.modules
+print("ok")
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.stdout.strip() == "ok", result.stderr
