@@ -2,9 +2,10 @@
 
 Groups mirror the API: ``scalable-topics`` (``topic://``: create, split, merge, subscriptions,
 stats as a DAG tree), ``segments`` (``segment://``, the controller's tools), ``tenants``,
-``namespaces`` and ``topics`` (``persistent://``), plus ``health``. Every command is a call of
-:class:`braid.admin.client.AdminClient`; this module parses arguments and prints answers (tables
-by default, ``--output json`` for scripts: exactly the API's JSON, nothing for a 204).
+``namespaces`` and ``topics`` (``persistent://``), plus ``health``. This module builds the
+argument parser (help with examples at every level) and runs a command; what each command does
+with :class:`braid.admin.client.AdminClient` and how it prints the answer (tables by default,
+``--output json`` for scripts) is in :mod:`braid.cli.admin_commands`.
 
 Errors print one line on stderr — ``braid admin: error: <reason> (HTTP 404)`` — and exit 1;
 usage errors exit 2 (argparse). The parser is built without importing httpx; the client is
@@ -16,53 +17,20 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import json
 import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
-from braid.cli import admin_output as out
-from braid.core.errors import BraidError, InvalidInputError
-
-if TYPE_CHECKING:
-    from braid.admin.client import AdminClient
+from braid.cli import admin_commands as cmd
+from braid.core.errors import BraidError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 URL_ENV = "BRAID_ADMIN_URL"
 
-Handler = Callable[["AdminClient", argparse.Namespace, "_Printer"], None]
 
 _RAW = argparse.RawDescriptionHelpFormatter
-
-
-class _Printer:
-    """Where a command writes: tables for people, the API's JSON for scripts."""
-
-    def __init__(self, mode: str, stream: TextIO) -> None:
-        self.json = mode == "json"
-        self._stream = stream
-
-    def line(self, text: str = "") -> None:
-        print(text, file=self._stream)
-
-    def data(self, value: Any) -> None:
-        print(out.to_json(value), file=self._stream)
-
-    def names(self, names: Sequence[str], empty: str) -> None:
-        if self.json:
-            self.data(list(names))
-        elif names:
-            self.line("\n".join(names))
-        else:
-            print(empty, file=sys.stderr)
-
-    def done(self, message: str) -> None:
-        """A mutation without an answer body: a sentence for people, nothing for scripts."""
-        if not self.json:
-            self.line(message)
 
 
 # --- parser --------------------------------------------------------------------------------------
@@ -140,7 +108,7 @@ class _Builder:
 def _command(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
     name: str,
-    handler: Handler,
+    handler: cmd.Handler,
     help_text: str,
     *,
     description: str | None = None,
@@ -285,7 +253,7 @@ def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         formatter_class=_RAW,
     )
     _add_common(health)
-    health.set_defaults(handler=_health)
+    health.set_defaults(handler=cmd.health)
 
 
 def _add_scalable_topics(builder: _Builder) -> None:
@@ -310,7 +278,7 @@ def _add_scalable_topics(builder: _Builder) -> None:
     p = _command(
         commands,
         "list",
-        _st_list,
+        cmd.st_list,
         "list the scalable topics of a namespace",
         examples="  braid admin scalable-topics list\n"
         "  braid admin scalable-topics list acme/orders\n",
@@ -320,7 +288,7 @@ def _add_scalable_topics(builder: _Builder) -> None:
     p = _command(
         commands,
         "create",
-        _st_create,
+        cmd.st_create,
         "create a scalable topic with N equal initial segments",
         description="Create a scalable topic. Its hash space 0x0000-0xffff is cut into "
         "--segments equal ranges, one segment:// topic each. The namespace must exist.",
@@ -347,7 +315,7 @@ def _add_scalable_topics(builder: _Builder) -> None:
     p = _command(
         commands,
         "get",
-        _st_get,
+        cmd.st_get,
         "show the segment DAG (ScalableTopicMetadata)",
         description="Show the topic's layout: epoch, properties and every segment (active and "
         "sealed) as a tree, roots first, children under their parents. --output json prints "
@@ -359,7 +327,7 @@ def _add_scalable_topics(builder: _Builder) -> None:
     p = _command(
         commands,
         "stats",
-        _st_stats,
+        cmd.st_stats,
         "the DAG with per-segment stats, subscriptions, consumers, controller",
         description="Show the topic's state as its controller leader sees it: the segment DAG "
         "as a tree with each segment's message counters (and rates when reported), storage "
@@ -376,7 +344,7 @@ def _add_scalable_topics(builder: _Builder) -> None:
     p = _command(
         commands,
         "delete",
-        _st_delete,
+        cmd.st_delete,
         "delete a scalable topic, its segments and subscriptions",
         description="Delete the topic, every segment topic and all its subscriptions. Refused "
         "(409) while producers or consumers are connected, unless --force.",
@@ -388,7 +356,7 @@ def _add_scalable_topics(builder: _Builder) -> None:
     p = _command(
         commands,
         "create-subscription",
-        _st_create_subscription,
+        cmd.st_create_subscription,
         "create a subscription on every segment",
         description="Create a subscription with a cursor on every segment. STREAM (ordered: "
         "the controller assigns segments to consumers and hands a child segment out only after "
@@ -423,7 +391,7 @@ def _add_scalable_topics(builder: _Builder) -> None:
     p = _command(
         commands,
         "delete-subscription",
-        _st_delete_subscription,
+        cmd.st_delete_subscription,
         "delete a subscription from every segment (its consumers are unregistered)",
         examples="  braid admin scalable-topics delete-subscription orders billing\n",
     )
@@ -433,7 +401,7 @@ def _add_scalable_topics(builder: _Builder) -> None:
     p = _command(
         commands,
         "seek",
-        _st_seek,
+        cmd.st_seek,
         "move a subscription to a point in time on every segment",
         description="Move the subscription on every segment to the first message published at "
         "or after --time. Segments sealed before that time are skipped; segments created after "
@@ -457,7 +425,7 @@ def _add_scalable_topics(builder: _Builder) -> None:
     p = _command(
         commands,
         "split",
-        _st_split,
+        cmd.st_split,
         "split an active segment in two (at its midpoint or at --split-hash)",
         description="Split an active segment into two children: the parent is sealed, "
         "producers move to the children, and every subscription keeps per-key order. Prints "
@@ -480,7 +448,7 @@ def _add_scalable_topics(builder: _Builder) -> None:
     p = _command(
         commands,
         "merge",
-        _st_merge,
+        cmd.st_merge,
         "merge two or more hash-adjacent active segments into one",
         description="Merge two or more active segments whose hash ranges are adjacent into one "
         "child: the parents are sealed and producers move to the child. Prints the new layout.",
@@ -513,7 +481,7 @@ def _add_segments(builder: _Builder) -> None:
     p = _command(
         commands,
         "create",
-        _seg_create,
+        cmd.seg_create,
         "create a segment topic with cursors at its start",
         examples="  braid admin segments create segment://public/default/orders/0000-7fff-0 "
         "-S billing -S audit\n",
@@ -530,7 +498,7 @@ def _add_segments(builder: _Builder) -> None:
     p = _command(
         commands,
         "terminate",
-        _seg_terminate,
+        cmd.seg_terminate,
         "seal a segment topic (producers get TopicTerminated)",
         examples="  braid admin segments terminate segment://public/default/orders/0000-7fff-0\n",
     )
@@ -538,7 +506,7 @@ def _add_segments(builder: _Builder) -> None:
     p = _command(
         commands,
         "delete",
-        _seg_delete,
+        cmd.seg_delete,
         "delete a segment topic and its data",
         examples="  braid admin segments delete segment://public/default/orders/0000-7fff-0\n",
     )
@@ -559,17 +527,25 @@ def _add_tenants(builder: _Builder) -> None:
 """,
     )
     _command(
-        commands, "list", _tenants_list, "list tenants", examples="  braid admin tenants list\n"
+        commands,
+        "list",
+        cmd.tenants_list,
+        "list tenants",
+        examples="  braid admin tenants list\n",
     )
     p = _command(
-        commands, "get", _tenants_get, "show a tenant", examples="  braid admin tenants get acme\n"
+        commands,
+        "get",
+        cmd.tenants_get,
+        "show a tenant",
+        examples="  braid admin tenants get acme\n",
     )
     p.add_argument("tenant", metavar="TENANT")
     for name, handler, help_text, example in (
-        ("create", _tenants_create, "create a tenant", "create acme --admin-role ops"),
+        ("create", cmd.tenants_create, "create a tenant", "create acme --admin-role ops"),
         (
             "update",
-            _tenants_update,
+            cmd.tenants_update,
             "change a tenant's admin roles or allowed clusters (the others are kept)",
             "update acme --allowed-cluster standalone",
         ),
@@ -595,7 +571,7 @@ def _add_tenants(builder: _Builder) -> None:
     p = _command(
         commands,
         "delete",
-        _tenants_delete,
+        cmd.tenants_delete,
         "delete a tenant without namespaces",
         examples="  braid admin tenants delete acme\n",
     )
@@ -621,7 +597,7 @@ def _add_namespaces(builder: _Builder) -> None:
     p = _command(
         commands,
         "list",
-        _ns_list,
+        cmd.ns_list,
         "list a tenant's namespaces",
         examples="  braid admin namespaces list public\n",
     )
@@ -629,7 +605,7 @@ def _add_namespaces(builder: _Builder) -> None:
     p = _command(
         commands,
         "get",
-        _ns_get,
+        cmd.ns_get,
         "show a namespace's policies",
         examples="  braid admin namespaces get public/default\n",
     )
@@ -637,7 +613,7 @@ def _add_namespaces(builder: _Builder) -> None:
     p = _command(
         commands,
         "create",
-        _ns_create,
+        cmd.ns_create,
         "create a namespace (optionally with policies)",
         examples="""\
   braid admin namespaces create acme/orders
@@ -652,7 +628,7 @@ def _add_namespaces(builder: _Builder) -> None:
     p = _command(
         commands,
         "delete",
-        _ns_delete,
+        cmd.ns_delete,
         "delete a namespace without topics",
         examples="  braid admin namespaces delete acme/orders\n",
     )
@@ -660,7 +636,7 @@ def _add_namespaces(builder: _Builder) -> None:
     p = _command(
         commands,
         "get-deduplication",
-        _ns_get_dedup,
+        cmd.ns_get_dedup,
         "show the namespace's deduplication setting",
         examples="  braid admin namespaces get-deduplication public/default\n",
     )
@@ -668,7 +644,7 @@ def _add_namespaces(builder: _Builder) -> None:
     p = _command(
         commands,
         "set-deduplication",
-        _ns_set_dedup,
+        cmd.ns_set_dedup,
         "turn deduplication on or off for the namespace",
         description="Turn message deduplication on or off for every topic of the namespace "
         "(retried publishes with the same producer name and sequence id are stored once).",
@@ -679,7 +655,7 @@ def _add_namespaces(builder: _Builder) -> None:
     p = _command(
         commands,
         "remove-deduplication",
-        _ns_remove_dedup,
+        cmd.ns_remove_dedup,
         "drop the namespace's deduplication setting (the broker default applies)",
         examples="  braid admin namespaces remove-deduplication public/default\n",
     )
@@ -702,20 +678,24 @@ def _add_topics(builder: _Builder) -> None:
     p = _command(
         commands,
         "list",
-        _topics_list,
+        cmd.topics_list,
         "list a namespace's persistent topics",
         examples="  braid admin topics list public/default\n",
     )
     _namespace_arg(p, optional=True)
     for name, handler, help_text in (
-        ("create", _topics_create, "create a non-partitioned topic"),
-        ("delete", _topics_delete, "delete a topic"),
+        ("create", cmd.topics_create, "create a non-partitioned topic"),
+        ("delete", cmd.topics_delete, "delete a topic"),
         (
             "terminate",
-            _topics_terminate,
+            cmd.topics_terminate,
             "seal a topic: no more writes; prints its last message id",
         ),
-        ("stats", _topics_stats, "counters, storage, subscriptions (backlog) and publishers"),
+        (
+            "stats",
+            cmd.topics_stats,
+            "counters, storage, subscriptions (backlog) and publishers",
+        ),
     ):
         p = _command(
             commands,
@@ -727,291 +707,12 @@ def _add_topics(builder: _Builder) -> None:
         _topic_arg(p, "persistent topic")
 
 
-# --- commands ------------------------------------------------------------------------------------
-
-
-def _scalable_name(text: str) -> str:
-    from braid.core.names import TopicDomain, TopicName
-
-    topic = TopicName.parse(text, default_domain=TopicDomain.TOPIC)
-    if topic.domain is not TopicDomain.TOPIC:
-        raise InvalidInputError(f"{topic} is not a scalable topic (expected topic://...)")
-    return str(topic)
-
-
-def _persistent_name(text: str) -> str:
-    from braid.core.names import TopicDomain, TopicName
-
-    topic = TopicName.parse(text, default_domain=TopicDomain.PERSISTENT)
-    if topic.domain is not TopicDomain.PERSISTENT:
-        raise InvalidInputError(f"{topic} is not a persistent topic (expected persistent://...)")
-    return str(topic)
-
-
-def _health(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    process = admin.health()
-    broker = admin.broker_health()
-    clusters = admin.clusters()
-    if p.json:
-        p.data({"health": process, "brokerHealth": broker, "clusters": clusters})
-        return
-    p.line(
-        out.key_values(
-            [
-                ("url", admin.url),
-                ("process", (process or {}).get("status", process)),
-                ("metadata store", broker),
-                ("clusters", clusters),
-            ]
-        )
-    )
-
-
-def _st_list(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    p.names(admin.scalable_topics.list(args.namespace), f"no scalable topics in {args.namespace}")
-
-
-def _st_create(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    name = _scalable_name(args.topic)
-    admin.scalable_topics.create(name, args.segments, dict(args.properties) or None)
-    if p.json:
-        return
-    s = "s" if args.segments != 1 else ""
-    p.line(f"Created {name} with {args.segments} segment{s}.\n")
-    p.line(out.render_layout(admin.scalable_topics.get(name), name))
-
-
-def _st_get(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    name = _scalable_name(args.topic)
-    doc = admin.scalable_topics.get(name)
-    p.data(doc) if p.json else p.line(out.render_layout(doc, name))
-
-
-def _st_stats(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    doc = admin.scalable_topics.stats(_scalable_name(args.topic))
-    p.data(doc) if p.json else p.line(out.render_stats(doc))
-
-
-def _st_delete(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    name = _scalable_name(args.topic)
-    admin.scalable_topics.delete(name, force=args.force)
-    p.done(f"Deleted {name}.")
-
-
-def _st_create_subscription(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    name = _scalable_name(args.topic)
-    admin.scalable_topics.create_subscription(
-        name,
-        args.subscription,
-        subscription_type=args.subscription_type,
-        initial_position=args.initial_position,
-    )
-    p.done(
-        f"Created {args.subscription_type} subscription {args.subscription!r} on {name} "
-        f"(cursors at {args.initial_position})."
-    )
-
-
-def _st_delete_subscription(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    name = _scalable_name(args.topic)
-    admin.scalable_topics.delete_subscription(name, args.subscription)
-    p.done(f"Deleted subscription {args.subscription!r} of {name}.")
-
-
-def _st_seek(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    name = _scalable_name(args.topic)
-    admin.scalable_topics.seek(name, args.subscription, args.time)
-    p.done(f"Moved subscription {args.subscription!r} of {name} to {out.when(args.time)}.")
-
-
-def _segment_range(doc: dict[str, Any], segment_id: int) -> str:
-    segment = doc.get("segments", {}).get(str(segment_id), {})
-    hash_range = segment.get("hashRange", {}) if isinstance(segment, dict) else {}
-    try:
-        return f"{hash_range['start']:04x}-{hash_range['end']:04x}"
-    except (KeyError, TypeError, ValueError):
-        return "?"
-
-
-def _st_split(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    name = _scalable_name(args.topic)
-    doc = admin.scalable_topics.split(name, args.segment, args.split_hash)
-    if p.json:
-        p.data(doc)
-        return
-    parent = doc.get("segments", {}).get(str(args.segment), {})
-    children = parent.get("childIds", []) if isinstance(parent, dict) else []
-    described = " and ".join(f"{c} [{_segment_range(doc, c)}]" for c in children)
-    p.line(f"Split segment {args.segment} into {described}; epoch {doc.get('epoch')}.\n")
-    p.line(out.render_layout(doc, name))
-
-
-def _st_merge(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    name = _scalable_name(args.topic)
-    if len(args.segments) < 2:
-        raise InvalidInputError("a merge needs two or more segment ids")
-    doc = admin.scalable_topics.merge(name, args.segments)
-    if p.json:
-        p.data(doc)
-        return
-    parent = doc.get("segments", {}).get(str(args.segments[0]), {})
-    children = parent.get("childIds", []) if isinstance(parent, dict) else []
-    ids = ", ".join(map(str, args.segments))
-    described = ", ".join(f"{c} [{_segment_range(doc, c)}]" for c in children)
-    p.line(f"Merged segments {ids} into {described}; epoch {doc.get('epoch')}.\n")
-    p.line(out.render_layout(doc, name))
-
-
-def _seg_create(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    admin.segments.create(args.segment, args.subscriptions)
-    subs = f" with cursors for {', '.join(args.subscriptions)}" if args.subscriptions else ""
-    p.done(f"Created {args.segment}{subs}.")
-
-
-def _seg_terminate(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    admin.segments.terminate(args.segment)
-    p.done(f"Terminated {args.segment}.")
-
-
-def _seg_delete(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    admin.segments.delete(args.segment)
-    p.done(f"Deleted {args.segment}.")
-
-
-def _tenants_list(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    p.names(admin.tenants.list(), "no tenants")
-
-
-def _tenants_get(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    info = admin.tenants.get(args.tenant)
-    if p.json:
-        p.data(info)
-        return
-    p.line(
-        out.key_values(
-            [
-                ("tenant", args.tenant),
-                ("admin roles", info.get("adminRoles")),
-                ("allowed clusters", info.get("allowedClusters")),
-            ]
-        )
-    )
-
-
-def _tenants_create(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    admin.tenants.create(
-        args.tenant, admin_roles=args.admin_roles, allowed_clusters=args.allowed_clusters
-    )
-    p.done(f"Created tenant {args.tenant}.")
-
-
-def _tenants_update(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    current = admin.tenants.get(args.tenant)
-    roles = args.admin_roles if args.admin_roles is not None else current.get("adminRoles", [])
-    clusters = args.allowed_clusters
-    if clusters is None:
-        clusters = current.get("allowedClusters", [])
-    admin.tenants.update(args.tenant, admin_roles=roles, allowed_clusters=clusters)
-    p.done(f"Updated tenant {args.tenant}.")
-
-
-def _tenants_delete(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    admin.tenants.delete(args.tenant)
-    p.done(f"Deleted tenant {args.tenant}.")
-
-
-def _ns_list(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    p.names(admin.namespaces.list(args.tenant), f"no namespaces in tenant {args.tenant}")
-
-
-def _ns_get(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    policies = admin.namespaces.get(args.namespace)
-    if p.json:
-        p.data(policies)
-    elif not policies:
-        p.line(f"{args.namespace}: no policies set (the broker defaults apply)")
-    else:
-        p.line(out.key_values([("namespace", args.namespace), *sorted(policies.items())]))
-
-
-def _ns_create(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    policies: dict[str, Any] | None = None
-    if args.policies is not None:
-        try:
-            policies = json.loads(args.policies)
-        except ValueError as exc:
-            raise InvalidInputError(f"--policies is not valid JSON: {exc}") from None
-        if not isinstance(policies, dict):
-            raise InvalidInputError("--policies must be a JSON object")
-    if args.deduplication is not None:
-        policies = {**(policies or {}), "deduplicationEnabled": args.deduplication}
-    admin.namespaces.create(args.namespace, policies)
-    p.done(f"Created namespace {args.namespace}.")
-
-
-def _ns_delete(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    admin.namespaces.delete(args.namespace)
-    p.done(f"Deleted namespace {args.namespace}.")
-
-
-def _ns_get_dedup(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    enabled = admin.namespaces.get_deduplication(args.namespace)
-    if p.json:
-        p.data(enabled)
-    elif enabled is None:
-        p.line(f"{args.namespace}: deduplication not set (the broker default applies)")
-    else:
-        p.line(f"{args.namespace}: deduplication {'on' if enabled else 'off'}")
-
-
-def _ns_set_dedup(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    admin.namespaces.set_deduplication(args.namespace, args.enabled)
-    p.done(f"Deduplication {'on' if args.enabled else 'off'} for {args.namespace}.")
-
-
-def _ns_remove_dedup(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    admin.namespaces.remove_deduplication(args.namespace)
-    p.done(f"Removed the deduplication setting of {args.namespace} (the broker default applies).")
-
-
-def _topics_list(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    p.names(admin.topics.list(args.namespace), f"no persistent topics in {args.namespace}")
-
-
-def _topics_create(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    name = _persistent_name(args.topic)
-    admin.topics.create(name)
-    p.done(f"Created {name}.")
-
-
-def _topics_delete(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    name = _persistent_name(args.topic)
-    admin.topics.delete(name)
-    p.done(f"Deleted {name}.")
-
-
-def _topics_terminate(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    name = _persistent_name(args.topic)
-    last = admin.topics.terminate(name)
-    if p.json:
-        p.data(last)
-    else:
-        where = f"{last.get('ledgerId')}:{last.get('entryId')}" if isinstance(last, dict) else last
-        p.line(f"Terminated {name}; last message id {where}.")
-
-
-def _topics_stats(admin: AdminClient, args: argparse.Namespace, p: _Printer) -> None:
-    name = _persistent_name(args.topic)
-    stats = admin.topics.stats(name)
-    p.data(stats) if p.json else p.line(out.render_topic_stats(name, stats))
-
-
 # --- entry point ---------------------------------------------------------------------------------
 
 
 def run_admin(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     """Run the parsed ``braid admin`` command; returns the exit code."""
-    handler: Handler | None = getattr(args, "handler", None)
+    handler: cmd.Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser: argparse.ArgumentParser | None = getattr(args, "group_parser", None)
         if parser is not None:
@@ -1020,7 +721,7 @@ def run_admin(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     from braid.admin.client import AdminClient
 
     url = args.url or os.environ.get(URL_ENV) or DEFAULT_URL
-    printer = _Printer(args.output, stdout or sys.stdout)
+    printer = cmd.Printer(args.output, stdout or sys.stdout)
     try:
         with AdminClient(url) as admin:
             handler(admin, args, printer)
