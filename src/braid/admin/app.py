@@ -50,10 +50,11 @@ class TopicAdmin(Protocol):
 
 
 class TenantInfoBody(BaseModel):
-    """Pulsar's ``TenantInfo`` as sent in PUT/POST bodies."""
+    """Pulsar's ``TenantInfo`` as sent in PUT/POST bodies; omitted ``allowedClusters`` means
+    this broker's cluster (a tenant allowed on no cluster could hold no topic)."""
 
     adminRoles: list[str] = Field(default_factory=list)
-    allowedClusters: list[str] = Field(default_factory=list)
+    allowedClusters: list[str] | None = None
 
 
 def _jsonable(value: object) -> Any:
@@ -143,9 +144,10 @@ def create_app(
         return (await resources.get_tenant(tenant)).to_json()
 
     def tenant_info(body: TenantInfoBody | None) -> TenantInfo:
+        clusters = body.allowedClusters if body is not None else None
         info = TenantInfo(
             tuple(body.adminRoles) if body else (),
-            tuple(body.allowedClusters) if body else (config.cluster_name,),
+            tuple(clusters) if clusters is not None else (config.cluster_name,),
         )
         unknown = [c for c in info.allowed_clusters if c != config.cluster_name]
         if unknown:
@@ -288,7 +290,7 @@ def create_app(
         return _jsonable(broker.topic_stats(str(name)))
 
     if scalable is not None:
-        v2.include_router(scalable_router(scalable, scalable.segments))
+        v2.include_router(scalable_router(scalable, scalable.segments, resources.namespace_exists))
     app.include_router(v2)
 
     @app.get("/health", tags=["brokers"], summary="Liveness of the process")

@@ -2,8 +2,14 @@
 
 Handlers raise Braid's typed errors; this module translates them once, at the HTTP edge:
 not found -> 404, already exists / lost race / not empty -> 409, invalid names -> 412 (Pulsar's
-``PRECONDITION_FAILED`` for names and preconditions), other bad input -> 400, unavailable -> 503,
-unauthorised -> 403. Anything else is a 500 whose reason names the exception (a bug to see).
+``PRECONDITION_FAILED`` for names and preconditions), other bad input -> 400, unavailable or
+timed out -> 503, unauthorised -> 403. Anything else is a 500 whose reason names the exception (a
+bug to see).
+
+Besides Pulsar's ``reason`` the body names the error's :mod:`braid.core.errors` category and
+whether retrying can help — ``{"reason": ..., "category": "IllegalState", "retriable": false}`` —
+because one status covers several categories (409 is an existing name, a lost race *or* a sealed
+segment) and a client (``braid.admin.client``) should raise the same type the server raised.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from braid.core.errors import (
     AuthorizationError,
     BraidError,
     ConflictError,
+    DeadlineExceededError,
+    FencedError,
     IllegalStateError,
     InvalidInputError,
     NotFoundError,
@@ -57,14 +65,56 @@ def status_for(exc: BaseException) -> int:
         return 400
     if isinstance(exc, AuthorizationError):
         return 403
-    if isinstance(exc, ServiceUnavailableError):
+    if isinstance(exc, ServiceUnavailableError | DeadlineExceededError):
         return 503
     return 500
 
 
-def reason(status: int, text: str) -> JSONResponse:
+# Most specific first: a class may belong to two categories through its bases.
+_CATEGORIES: tuple[tuple[type[BaseException], str], ...] = (
+    (PreconditionFailed, "PreconditionFailed"),
+    (NotFoundError, "NotFound"),
+    (AlreadyExistsError, "AlreadyExists"),
+    (TopicTerminatedError, "TopicTerminated"),
+    (ConflictError, "Conflict"),
+    (IllegalStateError, "IllegalState"),
+    (InvalidInputError, "InvalidInput"),
+    (AuthorizationError, "Authorization"),
+    (ServiceUnavailableError, "ServiceUnavailable"),
+    (DeadlineExceededError, "Timeout"),
+    (FencedError, "Fenced"),
+)
+
+_STATUS_CATEGORIES = {
+    400: "InvalidInput",
+    403: "Authorization",
+    404: "NotFound",
+    405: "InvalidInput",
+    409: "Conflict",
+    412: "PreconditionFailed",
+    422: "InvalidInput",
+    503: "ServiceUnavailable",
+}
+
+
+def category_of(exc: BaseException) -> str:
+    """The :mod:`braid.core.errors` category of ``exc`` (``"Internal"`` for anything else)."""
+    for cls, name in _CATEGORIES:
+        if isinstance(exc, cls):
+            return name
+    return "Internal"
+
+
+def reason(
+    status: int, text: str, *, category: str | None = None, retriable: bool = False
+) -> JSONResponse:
     """The error body every admin endpoint returns."""
-    return JSONResponse(status_code=status, content={"reason": text})
+    content = {
+        "reason": text,
+        "category": category or _STATUS_CATEGORIES.get(status, "Internal"),
+        "retriable": retriable,
+    }
+    return JSONResponse(status_code=status, content=content)
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -74,7 +124,10 @@ def install_error_handlers(app: FastAPI) -> None:
         status = status_for(exc)
         if status >= 500:
             log.error("admin request failed: %s", exc, exc_info=exc)
-        return reason(status, str(exc) or type(exc).__name__)
+        retriable = bool(getattr(exc, "retriable", False))
+        return reason(
+            status, str(exc) or type(exc).__name__, category=category_of(exc), retriable=retriable
+        )
 
     async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

@@ -18,16 +18,26 @@ segment, operation in flight, topic in use), 412 invalid names, 503 no controlle
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Response
 from pydantic import BaseModel, Field
 
 from braid.broker.errors import TopicNotFound
-from braid.core.errors import InvalidInputError
+from braid.broker.service import managed_ledger_name
+from braid.core.errors import InvalidInputError, NotFoundError
 from braid.core.layout_codec import layout_to_metadata
-from braid.core.names import SegmentTopicName, TopicDomain, TopicName, parse_descriptor
-from braid.core.ranges import MAX_HASH
+from braid.core.names import (
+    MAX_SEGMENT_ID,
+    InvalidTopicName,
+    SegmentTopicName,
+    TopicDomain,
+    TopicName,
+    parse_descriptor,
+)
+from braid.core.ranges import MAX_HASH, HashRange
+from braid.ledger.names import MAX_NAME_LENGTH
 from braid.scalable.forwarding import FORWARDED_HEADER
 from braid.scalable.resources import SubscriptionType
 from braid.scalable.segments import SegmentAdmin
@@ -72,8 +82,16 @@ _SEGMENT_ID = Annotated[int, Field(ge=0, le=2**63 - 1)]
 _FORWARDED = Annotated[str | None, Header(alias=FORWARDED_HEADER, include_in_schema=False)]
 
 
-def scalable_router(service: ScalableTopicService, segments: SegmentAdmin) -> APIRouter:
-    """The ``/scalable`` and ``/segments`` endpoints (mounted under ``/admin/v2``)."""
+def scalable_router(
+    service: ScalableTopicService,
+    segments: SegmentAdmin,
+    namespace_exists: Callable[[str, str], Awaitable[bool]] | None = None,
+) -> APIRouter:
+    """The ``/scalable`` and ``/segments`` endpoints (mounted under ``/admin/v2``).
+
+    ``namespace_exists`` lets a list of a namespace that does not exist answer 404, as the
+    ``/persistent`` list does, instead of an empty list.
+    """
     router = APIRouter()
 
     def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
@@ -88,6 +106,8 @@ def scalable_router(service: ScalableTopicService, segments: SegmentAdmin) -> AP
     )
     async def list_scalable(tenant: str, namespace: str) -> list[str]:
         TopicName(TopicDomain.TOPIC, tenant, namespace, "_")  # validates both names
+        if namespace_exists is not None and not await namespace_exists(tenant, namespace):
+            raise NotFoundError(f"namespace {tenant}/{namespace} does not exist")
         return await service.list_topics(tenant, namespace)
 
     @router.put(
@@ -103,6 +123,7 @@ def scalable_router(service: ScalableTopicService, segments: SegmentAdmin) -> AP
         body: Annotated[CreateScalableTopic | None, Body()] = None,
     ) -> Response:
         request = body or CreateScalableTopic()
+        _check_segment_names_fit(topic_name(tenant, namespace, topic))
         await service.create_topic(
             topic_name(tenant, namespace, topic), request.numInitialSegments, request.properties
         )
@@ -312,6 +333,23 @@ def scalable_router(service: ScalableTopicService, segments: SegmentAdmin) -> AP
         return Response(status_code=204)
 
     return router
+
+
+def _check_segment_names_fit(topic: TopicName) -> None:
+    """Refuse a name whose segment topics could outgrow a managed-ledger name.
+
+    Every split and merge creates segments with new ids, so their names grow with the topic's
+    history. A name that fits today but not at some later id would let a split record itself,
+    fail to create its children and leave the topic's operation stuck; so the longest name a
+    segment can ever have (the full range, the largest id) must fit from the start.
+    """
+    longest = SegmentTopicName.of(topic, HashRange.full(), MAX_SEGMENT_ID).topic_name
+    excess = len(managed_ledger_name(longest)) - MAX_NAME_LENGTH
+    if excess > 0:
+        raise InvalidTopicName(
+            f"the name of scalable topic {str(topic)[:120]}... is {excess} character(s) too long: "
+            f"its segment topics' storage names must stay within {MAX_NAME_LENGTH} characters"
+        )
 
 
 def _subscription_name(name: str) -> str:

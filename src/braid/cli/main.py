@@ -1,7 +1,7 @@
-"""The ``braid`` command line: ``braid standalone`` and ``braid demo``.
+"""The ``braid`` command line: ``braid standalone``, ``braid admin`` and ``braid demo``.
 
-Argument parsing and dispatch only; the commands live in :mod:`braid.cli.standalone` and
-:mod:`braid.cli.demo`.
+Argument parsing and dispatch only; the commands live in :mod:`braid.cli.standalone`,
+:mod:`braid.cli.admin` and :mod:`braid.cli.demo`, each imported only when it runs.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ Braid: elastic, key-ordered messaging that speaks the Apache Pulsar binary proto
 commands:
   standalone  run a complete Braid (metadata store, bookie, broker, admin REST API) in one
               process on one data directory; data and cursors survive restarts
+  admin       manage a running broker through its admin REST API: scalable topics (create,
+              split, merge, subscriptions, stats), segments, tenants, namespaces, topics
   demo        start a throw-away standalone broker and walk through producing and consuming
               with the official pulsar-client, then the scalable-topic auto-scaler
 
@@ -111,6 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_log_level(standalone)
 
+    from braid.cli.admin import add_admin_parser  # argparse only; the client loads on use
+
+    add_admin_parser(commands)
+
     demo = commands.add_parser(
         "demo",
         help="watch a scripted produce/consume and auto-scale scenario",
@@ -149,8 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``braid`` console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    # The demo's own narration is the point; broker logs would drown it unless asked for.
-    configure_logging(args.log_level or ("WARNING" if args.command == "demo" else "INFO"))
+    # The demo's narration and admin's answers are the point; logs would drown them unless
+    # asked for.
+    quiet = args.command in ("demo", "admin")
+    configure_logging(args.log_level or ("WARNING" if quiet else "INFO"))
     if args.command == "standalone":
         from braid.cli.standalone import run_standalone
 
@@ -160,6 +168,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"braid standalone: {exc}", file=sys.stderr)
             return 2
         return run_standalone(config)
+    if args.command == "admin":
+        from braid.cli.admin import run_admin
+
+        return run_admin(args)
     if args.command == "demo":
         from braid.cli.demo import run_demo
 

@@ -8,7 +8,7 @@ import httpx
 def _assert_reason(response: httpx.Response, status: int, *fragments: str) -> None:
     assert response.status_code == status, response.text
     body = response.json()
-    assert set(body) == {"reason"}
+    assert set(body) == {"reason", "category", "retriable"}
     for fragment in fragments:
         assert fragment in body["reason"]
 
@@ -32,7 +32,7 @@ async def test_tenant_lifecycle(admin: httpx.AsyncClient) -> None:
     assert updated.status_code == 204
     assert (await admin.get("/admin/v2/tenants/acme")).json() == {
         "adminRoles": ["dev"],
-        "allowedClusters": [],
+        "allowedClusters": ["standalone"],  # omitted: this broker's cluster
     }
     assert (await admin.delete("/admin/v2/tenants/acme")).status_code == 204
     _assert_reason(await admin.get("/admin/v2/tenants/acme"), 404, "acme")

@@ -1,0 +1,713 @@
+"""``AdminClient``: a synchronous Python client of Braid's admin REST API (``/admin/v2``).
+
+One method per endpoint, grouped as the REST API and the ``braid admin`` command are::
+
+    from braid.admin import AdminClient
+
+    with AdminClient("http://127.0.0.1:8080") as admin:
+        admin.scalable_topics.create("topic://public/default/orders", segments=4)
+        layout = admin.scalable_topics.split("topic://public/default/orders", 1)
+        admin.scalable_topics.merge("topic://public/default/orders", [3, 4, 5])
+
+Groups: :attr:`AdminClient.tenants`, :attr:`~AdminClient.namespaces`, :attr:`~AdminClient.topics`
+(``persistent://``), :attr:`~AdminClient.scalable_topics` (``topic://``) and
+:attr:`~AdminClient.segments` (``segment://``), plus :meth:`AdminClient.health`,
+:meth:`~AdminClient.broker_health` and :meth:`~AdminClient.clusters`.
+
+Values are plain JSON: dicts, lists, strings, ``None`` for the 204 answers. Methods that return a
+segment layout (``scalable_topics.get``, ``split``, ``merge``) return the topic's
+``ScalableTopicMetadata`` document (PIP-468's JSON: ``epoch``, ``nextSegmentId``, ``segments``
+keyed by id string, inclusive ``hashRange``, ``properties``);
+``braid.core.layout_codec.layout_from_metadata(doc)`` turns it into a validated layout.
+
+Names are checked here before a request leaves, with :mod:`braid.core.names` (the server's own
+rules): a scalable topic is ``topic://tenant/ns/name`` (or the short ``tenant/ns/name`` / ``name``
+forms, which mean ``public/default``), a persistent topic ``persistent://...`` (same short forms),
+a segment ``segment://tenant/ns/name/<descriptor>``, a namespace ``tenant/namespace``.
+
+Every failure is an :class:`AdminError`, which is also the :mod:`braid.core.errors` category of
+the answer: 404 :class:`~braid.core.errors.NotFoundError`; 409
+:class:`~braid.core.errors.AlreadyExistsError`, :class:`~braid.core.errors.ConflictError`
+(retriable), :class:`~braid.core.errors.IllegalStateError` or
+:class:`~braid.core.errors.TopicTerminatedError` (a Braid broker names the category in its error
+body; another server's bare 409 is a conflict); 400/412/422
+:class:`~braid.core.errors.InvalidInputError`; 401/403
+:class:`~braid.core.errors.AuthorizationError`; 503 and "nobody answers"
+:class:`~braid.core.errors.ServiceUnavailableError` (retriable); a timeout
+:class:`~braid.core.errors.DeadlineExceededError`. The message is the server's ``reason``.
+
+This module imports only :mod:`httpx` and :mod:`braid.core` (no FastAPI, no broker), so scripts
+and the CLI load it quickly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+from braid.core.errors import (
+    AlreadyExistsError,
+    AuthorizationError,
+    BraidError,
+    ConflictError,
+    DeadlineExceededError,
+    IllegalStateError,
+    InvalidInputError,
+    NotFoundError,
+    ServiceUnavailableError,
+    TopicTerminatedError,
+)
+from braid.core.names import SegmentTopicName, TopicDomain, TopicName
+
+#: Where ``braid standalone`` serves the admin API by default.
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+#: Subscription types of a scalable topic (PIP-468 / ``wire-protocol.md`` §6).
+SUBSCRIPTION_TYPES = ("STREAM", "QUEUE", "CHECKPOINT")
+#: Where a new subscription's cursors start on the segments.
+INITIAL_POSITIONS = ("Earliest", "Latest")
+
+_MAX_REASON = 2000
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+class AdminError(BraidError):
+    """The admin API refused a request, failed, or could not be reached.
+
+    Attributes:
+        reason: the server's ``reason`` (or what went wrong on the way).
+        status: the HTTP status, ``None`` when no answer came.
+        method, url: the request.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        status: int | None = None,
+        method: str | None = None,
+        url: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.status = status
+        self.method = method
+        self.url = url
+        super().__init__(reason if status is None else f"{reason} (HTTP {status})")
+
+
+class AdminNotFoundError(AdminError, NotFoundError):
+    """404: the tenant, namespace, topic, segment or subscription does not exist."""
+
+
+class AdminAlreadyExistsError(AdminError, AlreadyExistsError):
+    """409: creating something that exists."""
+
+
+class AdminConflictError(AdminError, ConflictError):
+    """409: a concurrent change won (an operation in flight, a lost compare-and-swap). Retriable."""
+
+
+class AdminIllegalStateError(AdminError, IllegalStateError):
+    """409: not valid in the current state (a sealed segment, segments not adjacent, in use)."""
+
+
+class AdminTopicTerminatedError(AdminError, TopicTerminatedError):
+    """409: the topic or segment is terminated."""
+
+
+class AdminInvalidInputError(AdminError, InvalidInputError):
+    """400/412/422: an invalid name, body or parameter."""
+
+
+class AdminAuthorizationError(AdminError, AuthorizationError):
+    """401/403: not permitted."""
+
+
+class AdminUnavailableError(AdminError, ServiceUnavailableError):
+    """503 (no controller leader right now, shutting down) or no broker answers. Retriable."""
+
+
+class AdminTimeoutError(AdminError, DeadlineExceededError):
+    """No answer before the client's timeout. Retriable."""
+
+
+# The category a Braid broker names in its error body (``braid.admin.errors``), most useful
+# when one status covers several categories (409).
+_BY_CATEGORY: dict[str, type[AdminError]] = {
+    "NotFound": AdminNotFoundError,
+    "AlreadyExists": AdminAlreadyExistsError,
+    "Conflict": AdminConflictError,
+    "IllegalState": AdminIllegalStateError,
+    "TopicTerminated": AdminTopicTerminatedError,
+    "InvalidInput": AdminInvalidInputError,
+    "PreconditionFailed": AdminInvalidInputError,
+    "Authorization": AdminAuthorizationError,
+    "ServiceUnavailable": AdminUnavailableError,
+    "Timeout": AdminTimeoutError,
+}
+
+_BY_STATUS: dict[int, type[AdminError]] = {
+    400: AdminInvalidInputError,
+    401: AdminAuthorizationError,
+    403: AdminAuthorizationError,
+    404: AdminNotFoundError,
+    405: AdminInvalidInputError,
+    409: AdminConflictError,
+    412: AdminInvalidInputError,
+    422: AdminInvalidInputError,
+    503: AdminUnavailableError,
+    504: AdminTimeoutError,
+}
+
+
+def _error_from_response(response: httpx.Response) -> AdminError:
+    status = response.status_code
+    reason: str | None = None
+    category: object = None
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        if isinstance(body.get("reason"), str):
+            reason = body["reason"]
+        category = body.get("category")
+    if not reason:
+        reason = response.text.strip()[:_MAX_REASON] or response.reason_phrase or "error"
+    cls: type[AdminError] = AdminError
+    if status < 500 or status in (503, 504):
+        cls = _BY_STATUS.get(status, AdminError)
+        if isinstance(category, str) and category in _BY_CATEGORY and status < 500:
+            cls = _BY_CATEGORY[category]
+    request = response.request
+    return cls(reason, status=status, method=request.method, url=str(request.url))
+
+
+# --- names ------------------------------------------------------------------------------------
+
+
+def _q(part: str) -> str:
+    """One URL path segment."""
+    return quote(part, safe="")
+
+
+def _namespace_path(namespace: str) -> str:
+    """``tenant/namespace`` as a URL path (each part quoted)."""
+    if not isinstance(namespace, str):
+        raise InvalidInputError(f"a namespace must be a string, got {type(namespace).__name__}")
+    parts = namespace.split("/")
+    if len(parts) != 2 or not all(parts):
+        raise InvalidInputError(
+            f"invalid namespace {namespace!r}: expected 'tenant/namespace', e.g. 'public/default'"
+        )
+    return f"{_q(parts[0])}/{_q(parts[1])}"
+
+
+def _tenant_path(tenant: str) -> str:
+    if not isinstance(tenant, str) or not tenant or "/" in tenant:
+        raise InvalidInputError(f"invalid tenant name {tenant!r}")
+    return _q(tenant)
+
+
+def _topic(name: str | TopicName, domain: TopicDomain) -> TopicName:
+    topic = name if isinstance(name, TopicName) else TopicName.parse(name, default_domain=domain)
+    if topic.domain is not domain:
+        raise InvalidInputError(f"{topic} is not a {domain.value}:// topic name")
+    return topic
+
+
+def _topic_path(topic: TopicName) -> str:
+    return f"{_q(topic.tenant)}/{_q(topic.namespace)}/{_q(topic.local_name)}"
+
+
+def _segment(name: str | SegmentTopicName) -> SegmentTopicName:
+    return name if isinstance(name, SegmentTopicName) else SegmentTopicName.parse(name)
+
+
+def _segment_path(segment: SegmentTopicName) -> str:
+    return f"{_topic_path(segment.parent)}/{_q(segment.descriptor)}"
+
+
+def _segment_id(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError(f"a segment id is an integer >= 0, got {value!r}")
+    return value
+
+
+def _choice(kind: str, value: str, choices: Sequence[str]) -> str:
+    for choice in choices:
+        if isinstance(value, str) and value.lower() == choice.lower():
+            return choice
+    raise InvalidInputError(f"invalid {kind} {value!r}: expected one of {', '.join(choices)}")
+
+
+# --- transport --------------------------------------------------------------------------------
+
+
+class _Http:
+    """Requests, answers and the mapping of failures to :class:`AdminError` (one place)."""
+
+    def __init__(self, client: httpx.Client, url: str) -> None:
+        self.client = client
+        self.url = url
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+    ) -> Any:
+        """Send ``method path``; returns the JSON (or text) answer, ``None`` for no content.
+
+        Raises:
+            AdminError: the category matching the answer, or why there was none.
+        """
+        target = f"{self.url}{path}"
+        try:
+            response = self.client.request(
+                method, path, json=body, params=dict(params) if params else None
+            )
+        except httpx.TimeoutException as exc:
+            raise AdminTimeoutError(
+                f"the broker at {self.url} did not answer {method} {path} in time ({exc})",
+                method=method,
+                url=target,
+            ) from exc
+        except httpx.ConnectError as exc:
+            raise AdminUnavailableError(
+                f"no broker answers at {self.url} (is `braid standalone` running there? "
+                f"set --url or BRAID_ADMIN_URL): {exc}",
+                method=method,
+                url=target,
+            ) from exc
+        except httpx.HTTPError as exc:
+            raise AdminUnavailableError(
+                f"{method} {target} failed: {type(exc).__name__}: {exc}", method=method, url=target
+            ) from exc
+        if response.status_code >= 400:
+            raise _error_from_response(response)
+        if response.status_code == 204 or not response.content:
+            return None
+        if response.headers.get("content-type", "").startswith("application/json"):
+            try:
+                return response.json()
+            except ValueError as exc:
+                raise AdminError(
+                    f"the broker answered {method} {path} with invalid JSON: {exc}",
+                    status=response.status_code,
+                    method=method,
+                    url=target,
+                ) from exc
+        return response.text
+
+
+# --- groups -----------------------------------------------------------------------------------
+
+
+class Tenants:
+    """``/admin/v2/tenants``: tenants and their admin roles and allowed clusters."""
+
+    def __init__(self, http: _Http) -> None:
+        self._http = http
+
+    def list(self) -> list[str]:
+        """The tenants' names."""
+        result: list[str] = self._http.call("GET", "/admin/v2/tenants")
+        return result
+
+    def get(self, tenant: str) -> dict[str, Any]:
+        """``{"adminRoles": [...], "allowedClusters": [...]}``."""
+        result: dict[str, Any] = self._http.call("GET", f"/admin/v2/tenants/{_tenant_path(tenant)}")
+        return result
+
+    def create(
+        self,
+        tenant: str,
+        *,
+        admin_roles: Iterable[str] | None = None,
+        allowed_clusters: Iterable[str] | None = None,
+    ) -> None:
+        """Create a tenant; ``allowed_clusters`` defaults to the broker's cluster.
+
+        Raises:
+            AdminAlreadyExistsError, AdminInvalidInputError (name, unknown cluster).
+        """
+        self._http.call(
+            "PUT",
+            f"/admin/v2/tenants/{_tenant_path(tenant)}",
+            body=_tenant_body(admin_roles, allowed_clusters),
+        )
+
+    def update(
+        self,
+        tenant: str,
+        *,
+        admin_roles: Iterable[str] | None = None,
+        allowed_clusters: Iterable[str] | None = None,
+    ) -> None:
+        """Replace the tenant's info (omitted fields: no roles, the broker's cluster)."""
+        self._http.call(
+            "POST",
+            f"/admin/v2/tenants/{_tenant_path(tenant)}",
+            body=_tenant_body(admin_roles, allowed_clusters),
+        )
+
+    def delete(self, tenant: str) -> None:
+        """Delete a tenant that has no namespaces left (409 otherwise)."""
+        self._http.call("DELETE", f"/admin/v2/tenants/{_tenant_path(tenant)}")
+
+
+def _tenant_body(
+    admin_roles: Iterable[str] | None, allowed_clusters: Iterable[str] | None
+) -> dict[str, list[str]] | None:
+    if admin_roles is None and allowed_clusters is None:
+        return None
+    body: dict[str, list[str]] = {"adminRoles": list(admin_roles or ())}
+    if allowed_clusters is not None:
+        body["allowedClusters"] = list(allowed_clusters)
+    return body
+
+
+class Namespaces:
+    """``/admin/v2/namespaces``: namespaces (``tenant/namespace``) and their policies."""
+
+    def __init__(self, http: _Http) -> None:
+        self._http = http
+
+    def list(self, tenant: str) -> list[str]:
+        """The tenant's namespaces as ``tenant/namespace``."""
+        result: list[str] = self._http.call("GET", f"/admin/v2/namespaces/{_tenant_path(tenant)}")
+        return result
+
+    def get(self, namespace: str) -> dict[str, Any]:
+        """The namespace's policies (Pulsar's ``Policies`` keys; unset keys are absent)."""
+        result: dict[str, Any] = self._http.call(
+            "GET", f"/admin/v2/namespaces/{_namespace_path(namespace)}"
+        )
+        return result
+
+    def create(self, namespace: str, policies: Mapping[str, Any] | None = None) -> None:
+        """Create a namespace, optionally with policies, e.g.
+        ``{"deduplicationEnabled": True, "retention_policies": {"retentionTimeInMinutes": 60,
+        "retentionSizeInMB": -1}}``."""
+        self._http.call(
+            "PUT",
+            f"/admin/v2/namespaces/{_namespace_path(namespace)}",
+            body=None if policies is None else dict(policies),
+        )
+
+    def delete(self, namespace: str) -> None:
+        """Delete a namespace without topics (409 otherwise)."""
+        self._http.call("DELETE", f"/admin/v2/namespaces/{_namespace_path(namespace)}")
+
+    def get_deduplication(self, namespace: str) -> bool | None:
+        """The namespace's deduplication setting; ``None`` = the broker default applies."""
+        result: bool | None = self._http.call(
+            "GET", f"/admin/v2/namespaces/{_namespace_path(namespace)}/deduplication"
+        )
+        return result
+
+    def set_deduplication(self, namespace: str, enabled: bool) -> None:
+        """Turn deduplication on or off for the namespace's topics."""
+        if not isinstance(enabled, bool):
+            raise InvalidInputError(f"enabled must be True or False, got {enabled!r}")
+        self._http.call(
+            "POST", f"/admin/v2/namespaces/{_namespace_path(namespace)}/deduplication", body=enabled
+        )
+
+    def remove_deduplication(self, namespace: str) -> None:
+        """Drop the namespace setting: the broker default applies again."""
+        self._http.call(
+            "DELETE", f"/admin/v2/namespaces/{_namespace_path(namespace)}/deduplication"
+        )
+
+
+class Topics:
+    """``/admin/v2/persistent``: classic ``persistent://`` topics."""
+
+    def __init__(self, http: _Http) -> None:
+        self._http = http
+
+    def _path(self, topic: str | TopicName) -> str:
+        return f"/admin/v2/persistent/{_topic_path(_topic(topic, TopicDomain.PERSISTENT))}"
+
+    def list(self, namespace: str) -> list[str]:
+        """The namespace's persistent topics (full names)."""
+        result: list[str] = self._http.call(
+            "GET", f"/admin/v2/persistent/{_namespace_path(namespace)}"
+        )
+        return result
+
+    def create(self, topic: str | TopicName) -> None:
+        """Create a non-partitioned topic (409 if it exists)."""
+        self._http.call("PUT", self._path(topic))
+
+    def delete(self, topic: str | TopicName) -> None:
+        self._http.call("DELETE", self._path(topic))
+
+    def terminate(self, topic: str | TopicName) -> dict[str, Any]:
+        """Seal the topic; returns its last message id ``{"ledgerId", "entryId", ...}``."""
+        result: dict[str, Any] = self._http.call("POST", f"{self._path(topic)}/terminate")
+        return result
+
+    def stats(self, topic: str | TopicName) -> dict[str, Any]:
+        """Counters, storage, publishers and subscriptions (with backlog) of the topic."""
+        result: dict[str, Any] = self._http.call("GET", f"{self._path(topic)}/stats")
+        return result
+
+
+class ScalableTopics:
+    """``/admin/v2/scalable``: ``topic://`` topics, their segment DAG and subscriptions."""
+
+    def __init__(self, http: _Http) -> None:
+        self._http = http
+
+    def _path(self, topic: str | TopicName) -> str:
+        return f"/admin/v2/scalable/{_topic_path(_topic(topic, TopicDomain.TOPIC))}"
+
+    def list(self, namespace: str) -> list[str]:
+        """The namespace's scalable topics (``topic://`` names)."""
+        result: list[str] = self._http.call(
+            "GET", f"/admin/v2/scalable/{_namespace_path(namespace)}"
+        )
+        return result
+
+    def create(
+        self,
+        topic: str | TopicName,
+        segments: int = 1,
+        properties: Mapping[str, str] | None = None,
+    ) -> None:
+        """Create a scalable topic with ``segments`` equal initial hash ranges.
+
+        Raises:
+            AdminAlreadyExistsError, AdminNotFoundError (namespace), AdminInvalidInputError.
+        """
+        if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
+            raise InvalidInputError(f"segments must be an integer >= 1, got {segments!r}")
+        body: dict[str, Any] = {"numInitialSegments": segments}
+        if properties:
+            body["properties"] = dict(properties)
+        self._http.call("PUT", self._path(topic), body=body)
+
+    def get(self, topic: str | TopicName) -> dict[str, Any]:
+        """The topic's ``ScalableTopicMetadata`` (its segment DAG; see the module doc)."""
+        result: dict[str, Any] = self._http.call("GET", self._path(topic))
+        return result
+
+    def stats(self, topic: str | TopicName) -> dict[str, Any]:
+        """The DAG with per-segment stats, the subscriptions with their consumers and
+        assignments, and the controller (leader, operation in flight)."""
+        result: dict[str, Any] = self._http.call("GET", f"{self._path(topic)}/stats")
+        return result
+
+    def delete(self, topic: str | TopicName, *, force: bool = False) -> None:
+        """Delete the topic, its segments and subscriptions; without ``force`` a topic with
+        connected producers or consumers is refused (409)."""
+        self._http.call("DELETE", self._path(topic), params={"force": "true"} if force else None)
+
+    def create_subscription(
+        self,
+        topic: str | TopicName,
+        subscription: str,
+        *,
+        subscription_type: str = "STREAM",
+        initial_position: str = "Latest",
+    ) -> None:
+        """Create ``subscription`` on every segment (idempotent for the same type).
+
+        Args:
+            subscription_type: ``STREAM`` (ordered, the controller assigns segments),
+                ``QUEUE`` (every consumer on every segment) or ``CHECKPOINT``.
+            initial_position: ``Latest`` (only new messages) or ``Earliest`` (everything kept).
+        """
+        body = {
+            "type": _choice("subscription type", subscription_type, SUBSCRIPTION_TYPES),
+            "initialPosition": _choice("initial position", initial_position, INITIAL_POSITIONS),
+        }
+        self._http.call(
+            "PUT", f"{self._path(topic)}/subscriptions/{_subscription(subscription)}", body=body
+        )
+
+    def delete_subscription(self, topic: str | TopicName, subscription: str) -> None:
+        """Delete the subscription from every segment; its consumers are unregistered."""
+        self._http.call(
+            "DELETE", f"{self._path(topic)}/subscriptions/{_subscription(subscription)}"
+        )
+
+    def seek(self, topic: str | TopicName, subscription: str, timestamp_ms: int) -> None:
+        """Move the subscription on every segment to the first message published at or after
+        ``timestamp_ms`` (milliseconds since the epoch)."""
+        if isinstance(timestamp_ms, bool) or not isinstance(timestamp_ms, int) or timestamp_ms < 0:
+            raise InvalidInputError(f"timestamp_ms must be an integer >= 0, got {timestamp_ms!r}")
+        self._http.call(
+            "POST",
+            f"{self._path(topic)}/subscriptions/{_subscription(subscription)}/seek",
+            body={"timestamp": timestamp_ms},
+        )
+
+    def split(
+        self, topic: str | TopicName, segment_id: int, split_hash: int | None = None
+    ) -> dict[str, Any]:
+        """Split an active segment at its midpoint, or so that ``split_hash`` is the first hash
+        of the upper child; returns the new ``ScalableTopicMetadata``.
+
+        Raises:
+            AdminNotFoundError (topic, segment), AdminIllegalStateError (sealed segment, hash
+            outside the range), AdminConflictError (another operation running),
+            AdminUnavailableError (no controller leader right now).
+        """
+        body = None
+        if split_hash is not None:
+            if isinstance(split_hash, bool) or not isinstance(split_hash, int):
+                raise InvalidInputError(f"split_hash must be an integer, got {split_hash!r}")
+            body = {"splitHash": split_hash}
+        result: dict[str, Any] = self._http.call(
+            "POST", f"{self._path(topic)}/split/{_segment_id(segment_id)}", body=body
+        )
+        return result
+
+    def merge(self, topic: str | TopicName, segment_ids: Iterable[int]) -> dict[str, Any]:
+        """Merge two or more hash-adjacent active segments into one; returns the new
+        ``ScalableTopicMetadata``. Two ids use PIP-468's ``merge/{id1}/{id2}``, more use
+        ``merge`` with ``{"segmentIds": [...]}``."""
+        ids = [_segment_id(i) for i in segment_ids]
+        if len(ids) < 2:
+            raise InvalidInputError(f"a merge needs two or more segment ids, got {ids}")
+        if len(ids) == 2:
+            path = f"{self._path(topic)}/merge/{ids[0]}/{ids[1]}"
+            result: dict[str, Any] = self._http.call("POST", path)
+        else:
+            result = self._http.call("POST", f"{self._path(topic)}/merge", body={"segmentIds": ids})
+        return result
+
+
+def _subscription(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError(f"a subscription name is a non-empty string, got {name!r}")
+    return _q(name)
+
+
+class Segments:
+    """``/admin/v2/segments``: one ``segment://`` topic of a scalable topic.
+
+    These are the controller's tools (PIP-468 "Segment Topic Management"); an operator rarely
+    needs them. Changing a segment by hand (terminating an active one, deleting one) leaves the
+    topic's layout pointing at it: prefer ``scalable_topics.split``/``merge``.
+    """
+
+    def __init__(self, http: _Http) -> None:
+        self._http = http
+
+    def _path(self, segment: str | SegmentTopicName) -> str:
+        return f"/admin/v2/segments/{_segment_path(_segment(segment))}"
+
+    def create(self, segment: str | SegmentTopicName, subscriptions: Iterable[str] = ()) -> None:
+        """Create the segment topic with a cursor at its start for each subscription
+        (idempotent)."""
+        names = list(subscriptions)
+        self._http.call("PUT", self._path(segment), body=names or None)
+
+    def terminate(self, segment: str | SegmentTopicName) -> None:
+        """Seal the segment topic: producers get ``TopicTerminated`` (idempotent)."""
+        self._http.call("POST", f"{self._path(segment)}/terminate")
+
+    def delete(self, segment: str | SegmentTopicName) -> None:
+        """Delete the segment topic and its data."""
+        self._http.call("DELETE", self._path(segment))
+
+
+# --- the client -------------------------------------------------------------------------------
+
+
+class AdminClient:
+    """A synchronous client of a Braid broker's admin REST API.
+
+    Args:
+        url: the broker's admin base URL (``http://host:port``; default ``braid standalone``'s).
+        timeout: seconds to wait for each answer (a split or a delete of a large topic may take
+            a few seconds).
+        transport: an ``httpx`` transport (tests, proxies); the default one otherwise.
+
+    Use it as a context manager, or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        parts = urlsplit(url) if isinstance(url, str) else None
+        if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+            raise InvalidInputError(
+                f"invalid admin URL {url!r}: expected http://host:port, e.g. {DEFAULT_URL}"
+            )
+        self.url = url.rstrip("/")
+        self._client = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+        http = _Http(self._client, self.url)
+        self._http = http
+        self.tenants = Tenants(http)
+        self.namespaces = Namespaces(http)
+        self.topics = Topics(http)
+        self.scalable_topics = ScalableTopics(http)
+        self.segments = Segments(http)
+
+    def health(self) -> dict[str, Any]:
+        """``GET /health``: the process answers (``{"status": "ok"}``)."""
+        result: dict[str, Any] = self._http.call("GET", "/health")
+        return result
+
+    def broker_health(self) -> str:
+        """``GET /admin/v2/brokers/health``: ``"ok"`` after a round trip to the metadata store."""
+        result: str = self._http.call("GET", "/admin/v2/brokers/health")
+        return result
+
+    def clusters(self) -> list[str]:
+        """The cluster names this broker knows."""
+        result: list[str] = self._http.call("GET", "/admin/v2/clusters")
+        return result
+
+    def close(self) -> None:
+        """Close the connection pool. Idempotent."""
+        self._client.close()
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"AdminClient({self.url!r})"
+
+
+__all__ = [
+    "DEFAULT_URL",
+    "INITIAL_POSITIONS",
+    "SUBSCRIPTION_TYPES",
+    "AdminAlreadyExistsError",
+    "AdminAuthorizationError",
+    "AdminClient",
+    "AdminConflictError",
+    "AdminError",
+    "AdminIllegalStateError",
+    "AdminInvalidInputError",
+    "AdminNotFoundError",
+    "AdminTimeoutError",
+    "AdminTopicTerminatedError",
+    "AdminUnavailableError",
+    "Namespaces",
+    "ScalableTopics",
+    "Segments",
+    "Tenants",
+    "Topics",
+]
