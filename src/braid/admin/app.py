@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_error_handlers
 from braid.broker.config import BrokerConfig
 from braid.broker.errors import TopicNotFound
+from braid.broker.gc_policy import GC_STATS
 from braid.broker.resources import (
     BrokerResources,
     InvalidPolicies,
@@ -280,6 +281,14 @@ def create_app(
         name = await existing_topic(tenant, namespace, topic)
         await broker.get_or_create_topic(str(name), create=False)  # stats are of a loaded topic
         return _jsonable(broker.topic_stats(str(name)))
+
+    @v2.get(
+        "/broker-stats/runtime",
+        tags=["brokers"],
+        summary="Python runtime statistics: garbage collections and the time they took",
+    )
+    async def runtime_stats() -> dict[str, object]:
+        return {"gc": GC_STATS.snapshot()}
 
     app.include_router(v2)
 
