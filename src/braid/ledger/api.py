@@ -12,7 +12,7 @@ ranges above it, persisted (stamped with the storage cluster that holds them, PI
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -174,6 +174,10 @@ class ManagedCursor(Protocol):
     def has_more_entries(self) -> bool: ...
 
 
+#: How an append reports back: ``(position, None)`` once durable, ``(None, error)`` if it failed.
+AppendCallback = Callable[[Position | None, BaseException | None], None]
+
+
 class ManagedLedger(Protocol):
     """A named durable log."""
 
@@ -201,6 +205,17 @@ class ManagedLedger(Protocol):
         """Append; returns the entry's position once it is durable.
 
         Raises :class:`ManagedLedgerTerminated`, :class:`ManagedLedgerFenced`.
+        """
+        ...
+
+    def append_with_callback(self, data: bytes, callback: AppendCallback) -> None:
+        """Append without waiting (Pulsar's ``asyncAddEntry``): ``callback(position, None)`` once
+        the entry is durable, or ``callback(None, error)``; called once, on the event loop, in
+        the order of the calls. No task and no future per entry: the broker's publish path.
+
+        Raises at once (without calling ``callback``) when the log cannot take appends:
+        :class:`ManagedLedgerTerminated`, :class:`ManagedLedgerFenced`,
+        :class:`ManagedLedgerClosed`.
         """
         ...
 

@@ -2,6 +2,9 @@
 
 Adds are *issued* (sent to storage, several at once) and later *confirmed* (durable, and every
 earlier add too), strictly in issue order; the counts of both drive rollover and the log's view.
+Each add is a :class:`PendingAdd` holding its caller's callback - no task or future per add; the
+one future here, :attr:`CurrentLedger.drained`, is made only when someone waits for the ledger to
+drain (rollover, termination, close).
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import asyncio
 from collections import deque
 from dataclasses import dataclass, field
 
-from braid.ledger.api import LedgerInfo, Position
+from braid.ledger.api import AppendCallback, LedgerInfo
 from braid.storage.api import WriteHandle
 
 
@@ -20,7 +23,7 @@ class PendingAdd:
 
     expected_entry_id: int
     size: int
-    future: asyncio.Future[Position]
+    callback: AppendCallback
     done: bool = False
     entry_id: int = -1
     error: BaseException | None = None
@@ -40,8 +43,10 @@ class CurrentLedger:
     # Set when an add failed: the ledger's true content is unknown until it is recovered.
     broken: bool = False
     first_failure: int = 2**63
+    # Issued and not yet reported to their callers, in issue (= entry id) order.
     pending: deque[PendingAdd] = field(default_factory=deque)
-    inflight: set[asyncio.Task[None]] = field(default_factory=set)
+    # Resolved when ``pending`` empties; made only while someone waits for that.
+    drained: asyncio.Future[None] | None = None
 
     @property
     def ledger_id(self) -> int:

@@ -18,7 +18,7 @@ replication can be added behind the same API without changing callers.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -132,6 +132,11 @@ class StorageClosed(StorageError, AlreadyClosedError):
     """The client or bookie was closed."""
 
 
+#: How an add reports back, once, on the event loop: ``(entry_id, None)`` once the entry is durable
+#: on an ack quorum - in entry-id order, after every lower entry - or ``(-1, error)`` if it failed.
+AddCompletion = Callable[[int, BaseException | None], None]
+
+
 class WriteHandle(Protocol):
     """The single writer of a ledger."""
 
@@ -155,6 +160,16 @@ class WriteHandle(Protocol):
         """Append ``data``; returns its entry id (0, 1, 2, ...) once it is durable.
 
         Raises :class:`LedgerFenced`, :class:`LedgerClosed`, :class:`StorageIOError`.
+        """
+        ...
+
+    def add_entry_with_callback(self, data: bytes, callback: AddCompletion) -> None:
+        """Append ``data`` without waiting: ``callback`` reports the entry id once it is durable
+        (BookKeeper's ``asyncAddEntry``). No task and no future per entry: the hot path.
+
+        Completions come in entry-id order, so a caller that issues adds in order learns of
+        them in order. Raises at once (and does not call ``callback``) when the handle is
+        already broken or closed; failures after that come through ``callback``.
         """
         ...
 
