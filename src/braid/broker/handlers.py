@@ -336,23 +336,20 @@ class TopicCommands:
             return
         producer, topic = entry
         sequence_id = req.sequence_id
-        highest = max(req.highest_sequence_id, sequence_id + max(req.num_messages, 1) - 1)
+        receipt = producer.expect(sequence_id, req.highest_sequence_id)
         if event.checksum_valid is False or body is None:
-            failed: asyncio.Future[Position | None] = asyncio.get_running_loop().create_future()
-            failed.set_exception(
+            producer.complete(
+                receipt,
+                None,
                 ChecksumMismatch(
                     f"message {sequence_id} of producer {producer.name!r} failed its checksum"
                     if body is not None
                     else f"message {sequence_id} of producer {producer.name!r} has no payload"
-                )
+                ),
             )
-            producer.track(sequence_id, req.highest_sequence_id, failed)
             return
-        producer.track(
-            sequence_id,
-            req.highest_sequence_id,
-            topic.publish(producer, sequence_id, highest, body),
-        )
+        highest = max(req.highest_sequence_id, sequence_id + max(req.num_messages, 1) - 1)
+        topic.publish(producer, receipt, highest, body)
 
     def on_close_producer(self, event: CommandReceived) -> None:
         req = event.command.close_producer

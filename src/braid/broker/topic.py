@@ -1,8 +1,9 @@
 """A persistent topic (``persistent://`` or ``segment://``): a managed ledger with producers and
 subscriptions.
 
-Publishing hands every message to :meth:`ManagedLedger.append` immediately, so many appends are
-in flight at once (the ledger keeps call order); producers answer receipts in order.
+Publishing hands every message to :meth:`ManagedLedger.append_with_callback` immediately, so many
+appends are in flight at once (the ledger keeps call order and reports in that order); the append
+callback answers the producer's receipt queue, in order, from the bookie's group-commit completion.
 Deduplication, when on, filters resends before they reach the ledger. Subscriptions are durable
 cursors, created on first subscribe at the requested initial position and restored with the
 managed ledger after a restart. Termination seals the ledger: sends fail with
@@ -12,6 +13,7 @@ managed ledger after a restart. Termination seals the ledger: sends fail with
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 
@@ -26,8 +28,9 @@ from braid.broker.errors import (
     SubscriptionNotFound,
     TopicTerminated,
 )
-from braid.broker.producer import AccessMode, Producer
+from braid.broker.producer import AccessMode, PendingReceipt, Producer
 from braid.broker.subscription import Subscription
+from braid.core.errors import BraidError
 from braid.ledger.api import (
     EARLIEST,
     LATEST,
@@ -198,53 +201,65 @@ class PersistentTopic:
         self._producers_changed.set()
 
     def publish(
-        self, producer: Producer, sequence_id: int, highest_sequence_id: int, data: bytes
-    ) -> asyncio.Future[Position | None]:
-        """Persist ``data`` (or recognise a duplicate).
+        self, producer: Producer, receipt: PendingReceipt, highest_sequence_id: int, data: bytes
+    ) -> None:
+        """Persist ``data`` (or recognise a duplicate) and answer ``receipt`` through
+        :meth:`Producer.complete`: with its position once durable, ``None`` for a duplicate that
+        was not written again, or the error.
 
-        The future gives the position, or ``None`` for a duplicate that was not written again.
+        The pipeline of a SEND: the managed ledger's append callback (:meth:`_appended`) runs
+        in the bookie's group-commit completion and answers in order - no task or future.
         """
-        loop = asyncio.get_running_loop()
         if self.ledger.is_terminated:
-            failed: asyncio.Future[Position | None] = loop.create_future()
-            failed.set_exception(TopicTerminated(f"topic {self.name} is terminated"))
-            return failed
+            producer.complete(receipt, None, TopicTerminated(f"topic {self.name} is terminated"))
+            return
         dedup = self.dedup
         if dedup is not None:
-            status = dedup.check(producer.name, sequence_id, highest_sequence_id)
-            if status is not DupStatus.NOT_DUP:
-                answer: asyncio.Future[Position | None] = loop.create_future()
-                if status is DupStatus.DUP:
-                    answer.set_result(None)
-                else:
-                    answer.set_exception(
-                        DuplicateInFlight(
-                            f"message {sequence_id} of {producer.name!r} is still being persisted"
-                        )
-                    )
-                return answer
-        producer.messages_in += 1
-        producer.bytes_in += len(data)
-        self.messages_in += 1
-        self.bytes_in += len(data)
-        append: asyncio.Future[Position | None] = asyncio.ensure_future(self.ledger.append(data))
-        name = producer.name
-        highest = max(sequence_id, highest_sequence_id)
-
-        def appended(fut: asyncio.Future[Position | None]) -> None:
-            if fut.cancelled() or fut.exception() is not None:
-                if dedup is not None:
-                    dedup.on_failed(name)
+            status = dedup.check(producer.name, receipt.sequence_id, highest_sequence_id)
+            if status is DupStatus.DUP:
+                producer.complete(receipt, None, None)
                 return
-            position = fut.result()
-            if dedup is not None and position is not None:
-                dedup.on_persisted(name, highest, position)
+            if status is not DupStatus.NOT_DUP:
+                producer.complete(
+                    receipt,
+                    None,
+                    DuplicateInFlight(
+                        f"message {receipt.sequence_id} of {producer.name!r} is still being "
+                        "persisted"
+                    ),
+                )
+                return
+        size = len(data)
+        producer.messages_in += 1
+        producer.bytes_in += size
+        self.messages_in += 1
+        self.bytes_in += size
+        appended = functools.partial(self._appended, producer, receipt, highest_sequence_id)
+        try:
+            self.ledger.append_with_callback(data, appended)
+        except BraidError as exc:  # the ledger refused at once (closed, fenced, terminated)
+            appended(None, exc)
+
+    def _appended(
+        self,
+        producer: Producer,
+        receipt: PendingReceipt,
+        highest_sequence_id: int,
+        position: Position | None,
+        error: BaseException | None,
+    ) -> None:
+        dedup = self.dedup
+        if error is not None:
+            if dedup is not None:
+                dedup.on_failed(producer.name)
+        else:
+            assert position is not None
+            if dedup is not None:
+                dedup.on_persisted(producer.name, highest_sequence_id, position)
             for sub in self.subscriptions.values():
                 if sub.dispatcher is not None:
                     sub.dispatcher.wake()
-
-        append.add_done_callback(appended)
-        return append
+        producer.complete(receipt, position, error)
 
     # -- subscriptions -------------------------------------------------------------------------
 

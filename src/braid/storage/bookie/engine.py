@@ -1,9 +1,10 @@
 """The storage engine of one bookie on a local data directory.
 
-Write path: ``add_entry`` encodes a journal record on the loop and queues it for the journal thread,
-which group-commits (one fsync per batch) and then hands the batch back to the loop
-(``call_soon_threadsafe``): the loop puts the entries in a write cache, updates the per-ledger state
-and resolves the waiting futures - the acknowledgement. The same batch goes to the flusher thread,
+Write path: ``add_entry`` encodes a journal record on the loop and puts it in an outbox that goes to
+the journal thread once per loop turn; the thread group-commits (one fsync per batch) and then
+hands the batch back to the loop (``call_soon_threadsafe``): the loop puts the entries in a write
+cache, updates the per-ledger state and calls the waiting callbacks (or resolves futures) in
+journal order - the acknowledgement. The same batch goes to the flusher thread,
 which copies it into per-ledger entry files (:mod:`ledger_files`) and then evicts it from the write
 cache. When the journal rolls to a new file, the flusher *checkpoints*: fsyncs the entry files,
 records the journal position they cover in ``checkpoint`` (write-temp, fsync, rename) and deletes
@@ -243,7 +244,6 @@ class Bookie:
         self._seq = 0
         self._outbox_payloads: list[bytes] = []
         self._outbox_tokens: list[_Pending] = []
-        self._woken = 0  # futures resolved by the latest group commit (see _submit)
         self._unflushed: list[_Pending] = []
         self._unflushed_bytes = 0
         self._closed = False
@@ -336,21 +336,15 @@ class Bookie:
         if self._error is not None:
             raise StorageIOError(f"bookie {self._id}: disk failed: {self._error}")
         self._seq += 1
-        pending = _Pending(record, fut, callback, self._seq)
-        if self._woken <= 1 and not self._outbox_payloads:
-            # Nobody else was just woken by a group commit: hand over at once (lowest latency).
-            self._journal.submit([encode_record(record)], [pending])
-            return
         if not self._outbox_payloads:
-            # Several writers were woken by the last fsync: collect what they submit in this loop
-            # iteration and hand it over at once, so they share the next group commit instead
-            # of the first one going alone.
+            # Everything submitted during this loop turn goes to the journal thread together at
+            # the end of the turn: one queue put and one wake-up of that thread per turn, and the
+            # writers woken by one group commit share the next one.
             self._loop.call_soon(self._drain_outbox)
         self._outbox_payloads.append(encode_record(record))
-        self._outbox_tokens.append(pending)
+        self._outbox_tokens.append(_Pending(record, fut, callback, self._seq))
 
     def _drain_outbox(self) -> None:
-        self._woken = 0
         if self._outbox_payloads:
             self._journal.submit(self._outbox_payloads, self._outbox_tokens)  # type: ignore[arg-type]
             self._outbox_payloads = []
@@ -511,7 +505,8 @@ class Bookie:
         self._call_on_loop(self._on_failed, tokens, exc)
 
     def _on_durable(self, items: list[_Pending]) -> None:
-        self._woken = len(items)
+        # The group commit's completion: state, write cache, then every waiter of the group in
+        # journal order (the ledger writers' callbacks answer their callers right here).
         for item in items:
             record = item.record
             if record.kind is RecordKind.ADD:
@@ -536,14 +531,6 @@ class Bookie:
                 self._notify(item.callback, None)
             elif item.future is not None and not item.future.done():
                 item.future.set_result(None)
-        if self._woken > 1:
-            # Scheduled after the results (and the ledger writers' callbacks above), so it runs
-            # right after the woken writers: until then their next submissions collect in the
-            # outbox and go to the journal together.
-            self._loop.call_soon(self._end_burst)
-
-    def _end_burst(self) -> None:
-        self._drain_outbox()
 
     def _notify(self, callback: AddCallback, error: StorageError | None) -> None:
         try:
