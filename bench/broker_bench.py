@@ -493,9 +493,10 @@ def broker_rows(args: argparse.Namespace, data_dir: Path, run_id: int) -> list[R
         host, port, web = broker.host, broker.port, broker.web_url
         topic = f"persistent://public/default/bench-{run_id}"
         s, p = args.seconds, args.procs
+        plan: list[tuple[str, list[Job]]] = []
         for inflight in (100, 1000, 10000):
-            rows.append(
-                run_load(
+            plan.append(
+                (
                     f"braid 1 msg/entry, {inflight} in flight",
                     _jobs(
                         "pulsar",
@@ -507,12 +508,10 @@ def broker_rows(args: argparse.Namespace, data_dir: Path, run_id: int) -> list[R
                         batched=False,
                         seconds=s,
                     ),
-                    pid,
-                    web,
                 )
             )
-        rows.append(
-            run_load(
+        plan.append(
+            (
                 f"braid paced {args.paced_rate:.0f} msg/s, 1 msg/entry",
                 _jobs(
                     "pulsar",
@@ -525,24 +524,20 @@ def broker_rows(args: argparse.Namespace, data_dir: Path, run_id: int) -> list[R
                     paced_rate=args.paced_rate,
                     seconds=s,
                 ),
-                pid,
-                web,
             )
         )
-        rows.append(
-            run_load(
+        plan.append(
+            (
                 f"braid {BATCH} x {MESSAGE} B/entry, {32 * p} in flight",
                 _jobs(
                     "pulsar", host, port, f"{topic}-batch", p, window=32, batched=True, seconds=s
                 ),
-                pid,
-                web,
             )
         )
         if not args.no_client:
             for n in (1, 2, 4):
-                rows.append(
-                    run_load(
+                plan.append(
+                    (
                         f"pulsar-client batching off, N={n}",
                         _jobs(
                             "client",
@@ -554,10 +549,11 @@ def broker_rows(args: argparse.Namespace, data_dir: Path, run_id: int) -> list[R
                             batched=False,
                             seconds=s,
                         ),
-                        pid,
-                        web,
                     )
                 )
+        for name, jobs in plan:
+            if args.only is None or args.only in name:
+                rows.append(run_load(name, jobs, pid, web))
     finally:
         broker.stop()
     return rows
@@ -702,6 +698,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--procs", type=int, default=2, help="load-generator processes")
     parser.add_argument("--paced-rate", type=float, default=1000.0)
     parser.add_argument("--dir", type=Path, default=Path.cwd(), help="where data dirs go")
+    parser.add_argument("--only", help="run only the broker rows whose name contains this")
     parser.add_argument("--no-redis", action="store_true")
     parser.add_argument("--no-client", action="store_true")
     parser.add_argument("--broker-env", action="append", default=[], metavar="KEY=VALUE")
@@ -712,9 +709,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     runs: list[list[Row]] = []
     try:
         for run_id in range(args.repeat):
-            rows = limit_rows(base, 1.0)
+            rows = limit_rows(base, 1.0) if args.only is None else []
             rows += broker_rows(args, base, run_id)
-            rows += redis_rows(args, base, run_id)
+            rows += redis_rows(args, base, run_id) if args.only is None else []
             runs.append(rows)
             for r in rows:
                 gc_share = "" if r.gc_share is None else f" gc {r.gc_share * 100:.1f}%"
