@@ -44,6 +44,7 @@ from braid.protocol.generated import PulsarApi_pb2 as pb
 log = logging.getLogger(__name__)
 
 _INT64_MAX = 2**63 - 1
+_UINT64 = 2**64 - 1
 _CPP_CLIENT_VERSION = re.compile(r"Pulsar-CPP-v(\d+)\.(\d+)")
 
 
@@ -155,8 +156,9 @@ class TopicCommands:
         receipt = self._receipt.send_receipt
         receipt.producer_id = producer_id
         receipt.sequence_id = sequence_id
-        receipt.message_id.ledgerId = position.ledger_id
-        receipt.message_id.entryId = position.entry_id
+        # uint64 on the wire: a duplicate's -1:-1 goes as 2^64 - 1, as commands.message_id does.
+        receipt.message_id.ledgerId = position.ledger_id & _UINT64
+        receipt.message_id.entryId = position.entry_id & _UINT64
         if highest_sequence_id > 0:
             receipt.highest_sequence_id = highest_sequence_id
         else:
