@@ -211,9 +211,9 @@ def _parse_gc_thresholds(text: str) -> tuple[int, int, int]:
     try:
         values = [int(p, 10) for p in parts]
     except ValueError:
-        raise ValueError("expected three integers gen0,gen1,gen2 (e.g. 50000,20,100)") from None
+        raise ValueError("expected three integers gen0,gen1,gen2 (e.g. 200000,20,100)") from None
     if len(values) != 3 or values[0] < 1 or values[1] < 1 or values[2] < 1:
-        raise ValueError("expected three positive integers gen0,gen1,gen2 (e.g. 50000,20,100)")
+        raise ValueError("expected three positive integers gen0,gen1,gen2 (e.g. 200000,20,100)")
     return values[0], values[1], values[2]
 
 

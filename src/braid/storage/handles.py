@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -188,7 +187,7 @@ class LedgerWriter:
                     self.ledger_id,
                     entry_id,
                     data,
-                    functools.partial(self._vote, entry_id),
+                    self._vote,
                     last_add_confirmed=self._lac,
                     length=self._pending_length,
                 )

@@ -88,8 +88,9 @@ class _LedgerState:
     fenced: bool = False
 
 
-#: Called once, on the event loop, with ``None`` when an add is durable or with the error.
-AddCallback = Callable[[StorageError | None], None]
+#: Called once, on the event loop, with the entry id and ``None`` when an add is durable, or with
+#: the error that lost it. The id lets one callable serve every add of a ledger (no closure each).
+AddCallback = Callable[[int, StorageError | None], None]
 
 
 class _Pending(NamedTuple):
@@ -411,9 +412,10 @@ class Bookie:
         length: int = 0,
         recovery: bool = False,
     ) -> None:
-        """Queue an add; ``callback`` is called on the loop, in the same step that learns the
-        entry is durable (``None``) or lost (the error). No future or task per add: the ledger
-        writer's hot path. Bad input and a fenced ledger raise at once."""
+        """Queue an add; ``callback(entry_id, None)`` is called on the loop, in the same step that
+        learns the entry is durable, or ``callback(entry_id, error)`` once it is lost. No future
+        or task per add: the ledger writer's hot path. Bad input and a fenced ledger raise at
+        once."""
         self._enqueue(
             self._add_record(ledger_id, entry_id, data, last_add_confirmed, length, recovery),
             None,
@@ -528,13 +530,13 @@ class Bookie:
                 self._ledgers.pop(record.ledger_id, None)
                 self._cache.pop(record.ledger_id, None)
             if item.callback is not None:
-                self._notify(item.callback, None)
+                self._notify(item.callback, record.entry_id, None)
             elif item.future is not None and not item.future.done():
                 item.future.set_result(None)
 
-    def _notify(self, callback: AddCallback, error: StorageError | None) -> None:
+    def _notify(self, callback: AddCallback, entry_id: int, error: StorageError | None) -> None:
         try:
-            callback(error)
+            callback(entry_id, error)
         except Exception:  # a broken callback must not stop the others in this group
             log.exception("bookie %s: add callback failed", self._id)
 
@@ -543,7 +545,7 @@ class Bookie:
         for token in tokens:
             error = StorageIOError(f"bookie {self._id}: disk failed: {exc}")
             if isinstance(token, _Pending) and token.callback is not None:
-                self._notify(token.callback, error)
+                self._notify(token.callback, token.record.entry_id, error)
                 continue
             fut = token.future if isinstance(token, _Pending) else token
             if isinstance(fut, asyncio.Future) and not fut.done():
