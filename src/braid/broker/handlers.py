@@ -342,7 +342,8 @@ class TopicCommands:
             return
         producer, topic = entry
         sequence_id = req.sequence_id
-        receipt = producer.expect(sequence_id, req.highest_sequence_id)
+        last = max(req.highest_sequence_id, sequence_id + max(req.num_messages, 1) - 1)
+        receipt = producer.expect(sequence_id, req.highest_sequence_id, last)
         if event.checksum_valid is False or body is None:
             producer.complete(
                 receipt,
@@ -354,8 +355,7 @@ class TopicCommands:
                 ),
             )
             return
-        highest = max(req.highest_sequence_id, sequence_id + max(req.num_messages, 1) - 1)
-        topic.publish(producer, receipt, highest, body)
+        topic.publish(receipt, body)
 
     def on_close_producer(self, event: CommandReceived) -> None:
         req = event.command.close_producer

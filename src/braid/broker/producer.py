@@ -46,13 +46,30 @@ class ProducerTransport(Protocol):
 
 
 class PendingReceipt:
-    """One SEND waiting for its answer: a receipt at ``position`` or ``error``."""
+    """One SEND of ``producer`` waiting for its answer: a receipt at ``position`` or ``error``.
 
-    __slots__ = ("done", "error", "highest_sequence_id", "position", "sequence_id")
+    ``highest_sequence_id`` is the SEND's own field (echoed in the receipt); ``last_sequence_id``
+    the last sequence id the SEND covers (a batch of n from ``s`` covers ``s + n - 1``), which
+    deduplication records.
+    """
 
-    def __init__(self, sequence_id: int, highest_sequence_id: int) -> None:
+    __slots__ = (
+        "done",
+        "error",
+        "highest_sequence_id",
+        "last_sequence_id",
+        "position",
+        "producer",
+        "sequence_id",
+    )
+
+    def __init__(
+        self, producer: Producer, sequence_id: int, highest_sequence_id: int, last_sequence_id: int
+    ) -> None:
+        self.producer = producer
         self.sequence_id = sequence_id
         self.highest_sequence_id = highest_sequence_id
+        self.last_sequence_id = last_sequence_id
         self.position: Position | None = None
         self.error: BaseException | None = None
         self.done = False
@@ -88,9 +105,11 @@ class Producer:
     def pending(self) -> int:
         return len(self._inflight)
 
-    def expect(self, sequence_id: int, highest_sequence_id: int) -> PendingReceipt:
+    def expect(
+        self, sequence_id: int, highest_sequence_id: int, last_sequence_id: int
+    ) -> PendingReceipt:
         """Queue the answer to a SEND, in arrival order (before anything can answer it)."""
-        receipt = PendingReceipt(sequence_id, highest_sequence_id)
+        receipt = PendingReceipt(self, sequence_id, highest_sequence_id, last_sequence_id)
         self._inflight.append(receipt)
         return receipt
 

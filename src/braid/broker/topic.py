@@ -13,7 +13,6 @@ managed ledger after a restart. Termination seals the ledger: sends fail with
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections.abc import Callable
 
@@ -200,22 +199,22 @@ class PersistentTopic:
             self._exclusive = None
         self._producers_changed.set()
 
-    def publish(
-        self, producer: Producer, receipt: PendingReceipt, highest_sequence_id: int, data: bytes
-    ) -> None:
-        """Persist ``data`` (or recognise a duplicate) and answer ``receipt`` through
-        :meth:`Producer.complete`: with its position once durable, ``None`` for a duplicate that
-        was not written again, or the error.
+    def publish(self, receipt: PendingReceipt, data: bytes) -> None:
+        """Persist ``data`` (or recognise a duplicate) and answer ``receipt`` through its
+        producer's :meth:`~Producer.complete`: with its position once durable, ``None`` for a
+        duplicate that was not written again, or the error.
 
-        The pipeline of a SEND: the managed ledger's append callback (:meth:`_appended`) runs
-        in the bookie's group-commit completion and answers in order - no task or future.
+        The pipeline of a SEND: the managed ledger calls :meth:`_appended` with ``receipt`` as
+        its context from the bookie's group-commit completion, in order - no task, future or
+        closure per message.
         """
+        producer = receipt.producer
         if self.ledger.is_terminated:
             producer.complete(receipt, None, TopicTerminated(f"topic {self.name} is terminated"))
             return
         dedup = self.dedup
         if dedup is not None:
-            status = dedup.check(producer.name, receipt.sequence_id, highest_sequence_id)
+            status = dedup.check(producer.name, receipt.sequence_id, receipt.last_sequence_id)
             if status is DupStatus.DUP:
                 producer.complete(receipt, None, None)
                 return
@@ -234,20 +233,15 @@ class PersistentTopic:
         producer.bytes_in += size
         self.messages_in += 1
         self.bytes_in += size
-        appended = functools.partial(self._appended, producer, receipt, highest_sequence_id)
         try:
-            self.ledger.append_with_callback(data, appended)
+            self.ledger.append_with_callback(data, self._appended, receipt)
         except BraidError as exc:  # the ledger refused at once (closed, fenced, terminated)
-            appended(None, exc)
+            self._appended(None, exc, receipt)
 
     def _appended(
-        self,
-        producer: Producer,
-        receipt: PendingReceipt,
-        highest_sequence_id: int,
-        position: Position | None,
-        error: BaseException | None,
+        self, position: Position | None, error: BaseException | None, receipt: PendingReceipt
     ) -> None:
+        producer = receipt.producer
         dedup = self.dedup
         if error is not None:
             if dedup is not None:
@@ -255,7 +249,7 @@ class PersistentTopic:
         else:
             assert position is not None
             if dedup is not None:
-                dedup.on_persisted(producer.name, highest_sequence_id, position)
+                dedup.on_persisted(producer.name, receipt.last_sequence_id, position)
             for sub in self.subscriptions.values():
                 if sub.dispatcher is not None:
                     sub.dispatcher.wake()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from braid.core.errors import (
     AlreadyClosedError,
@@ -174,8 +174,10 @@ class ManagedCursor(Protocol):
     def has_more_entries(self) -> bool: ...
 
 
-#: How an append reports back: ``(position, None)`` once durable, ``(None, error)`` if it failed.
-AppendCallback = Callable[[Position | None, BaseException | None], None]
+_Ctx = TypeVar("_Ctx")
+#: How an append reports back: ``(position, None, ctx)`` once durable, ``(None, error, ctx)`` if it
+#: failed; ``ctx`` is what the caller passed with the append (Pulsar's ``AddEntryCallback``).
+AppendCallback = Callable[[Position | None, BaseException | None, _Ctx], None]
 
 
 class ManagedLedger(Protocol):
@@ -208,10 +210,11 @@ class ManagedLedger(Protocol):
         """
         ...
 
-    def append_with_callback(self, data: bytes, callback: AppendCallback) -> None:
-        """Append without waiting (Pulsar's ``asyncAddEntry``): ``callback(position, None)`` once
-        the entry is durable, or ``callback(None, error)``; called once, on the event loop, in
-        the order of the calls. No task and no future per entry: the broker's publish path.
+    def append_with_callback(self, data: bytes, callback: AppendCallback[_Ctx], ctx: _Ctx) -> None:
+        """Append without waiting (Pulsar's ``asyncAddEntry(data, callback, ctx)``):
+        ``callback(position, None, ctx)`` once the entry is durable, or ``callback(None, error,
+        ctx)``; called once, on the event loop, in the order of the calls. No task, future or
+        closure per entry: the broker's publish path.
 
         Raises at once (without calling ``callback``) when the log cannot take appends:
         :class:`ManagedLedgerTerminated`, :class:`ManagedLedgerFenced`,

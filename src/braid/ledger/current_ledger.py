@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
 from braid.ledger.api import AppendCallback, LedgerInfo
 from braid.storage.api import WriteHandle
@@ -19,11 +20,14 @@ from braid.storage.api import WriteHandle
 
 @dataclass(eq=False, slots=True)
 class PendingAdd:
-    """One append issued to the current ledger, waiting for its acknowledgement."""
+    """One append issued to the current ledger, waiting for its acknowledgement (and the
+    context storage hands back with the add's completion)."""
 
+    ledger: CurrentLedger
     expected_entry_id: int
     size: int
-    callback: AppendCallback
+    callback: AppendCallback[Any]
+    ctx: Any
     done: bool = False
     entry_id: int = -1
     error: BaseException | None = None

@@ -14,10 +14,10 @@ lost either race gets :class:`ManagedLedgerFenced` and stops. See ADR 0012.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from braid.clock import Clock
 from braid.core.errors import BraidError, InvalidInputError
@@ -63,6 +63,7 @@ from braid.storage.api import (
 )
 
 log = logging.getLogger(__name__)
+_Ctx = TypeVar("_Ctx")
 
 
 def _translate(exc: BaseException) -> BaseException:
@@ -75,12 +76,25 @@ def _translate(exc: BaseException) -> BaseException:
 
 
 def _report(
-    callback: AppendCallback, position: Position | None, error: BaseException | None
+    callback: AppendCallback[Any], ctx: Any, position: Position | None, error: BaseException | None
 ) -> None:
     try:
-        callback(position, error)
+        callback(position, error, ctx)
     except Exception:  # one broken callback must not stop the appends confirmed after it
         log.exception("append callback failed")
+
+
+def _resolve(
+    position: Position | None, error: BaseException | None, future: asyncio.Future[Position]
+) -> None:
+    """The callback of an awaited append: resolve its future (unless its caller gave up)."""
+    if future.done():
+        return  # a cancelled caller cancels only its own future; the append itself goes on
+    if error is not None:
+        future.set_exception(error)
+    else:
+        assert position is not None
+        future.set_result(position)
 
 
 class ManagedLedgerImpl:
@@ -119,7 +133,7 @@ class ManagedLedgerImpl:
         self._terminated_position = info.terminated_position
         self._on_gone = on_gone
 
-        self._waiting: deque[tuple[bytes, AppendCallback]] = deque()
+        self._waiting: deque[tuple[bytes, AppendCallback[Any], Any]] = deque()
         self._control: asyncio.Task[None] | None = None
         self._terminate_requested = False
         self._terminate_future: asyncio.Future[Position] | None = None
@@ -253,23 +267,13 @@ class ManagedLedgerImpl:
             ManagedLedgerClosed: this instance was closed.
         """
         future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
-
-        def done(position: Position | None, error: BaseException | None) -> None:
-            # A cancelled caller cancels only its own future; the append itself goes on.
-            if future.done():
-                return
-            if error is not None:
-                future.set_exception(error)
-            else:
-                assert position is not None
-                future.set_result(position)
-
-        self.append_with_callback(data, done)
+        self.append_with_callback(data, _resolve, future)
         return await future
 
-    def append_with_callback(self, data: bytes, callback: AppendCallback) -> None:
-        """Append ``data``; ``callback(position, None)`` once durable or ``callback(None,
-        error)``, once, in call order. The broker's publish path: no task, no future.
+    def append_with_callback(self, data: bytes, callback: AppendCallback[_Ctx], ctx: _Ctx) -> None:
+        """Append ``data``; ``callback(position, None, ctx)`` once durable or ``callback(None,
+        error, ctx)``, once, in call order. The broker's publish path: no task, future or
+        closure per entry.
 
         Raises:
             InvalidInputError: ``data`` is not bytes.
@@ -287,27 +291,28 @@ class ManagedLedgerImpl:
             and self._control is None
             and not self._is_full(cur)
         ):
-            self._issue(cur, payload, callback)
+            self._issue(cur, payload, callback, ctx)
         else:
             # A rollover (or recovery) must run first; it issues queued appends in order.
-            self._waiting.append((payload, callback))
+            self._waiting.append((payload, callback, ctx))
             self._ensure_control()
 
-    def _issue(self, cur: CurrentLedger, data: bytes, callback: AppendCallback) -> None:
-        op = PendingAdd(cur.issued_entries, len(data), callback)
+    def _issue(
+        self, cur: CurrentLedger, data: bytes, callback: AppendCallback[Any], ctx: Any
+    ) -> None:
+        op = PendingAdd(cur, cur.issued_entries, len(data), callback, ctx)
         cur.issued_entries += 1
         cur.issued_size += len(data)
         cur.pending.append(op)
         # Storage assigns entry ids in call order and reports them in that order.
         try:
-            cur.handle.add_entry_with_callback(data, functools.partial(self._added, cur, op))
+            cur.handle.add_entry_with_callback(data, self._added, op)
         except BaseException as exc:
-            self._added(cur, op, -1, exc)
+            self._added(-1, exc, op)
 
-    def _added(
-        self, cur: CurrentLedger, op: PendingAdd, entry_id: int, error: BaseException | None
-    ) -> None:
+    def _added(self, entry_id: int, error: BaseException | None, op: PendingAdd) -> None:
         """Storage finished ``op`` (called from the bookie's group-commit completion)."""
+        cur = op.ledger
         if error is not None:
             op.error = _translate(error)
             cur.broken = True
@@ -339,10 +344,11 @@ class ManagedLedgerImpl:
                 cur.confirmed_entries = op.entry_id + 1
                 cur.confirmed_size += op.size
                 advanced = True
-                _report(op.callback, Position(ledger_id, op.entry_id), None)
+                _report(op.callback, op.ctx, Position(ledger_id, op.entry_id), None)
             else:
                 _report(
                     op.callback,
+                    op.ctx,
                     None,
                     op.error or ManagedLedgerError("an earlier entry of this ledger failed"),
                 )
@@ -370,8 +376,8 @@ class ManagedLedgerImpl:
                         await self._rollover()
                         continue
                     while self._waiting and not self._is_full(cur):
-                        data, callback = self._waiting.popleft()
-                        self._issue(cur, data, callback)
+                        data, callback, ctx = self._waiting.popleft()
+                        self._issue(cur, data, callback, ctx)
                     continue
                 if self._terminate_requested and not self._terminated:
                     position = await self._do_terminate()
@@ -424,8 +430,8 @@ class ManagedLedgerImpl:
     def _fail_waiting(self, error: BaseException) -> None:
         """Fail every append queued behind a rollover (they were never issued)."""
         while self._waiting:
-            _, callback = self._waiting.popleft()
-            _report(callback, None, error)
+            _, callback, ctx = self._waiting.popleft()
+            _report(callback, ctx, None, error)
 
     async def _finish_current(self) -> None:
         """Drain and close the current ledger, moving it to the closed list (memory only)."""

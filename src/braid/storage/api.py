@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from braid.core.errors import (
     AlreadyClosedError,
@@ -132,9 +132,11 @@ class StorageClosed(StorageError, AlreadyClosedError):
     """The client or bookie was closed."""
 
 
-#: How an add reports back, once, on the event loop: ``(entry_id, None)`` once the entry is durable
-#: on an ack quorum - in entry-id order, after every lower entry - or ``(-1, error)`` if it failed.
-AddCompletion = Callable[[int, BaseException | None], None]
+_Ctx = TypeVar("_Ctx")
+#: How an add reports back, once, on the event loop: ``(entry_id, None, ctx)`` once the entry is
+#: durable on an ack quorum - in entry-id order, after every lower entry - or ``(-1, error, ctx)``
+#: if it failed. ``ctx`` is what the caller passed with the add (BookKeeper's ``AddCallback``).
+AddCompletion = Callable[[int, BaseException | None, _Ctx], None]
 
 
 class WriteHandle(Protocol):
@@ -163,9 +165,13 @@ class WriteHandle(Protocol):
         """
         ...
 
-    def add_entry_with_callback(self, data: bytes, callback: AddCompletion) -> None:
-        """Append ``data`` without waiting: ``callback`` reports the entry id once it is durable
-        (BookKeeper's ``asyncAddEntry``). No task and no future per entry: the hot path.
+    def add_entry_with_callback(
+        self, data: bytes, callback: AddCompletion[_Ctx], ctx: _Ctx
+    ) -> None:
+        """Append ``data`` without waiting: ``callback(entry_id, None, ctx)`` once it is durable
+        (BookKeeper's ``asyncAddEntry(data, cb, ctx)``). No task and no future per entry, and
+        with a bound method as ``callback`` and an object the caller has anyway as ``ctx``, no
+        closure either: the hot path.
 
         Completions come in entry-id order, so a caller that issues adds in order learns of
         them in order. Raises at once (and does not call ``callback``) when the handle is

@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from braid.storage.api import (
     AddCompletion,
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from braid.storage.client import BookKeeperClient
 
 log = logging.getLogger(__name__)
+_Ctx = TypeVar("_Ctx")
 
 
 def write_set(md: LedgerMetadata, entry_id: int) -> list[str]:
@@ -56,22 +57,33 @@ def quorum_error(ledger_id: int, errors: Sequence[BaseException]) -> StorageErro
 class _InFlight:
     """One add between send and confirmation."""
 
-    __slots__ = ("acked", "asked", "callback", "errors", "ok", "size")
+    __slots__ = ("acked", "asked", "callback", "ctx", "errors", "ok", "size")
 
-    def __init__(self, callback: AddCompletion, size: int, asked: int) -> None:
+    def __init__(self, callback: AddCompletion[Any], ctx: Any, size: int, asked: int) -> None:
         self.callback = callback
+        self.ctx = ctx
         self.size = size
         self.asked = asked  # copies requested (write quorum)
         self.ok = 0
-        self.errors: list[StorageError] = []
+        self.errors: list[StorageError] | None = None  # made on the first failure only
         self.acked = False
 
 
-def _report(callback: AddCompletion, entry_id: int, error: BaseException | None) -> None:
+def _report(add: _InFlight, entry_id: int, error: BaseException | None) -> None:
     try:
-        callback(entry_id, error)
+        add.callback(entry_id, error, add.ctx)
     except Exception:  # one broken callback must not stop the adds confirmed after it
         log.exception("add completion callback failed")
+
+
+def _resolve(entry_id: int, error: BaseException | None, waiter: asyncio.Future[int]) -> None:
+    """The completion of an awaited add: resolve its future (unless its caller gave up)."""
+    if waiter.done():
+        return  # the caller was cancelled; the add itself went on
+    if error is not None:
+        waiter.set_exception(error)
+    else:
+        waiter.set_result(entry_id)
 
 
 class LedgerWriter:
@@ -137,11 +149,13 @@ class LedgerWriter:
         self._check_writable()
         return await self._awaited(self._next_id, data)
 
-    def add_entry_with_callback(self, data: bytes, callback: AddCompletion) -> None:
-        """Append ``data``; ``callback(entry_id, None)`` once an ack quorum has it durably, in
-        entry-id order (or ``callback(-1, error)``). The managed ledger's hot path."""
+    def add_entry_with_callback(
+        self, data: bytes, callback: AddCompletion[_Ctx], ctx: _Ctx
+    ) -> None:
+        """Append ``data``; ``callback(entry_id, None, ctx)`` once an ack quorum has it durably,
+        in entry-id order (or ``callback(-1, error, ctx)``). The managed ledger's hot path."""
         self._check_writable()
-        self._add(self._next_id, data, callback)
+        self._add(self._next_id, data, callback, ctx)
 
     async def add_entry_with_id(self, entry_id: int, data: bytes) -> int:
         """Append with an explicit id (``create_ledger_adv`` ledgers only), in order 0, 1, 2..."""
@@ -158,24 +172,15 @@ class LedgerWriter:
 
     async def _awaited(self, entry_id: int, data: bytes) -> int:
         waiter: asyncio.Future[int] = self._loop.create_future()
-
-        def done(added: int, error: BaseException | None) -> None:
-            if waiter.done():
-                return  # the caller was cancelled; the add itself went on
-            if error is not None:
-                waiter.set_exception(error)
-            else:
-                waiter.set_result(added)
-
-        self._add(entry_id, data, done)
+        self._add(entry_id, data, _resolve, waiter)
         return await waiter
 
-    def _add(self, entry_id: int, data: bytes, callback: AddCompletion) -> None:
+    def _add(self, entry_id: int, data: bytes, callback: AddCompletion[Any], ctx: Any) -> None:
         data = bytes(data)
         ids = self._fixed_set or write_set(self._md, entry_id)
         self._next_id = entry_id + 1
         self._pending_length += len(data)
-        self._inflight[entry_id] = _InFlight(callback, len(data), len(ids))
+        self._inflight[entry_id] = _InFlight(callback, ctx, len(data), len(ids))
         for bookie_id in ids:
             # Callbacks, not a task per add: the bookie answers the writer directly, so a
             # cancelled caller can never leave a hole that stalls later adds.
@@ -205,6 +210,8 @@ class LedgerWriter:
                 if entry_id == self._lac + 1:
                     self._advance()
             return
+        if add.errors is None:
+            add.errors = []
         add.errors.append(error)
         if len(add.errors) > add.asked - self._md.ack_quorum:
             self._fail(quorum_error(self.ledger_id, add.errors))
@@ -219,7 +226,7 @@ class LedgerWriter:
             del inflight[self._lac + 1]
             self._lac += 1
             self._length += add.size
-            _report(add.callback, self._lac, None)
+            _report(add, self._lac, None)
         if not inflight and self._idle is not None:
             self._idle.set()
 
@@ -230,7 +237,7 @@ class LedgerWriter:
         failed = list(self._inflight.values())
         self._inflight.clear()
         for add in failed:
-            _report(add.callback, -1, self._error)
+            _report(add, -1, self._error)
         if self._idle is not None:
             self._idle.set()
 
