@@ -48,7 +48,7 @@ from braid.storage.bookie.ledger_files import LedgerFiles, fsync_dir
 from braid.storage.bookie.records import (
     JournalRecord,
     RecordKind,
-    encode_record,
+    encode_record_head,
 )
 from braid.storage.validation import validate_entry_id, validate_ledger_id
 
@@ -342,7 +342,9 @@ class Bookie:
             # the end of the turn: one queue put and one wake-up of that thread per turn, and the
             # writers woken by one group commit share the next one.
             self._loop.call_soon(self._drain_outbox)
-        self._outbox_payloads.append(encode_record(record))
+        self._outbox_payloads.append(encode_record_head(record))
+        if record.data:
+            self._outbox_payloads.append(record.data)
         self._outbox_tokens.append(_Pending(record, fut, callback, self._seq))
 
     def _drain_outbox(self) -> None:
