@@ -9,7 +9,7 @@ RUN_STAMP := $(VENV)/.run-installed
 ZK_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit integration cluster interop proto bench system-deps clean help
+.PHONY: demo test lint typecheck unit integration cluster interop proto bench bench-deps system-deps clean help
 
 help:
 	@echo "make demo    - create .venv, install Braid, run the scripted demo"
@@ -17,6 +17,7 @@ help:
 	@echo "make lint | typecheck | unit | integration | cluster | interop - one tier at a time"
 	@echo "make proto   - regenerate src/braid/protocol/generated from the .proto"
 	@echo "make bench   - run the benchmarks in bench/ (not part of the test suite)"
+	@echo "make bench-deps - install Debian redis-server, the peer bench/broker_bench.py compares with"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,6 +69,14 @@ proto: $(DEV_STAMP)
 
 bench: $(DEV_STAMP)
 	for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+# Only for bench/broker_bench.py (Redis Streams with appendfsync always as the yardstick); never
+# needed by `make test`. The benchmark starts its own redis-server on a free 127.0.0.1 port.
+bench-deps:
+	@if ! command -v redis-server >/dev/null; then \
+	  echo "installing Debian package redis-server (for bench/broker_bench.py)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	fi
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache
