@@ -377,6 +377,7 @@ class Row:
     cpu_us: float = 0.0  # server CPU per entry
     gc_share: float | None = None
     note: str = ""
+    vs: str = ""  # ratio against the limit (or peer) of the same run
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -665,14 +666,33 @@ def _loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def add_ratios(rows: list[Row]) -> None:
+    """Each row against its yardstick in the same run: rates against the disk's fdatasync
+    limits, a paced row's p99 against Redis's paced p99."""
+    small = next((r for r in rows if r.name.startswith("limit: 1 fdatasync")), None)
+    big = next((r for r in rows if r.name.startswith("limit: 16 x")), None)
+    redis_paced = next((r for r in rows if r.name.startswith("redis paced")), None)
+    for r in rows:
+        if r.name.startswith("limit"):
+            r.vs = "1.00"
+        elif "paced" in r.name:
+            if redis_paced is not None and r is not redis_paced and redis_paced.p99_ms:
+                r.vs = f"p99 {r.p99_ms / redis_paced.p99_ms:.2f} x redis"
+        elif "B/entry" in r.name or "kB" in r.name:
+            if big is not None and big.mb_s:
+                r.vs = f"{r.mb_s / big.mb_s:.2f} x MB/s limit"
+        elif small is not None and small.entries_s:
+            r.vs = f"{r.entries_s / small.entries_s:.1f} x fsync/entry"
+
+
 def print_table(runs: list[list[Row]]) -> None:
     names = [r.name for r in runs[0]]
     print()
     print(
         "| row | entries/s (best) | spread | msg/s | MB/s | p50 ms | p99 ms "
-        "| server CPU µs/entry | GC % of broker CPU |"
+        "| server CPU µs/entry | GC % of broker CPU | vs limit |"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in names:
         same = [r for run in runs for r in run if r.name == name]
         paced = "paced" in name
@@ -687,7 +707,7 @@ def print_table(runs: list[list[Row]]) -> None:
         cpu = f"{best.cpu_us:.1f}" if best.cpu_us else ""
         print(
             f"| {name} | {best.entries_s:.0f} | {spread} | {best.msgs_s:.0f} | {best.mb_s:.1f} "
-            f"| {best.p50_ms:.3f} | {best.p99_ms:.3f} | {cpu} | {gc_share} |"
+            f"| {best.p50_ms:.3f} | {best.p99_ms:.3f} | {cpu} | {gc_share} | {best.vs} |"
         )
 
 
@@ -712,6 +732,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows = limit_rows(base, 1.0) if args.only is None else []
             rows += broker_rows(args, base, run_id)
             rows += redis_rows(args, base, run_id) if args.only is None else []
+            add_ratios(rows)
             runs.append(rows)
             for r in rows:
                 gc_share = "" if r.gc_share is None else f" gc {r.gc_share * 100:.1f}%"

@@ -5,7 +5,8 @@ fast), but the official client requires receipts in the order it sent the messag
 of its queue head makes it close the connection. So each SEND first takes its place in the
 producer's queue (:meth:`Producer.expect`); whatever answers it - the ledger's append callback,
 a duplicate check, a refused checksum - calls :meth:`Producer.complete`, which sends every answer
-now at the head of the queue. No future per message: a :class:`PendingReceipt` is four fields.
+now at the head of the queue. No future per message: a :class:`PendingReceipt` is a few slots,
+and it is also the context the managed ledger hands back with the append's completion.
 """
 
 from __future__ import annotations
