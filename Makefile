@@ -9,7 +9,7 @@ RUN_STAMP := $(VENV)/.run-installed
 ZK_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit integration cluster interop proto bench mutation system-deps clean help
+.PHONY: demo test lint typecheck unit integration cluster interop proto bench bench-deps mutation system-deps clean help
 
 help:
 	@echo "make demo    - create .venv, install Braid, run the scripted demo"
@@ -18,6 +18,7 @@ help:
 	@echo "make proto   - regenerate src/braid/protocol/generated from the .proto"
 	@echo "make bench   - run the benchmarks in bench/ (not part of the test suite)"
 	@echo "make mutation - mutation-test core/ and ledger/range_set.py with the unit tier (slow)"
+	@echo "make bench-deps - install Debian redis-server, the peer bench/broker_bench.py compares with"
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -86,6 +87,14 @@ mutation: $(DEV_STAMP)
 	  { left[scope]++; print "  left: " $$1 " (" $$2 ")" } \
 	  END { for (s in total) printf "%-20s %d/%d killed (%.1f%%), %d left\n", \
 	        s, killed[s], total[s], 100 * killed[s] / total[s], left[s] }'
+
+# Only for bench/broker_bench.py (Redis Streams with appendfsync always as the yardstick); never
+# needed by `make test`. The benchmark starts its own redis-server on a free 127.0.0.1 port.
+bench-deps:
+	@if ! command -v redis-server >/dev/null; then \
+	  echo "installing Debian package redis-server (for bench/broker_bench.py)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; \
+	fi
 
 clean:
 	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache mutants

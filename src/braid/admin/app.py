@@ -23,6 +23,7 @@ from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_e
 from braid.admin.scalable import scalable_router
 from braid.broker.config import BrokerConfig
 from braid.broker.errors import TopicNotFound
+from braid.broker.gc_policy import GC_STATS
 from braid.broker.resources import (
     BrokerResources,
     InvalidPolicies,
@@ -288,6 +289,14 @@ def create_app(
         name = await existing_topic(tenant, namespace, topic)
         await broker.get_or_create_topic(str(name), create=False)  # stats are of a loaded topic
         return _jsonable(broker.topic_stats(str(name)))
+
+    @v2.get(
+        "/broker-stats/runtime",
+        tags=["brokers"],
+        summary="Python runtime statistics: garbage collections and the time they took",
+    )
+    async def runtime_stats() -> dict[str, object]:
+        return {"gc": GC_STATS.snapshot()}
 
     if scalable is not None:
         v2.include_router(scalable_router(scalable, scalable.segments, resources.namespace_exists))

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from braid.broker.gc_policy import BROKER_DEFAULT_THRESHOLDS, GcPolicy
 from braid.core.autoscale_policy import (
     BROKER_CONFIG_KEYS,
     AutoScalePolicy,
@@ -106,6 +107,11 @@ class BrokerConfig:
     scalable_topic_gc_interval_seconds: int = 60
     #: Raw PIP-483 ``scalableTopic*`` keys (other than ``scalableTopicEnabled``) as written.
     scalable_topic_settings: Mapping[str, str] = field(default_factory=_empty_settings)
+    #: Braid-specific (CPython has a cyclic GC, Pulsar's JVM keys do not apply): freeze the
+    #: start-up heap with ``gc.freeze()`` once the broker serves (see ``broker/gc_policy.py``).
+    python_gc_freeze_after_startup: bool = True
+    #: ``gc.set_threshold`` for a high-allocation server (CPython's default is 700,10,10).
+    python_gc_thresholds: tuple[int, int, int] = BROKER_DEFAULT_THRESHOLDS
 
     def __post_init__(self) -> None:
         # Resolve the derived defaults once so every reader sees the same values.
@@ -127,6 +133,10 @@ class BrokerConfig:
     def web_service_url(self) -> str:
         """The admin HTTP URL as configured (the real port may differ when configured as 0)."""
         return f"http://{self.advertised_address}:{self.web_service_port}"
+
+    def gc_policy(self) -> GcPolicy:
+        """The process's garbage-collection policy."""
+        return GcPolicy(self.python_gc_freeze_after_startup, self.python_gc_thresholds)
 
     def managed_ledger_config(self) -> ManagedLedgerConfig:
         """The broker-wide managed-ledger settings (retention from the broker defaults).
@@ -211,6 +221,17 @@ def _parse_path(text: str) -> Path:
     return Path(text).expanduser()
 
 
+def _parse_gc_thresholds(text: str) -> tuple[int, int, int]:
+    parts = [p.strip() for p in text.split(",")]
+    try:
+        values = [int(p, 10) for p in parts]
+    except ValueError:
+        raise ValueError("expected three integers gen0,gen1,gen2 (e.g. 200000,20,100)") from None
+    if len(values) != 3 or values[0] < 1 or values[1] < 1 or values[2] < 1:
+        raise ValueError("expected three positive integers gen0,gen1,gen2 (e.g. 200000,20,100)")
+    return values[0], values[1], values[2]
+
+
 @dataclass(frozen=True)
 class _Key:
     name: str  # camelCase, as in broker.conf
@@ -258,6 +279,8 @@ KEYS: tuple[_Key, ...] = (
         _parse_int(0),
     ),
     _Key("scalableTopicGcIntervalSeconds", "scalable_topic_gc_interval_seconds", _parse_int(0)),
+    _Key("pythonGcFreezeAfterStartup", "python_gc_freeze_after_startup", _parse_bool),
+    _Key("pythonGcThresholds", "python_gc_thresholds", _parse_gc_thresholds),
 )
 
 _BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}
@@ -387,6 +410,12 @@ def _check_auto_scale_settings(settings: Mapping[str, str]) -> None:
         raise InvalidConfig(None, "", str(exc), keys=keys) from None
 
 
+def _text(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
 def config_keys() -> list[str]:
     """The camelCase names of every typed key (for documentation and ``--help``)."""
     return [k.name for k in KEYS]
@@ -394,7 +423,7 @@ def config_keys() -> list[str]:
 
 def describe(config: BrokerConfig) -> dict[str, str]:
     """The effective configuration as ``{camelCase key: text}`` (logged at start-up)."""
-    out = {k.name: str(getattr(config, k.attribute)) for k in KEYS}
+    out = {k.name: _text(getattr(config, k.attribute)) for k in KEYS}
     out.update(config.scalable_topic_settings)
     return out
 

@@ -66,6 +66,8 @@ class BrokerConnection:
         feature_flags: pb.FeatureFlags | None = None,
     ) -> None:
         self._clock = clock
+        # Cached: the flush is scheduled once per loop turn that sends anything (every receipt).
+        self._loop = asyncio.get_running_loop()
         self._reader = reader
         self._writer = writer
         peer = writer.get_extra_info("peername")
@@ -182,7 +184,7 @@ class BrokerConnection:
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled and not self._closed:
             self._flush_scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush_now)
+            self._loop.call_soon(self._flush_now)
 
     def _flush_now(self) -> None:
         self._flush_scheduled = False

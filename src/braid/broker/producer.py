@@ -2,15 +2,16 @@
 
 Every SEND is handed to the managed ledger at once (many appends in flight is what makes publishing
 fast), but the official client requires receipts in the order it sent the messages: a receipt ahead
-of its queue head makes it close the connection. The producer keeps the publishes in a queue and
-answers from the head whenever the head's append has finished.
+of its queue head makes it close the connection. So each SEND first takes its place in the
+producer's queue (:meth:`Producer.expect`); whatever answers it - the ledger's append callback,
+a duplicate check, a refused checksum - calls :meth:`Producer.complete`, which sends every answer
+now at the head of the queue. No future per message: a :class:`PendingReceipt` is a few slots,
+and it is also the context the managed ledger hands back with the append's completion.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections import deque
-from dataclasses import dataclass
 from typing import Protocol
 
 from braid.ledger.api import Position
@@ -45,11 +46,34 @@ class ProducerTransport(Protocol):
         ...
 
 
-@dataclass(slots=True)
-class _Publish:
-    sequence_id: int
-    highest_sequence_id: int
-    future: asyncio.Future[Position | None]
+class PendingReceipt:
+    """One SEND of ``producer`` waiting for its answer: a receipt at ``position`` or ``error``.
+
+    ``highest_sequence_id`` is the SEND's own field (echoed in the receipt); ``last_sequence_id``
+    the last sequence id the SEND covers (a batch of n from ``s`` covers ``s + n - 1``), which
+    deduplication records.
+    """
+
+    __slots__ = (
+        "done",
+        "error",
+        "highest_sequence_id",
+        "last_sequence_id",
+        "position",
+        "producer",
+        "sequence_id",
+    )
+
+    def __init__(
+        self, producer: Producer, sequence_id: int, highest_sequence_id: int, last_sequence_id: int
+    ) -> None:
+        self.producer = producer
+        self.sequence_id = sequence_id
+        self.highest_sequence_id = highest_sequence_id
+        self.last_sequence_id = last_sequence_id
+        self.position: Position | None = None
+        self.error: BaseException | None = None
+        self.done = False
 
 
 #: Receipt position for a duplicate that was not written again (Pulsar answers ``-1:-1``).
@@ -76,44 +100,43 @@ class Producer:
         self.closed = False
         self.messages_in = 0
         self.bytes_in = 0
-        self._inflight: deque[_Publish] = deque()
+        self._inflight: deque[PendingReceipt] = deque()
 
     @property
     def pending(self) -> int:
         return len(self._inflight)
 
-    def track(
-        self, sequence_id: int, highest_sequence_id: int, future: asyncio.Future[Position | None]
+    def expect(
+        self, sequence_id: int, highest_sequence_id: int, last_sequence_id: int
+    ) -> PendingReceipt:
+        """Queue the answer to a SEND, in arrival order (before anything can answer it)."""
+        receipt = PendingReceipt(self, sequence_id, highest_sequence_id, last_sequence_id)
+        self._inflight.append(receipt)
+        return receipt
+
+    def complete(
+        self, receipt: PendingReceipt, position: Position | None, error: BaseException | None
     ) -> None:
-        """Queue a publish; its receipt (or error) is sent once it and all before it finished."""
-        self._inflight.append(_Publish(sequence_id, highest_sequence_id, future))
-        if future.done():
-            self._answer_ready()
-        else:
-            future.add_done_callback(self._on_done)
-
-    def _on_done(self, _: asyncio.Future[Position | None]) -> None:
-        self._answer_ready()
-
-    def _answer_ready(self) -> None:
+        """Answer ``receipt`` (``position`` ``None`` without an error: a duplicate that was not
+        written again); sends it and every later answer already known, once all before it went.
+        """
+        receipt.position = position
+        receipt.error = error
+        receipt.done = True
         queue = self._inflight
-        while queue and queue[0].future.done():
-            publish = queue.popleft()
-            fut = publish.future
-            exc: BaseException | None = (
-                asyncio.CancelledError("publish cancelled") if fut.cancelled() else fut.exception()
-            )
+        transport = self.transport
+        while queue and queue[0].done:
+            head = queue.popleft()
             if self.closed:
                 continue
-            if exc is not None:
-                self.transport.send_publish_error(self.producer_id, publish.sequence_id, exc)
+            if head.error is not None:
+                transport.send_publish_error(self.producer_id, head.sequence_id, head.error)
                 continue
-            position = fut.result()
-            self.transport.send_receipt(
+            transport.send_receipt(
                 self.producer_id,
-                publish.sequence_id,
-                publish.highest_sequence_id,
-                DUPLICATE_POSITION if position is None else position,
+                head.sequence_id,
+                head.highest_sequence_id,
+                DUPLICATE_POSITION if head.position is None else head.position,
             )
 
     def stats(self) -> dict[str, object]:

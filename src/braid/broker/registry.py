@@ -49,7 +49,10 @@ class CommandChannel(Protocol):
     """What a command session may do with its connection (implemented by ``BrokerConnection``)."""
 
     def send(self, cmd: pb.BaseCommand, body: bytes | None = None) -> None:
-        """Queue a command to the client; queued commands are written once per loop turn."""
+        """Queue a command to the client; queued commands are written once per loop turn.
+
+        ``cmd`` is encoded before this returns, so the caller may reuse and change it.
+        """
         ...
 
     def spawn(self, coro: Coroutine[Any, Any, Any], *, request_id: int | None = None) -> None:

@@ -1,8 +1,9 @@
 """A persistent topic (``persistent://`` or ``segment://``): a managed ledger with producers and
 subscriptions.
 
-Publishing hands every message to :meth:`ManagedLedger.append` immediately, so many appends are
-in flight at once (the ledger keeps call order); producers answer receipts in order.
+Publishing hands every message to :meth:`ManagedLedger.append_with_callback` immediately, so many
+appends are in flight at once (the ledger keeps call order and reports in that order); the append
+callback answers the producer's receipt queue, in order, from the bookie's group-commit completion.
 Deduplication, when on, filters resends before they reach the ledger. Subscriptions are durable
 cursors, created on first subscribe at the requested initial position and restored with the
 managed ledger after a restart. Termination seals the ledger: sends fail with
@@ -26,8 +27,9 @@ from braid.broker.errors import (
     SubscriptionNotFound,
     TopicTerminated,
 )
-from braid.broker.producer import AccessMode, Producer
+from braid.broker.producer import AccessMode, PendingReceipt, Producer
 from braid.broker.subscription import Subscription
+from braid.core.errors import BraidError
 from braid.ledger.api import (
     EARLIEST,
     LATEST,
@@ -197,54 +199,61 @@ class PersistentTopic:
             self._exclusive = None
         self._producers_changed.set()
 
-    def publish(
-        self, producer: Producer, sequence_id: int, highest_sequence_id: int, data: bytes
-    ) -> asyncio.Future[Position | None]:
-        """Persist ``data`` (or recognise a duplicate).
+    def publish(self, receipt: PendingReceipt, data: bytes) -> None:
+        """Persist ``data`` (or recognise a duplicate) and answer ``receipt`` through its
+        producer's :meth:`~Producer.complete`: with its position once durable, ``None`` for a
+        duplicate that was not written again, or the error.
 
-        The future gives the position, or ``None`` for a duplicate that was not written again.
+        The pipeline of a SEND: the managed ledger calls :meth:`_appended` with ``receipt`` as
+        its context from the bookie's group-commit completion, in order - no task, future or
+        closure per message.
         """
-        loop = asyncio.get_running_loop()
+        producer = receipt.producer
         if self.ledger.is_terminated:
-            failed: asyncio.Future[Position | None] = loop.create_future()
-            failed.set_exception(TopicTerminated(f"topic {self.name} is terminated"))
-            return failed
+            producer.complete(receipt, None, TopicTerminated(f"topic {self.name} is terminated"))
+            return
         dedup = self.dedup
         if dedup is not None:
-            status = dedup.check(producer.name, sequence_id, highest_sequence_id)
-            if status is not DupStatus.NOT_DUP:
-                answer: asyncio.Future[Position | None] = loop.create_future()
-                if status is DupStatus.DUP:
-                    answer.set_result(None)
-                else:
-                    answer.set_exception(
-                        DuplicateInFlight(
-                            f"message {sequence_id} of {producer.name!r} is still being persisted"
-                        )
-                    )
-                return answer
-        producer.messages_in += 1
-        producer.bytes_in += len(data)
-        self.messages_in += 1
-        self.bytes_in += len(data)
-        append: asyncio.Future[Position | None] = asyncio.ensure_future(self.ledger.append(data))
-        name = producer.name
-        highest = max(sequence_id, highest_sequence_id)
-
-        def appended(fut: asyncio.Future[Position | None]) -> None:
-            if fut.cancelled() or fut.exception() is not None:
-                if dedup is not None:
-                    dedup.on_failed(name)
+            status = dedup.check(producer.name, receipt.sequence_id, receipt.last_sequence_id)
+            if status is DupStatus.DUP:
+                producer.complete(receipt, None, None)
                 return
-            position = fut.result()
-            if dedup is not None and position is not None:
-                dedup.on_persisted(name, highest, position)
+            if status is not DupStatus.NOT_DUP:
+                producer.complete(
+                    receipt,
+                    None,
+                    DuplicateInFlight(
+                        f"message {receipt.sequence_id} of {producer.name!r} is still being "
+                        "persisted"
+                    ),
+                )
+                return
+        size = len(data)
+        producer.messages_in += 1
+        producer.bytes_in += size
+        self.messages_in += 1
+        self.bytes_in += size
+        try:
+            self.ledger.append_with_callback(data, self._appended, receipt)
+        except BraidError as exc:  # the ledger refused at once (closed, fenced, terminated)
+            self._appended(None, exc, receipt)
+
+    def _appended(
+        self, position: Position | None, error: BaseException | None, receipt: PendingReceipt
+    ) -> None:
+        producer = receipt.producer
+        dedup = self.dedup
+        if error is not None:
+            if dedup is not None:
+                dedup.on_failed(producer.name)
+        else:
+            assert position is not None
+            if dedup is not None:
+                dedup.on_persisted(producer.name, receipt.last_sequence_id, position)
             for sub in self.subscriptions.values():
                 if sub.dispatcher is not None:
                     sub.dispatcher.wake()
-
-        append.add_done_callback(appended)
-        return append
+        producer.complete(receipt, position, error)
 
     # -- subscriptions -------------------------------------------------------------------------
 

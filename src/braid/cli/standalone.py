@@ -6,8 +6,10 @@ managed-ledger factory, tenants/namespaces (creating ``public/default``), the br
 HTTP server, all in one event loop; it closes them in reverse order, so cursors are flushed and
 files closed before the process exits. A lock file keeps a second process off the same data dir.
 
-:func:`run_standalone` is the command: start, print the URLs, wait for SIGINT/SIGTERM, shut down,
-exit 0. Restarting on the same data dir keeps every topic, message and cursor.
+:func:`run_standalone` is the command: set the process's GC policy (thresholds at once, and
+``gc.freeze()`` once started: see :mod:`braid.broker.gc_policy`), start, print the URLs, wait for
+SIGINT/SIGTERM, shut down, exit 0. Restarting on the same data dir keeps every topic, message and
+cursor.
 
 Data dir layout::
 
@@ -28,6 +30,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from braid.admin import AdminServer, create_app
 from braid.broker.config import BrokerConfig, describe
+from braid.broker.gc_policy import GC_STATS
 from braid.broker.resources import BrokerResources
 from braid.clock import Clock, SystemClock
 from braid.core.errors import BraidError, IllegalStateError
@@ -172,6 +175,8 @@ async def serve(config: BrokerConfig, *, out: IO[str] | None = None) -> None:
     _install_signal_handlers(stop)
     server = StandaloneServer(config)
     await server.start()
+    # Everything alive now lives as long as the process: keep the collector off it.
+    config.gc_policy().after_startup()
     try:
         print("Braid standalone is ready", file=out)
         print(f"  broker service URL: {server.service_url}", file=out)
@@ -186,6 +191,8 @@ async def serve(config: BrokerConfig, *, out: IO[str] | None = None) -> None:
 
 def run_standalone(config: BrokerConfig) -> int:
     """The ``braid standalone`` command; returns the process exit code."""
+    config.gc_policy().apply_thresholds()
+    GC_STATS.install()
     loop_factory = None
     with contextlib.suppress(ImportError):
         import uvloop

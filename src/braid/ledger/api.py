@@ -12,9 +12,9 @@ ranges above it, persisted (stamped with the storage cluster that holds them, PI
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from braid.core.errors import (
     AlreadyClosedError,
@@ -174,6 +174,12 @@ class ManagedCursor(Protocol):
     def has_more_entries(self) -> bool: ...
 
 
+_Ctx = TypeVar("_Ctx")
+#: How an append reports back: ``(position, None, ctx)`` once durable, ``(None, error, ctx)`` if it
+#: failed; ``ctx`` is what the caller passed with the append (Pulsar's ``AddEntryCallback``).
+AppendCallback = Callable[[Position | None, BaseException | None, _Ctx], None]
+
+
 class ManagedLedger(Protocol):
     """A named durable log."""
 
@@ -201,6 +207,18 @@ class ManagedLedger(Protocol):
         """Append; returns the entry's position once it is durable.
 
         Raises :class:`ManagedLedgerTerminated`, :class:`ManagedLedgerFenced`.
+        """
+        ...
+
+    def append_with_callback(self, data: bytes, callback: AppendCallback[_Ctx], ctx: _Ctx) -> None:
+        """Append without waiting (Pulsar's ``asyncAddEntry(data, callback, ctx)``):
+        ``callback(position, None, ctx)`` once the entry is durable, or ``callback(None, error,
+        ctx)``; called once, on the event loop, in the order of the calls. No task, future or
+        closure per entry: the broker's publish path.
+
+        Raises at once (without calling ``callback``) when the log cannot take appends:
+        :class:`ManagedLedgerTerminated`, :class:`ManagedLedgerFenced`,
+        :class:`ManagedLedgerClosed`.
         """
         ...
 

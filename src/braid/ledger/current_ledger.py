@@ -2,6 +2,9 @@
 
 Adds are *issued* (sent to storage, several at once) and later *confirmed* (durable, and every
 earlier add too), strictly in issue order; the counts of both drive rollover and the log's view.
+Each add is a :class:`PendingAdd` holding its caller's callback - no task or future per add; the
+one future here, :attr:`CurrentLedger.drained`, is made only when someone waits for the ledger to
+drain (rollover, termination, close).
 """
 
 from __future__ import annotations
@@ -9,18 +12,22 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Any
 
-from braid.ledger.api import LedgerInfo, Position
+from braid.ledger.api import AppendCallback, LedgerInfo
 from braid.storage.api import WriteHandle
 
 
 @dataclass(eq=False, slots=True)
 class PendingAdd:
-    """One append issued to the current ledger, waiting for its acknowledgement."""
+    """One append issued to the current ledger, waiting for its acknowledgement (and the
+    context storage hands back with the add's completion)."""
 
+    ledger: CurrentLedger
     expected_entry_id: int
     size: int
-    future: asyncio.Future[Position]
+    callback: AppendCallback[Any]
+    ctx: Any
     done: bool = False
     entry_id: int = -1
     error: BaseException | None = None
@@ -40,8 +47,10 @@ class CurrentLedger:
     # Set when an add failed: the ledger's true content is unknown until it is recovered.
     broken: bool = False
     first_failure: int = 2**63
+    # Issued and not yet reported to their callers, in issue (= entry id) order.
     pending: deque[PendingAdd] = field(default_factory=deque)
-    inflight: set[asyncio.Task[None]] = field(default_factory=set)
+    # Resolved when ``pending`` empties; made only while someone waits for that.
+    drained: asyncio.Future[None] | None = None
 
     @property
     def ledger_id(self) -> int:

@@ -17,6 +17,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from braid.clock import Clock
 from braid.core.errors import BraidError, InvalidInputError
@@ -24,6 +25,7 @@ from braid.ledger import positions
 from braid.ledger.api import (
     EARLIEST,
     LATEST,
+    AppendCallback,
     CursorNotFound,
     Entry,
     InvalidPosition,
@@ -61,6 +63,7 @@ from braid.storage.api import (
 )
 
 log = logging.getLogger(__name__)
+_Ctx = TypeVar("_Ctx")
 
 
 def _translate(exc: BaseException) -> BaseException:
@@ -70,6 +73,28 @@ def _translate(exc: BaseException) -> BaseException:
     if isinstance(exc, BraidError | asyncio.CancelledError):
         return exc
     return ManagedLedgerError(f"unexpected storage failure: {exc!r}")
+
+
+def _report(
+    callback: AppendCallback[Any], ctx: Any, position: Position | None, error: BaseException | None
+) -> None:
+    try:
+        callback(position, error, ctx)
+    except Exception:  # one broken callback must not stop the appends confirmed after it
+        log.exception("append callback failed")
+
+
+def _resolve(
+    position: Position | None, error: BaseException | None, future: asyncio.Future[Position]
+) -> None:
+    """The callback of an awaited append: resolve its future (unless its caller gave up)."""
+    if future.done():
+        return  # a cancelled caller cancels only its own future; the append itself goes on
+    if error is not None:
+        future.set_exception(error)
+    else:
+        assert position is not None
+        future.set_result(position)
 
 
 class ManagedLedgerImpl:
@@ -108,7 +133,7 @@ class ManagedLedgerImpl:
         self._terminated_position = info.terminated_position
         self._on_gone = on_gone
 
-        self._waiting: deque[tuple[bytes, asyncio.Future[Position]]] = deque()
+        self._waiting: deque[tuple[bytes, AppendCallback[Any], Any]] = deque()
         self._control: asyncio.Task[None] | None = None
         self._terminate_requested = False
         self._terminate_future: asyncio.Future[Position] | None = None
@@ -234,16 +259,30 @@ class ManagedLedgerImpl:
     async def append(self, data: bytes) -> Position:
         """Append ``data``; returns its position once durable. Concurrent calls keep call order.
 
+        The awaitable form of :meth:`append_with_callback` (one future per call).
+
         Raises:
             ManagedLedgerTerminated: the log is sealed.
             ManagedLedgerFenced: another owner took over.
             ManagedLedgerClosed: this instance was closed.
         """
+        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
+        self.append_with_callback(data, _resolve, future)
+        return await future
+
+    def append_with_callback(self, data: bytes, callback: AppendCallback[_Ctx], ctx: _Ctx) -> None:
+        """Append ``data``; ``callback(position, None, ctx)`` once durable or ``callback(None,
+        error, ctx)``, once, in call order. The broker's publish path: no task, future or
+        closure per entry.
+
+        Raises:
+            InvalidInputError: ``data`` is not bytes.
+            ManagedLedgerTerminated, ManagedLedgerFenced, ManagedLedgerClosed: as :meth:`append`.
+        """
         if not isinstance(data, bytes | bytearray | memoryview):
             raise InvalidInputError(f"entry data must be bytes, got {type(data).__name__}")
         self._check_writable()
         payload = bytes(data)
-        future: asyncio.Future[Position] = asyncio.get_running_loop().create_future()
         cur = self._current
         if (
             cur is not None
@@ -252,30 +291,30 @@ class ManagedLedgerImpl:
             and self._control is None
             and not self._is_full(cur)
         ):
-            self._issue(cur, payload, future)
+            self._issue(cur, payload, callback, ctx)
         else:
             # A rollover (or recovery) must run first; it issues queued appends in order.
-            self._waiting.append((payload, future))
+            self._waiting.append((payload, callback, ctx))
             self._ensure_control()
-        # A cancelled caller cancels only its own future; completion skips futures already done.
-        return await future
 
-    def _issue(self, cur: CurrentLedger, data: bytes, future: asyncio.Future[Position]) -> None:
-        op = PendingAdd(cur.issued_entries, len(data), future)
+    def _issue(
+        self, cur: CurrentLedger, data: bytes, callback: AppendCallback[Any], ctx: Any
+    ) -> None:
+        op = PendingAdd(cur, cur.issued_entries, len(data), callback, ctx)
         cur.issued_entries += 1
         cur.issued_size += len(data)
         cur.pending.append(op)
-        # Tasks start in creation order, so the storage client sees adds in call order and
-        # assigns entry ids in that order while several are in flight.
-        task = asyncio.create_task(self._run_add(cur, op, data))
-        cur.inflight.add(task)
-        task.add_done_callback(cur.inflight.discard)
-
-    async def _run_add(self, cur: CurrentLedger, op: PendingAdd, data: bytes) -> None:
+        # Storage assigns entry ids in call order and reports them in that order.
         try:
-            entry_id = await cur.handle.add_entry(data)
+            cur.handle.add_entry_with_callback(data, self._added, op)
         except BaseException as exc:
-            op.error = _translate(exc)
+            self._added(-1, exc, op)
+
+    def _added(self, entry_id: int, error: BaseException | None, op: PendingAdd) -> None:
+        """Storage finished ``op`` (called from the bookie's group-commit completion)."""
+        cur = op.ledger
+        if error is not None:
+            op.error = _translate(error)
             cur.broken = True
             cur.first_failure = min(cur.first_failure, op.expected_entry_id)
             if isinstance(op.error, ManagedLedgerFenced):
@@ -294,8 +333,10 @@ class ManagedLedgerImpl:
     def _complete_in_order(self, cur: CurrentLedger) -> None:
         """Acknowledge finished adds strictly in order; after a failure, fail all later ones."""
         advanced = False
-        while cur.pending and cur.pending[0].done:
-            op = cur.pending.popleft()
+        pending = cur.pending
+        ledger_id = cur.ledger_id
+        while pending and pending[0].done:
+            op = pending.popleft()
             # Adds after the first failure may still have reached storage; their callers are told
             # they failed, which is at-least-once safe (recovery counts them, a retry may
             # duplicate them), and keeps the acknowledged prefix gap-free.
@@ -303,12 +344,16 @@ class ManagedLedgerImpl:
                 cur.confirmed_entries = op.entry_id + 1
                 cur.confirmed_size += op.size
                 advanced = True
-                if not op.future.done():
-                    op.future.set_result(Position(cur.ledger_id, op.entry_id))
-            elif not op.future.done():
-                op.future.set_exception(
-                    op.error or ManagedLedgerError("an earlier entry of this ledger failed")
+                _report(op.callback, op.ctx, Position(ledger_id, op.entry_id), None)
+            else:
+                _report(
+                    op.callback,
+                    op.ctx,
+                    None,
+                    op.error or ManagedLedgerError("an earlier entry of this ledger failed"),
                 )
+        if not pending and cur.drained is not None and not cur.drained.done():
+            cur.drained.set_result(None)
         if advanced:
             self._notify_entries()
 
@@ -331,8 +376,8 @@ class ManagedLedgerImpl:
                         await self._rollover()
                         continue
                     while self._waiting and not self._is_full(cur):
-                        data, future = self._waiting.popleft()
-                        self._issue(cur, data, future)
+                        data, callback, ctx = self._waiting.popleft()
+                        self._issue(cur, data, callback, ctx)
                     continue
                 if self._terminate_requested and not self._terminated:
                     position = await self._do_terminate()
@@ -343,10 +388,7 @@ class ManagedLedgerImpl:
             error = _translate(exc)
             if isinstance(error, ManagedLedgerFenced):
                 self._on_fenced()
-            while self._waiting:
-                _, future = self._waiting.popleft()
-                if not future.done():
-                    future.set_exception(error)
+            self._fail_waiting(error)
             if self._terminate_future is not None and not self._terminate_future.done():
                 self._terminate_future.set_exception(error)
                 self._terminate_requested = self._terminated
@@ -380,8 +422,16 @@ class ManagedLedgerImpl:
 
     async def _drain(self, cur: CurrentLedger) -> None:
         """Wait until every add issued to ``cur`` has finished (acknowledged or failed)."""
-        while cur.inflight:
-            await asyncio.gather(*list(cur.inflight), return_exceptions=True)
+        while cur.pending:
+            if cur.drained is None or cur.drained.done():
+                cur.drained = asyncio.get_running_loop().create_future()
+            await asyncio.shield(cur.drained)
+
+    def _fail_waiting(self, error: BaseException) -> None:
+        """Fail every append queued behind a rollover (they were never issued)."""
+        while self._waiting:
+            _, callback, ctx = self._waiting.popleft()
+            _report(callback, ctx, None, error)
 
     async def _finish_current(self) -> None:
         """Drain and close the current ledger, moving it to the closed list (memory only)."""
@@ -669,11 +719,7 @@ class ManagedLedgerImpl:
         if self._age_task is not None:
             self._age_task.cancel()
         log.info("managed ledger %s was fenced by another owner", self._name)
-        error = ManagedLedgerFenced(f"managed ledger {self._name!r} was taken over")
-        while self._waiting:
-            _, future = self._waiting.popleft()
-            if not future.done():
-                future.set_exception(error)
+        self._fail_waiting(ManagedLedgerFenced(f"managed ledger {self._name!r} was taken over"))
         self._notify_entries()
         self._on_gone(self)
 

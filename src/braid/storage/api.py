@@ -18,9 +18,9 @@ replication can be added behind the same API without changing callers.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from braid.core.errors import (
     AlreadyClosedError,
@@ -132,6 +132,13 @@ class StorageClosed(StorageError, AlreadyClosedError):
     """The client or bookie was closed."""
 
 
+_Ctx = TypeVar("_Ctx")
+#: How an add reports back, once, on the event loop: ``(entry_id, None, ctx)`` once the entry is
+#: durable on an ack quorum - in entry-id order, after every lower entry - or ``(-1, error, ctx)``
+#: if it failed. ``ctx`` is what the caller passed with the add (BookKeeper's ``AddCallback``).
+AddCompletion = Callable[[int, BaseException | None, _Ctx], None]
+
+
 class WriteHandle(Protocol):
     """The single writer of a ledger."""
 
@@ -155,6 +162,20 @@ class WriteHandle(Protocol):
         """Append ``data``; returns its entry id (0, 1, 2, ...) once it is durable.
 
         Raises :class:`LedgerFenced`, :class:`LedgerClosed`, :class:`StorageIOError`.
+        """
+        ...
+
+    def add_entry_with_callback(
+        self, data: bytes, callback: AddCompletion[_Ctx], ctx: _Ctx
+    ) -> None:
+        """Append ``data`` without waiting: ``callback(entry_id, None, ctx)`` once it is durable
+        (BookKeeper's ``asyncAddEntry(data, cb, ctx)``). No task and no future per entry, and
+        with a bound method as ``callback`` and an object the caller has anyway as ``ctx``, no
+        closure either: the hot path.
+
+        Completions come in entry-id order, so a caller that issues adds in order learns of
+        them in order. Raises at once (and does not call ``callback``) when the handle is
+        already broken or closed; failures after that come through ``callback``.
         """
         ...
 

@@ -45,8 +45,8 @@ class BookieClient(Protocol):
         length: int,
         recovery: bool = False,
     ) -> None:
-        """Start an add; ``callback`` is called once on the event loop with ``None`` when the
-        entry is durable, or with the ``StorageError`` that lost it.
+        """Start an add; ``callback(entry_id, None)`` is called once on the event loop when the
+        entry is durable, or ``callback(entry_id, error)`` with the ``StorageError`` that lost it.
 
         The request/callback shape a network client has anyway (request id -> completion); the
         ledger writer counts quorums with it instead of a task and a future per add. May raise at

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
+import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from braid.storage.api import (
+    AddCompletion,
     BookieUnavailable,
     InvalidEntryId,
     LedgerClosed,
@@ -31,6 +32,9 @@ from braid.storage.bookie_client import BookieClient
 
 if TYPE_CHECKING:
     from braid.storage.client import BookKeeperClient
+
+log = logging.getLogger(__name__)
+_Ctx = TypeVar("_Ctx")
 
 
 def write_set(md: LedgerMetadata, entry_id: int) -> list[str]:
@@ -53,15 +57,33 @@ def quorum_error(ledger_id: int, errors: Sequence[BaseException]) -> StorageErro
 class _InFlight:
     """One add between send and confirmation."""
 
-    __slots__ = ("acked", "asked", "errors", "ok", "size", "waiter")
+    __slots__ = ("acked", "asked", "callback", "ctx", "errors", "ok", "size")
 
-    def __init__(self, waiter: asyncio.Future[int], size: int, asked: int) -> None:
-        self.waiter = waiter
+    def __init__(self, callback: AddCompletion[Any], ctx: Any, size: int, asked: int) -> None:
+        self.callback = callback
+        self.ctx = ctx
         self.size = size
         self.asked = asked  # copies requested (write quorum)
         self.ok = 0
-        self.errors: list[StorageError] = []
+        self.errors: list[StorageError] | None = None  # made on the first failure only
         self.acked = False
+
+
+def _report(add: _InFlight, entry_id: int, error: BaseException | None) -> None:
+    try:
+        add.callback(entry_id, error, add.ctx)
+    except Exception:  # one broken callback must not stop the adds confirmed after it
+        log.exception("add completion callback failed")
+
+
+def _resolve(entry_id: int, error: BaseException | None, waiter: asyncio.Future[int]) -> None:
+    """The completion of an awaited add: resolve its future (unless its caller gave up)."""
+    if waiter.done():
+        return  # the caller was cancelled; the add itself went on
+    if error is not None:
+        waiter.set_exception(error)
+    else:
+        waiter.set_result(entry_id)
 
 
 class LedgerWriter:
@@ -125,7 +147,15 @@ class LedgerWriter:
     async def add_entry(self, data: bytes) -> int:
         """Append ``data``; returns its entry id once an ack quorum has it durably."""
         self._check_writable()
-        return await self._add(self._next_id, data)
+        return await self._awaited(self._next_id, data)
+
+    def add_entry_with_callback(
+        self, data: bytes, callback: AddCompletion[_Ctx], ctx: _Ctx
+    ) -> None:
+        """Append ``data``; ``callback(entry_id, None, ctx)`` once an ack quorum has it durably,
+        in entry-id order (or ``callback(-1, error, ctx)``). The managed ledger's hot path."""
+        self._check_writable()
+        self._add(self._next_id, data, callback, ctx)
 
     async def add_entry_with_id(self, entry_id: int, data: bytes) -> int:
         """Append with an explicit id (``create_ledger_adv`` ledgers only), in order 0, 1, 2..."""
@@ -138,19 +168,22 @@ class LedgerWriter:
             raise InvalidEntryId(
                 f"ledger {self.ledger_id}: expected entry id {self._next_id}, got {entry_id}"
             )
-        return await self._add(entry_id, data)
+        return await self._awaited(entry_id, data)
 
-    async def _add(self, entry_id: int, data: bytes) -> int:
+    async def _awaited(self, entry_id: int, data: bytes) -> int:
+        waiter: asyncio.Future[int] = self._loop.create_future()
+        self._add(entry_id, data, _resolve, waiter)
+        return await waiter
+
+    def _add(self, entry_id: int, data: bytes, callback: AddCompletion[Any], ctx: Any) -> None:
         data = bytes(data)
         ids = self._fixed_set or write_set(self._md, entry_id)
-        waiter: asyncio.Future[int] = self._loop.create_future()
         self._next_id = entry_id + 1
         self._pending_length += len(data)
-        self._inflight[entry_id] = _InFlight(waiter, len(data), len(ids))
+        self._inflight[entry_id] = _InFlight(callback, ctx, len(data), len(ids))
         for bookie_id in ids:
             # Callbacks, not a task per add: the bookie answers the writer directly, so a
-            # cancelled caller only cancels its waiter and can never leave a hole that stalls
-            # later adds.
+            # cancelled caller can never leave a hole that stalls later adds.
             bookie = self._bookies.get(bookie_id)
             try:
                 if bookie is None:
@@ -159,13 +192,12 @@ class LedgerWriter:
                     self.ledger_id,
                     entry_id,
                     data,
-                    functools.partial(self._vote, entry_id),
+                    self._vote,
                     last_add_confirmed=self._lac,
                     length=self._pending_length,
                 )
             except StorageError as exc:
                 self._vote(entry_id, exc)
-        return await waiter
 
     def _vote(self, entry_id: int, error: StorageError | None) -> None:
         add = self._inflight.get(entry_id)
@@ -178,6 +210,8 @@ class LedgerWriter:
                 if entry_id == self._lac + 1:
                     self._advance()
             return
+        if add.errors is None:
+            add.errors = []
         add.errors.append(error)
         if len(add.errors) > add.asked - self._md.ack_quorum:
             self._fail(quorum_error(self.ledger_id, add.errors))
@@ -192,19 +226,18 @@ class LedgerWriter:
             del inflight[self._lac + 1]
             self._lac += 1
             self._length += add.size
-            if not add.waiter.done():
-                add.waiter.set_result(self._lac)
+            _report(add, self._lac, None)
         if not inflight and self._idle is not None:
             self._idle.set()
 
     def _fail(self, exc: StorageError) -> None:
         if self._error is None:
             self._error = exc
-        # Nothing above the LAC can be confirmed any more: fail every waiting add.
-        for add in self._inflight.values():
-            if not add.waiter.done():
-                add.waiter.set_exception(self._error)
+        # Nothing above the LAC can be confirmed any more: fail every waiting add, in order.
+        failed = list(self._inflight.values())
         self._inflight.clear()
+        for add in failed:
+            _report(add, -1, self._error)
         if self._idle is not None:
             self._idle.set()
 

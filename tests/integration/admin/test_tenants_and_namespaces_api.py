@@ -138,5 +138,12 @@ async def test_health_endpoints_and_openapi(admin: httpx.AsyncClient) -> None:
         assert path in spec["paths"], path
 
 
+async def test_runtime_stats_report_gc_collections_and_cpu(admin: httpx.AsyncClient) -> None:
+    gc_stats = (await admin.get("/admin/v2/broker-stats/runtime")).json()["gc"]
+    assert len(gc_stats["collections"]) == 3
+    assert len(gc_stats["thresholds"]) == 3
+    assert gc_stats["processCpuSeconds"] > 0
+
+
 async def test_unknown_path_is_a_json_404(admin: httpx.AsyncClient) -> None:
     _assert_reason(await admin.get("/admin/v2/nothing-here"), 404)

@@ -17,6 +17,7 @@ from braid.broker.config import (
     load_config,
     parse_config_text,
 )
+from braid.broker.gc_policy import BROKER_DEFAULT_THRESHOLDS, GcPolicy
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.errors import InvalidInputError
 
@@ -111,6 +112,10 @@ def test_unknown_keys_are_warned_about_by_name(
         ("metadataStoreUrl", "/no/scheme"),
         ("bindAddress", "127.0.0.1 extra"),
         ("clusterName", "a/b"),
+        ("pythonGcThresholds", "700,10"),
+        ("pythonGcThresholds", "0,10,10"),
+        ("pythonGcThresholds", "many,10,10"),
+        ("pythonGcFreezeAfterStartup", "sometimes"),
     ],
 )
 def test_bad_value_raises_invalid_config_naming_key_and_value(key: str, value: str) -> None:
@@ -165,6 +170,15 @@ def test_every_field_has_a_config_key() -> None:
     fields = {f.name for f in dataclasses.fields(BrokerConfig)}
     assert fields == {k.attribute for k in KEYS} | {"scalable_topic_settings"}
     assert set(describe(BrokerConfig())) == {k.name for k in KEYS}
+
+
+def test_gc_policy_keys_are_parsed_and_described() -> None:
+    config = load_config(
+        None, {"pythonGcThresholds": " 1000, 5 ,7", "pythonGcFreezeAfterStartup": "false"}, {}
+    )
+    assert config.gc_policy() == GcPolicy(freeze_after_startup=False, thresholds=(1000, 5, 7))
+    assert describe(config)["pythonGcThresholds"] == "1000,5,7"
+    assert BrokerConfig().gc_policy() == GcPolicy(True, BROKER_DEFAULT_THRESHOLDS)
 
 
 def test_managed_ledger_config_follows_broker_settings() -> None:

@@ -1,9 +1,10 @@
 """The storage engine of one bookie on a local data directory.
 
-Write path: ``add_entry`` encodes a journal record on the loop and queues it for the journal thread,
-which group-commits (one fsync per batch) and then hands the batch back to the loop
-(``call_soon_threadsafe``): the loop puts the entries in a write cache, updates the per-ledger state
-and resolves the waiting futures - the acknowledgement. The same batch goes to the flusher thread,
+Write path: ``add_entry`` encodes a journal record on the loop and puts it in an outbox that goes to
+the journal thread once per loop turn; the thread group-commits (one fsync per batch) and then
+hands the batch back to the loop (``call_soon_threadsafe``): the loop puts the entries in a write
+cache, updates the per-ledger state and calls the waiting callbacks (or resolves futures) in
+journal order - the acknowledgement. The same batch goes to the flusher thread,
 which copies it into per-ledger entry files (:mod:`ledger_files`) and then evicts it from the write
 cache. When the journal rolls to a new file, the flusher *checkpoints*: fsyncs the entry files,
 records the journal position they cover in ``checkpoint`` (write-temp, fsync, rename) and deletes
@@ -47,7 +48,7 @@ from braid.storage.bookie.ledger_files import LedgerFiles, fsync_dir
 from braid.storage.bookie.records import (
     JournalRecord,
     RecordKind,
-    encode_record,
+    encode_record_head,
 )
 from braid.storage.validation import validate_entry_id, validate_ledger_id
 
@@ -87,8 +88,9 @@ class _LedgerState:
     fenced: bool = False
 
 
-#: Called once, on the event loop, with ``None`` when an add is durable or with the error.
-AddCallback = Callable[[StorageError | None], None]
+#: Called once, on the event loop, with the entry id and ``None`` when an add is durable, or with
+#: the error that lost it. The id lets one callable serve every add of a ledger (no closure each).
+AddCallback = Callable[[int, StorageError | None], None]
 
 
 class _Pending(NamedTuple):
@@ -243,7 +245,6 @@ class Bookie:
         self._seq = 0
         self._outbox_payloads: list[bytes] = []
         self._outbox_tokens: list[_Pending] = []
-        self._woken = 0  # futures resolved by the latest group commit (see _submit)
         self._unflushed: list[_Pending] = []
         self._unflushed_bytes = 0
         self._closed = False
@@ -336,21 +337,17 @@ class Bookie:
         if self._error is not None:
             raise StorageIOError(f"bookie {self._id}: disk failed: {self._error}")
         self._seq += 1
-        pending = _Pending(record, fut, callback, self._seq)
-        if self._woken <= 1 and not self._outbox_payloads:
-            # Nobody else was just woken by a group commit: hand over at once (lowest latency).
-            self._journal.submit([encode_record(record)], [pending])
-            return
         if not self._outbox_payloads:
-            # Several writers were woken by the last fsync: collect what they submit in this loop
-            # iteration and hand it over at once, so they share the next group commit instead
-            # of the first one going alone.
+            # Everything submitted during this loop turn goes to the journal thread together at
+            # the end of the turn: one queue put and one wake-up of that thread per turn, and the
+            # writers woken by one group commit share the next one.
             self._loop.call_soon(self._drain_outbox)
-        self._outbox_payloads.append(encode_record(record))
-        self._outbox_tokens.append(pending)
+        self._outbox_payloads.append(encode_record_head(record))
+        if record.data:
+            self._outbox_payloads.append(record.data)
+        self._outbox_tokens.append(_Pending(record, fut, callback, self._seq))
 
     def _drain_outbox(self) -> None:
-        self._woken = 0
         if self._outbox_payloads:
             self._journal.submit(self._outbox_payloads, self._outbox_tokens)  # type: ignore[arg-type]
             self._outbox_payloads = []
@@ -417,9 +414,10 @@ class Bookie:
         length: int = 0,
         recovery: bool = False,
     ) -> None:
-        """Queue an add; ``callback`` is called on the loop, in the same step that learns the
-        entry is durable (``None``) or lost (the error). No future or task per add: the ledger
-        writer's hot path. Bad input and a fenced ledger raise at once."""
+        """Queue an add; ``callback(entry_id, None)`` is called on the loop, in the same step that
+        learns the entry is durable, or ``callback(entry_id, error)`` once it is lost. No future
+        or task per add: the ledger writer's hot path. Bad input and a fenced ledger raise at
+        once."""
         self._enqueue(
             self._add_record(ledger_id, entry_id, data, last_add_confirmed, length, recovery),
             None,
@@ -511,7 +509,8 @@ class Bookie:
         self._call_on_loop(self._on_failed, tokens, exc)
 
     def _on_durable(self, items: list[_Pending]) -> None:
-        self._woken = len(items)
+        # The group commit's completion: state, write cache, then every waiter of the group in
+        # journal order (the ledger writers' callbacks answer their callers right here).
         for item in items:
             record = item.record
             if record.kind is RecordKind.ADD:
@@ -533,21 +532,13 @@ class Bookie:
                 self._ledgers.pop(record.ledger_id, None)
                 self._cache.pop(record.ledger_id, None)
             if item.callback is not None:
-                self._notify(item.callback, None)
+                self._notify(item.callback, record.entry_id, None)
             elif item.future is not None and not item.future.done():
                 item.future.set_result(None)
-        if self._woken > 1:
-            # Scheduled after the results (and the ledger writers' callbacks above), so it runs
-            # right after the woken writers: until then their next submissions collect in the
-            # outbox and go to the journal together.
-            self._loop.call_soon(self._end_burst)
 
-    def _end_burst(self) -> None:
-        self._drain_outbox()
-
-    def _notify(self, callback: AddCallback, error: StorageError | None) -> None:
+    def _notify(self, callback: AddCallback, entry_id: int, error: StorageError | None) -> None:
         try:
-            callback(error)
+            callback(entry_id, error)
         except Exception:  # a broken callback must not stop the others in this group
             log.exception("bookie %s: add callback failed", self._id)
 
@@ -556,7 +547,7 @@ class Bookie:
         for token in tokens:
             error = StorageIOError(f"bookie {self._id}: disk failed: {exc}")
             if isinstance(token, _Pending) and token.callback is not None:
-                self._notify(token.callback, error)
+                self._notify(token.callback, token.record.entry_id, error)
                 continue
             fut = token.future if isinstance(token, _Pending) else token
             if isinstance(fut, asyncio.Future) and not fut.done():

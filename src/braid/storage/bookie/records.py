@@ -71,12 +71,21 @@ class IndexSlot:
 
 def encode_record(record: JournalRecord) -> bytes:
     """Frame ``record`` for the journal (length + CRC32C prefix)."""
+    return encode_record_head(record) + record.data
+
+
+def encode_record_head(record: JournalRecord) -> bytes:
+    """Everything of ``record``'s journal frame before its data (which follows unchanged).
+
+    The journal writes head and data as separate buffers (``pwritev``), so an entry's data is
+    never copied in user space on its way to the disk.
+    """
     fixed = _BODY.pack(
         record.kind, record.ledger_id, record.entry_id, record.last_add_confirmed, record.length
     )
-    # CRC over fixed part + data without building the body first: one copy of the data, not two.
+    # CRC over fixed part + data without building the body first.
     crc = crc32c.crc32c(record.data, crc32c.crc32c(fixed))
-    return b"".join((_HEADER.pack(len(fixed) + len(record.data), crc), fixed, record.data))
+    return _HEADER.pack(len(fixed) + len(record.data), crc) + fixed
 
 
 def decode_records(buf: bytes | memoryview, start: int = 0) -> Iterator[tuple[JournalRecord, int]]:
