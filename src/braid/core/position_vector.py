@@ -13,15 +13,20 @@ Tokens are taken at delivery to the application (not at arrival), so a message t
 from its queue before delivering it (e.g. on a reconnect, after which the broker redelivers it)
 never enters a vector and can never be acknowledged by a later message's cumulative ack.
 
-Positions are opaque to this class (any value); segments are keyed by id. Pure, no I/O.
+Positions are opaque to this class (any ordered value); segments are keyed by id. Pure, no I/O.
 """
 
 from __future__ import annotations
 
 import bisect
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
-P = TypeVar("P")
+
+class _Ordered(Protocol):
+    def __lt__(self, other: Any, /) -> bool: ...
+
+
+P = TypeVar("P", bound=_Ordered)
 
 
 class PositionVector(Generic[P]):
@@ -54,16 +59,36 @@ class PositionVector(Generic[P]):
         Segments with nothing delivered at or before ``token`` (or already covered by an earlier
         ack) are absent from the result.
         """
-        result: dict[int, P] = {}
+        return {sid: covered[-1] for sid, covered in self.take_up_to(token).items()}
+
+    def take_up_to(self, token: int) -> dict[int, list[P]]:
+        """Every delivered position with a token ``<= token``, per segment, in delivery order.
+
+        For segments that must be acknowledged individually (a bucket-shared segment forbids
+        cumulative acks, ``key-shared.md`` §4). The covered deliveries are forgotten.
+        """
+        result: dict[int, list[P]] = {}
         for segment_id, tokens in self._tokens.items():
             index = bisect.bisect_right(tokens, token)
             if index == 0:
                 continue
             positions = self._positions[segment_id]
-            result[segment_id] = positions[index - 1]
+            result[segment_id] = positions[:index]
             del tokens[:index]
             del positions[:index]
         return result
+
+    def token_of(self, segment_id: int, position: P) -> int | None:
+        """The token of a delivered, not yet covered ``position`` of ``segment_id`` (``None``
+        if it is not pending). Positions must compare in delivery order (they do within a
+        segment), so this is a binary search."""
+        positions = self._positions.get(segment_id)
+        if not positions:
+            return None
+        index = bisect.bisect_left(positions, position)
+        if index < len(positions) and positions[index] == position:
+            return self._tokens[segment_id][index]
+        return None
 
     def forget_segment(self, segment_id: int) -> None:
         """Drop a detached segment's deliveries (its later acks are skipped, as the spec says)."""

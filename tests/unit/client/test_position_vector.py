@@ -48,3 +48,26 @@ def test_matches_a_literal_vector_snapshot(segments: list[int], data: st.DataObj
         return
     acked = data.draw(st.integers(0, len(segments) - 1))
     assert v.ack_up_to(acked) == snapshots[acked]
+
+
+def test_take_up_to_lists_every_covered_position_for_individual_acks() -> None:
+    v: PositionVector[str] = PositionVector()
+    v.delivered(0, "a1")
+    v.delivered(1, "b1")
+    v.delivered(0, "a2")
+    t = v.delivered(1, "b2")
+    v.delivered(0, "a3")
+    assert v.take_up_to(t) == {0: ["a1", "a2"], 1: ["b1", "b2"]}
+    assert v.pending(0) == 1
+
+
+def test_token_of_finds_a_pending_delivery() -> None:
+    v: PositionVector[tuple[int, int]] = PositionVector()
+    v.delivered(0, (1, 1))
+    t = v.delivered(0, (1, 2))
+    v.delivered(1, (9, 9))
+    assert v.token_of(0, (1, 2)) == t
+    assert v.token_of(0, (1, 3)) is None
+    assert v.token_of(5, (1, 2)) is None
+    v.ack_up_to(t)
+    assert v.token_of(0, (1, 2)) is None
