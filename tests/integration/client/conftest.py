@@ -50,3 +50,8 @@ def client(broker: BackgroundBroker) -> Iterator[braid.Client]:
 async def aclient(broker: BackgroundBroker) -> AsyncIterator[braid.AsyncClient]:
     async with braid.AsyncClient(broker.service_url, operation_timeout=15) as c:
         yield c
+
+
+@pytest.fixture
+def broker_url(broker: BackgroundBroker) -> str:
+    return broker.service_url

@@ -17,7 +17,9 @@ def test_send_returns_ordered_ids_and_every_field_round_trips(
 ) -> None:
     with client.create_producer(topic, producer_name="fields") as producer:
         queue = client.subscribe_queue(topic, "q", initial_position="earliest")
-        first = producer.send(b"one", key="k-1", properties={"a": "1"}, event_time=1_700_000_000_123)
+        first = producer.send(
+            b"one", key="k-1", properties={"a": "1"}, event_time=1_700_000_000_123
+        )
         second = producer.send(b"two")
         assert first < second
         assert producer.last_sequence_id == 1
@@ -122,7 +124,9 @@ def test_close_is_idempotent_and_later_sends_fail(client: braid.Client, topic: s
         consumer.receive(timeout=0)
 
 
-def test_receive_times_out_with_none_and_consumers_iterate(client: braid.Client, topic: str) -> None:
+def test_receive_times_out_with_none_and_consumers_iterate(
+    client: braid.Client, topic: str
+) -> None:
     queue = client.subscribe_queue(topic, "q")
     assert queue.receive(timeout=0.05) is None
     assert queue.receive_many(5, timeout=0) == []
@@ -137,7 +141,9 @@ def test_receive_times_out_with_none_and_consumers_iterate(client: braid.Client,
     assert seen == [b"0", b"1", b"2", b"3", b"4"]
 
 
-def test_queue_consumers_share_a_subscription_without_loss(client: braid.Client, topic: str) -> None:
+def test_queue_consumers_share_a_subscription_without_loss(
+    client: braid.Client, topic: str
+) -> None:
     a = client.subscribe_queue(topic, "shared", receiver_queue_size=10)
     b = client.subscribe_queue(topic, "shared", receiver_queue_size=10)
     producer = client.create_producer(topic, batching=False)
