@@ -65,15 +65,35 @@ def _payload_size(size: int) -> bytes:
     return field
 
 
+def bare_header(size: int) -> bytes:
+    """``single_message_header(size)`` of a message with nothing but a payload (cached)."""
+    header = _BARE_CACHE.get(size)
+    if header is None:
+        meta = _payload_size(size)
+        header = _U32(len(meta)) + meta
+        if len(_BARE_CACHE) < 65536:
+            _BARE_CACHE[size] = header
+    return header
+
+
+_BARE_CACHE: dict[int, bytes] = {}
+
+
 def single_message_header(
     size: int,
-    sequence_id: int,
+    sequence_id: int | None = None,
     key: str | None = None,
     properties: Mapping[str, str] | None = None,
     event_time: int | None = None,
 ) -> bytes:
-    """``[u32 metadataSize][SingleMessageMetadata]`` for one batched message of ``size`` bytes."""
+    """``[u32 metadataSize][SingleMessageMetadata]`` for one batched message of ``size`` bytes.
+
+    ``sequence_id`` is written only when given: a batched message without one has the entry's
+    sequence id plus its index, so a producer writes it only where its ids are not contiguous.
+    """
     if key is None and not properties and not event_time:
+        if sequence_id is None:
+            return bare_header(size)
         meta = _payload_size(size) + b"\x40" + varint(sequence_id)
     else:
         meta = b"".join(
@@ -82,7 +102,7 @@ def single_message_header(
                 _string(0x12, key) if key is not None else b"",
                 _payload_size(size),
                 b"\x28" + varint(event_time) if event_time else b"",
-                b"\x40" + varint(sequence_id),
+                b"\x40" + varint(sequence_id) if sequence_id is not None else b"",
             )
         )
     return _U32(len(meta)) + meta
@@ -138,6 +158,7 @@ def entry_metadata(
 
 
 __all__ = [
+    "bare_header",
     "encode_properties",
     "entry_metadata",
     "producer_name_field",

@@ -31,6 +31,7 @@ from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
 from braid.client.consumer_base import ConsumerBase
 from braid.client.errors import AlreadyClosedError, IllegalStateError
 from braid.client.message import Message
+from braid.client.pending import SharedConditionFuture
 from braid.client.producer import AsyncProducer
 from braid.client.queue_consumer import AsyncQueueConsumer
 from braid.client.stream_consumer import AsyncStreamConsumer
@@ -174,6 +175,7 @@ class Producer:
         self._ingress: list[tuple[Any, ...]] = []
         self._scheduled = False
         self._waiting_space = 0
+        self._futures = threading.Condition()
         producer.space_listeners.append(self._on_space)
 
     @property
@@ -213,7 +215,7 @@ class Producer:
         Blocks while ``max_pending_messages`` sends are unconfirmed; never raises (failures
         complete the future).
         """
-        future: concurrent.futures.Future[MessageId] = concurrent.futures.Future()
+        future: SharedConditionFuture[MessageId] = SharedConditionFuture(self._futures)
         self._submit((future, value, key, properties, event_time, sequence_id), 1)
         return future
 
@@ -235,7 +237,7 @@ class Producer:
         event_times: Sequence[int | None] | None = None,
     ) -> concurrent.futures.Future[list[MessageId]]:
         """Queue many messages with a single future for all their ids (no per-message future)."""
-        future: concurrent.futures.Future[list[MessageId]] = concurrent.futures.Future()
+        future: SharedConditionFuture[list[MessageId]] = SharedConditionFuture(self._futures)
         self._submit((future, values, keys, properties, event_times), len(values))
         return future
 

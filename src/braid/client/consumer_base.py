@@ -93,8 +93,10 @@ class ConsumerBase:
         Raises:
             AlreadyClosedError: the consumer is closed.
         """
-        check_receive_args(1, timeout)
-        self._check_open()
+        if timeout is not None:
+            check_receive_args(1, timeout)
+        if self._closed:
+            self._check_open()
         messages = await self._queue.get_many(1, timeout)
         self._delivered(messages)
         return messages[0] if messages else None
@@ -145,22 +147,36 @@ class ConsumerBase:
             seg.queued -= len(removed)
 
     def _delivered(self, messages: list[Message]) -> None:
+        """Bookkeeping for messages the application just took (any thread)."""
         if not messages:
             return
-        counts: dict[SegmentConsumer, int] = {}
+        record = self._record_delivery
+        flows: list[SegmentConsumer] = []
         drained: list[SegmentConsumer] = []
         with self._lock:
-            record = self._record_delivery
-            for message in messages:
+            if len(messages) == 1:
+                message = messages[0]
                 seg = message._owner
-                counts[seg] = counts.get(seg, 0) + 1
                 record(seg, message)
-            for seg, count in counts.items():
-                seg.queued -= count
+                seg.queued -= 1
+                if seg.count_delivered(1):
+                    flows.append(seg)
                 if seg.ended and seg.queued == 0:
                     drained.append(seg)
-        for seg, count in counts.items():
-            seg.delivered(count)
+            else:
+                counts: dict[SegmentConsumer, int] = {}
+                for message in messages:
+                    seg = message._owner
+                    counts[seg] = counts.get(seg, 0) + 1
+                    record(seg, message)
+                for seg, count in counts.items():
+                    seg.queued -= count
+                    if seg.count_delivered(count):
+                        flows.append(seg)
+                    if seg.ended and seg.queued == 0:
+                        drained.append(seg)
+        for seg in flows:
+            self._call_in_loop(seg.send_flow)
         for seg in drained:
             self._call_in_loop(self._segment_drained, seg)
 

@@ -18,12 +18,53 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
+import time
 from collections.abc import Mapping
-from typing import Any
+from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING
+from typing import Any, TypeVar
 
 from braid.core.message_id import MessageId
 
 _INVALID_STATE = (asyncio.InvalidStateError, concurrent.futures.InvalidStateError)
+_DONE = (FINISHED, CANCELLED, CANCELLED_AND_NOTIFIED)
+T = TypeVar("T")
+
+
+class SharedConditionFuture(concurrent.futures.Future[T]):
+    """A ``concurrent.futures.Future`` that shares one condition variable with its siblings.
+
+    ``Future()`` builds a ``threading.Condition`` (an ``RLock`` and more) per instance - most of
+    the cost of a blocking ``send_async``. A producer's futures share one condition instead;
+    completion notifies every waiter of the producer, and :meth:`result` / :meth:`exception`
+    wait in a loop until *their* future is done (the base class waits only once). Everything
+    else (callbacks, cancellation, ``concurrent.futures.wait``) is the base class's.
+    """
+
+    def __init__(self, condition: threading.Condition) -> None:
+        self._condition = condition
+        self._state = PENDING
+        self._result = None
+        self._exception = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Any] = []
+
+    def _wait_done(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._condition:
+            while self._state not in _DONE:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return
+                self._condition.wait(remaining)
+
+    def result(self, timeout: float | None = None) -> T:
+        self._wait_done(timeout)
+        return super().result(0)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._wait_done(timeout)
+        return super().exception(0)
 
 
 class SendGroup:
@@ -128,4 +169,4 @@ def _set_exception(future: Any, error: BaseException) -> None:
             pass
 
 
-__all__ = ["PendingMessage", "SendGroup", "fail", "succeed"]
+__all__ = ["PendingMessage", "SendGroup", "SharedConditionFuture", "fail", "succeed"]

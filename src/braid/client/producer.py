@@ -289,6 +289,36 @@ class AsyncProducer:
         completion: Any,
         index: int,
     ) -> PendingMessage:
+        if not (
+            type(value) is bytes
+            and key is None
+            and properties is None
+            and event_time is None
+            and sequence_id is None
+        ):
+            value, properties = self._check_fields(value, key, properties, event_time, sequence_id)
+        call_no = self._call_no
+        self._call_no = call_no + 1
+        record = PendingMessage(
+            value,
+            key,
+            properties,
+            event_time,
+            sequence_id,
+            completion,
+            index,
+            call_no,
+            self._loop.time(),
+        )
+        self._unresolved[call_no] = record
+        if len(self._unresolved) >= self._options.max_pending_messages:
+            self._space.clear()
+        return record
+
+    @staticmethod
+    def _check_fields(
+        value: Any, key: Any, properties: Any, event_time: Any, sequence_id: Any
+    ) -> tuple[bytes, dict[str, str] | None]:
         if type(value) is not bytes:
             if not isinstance(value, bytearray | memoryview):
                 raise InvalidInputError(
@@ -315,23 +345,7 @@ class AsyncProducer:
             isinstance(sequence_id, bool) or not isinstance(sequence_id, int) or sequence_id < 0
         ):
             raise InvalidInputError(f"sequence_id must be a non-negative int: {sequence_id!r}")
-        call_no = self._call_no
-        self._call_no = call_no + 1
-        record = PendingMessage(
-            value,
-            key,
-            properties,
-            event_time,
-            sequence_id,
-            completion,
-            index,
-            call_no,
-            self._loop.time(),
-        )
-        self._unresolved[call_no] = record
-        if len(self._unresolved) >= self._options.max_pending_messages:
-            self._space.clear()
-        return record
+        return value, properties
 
     async def wait_for_space(self) -> None:
         """Wait until fewer than ``max_pending_messages`` messages are pending."""
@@ -406,9 +420,10 @@ class AsyncProducer:
         self._after_resolve()
 
     def _after_resolve(self) -> None:
-        if len(self._unresolved) < self._options.max_pending_messages and not self._space.is_set():
-            self._space.set()
-            for listener in list(self.space_listeners):
+        if len(self._unresolved) < self._options.max_pending_messages:
+            if not self._space.is_set():
+                self._space.set()
+            for listener in self.space_listeners:
                 listener()
         if self._flush_waiters:
             self._check_flush()

@@ -91,6 +91,10 @@ class ReceiveQueue:
         """Pop up to ``max_messages`` without waiting (any thread)."""
         with self._lock:
             items = self._items
+            if not items:
+                return []
+            if max_messages == 1:
+                return [items.popleft()]
             count = min(max_messages, len(items))
             return [items.popleft() for _ in range(count)]
 
@@ -149,6 +153,8 @@ class ReceiveQueue:
                 finally:
                     self._sync_waiting -= 1
             items = self._items
+            if max_messages == 1:
+                return [items.popleft()]
             count = min(max_messages, len(items))
             return [items.popleft() for _ in range(count)]
 

@@ -103,6 +103,7 @@ class SegmentConsumer:
         self.queued = 0
         self._consumed = 0
         self._flow_pending = False
+        self._flow_threshold = max(1, spec.receiver_queue_size // 2)
         self._skip: SegmentCursor | None = None
         self._attaching = False
         self._started = False
@@ -203,7 +204,7 @@ class SegmentConsumer:
         self.conn = conn
         self.consumer_id = consumer_id
         self.ready = True
-        with self._lock:
+        with self.parent._lock:
             self._consumed = 0
         if not self.paused:
             conn.send(commands.flow(consumer_id, spec.receiver_queue_size))
@@ -265,17 +266,21 @@ class SegmentConsumer:
         if messages:
             self.parent._enqueue(self, messages)
 
-    def delivered(self, count: int) -> None:
-        """The application took ``count`` of this segment's messages (any thread)."""
-        with self._lock:
-            self._consumed += count
-            if self._flow_pending or self._consumed < max(1, self.spec.receiver_queue_size // 2):
-                return
-            self._flow_pending = True
-        self._call_in_loop(self._send_flow)
+    def count_delivered(self, count: int) -> bool:
+        """The application took ``count`` of this segment's messages; return whether permits
+        should now be granted (then call :meth:`send_flow` on the loop).
 
-    def _send_flow(self) -> None:
-        with self._lock:
+        Called with the parent consumer's delivery lock held, which guards the permit counters.
+        """
+        self._consumed += count
+        if self._flow_pending or self._consumed < self._flow_threshold:
+            return False
+        self._flow_pending = True
+        return True
+
+    def send_flow(self) -> None:
+        """Grant the permits of the messages delivered since the last grant (loop only)."""
+        with self.parent._lock:
             permits, self._consumed = self._consumed, 0
             self._flow_pending = False
         conn = self.conn
@@ -338,6 +343,10 @@ class SegmentConsumer:
 
     def _schedule_ack_flush(self) -> None:
         self.ctx.loop.call_later(ACK_GROUP_TIME, self._flush_acks)
+
+    def flush_acks(self) -> None:
+        """Send the recorded acknowledgments now (on the loop)."""
+        self._flush_acks()
 
     def _flush_acks(self) -> None:
         with self._lock:
@@ -402,6 +411,7 @@ class SegmentConsumer:
             self._acks = []
             self._cumulative = None
             self._batches.clear()
+        with self.parent._lock:
             self._consumed = 0
             self._flow_pending = False
         self.parent._purge(self)

@@ -31,7 +31,12 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
-from braid.client.batch_encoder import entry_metadata, producer_name_field, single_message_header
+from braid.client.batch_encoder import (
+    bare_header,
+    entry_metadata,
+    producer_name_field,
+    single_message_header,
+)
 from braid.client.connection import BrokerConnection
 from braid.client.context import ClientContext
 from braid.client.errors import (
@@ -223,18 +228,32 @@ class SegmentProducer:
             return
         if self._bucketed or self._stamp:
             self._check_bucket(record)
-        if self._batch and self._batch_bytes + size > self.options.batching_max_bytes:
+        batch = self._batch
+        if batch and self._batch_bytes + size > self.options.batching_max_bytes:
             self.flush()
+            batch = self._batch
         self.owner._assign_seq(record)
-        self._parts.append(
-            single_message_header(
-                size, record.seq, record.key, record.properties, record.event_time
+        seq = record.seq
+        # The sequence id is written only where the entry's ids stop being contiguous
+        # (entry sequence id + index is the default a reader applies).
+        explicit_seq = seq if batch and seq != batch[0].seq + len(batch) else None
+        if (
+            explicit_seq is None
+            and record.key is None
+            and record.properties is None
+            and record.event_time is None
+        ):
+            header = bare_header(size)
+        else:
+            header = single_message_header(
+                size, explicit_seq, record.key, record.properties, record.event_time
             )
-        )
-        self._parts.append(record.value)
-        self._batch.append(record)
+        parts = self._parts
+        parts.append(header)
+        parts.append(record.value)
+        batch.append(record)
         self._batch_bytes += size
-        if len(self._batch) >= self.options.batching_max_messages:
+        if len(batch) >= self.options.batching_max_messages:
             self.flush()
         elif self._timer is None:
             self._timer = self.ctx.loop.call_later(self.options.batching_max_delay, self._on_timer)

@@ -31,7 +31,7 @@ from braid.client.context import ClientContext
 from braid.client.errors import InvalidConfigurationError
 from braid.client.layout_source import LayoutSource, LayoutSources
 from braid.client.message import Message
-from braid.client.segment_consumer import SegmentConsumer, SubscriptionSpec
+from braid.client.segment_consumer import ACK_GROUP_TIME, SegmentConsumer, SubscriptionSpec
 from braid.core.consumer_assignment import AssignedSegment, AssignmentDiff
 from braid.core.message_id import MessageId, message_position
 from braid.core.position_vector import PositionVector
@@ -65,6 +65,8 @@ class AsyncStreamConsumer(ConsumerBase):
         self._vector: PositionVector[_Position] = PositionVector()
         self._session: AssignmentSession | None = None
         self._drains: dict[int, asyncio.Future[None]] = {}
+        self._ack_token = -1
+        self._ack_scheduled = False
 
     def _spec(self, sub_type: int) -> SubscriptionSpec:
         return SubscriptionSpec(
@@ -180,7 +182,7 @@ class AsyncStreamConsumer(ConsumerBase):
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         """Acknowledge this message and everything delivered before it, in every segment.
 
-        Grouped and sent shortly; never blocks.
+        Recorded at once and sent grouped (within 100 ms, and on close); never blocks.
 
         Raises:
             AlreadyClosedError: the consumer is closed.
@@ -189,9 +191,22 @@ class AsyncStreamConsumer(ConsumerBase):
         self._check_open()
         with self._lock:
             token = self._token_of(message)
-            if token is None:
+            if token is None or token <= self._ack_token:
                 return  # already covered by a later cumulative ack
-            covered = self._vector.take_up_to(token)
+            self._ack_token = token
+            if self._ack_scheduled:
+                return
+            self._ack_scheduled = True
+        self._call_in_loop(self._schedule_ack_flush)
+
+    def _schedule_ack_flush(self) -> None:
+        self._ctx.loop.call_later(ACK_GROUP_TIME, self._flush_cumulative)
+
+    def _flush_cumulative(self) -> None:
+        """Turn the latest cumulative ack into per-segment acks through the position vector."""
+        with self._lock:
+            self._ack_scheduled = False
+            covered = self._vector.take_up_to(self._ack_token)
         for sid, positions in covered.items():
             seg = self._segments.get(sid)
             if seg is None:
@@ -201,8 +216,9 @@ class AsyncStreamConsumer(ConsumerBase):
                     seg.ack_individual(*position)
             else:
                 seg.ack_cumulative(*positions[-1])
+            seg.flush_acks()
         if self._drains:
-            self._call_in_loop(self._check_drains, list(covered))
+            self._check_drains(list(covered))
 
     def _token_of(self, message: Message | MessageId) -> int | None:
         if isinstance(message, Message):
@@ -221,6 +237,7 @@ class AsyncStreamConsumer(ConsumerBase):
         )
 
     async def _before_close(self) -> None:
+        self._flush_cumulative()
         for waiter in self._drains.values():
             if not waiter.done():
                 waiter.set_result(None)
