@@ -133,5 +133,5 @@ def test_a_whole_batch_equals_build_entry() -> None:
         pb.MessageMetadata(producer_name="p-1", sequence_id=10, publish_time=99), singles
     )
     assert ours == ref
-    meta, messages = batch.read_entry(ours)
+    _meta, messages = batch.read_entry(ours)
     assert [m.payload for m in messages] == [b"v0", b"value-1", b""]
