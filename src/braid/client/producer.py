@@ -6,7 +6,8 @@ a :class:`~braid.core.routing.SegmentRouter` over the layout its
 :class:`~braid.client.segment_producer.SegmentProducer` of that segment, created on first use
 (``client-behavior.md`` §2; under an exclusive access mode every active segment is attached
 eagerly, so a collision fails ``create_producer``). A ``persistent://`` topic is simply a layout
-with one legacy segment: the same code path, exercised today.
+of legacy segments: the same code path, exercised today. There, too, segments attach at create,
+so a classic topic keeps v4 producer semantics (errors and ``last_sequence_id`` at create).
 
 Guarantees kept here:
 
@@ -112,11 +113,25 @@ class AsyncProducer:
         """
         source = await sources.acquire(topic)
         producer = cls(ctx, sources, source, options)
-        if options.exclusive:
+        layout = source.current
+        if options.exclusive or layout.all_legacy:
+            # Eager attach: exclusive modes must fail here (C6); on the migration bridge a
+            # classic topic keeps v4 producer semantics (errors and last_sequence_id at create).
+            waiting = options.access_mode == "wait_for_exclusive"
             try:
-                await asyncio.gather(
-                    *(producer._open_segment(sid).start() for sid in source.current.active_ids)
+                attached = asyncio.gather(
+                    *(producer._open_segment(sid).start() for sid in layout.active_ids)
                 )
+                if waiting:
+                    await attached
+                else:
+                    await asyncio.wait_for(attached, ctx.settings.operation_timeout)
+            except TimeoutError:
+                await producer._abort()
+                raise TimeoutError_(
+                    f"producer on {producer.topic} not attached within "
+                    f"{ctx.settings.operation_timeout:g}s"
+                ) from None
             except BaseException:
                 await producer._abort()
                 raise
