@@ -176,6 +176,8 @@ class Producer:
         self._scheduled = False
         self._waiting_space = 0
         self._futures = threading.Condition()
+        self._limit = producer._options.max_pending_messages
+        self._unresolved = producer._unresolved
         producer.space_listeners.append(self._on_space)
 
     @property
@@ -242,10 +244,10 @@ class Producer:
         return future
 
     def _submit(self, item: tuple[Any, ...], count: int) -> None:
-        limit = self._producer._options.max_pending_messages
+        limit = self._limit
         with self._lock:
             while (
-                self._producer.pending_count + len(self._ingress) >= limit
+                len(self._unresolved) + len(self._ingress) >= limit
                 and not self._producer.closed
                 and threading.current_thread() is not self._client._runner.thread
             ):
@@ -272,12 +274,12 @@ class Producer:
         with self._lock:
             items, self._ingress = self._ingress, []
             self._scheduled = False
-        producer = self._producer
+        submit, submit_many = self._producer.submit, self._producer.submit_many
         for item in items:
             if len(item) == 6:
-                producer.submit(*item)
+                submit(*item)
             else:
-                producer.submit_many(*item)
+                submit_many(*item)
 
     def _on_space(self) -> None:
         with self._lock:

@@ -154,19 +154,19 @@ def fail(message: PendingMessage, error: BaseException) -> None:
 
 
 def _set_result(future: Any, value: Any) -> None:
-    if not future.done():
-        try:
-            future.set_result(value)
-        except _INVALID_STATE:
-            pass
+    # set_result refuses a done (cancelled) future: cheaper than asking done() first, which
+    # takes the condition lock of a concurrent future once more.
+    try:
+        future.set_result(value)
+    except _INVALID_STATE:
+        pass
 
 
 def _set_exception(future: Any, error: BaseException) -> None:
-    if not future.done():
-        try:
-            future.set_exception(error)
-        except _INVALID_STATE:
-            pass
+    try:
+        future.set_exception(error)
+    except _INVALID_STATE:
+        pass
 
 
 __all__ = ["PendingMessage", "SendGroup", "SharedConditionFuture", "fail", "succeed"]
