@@ -64,7 +64,13 @@ class _LoopThread:
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(self._ready.set)
         self.loop.run_forever()
+        # Whatever still runs (a call another thread is blocked on) is cancelled, so that
+        # thread gets an error instead of waiting forever on a stopped loop.
+        tasks = asyncio.all_tasks(self.loop)
+        for task in tasks:
+            task.cancel()
         with contextlib.suppress(Exception):
+            self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
             self.loop.run_until_complete(self.loop.shutdown_asyncgens())
         self.loop.close()
 
@@ -83,6 +89,8 @@ class _LoopThread:
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise
+        except concurrent.futures.CancelledError:
+            raise AlreadyClosedError("the client was closed during the call") from None
 
     def stop(self) -> None:
         if not self.loop.is_closed():

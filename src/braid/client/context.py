@@ -78,7 +78,7 @@ class ClientContext:
 
     async def close(self) -> None:
         """Cancel background work and close every connection."""
-        self.closed = True
+        self.closed = True  # set first: attach loops see it when their task is cancelled
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()

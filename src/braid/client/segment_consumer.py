@@ -151,6 +151,11 @@ class SegmentConsumer:
                     await asyncio.sleep(backoff.next_delay())
         finally:
             self._attaching = False
+            if not self._first.done() and (self.closed or self.ctx.closed):
+                self._first.set_exception(
+                    AlreadyClosedError(f"consumer on {self.route.topic} closed")
+                )
+                self._first.exception()  # retrieved: nobody may be waiting
 
     async def _attach_once(self) -> None:
         conn = await self.ctx.connection_for(self.route)

@@ -40,6 +40,7 @@ from braid.client.batch_encoder import (
 from braid.client.connection import BrokerConnection
 from braid.client.context import ClientContext
 from braid.client.errors import (
+    AlreadyClosedError,
     MessageTooLargeError,
     TopicTerminatedError,
     error_for_code,
@@ -152,6 +153,12 @@ class SegmentProducer:
                     await asyncio.sleep(backoff.next_delay())
         finally:
             self._attaching = False
+            if not self._attached.done() and (self.closed or self.ctx.closed):
+                # Closed (or the client shut down) before the first attach: tell the creator.
+                self._attached.set_exception(
+                    AlreadyClosedError(f"producer on {self.route.topic} closed")
+                )
+                self._attached.exception()  # retrieved: nobody may be waiting
 
     async def _attach_once(self) -> None:
         conn = await self.ctx.connection_for(self.route)
@@ -482,6 +489,11 @@ class SegmentProducer:
     async def close(self) -> None:
         """Stop; tell the broker (best effort). Pending messages are the owner's to settle."""
         self.closed = True
+        if not self._attached.done():
+            self._attached.set_exception(
+                AlreadyClosedError(f"producer on {self.route.topic} closed")
+            )
+            self._attached.exception()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -370,3 +370,25 @@ def test_a_message_larger_than_the_broker_allows_fails(client: braid.Client, top
     with pytest.raises(braid.MessageTooLargeError):
         producer.send(b"x" * (6 * 1024 * 1024))
     producer.send(b"fine again")
+
+
+def test_closing_the_client_ends_a_create_waiting_for_exclusivity(
+    broker: BackgroundBroker, topic: str
+) -> None:
+    owner_client = braid.Client(broker.service_url)
+    waiter_client = braid.Client(broker.service_url)
+    try:
+        owner_client.create_producer(topic, access_mode="exclusive")
+        pool = concurrent.futures.ThreadPoolExecutor(1)
+        waiting = pool.submit(
+            waiter_client.create_producer, topic, access_mode="wait_for_exclusive"
+        )
+        with pytest.raises(concurrent.futures.TimeoutError):
+            waiting.result(timeout=0.3)
+        waiter_client.close()
+        with pytest.raises(braid.BraidError):
+            waiting.result(timeout=15)
+        pool.shutdown()
+    finally:
+        owner_client.close()
+        waiter_client.close()
