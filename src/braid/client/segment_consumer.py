@@ -238,6 +238,8 @@ class SegmentConsumer:
     # -- receiving ----------------------------------------------------------------------------
 
     def on_message(self, message: pb.CommandMessage, body: bytes) -> None:
+        if self.paused:
+            return  # draining: not delivered, so never acknowledged; the broker redelivers it
         mid = message.message_id
         try:
             messages = decode_entry(
