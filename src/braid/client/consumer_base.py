@@ -216,7 +216,9 @@ class ConsumerBase:
         """The per-segment consumer a message (or id) belongs to, and its position."""
         if isinstance(message, Message):
             seg = message._owner
-            if seg is not None and seg.closed:
+            if seg is None or seg.parent is not self:
+                raise InvalidConfigurationError("this message was not delivered by this consumer")
+            if seg.closed:
                 seg = self._segments.get(seg.segment_id)
             pos = (message._ledger_id, message._entry_id, message._batch_index, message._batch_size)
             return seg, pos

@@ -222,7 +222,8 @@ class AsyncStreamConsumer(ConsumerBase):
 
     def _token_of(self, message: Message | MessageId) -> int | None:
         if isinstance(message, Message):
-            if message._token < 0:
+            owner = message._owner
+            if message._token < 0 or owner is None or owner.parent is not self:
                 raise InvalidConfigurationError("this message was not delivered by this consumer")
             return message._token
         if isinstance(message, MessageId):

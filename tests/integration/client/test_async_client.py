@@ -123,3 +123,20 @@ async def test_closing_the_client_closes_what_it_created(broker_url: str, topic:
     assert producer.closed and consumer.closed
     with pytest.raises(braid.AlreadyClosedError):
         await client.create_producer(topic)
+
+
+async def test_a_message_is_acknowledged_only_by_its_own_consumer(
+    aclient: braid.AsyncClient, topic: str
+) -> None:
+    producer = await aclient.create_producer(topic)
+    first = await aclient.subscribe_stream(topic, "one", initial_position="earliest")
+    second = await aclient.subscribe_stream(topic, "two", initial_position="earliest")
+    queue = await aclient.subscribe_queue(topic, "three", initial_position="earliest")
+    await producer.send(b"x")
+    message = await first.receive(timeout=10)
+    assert message is not None
+    with pytest.raises(braid.InvalidConfigurationError):
+        second.acknowledge_cumulative(message)
+    with pytest.raises(braid.InvalidConfigurationError):
+        queue.acknowledge(message)
+    first.acknowledge_cumulative(message)
