@@ -370,7 +370,17 @@ class _Consumer:
         self.close()
 
 
-class StreamConsumer(_Consumer):
+class _Subscriber(_Consumer):
+    """A consumer with a durable subscription."""
+
+    _consumer: AsyncStreamConsumer | AsyncQueueConsumer
+
+    def unsubscribe(self) -> None:
+        """Delete the subscription, then close."""
+        self._client._run(self._consumer.unsubscribe())
+
+
+class StreamConsumer(_Subscriber):
     """Blocking view of an :class:`AsyncStreamConsumer`."""
 
     _consumer: AsyncStreamConsumer
@@ -379,12 +389,8 @@ class StreamConsumer(_Consumer):
         """Acknowledge this message and everything delivered before it (never blocks)."""
         self._consumer.acknowledge_cumulative(message)
 
-    def unsubscribe(self) -> None:
-        """Delete the subscription, then close."""
-        self._client._run(self._consumer.unsubscribe())
 
-
-class QueueConsumer(_Consumer):
+class QueueConsumer(_Subscriber):
     """Blocking view of an :class:`AsyncQueueConsumer`."""
 
     _consumer: AsyncQueueConsumer
@@ -396,10 +402,6 @@ class QueueConsumer(_Consumer):
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         """Ask for one message to be redelivered later."""
         self._consumer.negative_acknowledge(message)
-
-    def unsubscribe(self) -> None:
-        """Delete the subscription, then close."""
-        self._client._run(self._consumer.unsubscribe())
 
 
 class CheckpointConsumer(_Consumer):

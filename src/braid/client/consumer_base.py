@@ -268,6 +268,14 @@ class ConsumerBase:
         self._queue.close()
         await self._sources.release(self._source)
 
+    async def _unsubscribe(self) -> None:
+        """Delete the (durable) subscription on every attached segment, then close."""
+        self._check_open()
+        segments = list(self._segments.values())
+        self._segments.clear()
+        await asyncio.gather(*(seg.close(unsubscribe=True) for seg in segments))
+        await self.close()
+
     async def _before_close(self) -> None:
         """Subclass hook, first step of close (e.g. leave the controller session)."""
 

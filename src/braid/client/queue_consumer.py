@@ -95,11 +95,7 @@ class AsyncQueueConsumer(ConsumerBase):
 
     async def unsubscribe(self) -> None:
         """Delete the subscription on every segment, then close."""
-        self._check_open()
-        segments = list(self._segments.values())
-        self._segments.clear()
-        await asyncio.gather(*(seg.close(unsubscribe=True) for seg in segments))
-        await self.close()
+        await self._unsubscribe()
 
 
 __all__ = ["AsyncQueueConsumer"]

@@ -248,11 +248,7 @@ class AsyncStreamConsumer(ConsumerBase):
 
     async def unsubscribe(self) -> None:
         """Delete the subscription on every attached segment, then close."""
-        self._check_open()
-        segments = list(self._segments.values())
-        self._segments.clear()
-        await asyncio.gather(*(seg.close(unsubscribe=True) for seg in segments))
-        await self.close()
+        await self._unsubscribe()
 
 
 __all__ = ["AsyncStreamConsumer"]

@@ -34,7 +34,7 @@ from types import MappingProxyType
 
 from braid.core.errors import InvalidInputError
 from braid.core.layout import SegmentLayout
-from braid.core.varint import CorruptEncoding, decode_uvarint, encode_uvarint
+from braid.core.varint import CorruptEncoding, decode_uvarint, encode_uvarint, read_header
 
 FORMAT_VERSION = 1
 MAX_LONG = 2**63 - 1
@@ -178,19 +178,8 @@ class Checkpoint:
         Raises:
             CorruptEncoding: the bytes are not a checkpoint of a known format version.
         """
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise InvalidInputError(f"Checkpoint.from_bytes needs bytes, got {type(data).__name__}")
-        data = bytes(data)
-        if len(data) < 2:
-            raise CorruptEncoding(f"a checkpoint has at least 2 bytes, got {len(data)}")
-        if data[0] != FORMAT_VERSION:
-            raise CorruptEncoding(
-                f"unknown checkpoint format version {data[0]} (this client reads {FORMAT_VERSION})"
-            )
-        kind = data[1]
+        data, kind = read_header(data, "Checkpoint", FORMAT_VERSION, (_EARLIEST, _LATEST))
         if kind in (_EARLIEST, _LATEST):
-            if len(data) != 2:
-                raise CorruptEncoding(f"{len(data) - 2} unexpected bytes after a sentinel")
             return _EARLIEST_CP if kind == _EARLIEST else _LATEST_CP
         if kind != _POSITIONS:
             raise CorruptEncoding(f"unknown checkpoint kind {kind}")

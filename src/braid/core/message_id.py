@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from braid.core.errors import InvalidInputError
-from braid.core.varint import CorruptEncoding, decode_uvarint, encode_uvarint
+from braid.core.varint import CorruptEncoding, decode_uvarint, encode_uvarint, read_header
 
 FORMAT_VERSION = 1
 MAX_LONG = 2**63 - 1
@@ -140,19 +140,8 @@ class MessageId:
         Raises:
             CorruptEncoding: the bytes are not a message id of a known format version.
         """
-        if not isinstance(data, bytes | bytearray | memoryview):
-            raise InvalidInputError(f"MessageId.from_bytes needs bytes, got {type(data).__name__}")
-        data = bytes(data)
-        if len(data) < 2:
-            raise CorruptEncoding(f"a message id has at least 2 bytes, got {len(data)}")
-        if data[0] != FORMAT_VERSION:
-            raise CorruptEncoding(
-                f"unknown message id format version {data[0]} (this client reads {FORMAT_VERSION})"
-            )
-        kind = data[1]
+        data, kind = read_header(data, "MessageId", FORMAT_VERSION, (_EARLIEST, _LATEST))
         if kind in (_EARLIEST, _LATEST):
-            if len(data) != 2:
-                raise CorruptEncoding(f"{len(data) - 2} unexpected bytes after a sentinel id")
             return _EARLIEST_ID if kind == _EARLIEST else _LATEST_ID
         if kind != _POSITION:
             raise CorruptEncoding(f"unknown message id kind {kind}")

@@ -57,4 +57,30 @@ def decode_uvarint(data: bytes, pos: int) -> tuple[int, int]:
     raise CorruptEncoding(f"varint at byte {pos - _MAX_VARINT_BYTES} is longer than 10 bytes")
 
 
-__all__ = ["MAX_UINT64", "CorruptEncoding", "decode_uvarint", "encode_uvarint"]
+def read_header(
+    data: object, what: str, version: int, sentinels: tuple[int, ...]
+) -> tuple[bytes, int]:
+    """Check the ``[format version][kind]`` header of a serialized value; return the bytes and kind.
+
+    A sentinel kind must be the whole value (two bytes).
+
+    Raises:
+        InvalidInputError: ``data`` is not bytes-like.
+        CorruptEncoding: too short, another format version, or bytes after a sentinel.
+    """
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise InvalidInputError(f"{what}.from_bytes needs bytes, got {type(data).__name__}")
+    raw = bytes(data)
+    if len(raw) < 2:
+        raise CorruptEncoding(f"a serialized {what} has at least 2 bytes, got {len(raw)}")
+    if raw[0] != version:
+        raise CorruptEncoding(
+            f"unknown {what} format version {raw[0]} (this client reads {version})"
+        )
+    kind = raw[1]
+    if kind in sentinels and len(raw) != 2:
+        raise CorruptEncoding(f"{len(raw) - 2} unexpected bytes after a sentinel {what}")
+    return raw, kind
+
+
+__all__ = ["MAX_UINT64", "CorruptEncoding", "decode_uvarint", "encode_uvarint", "read_header"]

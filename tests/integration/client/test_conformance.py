@@ -11,8 +11,6 @@ with the reason, to be turned on in phase 2.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 import braid
@@ -192,12 +190,3 @@ def test_c15_no_scalable_command_reaches_a_broker_without_support(
 
     with pytest.raises(braid.FeatureNotSupportedError):
         client._run(open_watch())
-
-
-@pytest.fixture
-def client(broker: BackgroundBroker) -> Iterator[braid.Client]:
-    c = braid.Client(broker.service_url, operation_timeout=15)
-    try:
-        yield c
-    finally:
-        c.close()
