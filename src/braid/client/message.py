@@ -172,8 +172,9 @@ def decode_entry(
     entry_id: int,
     redelivery: int,
     owner: Any,
-) -> list[Message]:
-    """The messages of one dispatched entry, in batch order (compacted-out ones skipped).
+) -> tuple[list[Message], int]:
+    """The messages of one dispatched entry, in batch order (compacted-out ones skipped), and
+    how many messages the entry holds (what the broker counted against the flow permits).
 
     Raises:
         MalformedFrame, CorruptPayload, UnsupportedCompression: the entry does not decode.
@@ -196,7 +197,7 @@ def decode_entry(
                 redelivery,
                 owner,
             )
-        ]
+        ], 1
     count = meta.num_messages_in_batch
     if count < 0:
         raise CorruptPayload(f"negative batch size {count}")
@@ -238,7 +239,7 @@ def decode_entry(
                 owner,
             )
         )
-    return out
+    return out, count
 
 
 __all__ = ["Message", "decode_entry"]

@@ -242,7 +242,7 @@ class SegmentConsumer:
             return  # draining: not delivered, so never acknowledged; the broker redelivers it
         mid = message.message_id
         try:
-            messages = decode_entry(
+            messages, dispatched = decode_entry(
                 body,
                 topic=self.parent.topic,
                 segment_id=self.segment_id,
@@ -262,6 +262,7 @@ class SegmentConsumer:
             self._send_soon(
                 commands.ack(self.consumer_id, [commands.message_id(mid.ledgerId, mid.entryId)])
             )
+            self._permits_back(1)
             return
         skip = self._skip
         if skip is not None:
@@ -270,8 +271,18 @@ class SegmentConsumer:
             ]
             if messages:
                 self._skip = None
+        if len(messages) < dispatched:
+            # Messages the application will never take (below a reader's start, compacted out)
+            # still used permits: grant them back now, or the broker stops dispatching.
+            self._permits_back(dispatched - len(messages))
         if messages:
             self.parent._enqueue(self, messages)
+
+    def _permits_back(self, count: int) -> None:
+        with self.parent._lock:
+            grant = self.count_delivered(count)
+        if grant:
+            self.send_flow()
 
     def count_delivered(self, count: int) -> bool:
         """The application took ``count`` of this segment's messages; return whether permits

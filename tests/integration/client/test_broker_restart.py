@@ -4,19 +4,43 @@ Producers and consumers are never recreated by the application: they reconnect o
 Every message whose send was confirmed is delivered afterwards (at least once), and every key's
 messages arrive in publish order (first deliveries; a redelivery after the crash may repeat a
 suffix, which at-least-once allows).
+
+The broker runs with unlimited retention: a checkpoint consumer holds no broker cursor, so
+without retention the data it has not read yet may be trimmed once the durable subscriptions
+have acknowledged it (Pulsar's reader semantics too).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
 
 import braid
 from braid.cli.process import StandaloneProcess
-from tests.support.standalone import standalone_process  # noqa: F401 - pytest fixture
 
 KEYS = 20
+
+
+@pytest.fixture
+def standalone_process(tmp_path: Path) -> Iterator[StandaloneProcess]:
+    """``braid standalone`` with unlimited retention (see the module docstring)."""
+    env = dict(
+        os.environ, BRAID_defaultRetentionTimeInMinutes="-1", BRAID_defaultRetentionSizeInMB="-1"
+    )
+    process = StandaloneProcess.start_on_free_ports(
+        tmp_path / "data", log_path=tmp_path / "standalone.log", env=env
+    )
+    try:
+        yield process
+    finally:
+        if process.running:
+            process.stop()
 
 
 def _receive_until(
@@ -46,7 +70,7 @@ def _first_deliveries_in_key_order(got: list[braid.Message]) -> dict[str, list[i
 
 
 def test_producers_and_consumers_recover_from_sigkill_without_losing_confirmed_messages(
-    standalone_process: StandaloneProcess,  # noqa: F811
+    standalone_process: StandaloneProcess,
 ) -> None:
     topic = "persistent://public/default/crash"
     client = braid.Client(standalone_process.service_url, operation_timeout=30)
@@ -84,6 +108,9 @@ def test_producers_and_consumers_recover_from_sigkill_without_losing_confirmed_m
                 sent += 1
 
         produce(2000)
+        deadline = time.monotonic() + 30
+        while len(got["checkpoint"]) < 500 and time.monotonic() < deadline:
+            time.sleep(0.001)  # polling: crash once the readers are mid-stream
         standalone_process.kill()  # crash mid-stream: sends in flight, nothing flushed or closed
         produce(1000)  # sent while the broker is down: they wait and go out after the restart
         standalone_process.restart()

@@ -392,3 +392,28 @@ def test_closing_the_client_ends_a_create_waiting_for_exclusivity(
     finally:
         owner_client.close()
         waiter_client.close()
+
+
+def test_a_restored_reader_keeps_flowing_past_an_entry_it_skips(
+    client: braid.Client, topic: str
+) -> None:
+    """Skipped messages (at or before the checkpoint) used the broker's permits too: the reader
+    must grant them back, or a skipped entry larger than its receiver queue stalls it."""
+    producer = client.create_producer(topic, batching_max_delay=1.0)
+    reader = client.create_checkpoint_consumer(
+        topic, start=braid.Checkpoint.earliest(), receiver_queue_size=10
+    )
+    producer.send_many([b"old-%d" % i for i in range(50)])  # one entry of 50
+    seen = []
+    while len(seen) < 50:
+        seen += reader.receive_many(50, timeout=10)
+    saved = reader.checkpoint()
+    reader.close()
+    producer.send_many([b"new-%d" % i for i in range(5)])
+    restored = client.create_checkpoint_consumer(topic, start=saved, receiver_queue_size=10)
+    rest = []
+    while len(rest) < 5:
+        batch = restored.receive_many(10, timeout=10)
+        assert batch, "the restored reader stalled"
+        rest += batch
+    assert [m.value for m in rest] == [b"new-%d" % i for i in range(5)]

@@ -74,9 +74,11 @@ def _messages(count: int, owner: object = None) -> list:
         pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1),
         [(pb.SingleMessageMetadata(), b"%d" % i) for i in range(count)],
     )
-    return decode_entry(
+    messages, count = decode_entry(
         body, topic="t", segment_id=0, ledger_id=1, entry_id=2, redelivery=0, owner=owner
     )
+    assert count == len(messages)
+    return messages
 
 
 async def test_async_get_waits_times_out_and_wakes() -> None:
@@ -119,10 +121,10 @@ def test_decode_entry_reads_batches_compression_and_skips_compacted_messages() -
     ]
     meta = pb.MessageMetadata(producer_name="p", sequence_id=10, publish_time=99)
     body = batch.build_entry(meta, singles, compression=pb.ZSTD)
-    got = decode_entry(
+    got, count = decode_entry(
         body, topic="t", segment_id=3, ledger_id=7, entry_id=8, redelivery=2, owner=None
     )
-    assert [m.value for m in got] == [b"zero", b"two"]
+    assert [m.value for m in got] == [b"zero", b"two"] and count == 3  # compacted one counts
     first, second = got
     assert first.key == "k0" and first.event_time == 5 and first.sequence_id == 10
     assert second.sequence_id == 42 and second.redelivery_count == 2 and second.publish_time == 99
@@ -131,7 +133,7 @@ def test_decode_entry_reads_batches_compression_and_skips_compacted_messages() -
         pb.MessageMetadata(producer_name="p", sequence_id=3, publish_time=1, partition_key="k"),
         b"alone",
     )
-    [only] = decode_entry(
+    [only], _ = decode_entry(
         single, topic="t", segment_id=0, ledger_id=1, entry_id=1, redelivery=0, owner=None
     )
     assert (only.value, only.key, only.sequence_id) == (b"alone", "k", 3)
