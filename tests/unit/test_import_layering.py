@@ -18,7 +18,8 @@ Layers, bottom to top (a module may import its own layer and the ones below it):
 may import them (ADR 0003 puts them below ``cli``, beside no server layer). The top-level
 support modules (``braid.clock``, ``braid.filelock``: ADR 0003) import only ``core`` and are
 usable by every I/O layer, ``client`` and ``spark`` included, but not by the pure ``core`` and
-``protocol``.
+``protocol``. The package root ``braid`` is the client's public facade: it may import the client
+side (``braid.Client``), and no module imports it.
 """
 
 from __future__ import annotations
@@ -44,7 +45,10 @@ _RANKS = {
     "cli": 8,
 }
 #: Top-level modules every I/O layer may use (ADR 0003).
-_SUPPORT = {"braid", "braid.clock", "braid.filelock"}
+_SUPPORT = {"braid.clock", "braid.filelock"}
+#: The package root is the client's public facade (``import braid; braid.Client``): it may
+#: import the client side and what the client may; no module of Braid imports it.
+_FACADE = "braid"
 _CLIENT_SIDE = {"client", "spark"}
 _PURE = {"core", "protocol"}
 
@@ -118,6 +122,8 @@ GRAPH = {module: _imports_of(module) for module in MODULES}
 
 
 def _layer(module: str) -> str:
+    if module == _FACADE:
+        return "facade"
     if module in _SUPPORT:
         return "support"
     return module.split(".")[1]
@@ -126,6 +132,10 @@ def _layer(module: str) -> str:
 def _may_import(importer: str, imported: str) -> bool:
     if importer == imported:
         return True
+    if imported == "facade":
+        return False
+    if importer == "facade":
+        return imported in _PURE | _CLIENT_SIDE | {"support"}
     if imported == "support":
         return importer not in _PURE
     if importer == "support":
@@ -213,7 +223,9 @@ def test_cycle_finder_reports_the_modules_of_a_cycle() -> None:
 
 
 def test_imports_only_point_down_the_layers() -> None:
-    unknown = sorted({_layer(m) for m in MODULES} - set(_RANKS) - _CLIENT_SIDE - {"support"})
+    unknown = sorted(
+        {_layer(m) for m in MODULES} - set(_RANKS) - _CLIENT_SIDE - {"support", "facade"}
+    )
     assert not unknown, f"packages missing from the layering of DESIGN.md §2: {unknown}"
     wrong = sorted(
         f"{importer} imports {imported}"
@@ -231,3 +243,5 @@ def test_layer_rules() -> None:
     assert not _may_import("broker", "client") and _may_import("cli", "spark")
     assert _may_import("metadata", "support") and not _may_import("protocol", "support")
     assert not _may_import("support", "metadata")
+    assert _may_import("facade", "client") and not _may_import("facade", "broker")
+    assert not _may_import("broker", "facade") and not _may_import("client", "facade")

@@ -8,7 +8,7 @@ derived from the descriptor instead of being typed out (a unit test pins the rul
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import Message
@@ -437,14 +437,17 @@ def producer(
     *,
     producer_name: str | None = None,
     access_mode: pb.ProducerAccessMode.ValueType = pb.Shared,
+    epoch: int | None = None,
 ) -> pb.BaseCommand:
-    """PRODUCER."""
+    """PRODUCER; ``epoch`` counts the client's reconnections of this producer (Pulsar's)."""
     r = pb.CommandProducer(
         topic=topic,
         producer_id=producer_id,
         request_id=request_id,
         producer_access_mode=access_mode,
     )
+    if epoch is not None:
+        r.epoch = epoch
     if producer_name is not None:
         r.producer_name = producer_name
         r.user_provided_producer_name = True
@@ -462,8 +465,11 @@ def subscribe(
     *,
     consumer_name: str | None = None,
     initial_position: pb.CommandSubscribe.InitialPosition.ValueType = pb.CommandSubscribe.Latest,
+    durable: bool = True,
+    start_message_id: pb.MessageIdData | None = None,
+    key_shared_meta: pb.KeySharedMeta | None = None,
 ) -> pb.BaseCommand:
-    """SUBSCRIBE."""
+    """SUBSCRIBE; a reader is ``durable=False`` with an optional ``start_message_id``."""
     r = pb.CommandSubscribe(
         topic=topic,
         subscription=subscription,
@@ -474,6 +480,68 @@ def subscribe(
     )
     if consumer_name is not None:
         r.consumer_name = consumer_name
+    if not durable:
+        r.durable = False
+    if start_message_id is not None:
+        r.start_message_id.CopyFrom(start_message_id)
+    if key_shared_meta is not None:
+        r.keySharedMeta.CopyFrom(key_shared_meta)
+    return wrap(r)
+
+
+def ack(
+    consumer_id: int,
+    message_ids: Iterable[pb.MessageIdData],
+    *,
+    cumulative: bool = False,
+    request_id: int | None = None,
+) -> pb.BaseCommand:
+    """ACK of one or more messages (individual), or up to one message (cumulative).
+
+    ``request_id`` asks the broker for an ACK_RESPONSE receipt.
+    """
+    r = pb.CommandAck(
+        consumer_id=consumer_id,
+        ack_type=pb.CommandAck.Cumulative if cumulative else pb.CommandAck.Individual,
+    )
+    r.message_id.extend(message_ids)
+    if request_id is not None:
+        r.request_id = request_id
+    return wrap(r)
+
+
+def redeliver_unacknowledged_messages(
+    consumer_id: int, message_ids: Iterable[pb.MessageIdData] = ()
+) -> pb.BaseCommand:
+    """REDELIVER_UNACKNOWLEDGED_MESSAGES: these ids (Shared), or everything unacked (none)."""
+    r = pb.CommandRedeliverUnacknowledgedMessages(consumer_id=consumer_id)
+    r.message_ids.extend(message_ids)
+    return wrap(r)
+
+
+def get_last_message_id(consumer_id: int, request_id: int) -> pb.BaseCommand:
+    """GET_LAST_MESSAGE_ID of the consumer's topic."""
+    return wrap(pb.CommandGetLastMessageId(consumer_id=consumer_id, request_id=request_id))
+
+
+def unsubscribe(consumer_id: int, request_id: int) -> pb.BaseCommand:
+    """UNSUBSCRIBE: delete the consumer's subscription."""
+    return wrap(pb.CommandUnsubscribe(consumer_id=consumer_id, request_id=request_id))
+
+
+def seek(
+    consumer_id: int,
+    request_id: int,
+    *,
+    message_id: pb.MessageIdData | None = None,
+    publish_time: int | None = None,
+) -> pb.BaseCommand:
+    """SEEK the consumer's subscription to a message id or a publish time (ms)."""
+    r = pb.CommandSeek(consumer_id=consumer_id, request_id=request_id)
+    if message_id is not None:
+        r.message_id.CopyFrom(message_id)
+    if publish_time is not None:
+        r.message_publish_time = publish_time
     return wrap(r)
 
 
@@ -583,6 +651,26 @@ def scalable_topic_unsubscribe(request_id: int, consumer_id: int) -> pb.BaseComm
     return wrap(pb.CommandScalableTopicUnsubscribe(request_id=request_id, consumer_id=consumer_id))
 
 
+def watch_scalable_topics(
+    watch_id: int,
+    namespace: str,
+    property_filters: Mapping[str, str] | None = None,
+    current_hash: str | None = None,
+) -> pb.BaseCommand:
+    """WATCH_SCALABLE_TOPICS: open a namespace membership watch (client to broker)."""
+    r = pb.CommandWatchScalableTopics(watch_id=watch_id, namespace=namespace)
+    for key, value in sorted((property_filters or {}).items()):
+        r.property_filters.add(key=key, value=value)
+    if current_hash is not None:
+        r.current_hash = current_hash
+    return wrap(r)
+
+
+def watch_scalable_topics_close(watch_id: int) -> pb.BaseCommand:
+    """WATCH_SCALABLE_TOPICS_CLOSE: end a namespace watch."""
+    return wrap(pb.CommandWatchScalableTopicsClose(watch_id=watch_id))
+
+
 def watch_scalable_topics_update(
     watch_id: int,
     *,
@@ -624,6 +712,7 @@ def watch_tc_assignments_update(
 
 __all__ = [
     "NO_REQUEST_ID",
+    "ack",
     "ack_response",
     "active_consumer_change",
     "close_consumer",
@@ -634,6 +723,7 @@ __all__ = [
     "error",
     "field_name",
     "flow",
+    "get_last_message_id",
     "get_last_message_id_response",
     "inner",
     "lookup",
@@ -647,6 +737,7 @@ __all__ = [
     "producer",
     "producer_success",
     "reached_end_of_topic",
+    "redeliver_unacknowledged_messages",
     "scalable_topic_assignment_update",
     "scalable_topic_close",
     "scalable_topic_lookup",
@@ -654,6 +745,7 @@ __all__ = [
     "scalable_topic_subscribe_response",
     "scalable_topic_unsubscribe",
     "scalable_topic_update",
+    "seek",
     "send",
     "send_error",
     "send_receipt",
@@ -661,6 +753,9 @@ __all__ = [
     "success",
     "topics_of_namespace_response",
     "type_name",
+    "unsubscribe",
+    "watch_scalable_topics",
+    "watch_scalable_topics_close",
     "watch_scalable_topics_update",
     "watch_tc_assignments_update",
     "wrap",

@@ -1,0 +1,44 @@
+"""The Braid Python client: producers and Stream, Queue and Checkpoint consumers.
+
+Imports only :mod:`braid.core` and :mod:`braid.protocol` (DESIGN.md §2), so it works against any
+conformant broker. The public names are re-exported by :mod:`braid`; start with
+``braid.Client`` (blocking, thread-safe) or ``braid.AsyncClient`` (asyncio). Design:
+docs/client.md and docs/decisions/0022-client-layout-driven.md.
+
+Module map: ``async_client`` / ``blocking`` (the two facades), ``producer`` and
+``segment_producer`` (routing, per-segment producers, reroute), ``stream_consumer``,
+``queue_consumer``, ``checkpoint_consumer`` (on ``consumer_base`` and ``segment_consumer``),
+``layout_source`` (DAG watch or synthetic layout), ``assignment_session`` (controller
+registration), ``connection`` / ``pool`` / ``lookup`` (transport), ``message``,
+``batch_encoder``, ``errors``.
+"""
+
+from __future__ import annotations
+
+from braid.client.async_client import AsyncClient
+from braid.client.blocking import (
+    CheckpointConsumer,
+    Client,
+    Producer,
+    QueueConsumer,
+    StreamConsumer,
+)
+from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
+from braid.client.message import Message
+from braid.client.producer import AsyncProducer
+from braid.client.queue_consumer import AsyncQueueConsumer
+from braid.client.stream_consumer import AsyncStreamConsumer
+
+__all__ = [
+    "AsyncCheckpointConsumer",
+    "AsyncClient",
+    "AsyncProducer",
+    "AsyncQueueConsumer",
+    "AsyncStreamConsumer",
+    "CheckpointConsumer",
+    "Client",
+    "Message",
+    "Producer",
+    "QueueConsumer",
+    "StreamConsumer",
+]

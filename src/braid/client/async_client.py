@@ -1,0 +1,248 @@
+"""``braid.AsyncClient``: the asyncio client, factory of producers and consumers.
+
+One client per application (``client-api.md`` §2): it owns the connection pool, the shared
+per-topic layout sources and every producer and consumer it created, and closes them all on
+:meth:`AsyncClient.close`. Every topic goes through the same path - resolve a layout (DAG watch
+on a scalable-topic broker, a synthetic single-segment layout otherwise; ADR 0022), then per-
+segment producers and consumers - so ``topic://`` and ``persistent://`` names behave alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, TypeVar
+
+from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
+from braid.client.consumer_base import ConsumerBase
+from braid.client.context import ClientContext
+from braid.client.errors import AlreadyClosedError, InvalidConfigurationError
+from braid.client.layout_source import LayoutSources
+from braid.client.producer import AsyncProducer, check_options
+from braid.client.queue_consumer import AsyncQueueConsumer
+from braid.client.settings import ClientSettings, parse_service_url
+from braid.client.stream_consumer import AsyncStreamConsumer
+from braid.core.checkpoint import Checkpoint
+from braid.protocol.generated import PulsarApi_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+C = TypeVar("C", bound=ConsumerBase)
+
+_POSITIONS = {"latest": pb.CommandSubscribe.Latest, "earliest": pb.CommandSubscribe.Earliest}
+
+
+def _initial_position(value: str) -> int:
+    position = _POSITIONS.get(value.lower() if isinstance(value, str) else "")
+    if position is None:
+        raise InvalidConfigurationError(
+            f"initial_position must be 'latest' or 'earliest', got {value!r}"
+        )
+    return position
+
+
+def _check_name(what: str, value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidConfigurationError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _check_queue_size(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidConfigurationError(f"receiver_queue_size must be a positive int: {value!r}")
+    return value
+
+
+class AsyncClient:
+    """The asyncio Braid client.
+
+    Args:
+        service_url: ``pulsar://host:port`` (several hosts: ``pulsar://h1:p1,h2:p2``).
+        operation_timeout: deadline in seconds of lookups, creates and other requests.
+        connection_timeout: deadline of a TCP connect and handshake.
+        keepalive_interval: seconds of silence before a PING (twice that: reconnect).
+
+    Raises:
+        InvalidServiceURLError: the URL is malformed.
+
+    Use it as ``async with AsyncClient(url) as client:`` or call :meth:`close`.
+    """
+
+    def __init__(
+        self,
+        service_url: str,
+        *,
+        operation_timeout: float = 30.0,
+        connection_timeout: float = 10.0,
+        keepalive_interval: float = 30.0,
+    ) -> None:
+        self.settings = ClientSettings(
+            parse_service_url(service_url),
+            operation_timeout=operation_timeout,
+            connection_timeout=connection_timeout,
+            keepalive_interval=keepalive_interval,
+        )
+        self.service_url = service_url
+        self._ctx: ClientContext | None = None
+        self._sources: LayoutSources | None = None
+        self._producers: set[AsyncProducer] = set()
+        self._consumers: set[ConsumerBase] = set()
+        self._closed = False
+        self._close_task: asyncio.Future[None] | None = None
+
+    def _context(self) -> tuple[ClientContext, LayoutSources]:
+        if self._closed:
+            raise AlreadyClosedError("the client is closed")
+        if self._ctx is None:
+            self._ctx = ClientContext(self.settings)
+            self._sources = LayoutSources(self._ctx)
+        assert self._sources is not None
+        return self._ctx, self._sources
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- producers ----------------------------------------------------------------------------
+
+    async def create_producer(
+        self,
+        topic: str,
+        producer_name: str | None = None,
+        access_mode: str = "shared",
+        batching: bool = True,
+        compression: str | None = None,
+        send_timeout: float = 30.0,
+        **options: Any,
+    ) -> AsyncProducer:
+        """A producer for ``topic`` (``topic://``, ``persistent://`` or a short name).
+
+        Further options: ``batching_max_messages``, ``batching_max_bytes``,
+        ``batching_max_delay``, ``max_pending_messages``, ``initial_sequence_id``.
+
+        Raises:
+            InvalidConfigurationError, InvalidTopicNameError: bad arguments.
+            NotFoundError: the topic does not exist and may not be auto-created.
+            ProducerBusyError, ProducerFencedError: an exclusive mode could not be acquired.
+            FeatureNotSupportedError: a ``topic://`` name on a broker without scalable topics.
+        """
+        ctx, sources = self._context()
+        opts = check_options(
+            producer_name=producer_name,
+            access_mode=access_mode,
+            batching=batching,
+            compression=compression,
+            send_timeout=send_timeout,
+            **options,
+        )
+        producer = await AsyncProducer.create(ctx, sources, topic, opts)
+        self._producers.add(producer)
+        return producer
+
+    # -- consumers ----------------------------------------------------------------------------
+
+    async def subscribe_stream(
+        self,
+        topic: str,
+        subscription: str,
+        consumer_name: str | None = None,
+        initial_position: str = "latest",
+        receiver_queue_size: int = 1000,
+    ) -> AsyncStreamConsumer:
+        """An ordered consumer with cumulative acknowledgment (load shared across the
+        subscription's consumers, per-key order kept)."""
+        ctx, sources = self._context()
+        position = _initial_position(initial_position)
+        _check_name("subscription", subscription)
+        size = _check_queue_size(receiver_queue_size)
+        source = await sources.acquire(topic)
+        consumer = AsyncStreamConsumer(
+            ctx, sources, source, subscription, consumer_name, position, size
+        )
+        return await self._started(consumer)
+
+    async def subscribe_queue(
+        self,
+        topic: str,
+        subscription: str,
+        consumer_name: str | None = None,
+        initial_position: str = "latest",
+        receiver_queue_size: int = 1000,
+        negative_ack_delay: float = 1.0,
+    ) -> AsyncQueueConsumer:
+        """A parallel consumer with individual and negative acknowledgment."""
+        ctx, sources = self._context()
+        position = _initial_position(initial_position)
+        _check_name("subscription", subscription)
+        size = _check_queue_size(receiver_queue_size)
+        if not isinstance(negative_ack_delay, int | float) or negative_ack_delay < 0:
+            raise InvalidConfigurationError(
+                f"negative_ack_delay must be >= 0: {negative_ack_delay!r}"
+            )
+        source = await sources.acquire(topic)
+        consumer = AsyncQueueConsumer(
+            ctx, sources, source, subscription, consumer_name, position, size, negative_ack_delay
+        )
+        return await self._started(consumer)
+
+    async def create_checkpoint_consumer(
+        self,
+        topic: str,
+        start: Checkpoint | None = None,
+        group: str | None = None,
+        consumer_name: str | None = None,
+        receiver_queue_size: int = 1000,
+    ) -> AsyncCheckpointConsumer:
+        """A consumer with a client-held position, starting at ``start``
+        (default :meth:`Checkpoint.latest`); ``group`` shares the topic among members."""
+        ctx, sources = self._context()
+        if start is None:
+            start = Checkpoint.latest()
+        if not isinstance(start, Checkpoint):
+            raise InvalidConfigurationError(
+                f"start must be a Checkpoint (a MessageId is not a position here), got {start!r}"
+            )
+        if group is not None:
+            _check_name("group", group)
+        size = _check_queue_size(receiver_queue_size)
+        source = await sources.acquire(topic)
+        consumer = AsyncCheckpointConsumer(ctx, sources, source, start, group, consumer_name, size)
+        return await self._started(consumer)
+
+    async def _started(self, consumer: C) -> C:
+        try:
+            await consumer._start()
+        except BaseException:
+            await consumer.close()
+            raise
+        self._consumers.add(consumer)
+        return consumer
+
+    # -- closing ------------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Close every producer (completing their pending sends) and consumer, then the
+        connections. Idempotent; later operations raise ``AlreadyClosedError``."""
+        if self._close_task is None:
+            self._close_task = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._close_task)
+
+    async def _close(self) -> None:
+        self._closed = True
+        producers, self._producers = list(self._producers), set()
+        consumers, self._consumers = list(self._consumers), set()
+        await asyncio.gather(*(p.close() for p in producers), return_exceptions=True)
+        await asyncio.gather(*(c.close() for c in consumers), return_exceptions=True)
+        if self._sources is not None:
+            await self._sources.close()
+        if self._ctx is not None:
+            await self._ctx.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+__all__ = ["AsyncClient"]

@@ -1,0 +1,417 @@
+"""``braid.Client``: the blocking facade over the asyncio client, safe to share across threads.
+
+The client starts one background thread running an event loop with an
+:class:`~braid.client.async_client.AsyncClient` on it; blocking methods submit coroutines to
+that loop and wait. Semantics are the asynchronous ones, and so are the resources.
+
+The hot paths avoid one thread hop per message:
+
+* ``Producer.send_async`` appends to an ingress list under a lock and wakes the loop only when
+  the list was empty, so a burst of sends costs one cross-thread wake-up; the loop drains the
+  list in order, so call order across threads is publish order. Completion is a
+  ``concurrent.futures.Future`` resolved on the loop. ``send_many`` makes one future per call;
+* consumers' ``receive`` takes messages from the thread-safe receive queue on the calling
+  thread; acknowledgments are recorded on the calling thread and sent by the loop, grouped.
+
+Calling a blocking method from the client's own loop thread (e.g. inside a callback) would wait
+for itself; it raises ``IllegalStateError`` instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from braid.client.async_client import AsyncClient
+from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
+from braid.client.consumer_base import ConsumerBase
+from braid.client.errors import AlreadyClosedError, IllegalStateError
+from braid.client.message import Message
+from braid.client.pending import SharedConditionFuture
+from braid.client.producer import AsyncProducer
+from braid.client.queue_consumer import AsyncQueueConsumer
+from braid.client.stream_consumer import AsyncStreamConsumer
+from braid.core.checkpoint import Checkpoint
+from braid.core.message_id import MessageId
+
+T = TypeVar("T")
+
+
+def _new_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
+
+
+class _LoopThread:
+    """A daemon thread running one event loop until :meth:`stop`."""
+
+    def __init__(self) -> None:
+        self.loop = _new_loop()
+        self._ready = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="braid-client-loop", daemon=True)
+        self.thread.start()
+        self._ready.wait()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._ready.set)
+        self.loop.run_forever()
+        # Whatever still runs (a call another thread is blocked on) is cancelled, so that
+        # thread gets an error instead of waiting forever on a stopped loop.
+        tasks = asyncio.all_tasks(self.loop)
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(Exception):
+            self.loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+        self.loop.close()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        if threading.current_thread() is self.thread:
+            coro.close()
+            raise IllegalStateError(
+                "blocking Braid calls cannot run on the client's own loop thread"
+            )
+        if self.loop.is_closed():
+            coro.close()
+            raise AlreadyClosedError("the client is closed")
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
+        except concurrent.futures.CancelledError:
+            raise AlreadyClosedError("the client was closed during the call") from None
+
+    def stop(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+        if threading.current_thread() is not self.thread:
+            self.thread.join()
+
+
+class Client:
+    """The blocking Braid client (thread-safe; one per application).
+
+    Args:
+        service_url: ``pulsar://host:port``.
+        operation_timeout, connection_timeout, keepalive_interval: as for
+            :class:`~braid.client.async_client.AsyncClient`.
+
+    Raises:
+        InvalidServiceURLError: the URL is malformed.
+    """
+
+    def __init__(self, service_url: str, **options: Any) -> None:
+        self._async = AsyncClient(service_url, **options)
+        self._runner = _LoopThread()
+        self._closed = False
+        self._lock = threading.Lock()
+
+    @property
+    def async_client(self) -> AsyncClient:
+        """The :class:`AsyncClient` on the background loop (use it from that loop only)."""
+        return self._async
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._closed:
+            coro.close()
+            raise AlreadyClosedError("the client is closed")
+        return self._runner.run(coro)
+
+    def create_producer(self, topic: str, **options: Any) -> Producer:
+        """A producer (same arguments as ``AsyncClient.create_producer``)."""
+        return Producer(self, self._run(self._async.create_producer(topic, **options)))
+
+    def subscribe_stream(self, topic: str, subscription: str, **options: Any) -> StreamConsumer:
+        """An ordered consumer with cumulative acknowledgment."""
+        return StreamConsumer(
+            self, self._run(self._async.subscribe_stream(topic, subscription, **options))
+        )
+
+    def subscribe_queue(self, topic: str, subscription: str, **options: Any) -> QueueConsumer:
+        """A parallel consumer with individual and negative acknowledgment."""
+        return QueueConsumer(
+            self, self._run(self._async.subscribe_queue(topic, subscription, **options))
+        )
+
+    def create_checkpoint_consumer(
+        self, topic: str, start: Checkpoint | None = None, group: str | None = None, **options: Any
+    ) -> CheckpointConsumer:
+        """A consumer with a client-held position, from ``start`` (default: latest)."""
+        return CheckpointConsumer(
+            self,
+            self._run(self._async.create_checkpoint_consumer(topic, start, group, **options)),
+        )
+
+    def close(self) -> None:
+        """Close everything the client created, then its loop thread. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._runner.run(self._async.close())
+        finally:
+            self._runner.stop()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Producer:
+    """Blocking view of an :class:`AsyncProducer` (thread-safe)."""
+
+    def __init__(self, client: Client, producer: AsyncProducer) -> None:
+        self._client = client
+        self._producer = producer
+        self._loop = client._runner.loop
+        self._lock = threading.Lock()
+        self._space = threading.Condition(self._lock)
+        self._ingress: list[tuple[Any, ...]] = []
+        self._scheduled = False
+        self._waiting_space = 0
+        self._futures = threading.Condition()
+        self._limit = producer._options.max_pending_messages
+        self._unresolved = producer._unresolved
+        producer.space_listeners.append(self._on_space)
+
+    @property
+    def topic(self) -> str:
+        return self._producer.topic
+
+    @property
+    def producer_name(self) -> str | None:
+        return self._producer.producer_name
+
+    @property
+    def last_sequence_id(self) -> int:
+        """The highest sequence id the broker has confirmed (-1 before any)."""
+        return self._producer.last_sequence_id
+
+    def send(
+        self,
+        value: bytes,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time: int | None = None,
+        sequence_id: int | None = None,
+    ) -> MessageId:
+        """Publish and wait until stored; returns the message id (raises the typed error)."""
+        return self.send_async(value, key, properties, event_time, sequence_id).result()
+
+    def send_async(
+        self,
+        value: bytes,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time: int | None = None,
+        sequence_id: int | None = None,
+    ) -> concurrent.futures.Future[MessageId]:
+        """Queue a message (call order = publish order); the future gets its id.
+
+        Blocks while ``max_pending_messages`` sends are unconfirmed; never raises (failures
+        complete the future).
+        """
+        future: SharedConditionFuture[MessageId] = SharedConditionFuture(self._futures)
+        self._submit((future, value, key, properties, event_time, sequence_id), 1)
+        return future
+
+    def send_many(
+        self,
+        values: Sequence[bytes],
+        keys: Sequence[str | None] | None = None,
+        properties: Sequence[Mapping[str, str] | None] | None = None,
+        event_times: Sequence[int | None] | None = None,
+    ) -> list[MessageId]:
+        """Publish many messages in order; wait until all are stored; their ids in order."""
+        return self.send_many_async(values, keys, properties, event_times).result()
+
+    def send_many_async(
+        self,
+        values: Sequence[bytes],
+        keys: Sequence[str | None] | None = None,
+        properties: Sequence[Mapping[str, str] | None] | None = None,
+        event_times: Sequence[int | None] | None = None,
+    ) -> concurrent.futures.Future[list[MessageId]]:
+        """Queue many messages with a single future for all their ids (no per-message future)."""
+        future: SharedConditionFuture[list[MessageId]] = SharedConditionFuture(self._futures)
+        self._submit((future, values, keys, properties, event_times), len(values))
+        return future
+
+    def _submit(self, item: tuple[Any, ...], count: int) -> None:
+        limit = self._limit
+        with self._lock:
+            while (
+                len(self._unresolved) + len(self._ingress) >= limit
+                and not self._producer.closed
+                and threading.current_thread() is not self._client._runner.thread
+            ):
+                self._waiting_space += 1
+                try:
+                    self._space.wait(1.0)
+                finally:
+                    self._waiting_space -= 1
+            self._ingress.append(item)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._loop.call_soon_threadsafe(self._drain)
+        except RuntimeError:  # the loop is closed: the client was closed
+            with self._lock:
+                items, self._ingress, self._scheduled = self._ingress, [], False
+            error = AlreadyClosedError("the client is closed")
+            for queued in items:
+                if not queued[0].done():
+                    queued[0].set_exception(error)
+
+    def _drain(self) -> None:
+        with self._lock:
+            items, self._ingress = self._ingress, []
+            self._scheduled = False
+        submit, submit_many = self._producer.submit, self._producer.submit_many
+        for item in items:
+            if len(item) == 6:
+                submit(*item)
+            else:
+                submit_many(*item)
+
+    def _on_space(self) -> None:
+        with self._lock:
+            if self._waiting_space:
+                self._space.notify_all()
+
+    async def _flush_async(self) -> None:
+        self._drain()
+        await self._producer.flush()
+
+    def flush(self) -> None:
+        """Wait until every message sent before this call is stored (or failed)."""
+        self._client._run(self._flush_async())
+
+    async def _close_async(self) -> None:
+        self._drain()
+        await self._producer.close()
+
+    def close(self) -> None:
+        """Complete pending sends, then close. Idempotent."""
+        with contextlib.suppress(AlreadyClosedError):
+            self._client._run(self._close_async())
+        with self._lock:
+            self._space.notify_all()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+C = TypeVar("C", bound=ConsumerBase)
+
+
+class _Consumer:
+    """What the three blocking consumers share."""
+
+    def __init__(self, client: Client, consumer: ConsumerBase) -> None:
+        self._client = client
+        self._consumer = consumer
+
+    @property
+    def topic(self) -> str:
+        return self._consumer.topic
+
+    def receive(self, timeout: float | None = None) -> Message | None:
+        """The next message, or ``None`` if ``timeout`` seconds pass (``None`` = wait)."""
+        self._check_thread()
+        messages = self._consumer.receive_blocking(1, timeout)
+        return messages[0] if messages else None
+
+    def receive_many(self, max_messages: int, timeout: float | None = None) -> list[Message]:
+        """Up to ``max_messages`` messages (those queued, else the first within ``timeout``)."""
+        self._check_thread()
+        return self._consumer.receive_blocking(max_messages, timeout)
+
+    def _check_thread(self) -> None:
+        if threading.current_thread() is self._client._runner.thread:
+            raise IllegalStateError("blocking receive cannot run on the client's own loop thread")
+
+    def __iter__(self) -> Iterator[Message]:
+        while True:
+            try:
+                message = self.receive()
+            except AlreadyClosedError:
+                return
+            if message is not None:
+                yield message
+
+    def close(self) -> None:
+        """Close the consumer (nothing is acknowledged on your behalf). Idempotent."""
+        with contextlib.suppress(AlreadyClosedError):
+            self._client._run(self._consumer.close())
+
+    def __enter__(self: T) -> T:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Subscriber(_Consumer):
+    """A consumer with a durable subscription."""
+
+    _consumer: AsyncStreamConsumer | AsyncQueueConsumer
+
+    def unsubscribe(self) -> None:
+        """Delete the subscription, then close."""
+        self._client._run(self._consumer.unsubscribe())
+
+
+class StreamConsumer(_Subscriber):
+    """Blocking view of an :class:`AsyncStreamConsumer`."""
+
+    _consumer: AsyncStreamConsumer
+
+    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+        """Acknowledge this message and everything delivered before it (never blocks)."""
+        self._consumer.acknowledge_cumulative(message)
+
+
+class QueueConsumer(_Subscriber):
+    """Blocking view of an :class:`AsyncQueueConsumer`."""
+
+    _consumer: AsyncQueueConsumer
+
+    def acknowledge(self, message: Message | MessageId) -> None:
+        """Acknowledge one message (never blocks)."""
+        self._consumer.acknowledge(message)
+
+    def negative_acknowledge(self, message: Message | MessageId) -> None:
+        """Ask for one message to be redelivered later."""
+        self._consumer.negative_acknowledge(message)
+
+
+class CheckpointConsumer(_Consumer):
+    """Blocking view of an :class:`AsyncCheckpointConsumer`."""
+
+    _consumer: AsyncCheckpointConsumer
+
+    def checkpoint(self) -> Checkpoint:
+        """An atomic snapshot of the read position (no broker round trip)."""
+        return self._consumer.checkpoint()
+
+
+__all__ = ["CheckpointConsumer", "Client", "Producer", "QueueConsumer", "StreamConsumer"]

@@ -1,0 +1,245 @@
+"""Received messages: :class:`Message` and the decoding of a dispatched entry into messages.
+
+A broker dispatches *entries*: one message, or a batch (``num_messages_in_batch`` present),
+possibly compressed as a whole (``braid.protocol.batch`` holds the codecs). :func:`decode_entry`
+turns one into :class:`Message` objects cheaply - the outer metadata is parsed once and shared,
+each batched message parses only its small ``SingleMessageMetadata`` - and the rest is computed
+on access: properties become a dict, the :class:`~braid.core.message_id.MessageId` is built,
+only when the application asks.
+
+A :class:`Message` is immutable to the application (``data-model.md`` §3). Internally it
+remembers the per-segment consumer that delivered it, so an acknowledgment is routed to the
+right segment without a lookup, and the delivery token of the Stream consumer's position vector.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from braid.core.message_id import MessageId, unchecked_message_id
+from braid.protocol.batch import decompress
+from braid.protocol.errors import CorruptPayload
+from braid.protocol.frames import decode_message_body
+from braid.protocol.generated import PulsarApi_pb2 as pb
+
+_U32 = int.from_bytes
+
+
+class Message:
+    """One message received from a topic.
+
+    Attributes (read-only): ``value`` and ``data`` (the payload bytes; Braid's client carries
+    bytes), ``key``, ``properties``, ``message_id``, ``publish_time`` and ``event_time``
+    (milliseconds since the Unix epoch; ``event_time`` is ``None`` when unset),
+    ``sequence_id``, ``producer_name``, ``topic``, ``redelivery_count``, ``size``,
+    ``replicated_from``.
+    """
+
+    __slots__ = (
+        "_batch_index",
+        "_batch_size",
+        "_entry_id",
+        "_ledger_id",
+        "_meta",
+        "_owner",
+        "_payload",
+        "_props",
+        "_redelivery",
+        "_segment_id",
+        "_single",
+        "_token",
+        "_topic",
+    )
+
+    def __init__(
+        self,
+        payload: bytes,
+        meta: pb.MessageMetadata,
+        single: pb.SingleMessageMetadata | None,
+        topic: str,
+        segment_id: int,
+        ledger_id: int,
+        entry_id: int,
+        batch_index: int,
+        batch_size: int,
+        redelivery: int,
+        owner: Any = None,
+    ) -> None:
+        self._payload = payload
+        self._meta = meta
+        self._single = single
+        self._topic = topic
+        self._segment_id = segment_id
+        self._ledger_id = ledger_id
+        self._entry_id = entry_id
+        self._batch_index = batch_index
+        self._batch_size = batch_size
+        self._redelivery = redelivery
+        self._owner = owner
+        self._token = -1
+        self._props: dict[str, str] | None = None
+
+    @property
+    def value(self) -> bytes:
+        """The payload (the client's schema is bytes, so the same as :attr:`data`)."""
+        return self._payload
+
+    @property
+    def data(self) -> bytes:
+        """The raw payload bytes."""
+        return self._payload
+
+    @property
+    def size(self) -> int:
+        """Uncompressed payload size in bytes."""
+        return len(self._payload)
+
+    @property
+    def key(self) -> str | None:
+        """The message key, or ``None`` for a keyless message."""
+        single = self._single
+        if single is not None:
+            return single.partition_key if single.HasField("partition_key") else None
+        meta = self._meta
+        return meta.partition_key if meta.HasField("partition_key") else None
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """Application properties (a fresh copy; possibly empty)."""
+        if self._props is None:
+            source = self._single if self._single is not None else self._meta
+            self._props = {kv.key: kv.value for kv in source.properties}
+        return dict(self._props)
+
+    @property
+    def message_id(self) -> MessageId:
+        """The message's identifier."""
+        return unchecked_message_id(
+            self._segment_id, self._ledger_id, self._entry_id, self._batch_index, self._batch_size
+        )
+
+    @property
+    def publish_time(self) -> int:
+        """Broker-side publish timestamp (ms since the epoch)."""
+        return int(self._meta.publish_time)
+
+    @property
+    def event_time(self) -> int | None:
+        """Producer-assigned event time (ms since the epoch), or ``None``."""
+        single = self._single
+        value = single.event_time if single is not None else self._meta.event_time
+        return int(value) if value else None
+
+    @property
+    def sequence_id(self) -> int:
+        """The producer-assigned sequence id."""
+        single = self._single
+        if single is not None and single.HasField("sequence_id"):
+            return int(single.sequence_id)
+        return int(self._meta.sequence_id) + max(self._batch_index, 0)
+
+    @property
+    def producer_name(self) -> str:
+        """Name of the producer that published the message."""
+        return self._meta.producer_name
+
+    @property
+    def topic(self) -> str:
+        """The canonical topic the message belongs to."""
+        return self._topic
+
+    @property
+    def redelivery_count(self) -> int:
+        """How many times the message was delivered before (0 on first delivery)."""
+        return self._redelivery
+
+    @property
+    def replicated_from(self) -> str | None:
+        """The source cluster of a geo-replicated message, else ``None``."""
+        meta = self._meta
+        return meta.replicated_from if meta.HasField("replicated_from") else None
+
+    def __repr__(self) -> str:
+        return f"Message(topic={self._topic!r}, key={self.key!r}, size={len(self._payload)})"
+
+
+def decode_entry(
+    body: bytes,
+    *,
+    topic: str,
+    segment_id: int,
+    ledger_id: int,
+    entry_id: int,
+    redelivery: int,
+    owner: Any,
+) -> tuple[list[Message], int]:
+    """The messages of one dispatched entry, in batch order (compacted-out ones skipped), and
+    how many messages the entry holds (what the broker counted against the flow permits).
+
+    Raises:
+        MalformedFrame, CorruptPayload, UnsupportedCompression: the entry does not decode.
+    """
+    meta, payload = decode_message_body(body)
+    if meta.compression != pb.NONE:
+        payload = decompress(meta.compression, payload, meta.uncompressed_size)
+    if not meta.HasField("num_messages_in_batch"):
+        return [
+            Message(
+                payload,
+                meta,
+                None,
+                topic,
+                segment_id,
+                ledger_id,
+                entry_id,
+                -1,
+                1,
+                redelivery,
+                owner,
+            )
+        ], 1
+    count = meta.num_messages_in_batch
+    if count < 0:
+        raise CorruptPayload(f"negative batch size {count}")
+    out: list[Message] = []
+    pos = 0
+    end = len(payload)
+    parse = pb.SingleMessageMetadata.FromString
+    for index in range(count):
+        if end - pos < 4:
+            raise CorruptPayload(f"batch ends before message {index} of {count}")
+        size = _U32(payload[pos : pos + 4], "big")
+        pos += 4
+        if size > end - pos:
+            raise CorruptPayload(f"metadata of message {index} overruns the batch")
+        try:
+            single = parse(payload[pos : pos + size])
+        except Exception as exc:  # protobuf's DecodeError; translated once, here
+            raise CorruptPayload(f"metadata of message {index} does not parse: {exc}") from exc
+        pos += size
+        length = single.payload_size
+        if length < 0 or pos + length > end:
+            raise CorruptPayload(f"payload of message {index} overruns the batch")
+        data = payload[pos : pos + length]
+        pos += length
+        if single.compacted_out:
+            continue
+        out.append(
+            Message(
+                data,
+                meta,
+                single,
+                topic,
+                segment_id,
+                ledger_id,
+                entry_id,
+                index,
+                count,
+                redelivery,
+                owner,
+            )
+        )
+    return out, count
+
+
+__all__ = ["Message", "decode_entry"]

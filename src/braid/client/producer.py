@@ -1,0 +1,636 @@
+"""The topic producer: routing over the layout, lazy per-segment producers, transparent reroute.
+
+:class:`AsyncProducer` publishes to one topic, whatever its shape: it routes every message with
+a :class:`~braid.core.routing.SegmentRouter` over the layout its
+:class:`~braid.client.layout_source.LayoutSource` provides, and hands it to the
+:class:`~braid.client.segment_producer.SegmentProducer` of that segment, created on first use
+(``client-behavior.md`` §2; under an exclusive access mode every active segment is attached
+eagerly, so a collision fails ``create_producer``). A ``persistent://`` topic is simply a layout
+of legacy segments: the same code path, exercised today. There, too, segments attach at create,
+so a classic topic keeps v4 producer semantics (errors and ``last_sequence_id`` at create).
+
+Guarantees kept here:
+
+* **call order** - messages are routed in ``send`` order, and while the producer re-routes
+  (below) every new send waits in a queue behind the messages being moved, so no message
+  overtakes an earlier one, for any key (C3);
+* **transparent segment-gone retry** (C4, ``client-behavior.md`` §4) - when a segment is
+  terminated (a split/merge sealed it) or a newer layout no longer lists it as active, the
+  producer collects its unconfirmed messages, waits with bounded backoff for a layout in which
+  the segment is no longer active, and re-routes them (in call order, with fresh sequence ids)
+  before anything sent later; only after :data:`MAX_REROUTE_ATTEMPTS` attempts do those
+  messages fail with ``TopicTerminatedError``;
+* **sequence ids** (C5) - one monotonic counter per producer, seeded from the brokers'
+  ``last_sequence_id``; :attr:`AsyncProducer.last_sequence_id` is the highest stored one;
+* **send timeout, flush, graceful and idempotent close**; async entry points never raise:
+  every failure, including bad arguments, completes the returned future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from braid.client.backoff import Backoff
+from braid.client.context import ClientContext
+from braid.client.errors import (
+    AlreadyClosedError,
+    InvalidConfigurationError,
+    ProducerQueueFullError,
+    TopicTerminatedError,
+)
+from braid.client.layout_source import LayoutSource, LayoutSources
+from braid.client.pending import PendingMessage, SendGroup, fail
+from braid.client.producer_options import ProducerOptions
+from braid.client.segment_producer import SegmentProducer, generated_name
+from braid.core.errors import BraidError, DeadlineExceededError, InvalidInputError
+from braid.core.message_id import MessageId
+from braid.core.routing import SegmentRouter
+from braid.core.topic_layout import TopicLayout
+
+log = logging.getLogger(__name__)
+
+#: How many times a message whose segment is gone is re-routed before it fails (the reference
+#: client uses 10).
+MAX_REROUTE_ATTEMPTS = 10
+
+
+class AsyncProducer:
+    """Publishes messages to one topic (create with ``AsyncClient.create_producer``)."""
+
+    def __init__(
+        self,
+        ctx: ClientContext,
+        sources: LayoutSources,
+        source: LayoutSource,
+        options: ProducerOptions,
+    ) -> None:
+        self._ctx = ctx
+        self._sources = sources
+        self._source = source
+        self._options = options
+        self._loop = ctx.loop
+        layout = source.current
+        self._router = SegmentRouter(layout)
+        self._segments: dict[int, SegmentProducer] = {}
+        self._dead: dict[int, tuple[int, BaseException]] = {}
+        self._base_name = options.producer_name
+        self._scalable_base: str | None = None
+        seed = options.initial_sequence_id
+        self._next_seq = 0 if seed is None else seed + 1
+        self._last_seq = -1 if seed is None else seed
+        self._call_no = 0
+        self._unresolved: dict[int, PendingMessage] = {}
+        self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._space = asyncio.Event()
+        self._space.set()
+        self.space_listeners: list[Callable[[], None]] = []
+        # Re-routing state: while _held is not None new sends queue there.
+        self._held: collections.deque[PendingMessage] | None = None
+        self._stale: list[PendingMessage] = []
+        self._gone: dict[int, BaseException] = {}
+        self._recovering = False
+        self._closing = False
+        self._closed = False
+        self._close_task: asyncio.Future[None] | None = None
+        self._sweeper: asyncio.TimerHandle | None = None
+        source.add_listener(self._on_layout)
+        self._schedule_sweep()
+
+    @classmethod
+    async def create(
+        cls, ctx: ClientContext, sources: LayoutSources, topic: str, options: ProducerOptions
+    ) -> AsyncProducer:
+        """Resolve the topic and, under an exclusive access mode, attach every active segment.
+
+        Raises:
+            InvalidTopicNameError, NotFoundError, AuthorizationError, FeatureNotSupportedError:
+                resolution failed.
+            ProducerBusyError, ProducerFencedError: exclusivity could not be acquired.
+        """
+        source = await sources.acquire(topic)
+        producer = cls(ctx, sources, source, options)
+        layout = source.current
+        if options.exclusive or layout.all_legacy:
+            # Eager attach: exclusive modes must fail here (C6); on the migration bridge a
+            # classic topic keeps v4 producer semantics (errors and last_sequence_id at create).
+            waiting = options.access_mode == "wait_for_exclusive"
+            try:
+                attached = asyncio.gather(
+                    *(producer._open_segment(sid).start() for sid in layout.active_ids)
+                )
+                if waiting:
+                    await attached
+                else:
+                    await asyncio.wait_for(attached, ctx.settings.operation_timeout)
+            except TimeoutError:
+                await producer._abort()
+                raise DeadlineExceededError(
+                    f"producer on {producer.topic} not attached within "
+                    f"{ctx.settings.operation_timeout:g}s"
+                ) from None
+            except BaseException:
+                await producer._abort()
+                raise
+        return producer
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def topic(self) -> str:
+        """The canonical topic name."""
+        return self._source.topic
+
+    @property
+    def producer_name(self) -> str | None:
+        """The producer's name (assigned by the broker for a classic topic, once attached)."""
+        if self._base_name is not None:
+            return self._base_name
+        if self._scalable_base is not None:
+            return self._scalable_base
+        for seg in self._segments.values():
+            if seg.route.legacy and seg.name:
+                return seg.name
+        return None
+
+    @property
+    def last_sequence_id(self) -> int:
+        """The highest sequence id the broker has confirmed (-1 before any)."""
+        return self._last_seq
+
+    @property
+    def pending_count(self) -> int:
+        """Messages sent but not yet confirmed or failed."""
+        return len(self._unresolved)
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def send_async(
+        self,
+        value: bytes,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time: int | None = None,
+        sequence_id: int | None = None,
+    ) -> asyncio.Future[MessageId]:
+        """Queue a message now (call order = publish order); the future gets its id.
+
+        Never raises: a closed producer, a full queue (``ProducerQueueFullError``) or an invalid
+        argument fail the returned future.
+        """
+        fut: asyncio.Future[MessageId] = self._loop.create_future()
+        self.submit(fut, value, key, properties, event_time, sequence_id, check_space=True)
+        return fut
+
+    async def send(
+        self,
+        value: bytes,
+        key: str | None = None,
+        properties: Mapping[str, str] | None = None,
+        event_time: int | None = None,
+        sequence_id: int | None = None,
+    ) -> MessageId:
+        """Publish a message and wait until it is stored; returns its id.
+
+        Raises:
+            TimeoutError: not stored within ``send_timeout``.
+            TopicTerminatedError: the topic accepts no more messages.
+            AlreadyClosedError, ProducerBusyError, ...: see the error model.
+        """
+        await self.wait_for_space()
+        return await self.send_async(value, key, properties, event_time, sequence_id)
+
+    async def send_many(
+        self,
+        values: Sequence[bytes],
+        keys: Sequence[str | None] | None = None,
+        properties: Sequence[Mapping[str, str] | None] | None = None,
+        event_times: Sequence[int | None] | None = None,
+    ) -> list[MessageId]:
+        """Publish many messages (in order) with one completion; returns their ids in order.
+
+        No future or task is created per message. If any message fails, the call fails with
+        that message's error (the others may have been stored: retrying may duplicate them).
+        """
+        await self.wait_for_space()
+        fut: asyncio.Future[list[MessageId]] = self._loop.create_future()
+        self.submit_many(fut, values, keys, properties, event_times)
+        return await fut
+
+    def submit(
+        self,
+        completion: Any,
+        value: Any,
+        key: Any = None,
+        properties: Any = None,
+        event_time: Any = None,
+        sequence_id: Any = None,
+        *,
+        check_space: bool = False,
+    ) -> None:
+        """Queue one message with ``completion`` (a future of either kind); never raises."""
+        try:
+            if self._closing:
+                raise AlreadyClosedError(f"producer on {self.topic} is closed")
+            if check_space and len(self._unresolved) >= self._options.max_pending_messages:
+                raise ProducerQueueFullError(
+                    f"{len(self._unresolved)} messages are pending on {self.topic} "
+                    f"(max_pending_messages={self._options.max_pending_messages})"
+                )
+            record = self._record(value, key, properties, event_time, sequence_id, completion, -1)
+        except BraidError as exc:
+            if not completion.done():
+                completion.set_exception(exc)
+            return
+        self._enqueue(record)
+
+    def submit_many(
+        self,
+        completion: Any,
+        values: Sequence[Any],
+        keys: Sequence[Any] | None = None,
+        properties: Sequence[Any] | None = None,
+        event_times: Sequence[Any] | None = None,
+    ) -> None:
+        """Queue a ``send_many`` batch resolving ``completion`` with the list of ids."""
+        try:
+            if self._closing:
+                raise AlreadyClosedError(f"producer on {self.topic} is closed")
+            count = len(values)
+            for name, column in (
+                ("keys", keys),
+                ("properties", properties),
+                ("event_times", event_times),
+            ):
+                if column is not None and len(column) != count:
+                    raise InvalidInputError(
+                        f"send_many: {name} has {len(column)} entries, values {count}"
+                    )
+            group = SendGroup(count, completion)
+            records = [
+                self._record(
+                    values[i],
+                    keys[i] if keys is not None else None,
+                    properties[i] if properties is not None else None,
+                    event_times[i] if event_times is not None else None,
+                    None,
+                    group,
+                    i,
+                )
+                for i in range(count)
+            ]
+        except BraidError as exc:
+            if not completion.done():
+                completion.set_exception(exc)
+            return
+        enqueue = self._enqueue
+        for record in records:
+            enqueue(record)
+
+    def _record(
+        self,
+        value: Any,
+        key: Any,
+        properties: Any,
+        event_time: Any,
+        sequence_id: Any,
+        completion: Any,
+        index: int,
+    ) -> PendingMessage:
+        if not (
+            type(value) is bytes
+            and key is None
+            and properties is None
+            and event_time is None
+            and sequence_id is None
+        ):
+            value, properties = self._check_fields(value, key, properties, event_time, sequence_id)
+        call_no = self._call_no
+        self._call_no = call_no + 1
+        record = PendingMessage(
+            value,
+            key,
+            properties,
+            event_time,
+            sequence_id,
+            completion,
+            index,
+            call_no,
+            self._loop.time(),
+        )
+        self._unresolved[call_no] = record
+        if len(self._unresolved) >= self._options.max_pending_messages:
+            self._space.clear()
+        return record
+
+    @staticmethod
+    def _check_fields(
+        value: Any, key: Any, properties: Any, event_time: Any, sequence_id: Any
+    ) -> tuple[bytes, dict[str, str] | None]:
+        if type(value) is not bytes:
+            if not isinstance(value, bytearray | memoryview):
+                raise InvalidInputError(
+                    f"a message value must be bytes, got {type(value).__name__}"
+                )
+            value = bytes(value)
+        if key is not None and type(key) is not str:
+            raise InvalidInputError(
+                f"a message key must be a str or None, got {type(key).__name__}"
+            )
+        if properties is not None:
+            if not isinstance(properties, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
+            ):
+                raise InvalidInputError("message properties must map str to str")
+            properties = dict(properties) or None
+        if event_time is not None and (
+            isinstance(event_time, bool) or not isinstance(event_time, int) or event_time < 0
+        ):
+            raise InvalidInputError(
+                f"event_time must be milliseconds since the epoch: {event_time!r}"
+            )
+        if sequence_id is not None and (
+            isinstance(sequence_id, bool) or not isinstance(sequence_id, int) or sequence_id < 0
+        ):
+            raise InvalidInputError(f"sequence_id must be a non-negative int: {sequence_id!r}")
+        return value, properties
+
+    async def wait_for_space(self) -> None:
+        """Wait until fewer than ``max_pending_messages`` messages are pending."""
+        while len(self._unresolved) >= self._options.max_pending_messages and not self._closing:
+            self._space.clear()
+            await self._space.wait()
+
+    # -- routing ------------------------------------------------------------------------------
+
+    def _enqueue(self, record: PendingMessage) -> None:
+        held = self._held
+        if held is not None:
+            held.append(record)
+            return
+        sid = self._router.route(record.key)
+        seg = self._segments.get(sid)
+        if seg is None:
+            dead = self._dead.get(sid)
+            if dead is not None and dead[0] == self._router.layout.epoch:
+                self._resolved_failed([record], dead[1])
+                return
+            seg = self._open_segment(sid)
+            seg.start()
+        seg.add(record)
+
+    def _open_segment(self, sid: int) -> SegmentProducer:
+        route = self._router.layout.route(sid)
+        if route.legacy:
+            name = self._base_name
+        else:
+            if self._scalable_base is None:
+                self._scalable_base = self._base_name or generated_name()
+            name = f"{self._scalable_base}-seg-{sid}"
+        seg = SegmentProducer(self, self._ctx, route, self._options, name)
+        self._segments[sid] = seg
+        return seg
+
+    def _assign_seq(self, record: PendingMessage) -> None:
+        explicit = record.explicit_seq
+        if explicit is None:
+            record.seq = self._next_seq
+            self._next_seq += 1
+        else:
+            record.seq = explicit
+            if explicit >= self._next_seq:
+                self._next_seq = explicit + 1
+
+    def _seen_last_sequence(self, last: int) -> None:
+        if self._options.initial_sequence_id is not None:
+            return
+        if last + 1 > self._next_seq:
+            self._next_seq = last + 1
+        if last > self._last_seq:
+            self._last_seq = last
+
+    # -- outcomes -----------------------------------------------------------------------------
+
+    def _resolved_ok(self, records: list[PendingMessage]) -> None:
+        unresolved = self._unresolved
+        last = self._last_seq
+        for record in records:
+            unresolved.pop(record.call_no, None)
+            if record.seq > last:
+                last = record.seq
+        self._last_seq = last
+        self._after_resolve()
+
+    def _resolved_failed(self, records: list[PendingMessage], error: BaseException) -> None:
+        for record in records:
+            self._unresolved.pop(record.call_no, None)
+            fail(record, error)
+        self._after_resolve()
+
+    def _after_resolve(self) -> None:
+        if len(self._unresolved) < self._options.max_pending_messages:
+            if not self._space.is_set():
+                self._space.set()
+            for listener in self.space_listeners:
+                listener()
+        if self._flush_waiters:
+            self._check_flush()
+
+    def _check_flush(self) -> None:
+        oldest = next(iter(self._unresolved), None)
+        remaining = []
+        for barrier, fut in self._flush_waiters:
+            if oldest is None or oldest >= barrier:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                remaining.append((barrier, fut))
+        self._flush_waiters = remaining
+
+    # -- segment gone / layout change ---------------------------------------------------------
+
+    def _segment_gone(self, seg: SegmentProducer, error: BaseException) -> None:
+        """A segment was terminated: take its messages and re-route them (§4)."""
+        if self._segments.get(seg.segment_id) is seg:
+            del self._segments[seg.segment_id]
+        self._stale.extend(seg.take_unresolved())
+        self._gone[seg.segment_id] = error
+        self._ctx.spawn(seg.close(), f"closing producer of {seg.route.topic}")
+        log.info("segment %d of %s is gone (%s): re-routing", seg.segment_id, self.topic, error)
+        self._start_recovery()
+
+    def _segment_failed(self, seg: SegmentProducer, error: BaseException) -> None:
+        """A segment refused the producer for good: fail its messages, forget it."""
+        if self._segments.get(seg.segment_id) is seg:
+            del self._segments[seg.segment_id]
+        self._resolved_failed(seg.take_unresolved(), error)
+
+    def _on_layout(self, layout: TopicLayout) -> None:
+        if self._closing:
+            return
+        stale = [sid for sid in self._segments if not layout.is_active(sid)]
+        if stale or self._held is not None:
+            self._start_recovery()
+            return
+        self._adopt(layout)
+
+    def _adopt(self, layout: TopicLayout) -> None:
+        """Route on ``layout`` from now on (every live segment producer is active in it)."""
+        self._router = SegmentRouter(layout)
+        self._dead = {sid: d for sid, d in self._dead.items() if d[0] == layout.epoch}
+        for sid, seg in self._segments.items():
+            seg.route = layout.route(sid)
+        if self._options.exclusive:
+            for sid in layout.active_ids:
+                if sid not in self._segments:
+                    self._open_segment(sid).start()
+
+    def _start_recovery(self) -> None:
+        if self._held is None:
+            self._held = collections.deque()
+        if not self._recovering:
+            self._recovering = True
+            self._ctx.spawn(self._recover(), f"re-routing messages of {self.topic}")
+
+    async def _recover(self) -> None:
+        backoff = Backoff(0.05, 1.0)
+        attempts = 0
+        try:
+            while not self._closed:
+                layout = self._source.current
+                for sid, seg in list(self._segments.items()):
+                    if not layout.is_active(sid):
+                        del self._segments[sid]
+                        await seg.wait_sent(self._ctx.settings.operation_timeout)
+                        self._stale.extend(seg.take_unresolved())
+                        await seg.close()
+                still_active = [sid for sid in self._gone if layout.is_active(sid)]
+                if not still_active:
+                    break
+                attempts += 1
+                if attempts > MAX_REROUTE_ATTEMPTS:
+                    for sid in still_active:
+                        error = self._gone[sid]
+                        if not isinstance(error, TopicTerminatedError):
+                            error = TopicTerminatedError(str(error))
+                        self._dead[sid] = (layout.epoch, error)
+                    log.warning(
+                        "segments %s of %s stay terminated with no newer layout: failing sends",
+                        still_active,
+                        self.topic,
+                    )
+                    break
+                await self._source.wait_newer(layout.epoch, backoff.next_delay())
+        finally:
+            self._recovering = False
+        self._gone.clear()
+        self._adopt(self._source.current)
+        records = sorted(self._stale, key=lambda r: r.call_no)
+        self._stale = []
+        held, self._held = self._held or collections.deque(), None
+        for record in records:
+            self._enqueue(record)
+        for record in held:
+            self._enqueue(record)
+
+    # -- timeouts, flush, close ---------------------------------------------------------------
+
+    def _schedule_sweep(self) -> None:
+        timeout = self._options.send_timeout
+        if timeout > 0 and not self._closed:
+            interval = min(1.0, max(0.02, timeout / 4))
+            self._sweeper = self._loop.call_later(interval, self._sweep)
+
+    def _sweep(self) -> None:
+        timeout = self._options.send_timeout
+        now = self._loop.time()
+        expired: list[PendingMessage] = []
+        for seg in self._segments.values():
+            expired.extend(seg.expire(now, timeout))
+        limit = now - timeout
+        for queue in (self._stale, self._held):
+            if queue:
+                keep = [r for r in queue if r.enqueued_at > limit]
+                expired.extend(r for r in queue if r.enqueued_at <= limit)
+                queue.clear()
+                queue.extend(keep)
+        if expired:
+            error = DeadlineExceededError(f"message to {self.topic} not stored within {timeout:g}s")
+            self._resolved_failed(expired, error)
+        self._schedule_sweep()
+
+    async def flush(self) -> None:
+        """Send every batch now and wait until every message sent before this call is settled."""
+        barrier = self._call_no
+        for seg in list(self._segments.values()):
+            seg.flush()
+        oldest = next(iter(self._unresolved), None)
+        if oldest is None or oldest >= barrier:
+            return
+        fut: asyncio.Future[None] = self._loop.create_future()
+        self._flush_waiters.append((barrier, fut))
+        await fut
+
+    async def close(self) -> None:
+        """Complete pending sends (bounded by ``send_timeout``), then release everything.
+
+        Idempotent; concurrent callers wait for the same close.
+        """
+        if self._close_task is None:
+            self._close_task = asyncio.ensure_future(self._close())
+        await asyncio.shield(self._close_task)
+
+    async def _close(self) -> None:
+        self._closing = True
+        self._space.set()
+        timeout = self._options.send_timeout or self._ctx.settings.operation_timeout
+        try:
+            await asyncio.wait_for(self.flush(), timeout + 1.0)
+        except (TimeoutError, Exception) as exc:
+            log.debug("close of producer on %s: flush ended with %r", self.topic, exc)
+        await self._abort()
+
+    async def _abort(self) -> None:
+        self._closing = True
+        self._closed = True
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+        self._source.remove_listener(self._on_layout)
+        segments = list(self._segments.values())
+        self._segments.clear()
+        leftovers: list[PendingMessage] = list(self._stale) + list(self._held or ())
+        for seg in segments:
+            leftovers.extend(seg.take_unresolved())
+        await asyncio.gather(*(seg.close() for seg in segments), return_exceptions=True)
+        self._stale, self._held = [], None
+        if leftovers:
+            self._resolved_failed(leftovers, AlreadyClosedError(f"producer on {self.topic} closed"))
+        for _barrier, fut in self._flush_waiters:
+            if not fut.done():
+                fut.set_result(None)
+        self._flush_waiters = []
+        await self._sources.release(self._source)
+
+    async def __aenter__(self) -> AsyncProducer:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+def check_options(**kwargs: Any) -> ProducerOptions:
+    """Build :class:`ProducerOptions`, turning a bad keyword into a typed error."""
+    try:
+        return ProducerOptions(**kwargs)
+    except TypeError as exc:
+        raise InvalidConfigurationError(str(exc)) from exc
+
+
+__all__ = ["MAX_REROUTE_ATTEMPTS", "AsyncProducer", "check_options"]

@@ -1,0 +1,490 @@
+"""One per-segment consumer or reader: SUBSCRIBE/FLOW/MESSAGE/ACK against one segment's topic.
+
+Every consumer type (:mod:`braid.client.consumers`) reads a topic through one
+:class:`SegmentConsumer` per segment it reads - a legacy segment's ``persistent://`` topic or a
+managed ``segment://`` topic - and multiplexes them into its receive queue. This class keeps the
+standard consumer protocol for its segment:
+
+* **attach** - lookup -> connect -> SUBSCRIBE -> FLOW, retried with backoff on transient
+  failures; deterministic refusals (busy, not found, unauthorized) fail the first attach (so
+  ``subscribe`` raises) and are logged on later ones;
+* **readers** (non-durable, for checkpoint consumers) start from the parent's position for the
+  segment: its beginning, its newest message (the start then resolves to a concrete position
+  with GET_LAST_MESSAGE_ID, so a checkpoint taken right away is exact), or just after a cursor -
+  the broker is asked for the whole entry and earlier messages are filtered here, which works
+  for brokers that start a reader inclusively or exclusively;
+* **flow control** - permits are granted as the application takes messages (half the receiver
+  queue at a time), not as they arrive;
+* **acknowledgments** are grouped (every 100 ms or 1000 ids) and sent on the loop; a batched
+  message is acknowledged individually once every message of its entry is (the broker has no
+  batch-index acks); negative acks become REDELIVER_UNACKNOWLEDGED_MESSAGES after a delay;
+* **reconnect** - on connection loss or CLOSE_CONSUMER the segment's undelivered messages leave
+  the receive queue (the broker redelivers them, a reader resumes after the last delivered one)
+  and the consumer re-attaches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from braid.client.connection import BrokerConnection
+from braid.client.context import ClientContext
+from braid.client.errors import AlreadyClosedError, is_transient
+from braid.client.message import decode_entry
+from braid.core.checkpoint import SegmentCursor
+from braid.core.errors import BraidError
+from braid.core.topic_layout import SegmentRoute
+from braid.protocol import commands
+from braid.protocol.generated import PulsarApi_pb2 as pb
+
+if TYPE_CHECKING:
+    from braid.client.consumer_base import ConsumerBase
+
+log = logging.getLogger(__name__)
+
+_UINT64_MAX = (1 << 64) - 1
+#: Batch index meaning "the whole entry" in a cursor (an entry's last message or beyond).
+WHOLE_ENTRY = 2**31 - 1
+ACK_GROUP_TIME = 0.1
+ACK_GROUP_MAX = 1000
+
+
+@dataclass(frozen=True)
+class SubscriptionSpec:
+    """How a segment is subscribed (shared by all segments of one consumer)."""
+
+    subscription: str
+    sub_type: int
+    consumer_name: str
+    initial_position: int = pb.CommandSubscribe.Latest
+    durable: bool = True
+    receiver_queue_size: int = 1000
+    negative_ack_delay: float = 1.0
+
+
+class ReaderStart:
+    """Where a reader (re)starts: ``beginning``, ``latest``, or just after ``cursor``."""
+
+    __slots__ = ("cursor", "kind")
+
+    def __init__(self, kind: str, cursor: SegmentCursor | None = None) -> None:
+        self.kind = kind
+        self.cursor = cursor
+
+
+class SegmentConsumer:
+    """The consumer (or reader) of one segment (see the module docstring)."""
+
+    def __init__(
+        self,
+        parent: ConsumerBase,
+        ctx: ClientContext,
+        route: SegmentRoute,
+        spec: SubscriptionSpec,
+        key_shared: pb.KeySharedMeta | None = None,
+    ) -> None:
+        self.parent = parent
+        self.ctx = ctx
+        self.route = route
+        self.segment_id = route.segment_id
+        self.spec = spec
+        self.key_shared = key_shared
+        self.conn: BrokerConnection | None = None
+        self.consumer_id = 0
+        self.ready = False
+        self.closed = False
+        self.ended = False
+        self.paused = False
+        self.queued = 0
+        self._consumed = 0
+        self._flow_pending = False
+        self._flow_threshold = max(1, spec.receiver_queue_size // 2)
+        self._skip: SegmentCursor | None = None
+        self._attaching = False
+        self._started = False
+        self._first: asyncio.Future[None] = ctx.loop.create_future()
+        self._lock = threading.Lock()
+        self._acks: list[pb.MessageIdData] = []
+        self._cumulative: tuple[int, int] | None = None
+        self._ack_scheduled = False
+        self._batches: dict[tuple[int, int], set[int]] = {}
+        self._nacks: dict[tuple[int, int], None] = {}
+        self._nack_timer: asyncio.TimerHandle | None = None
+
+    # -- attach -------------------------------------------------------------------------------
+
+    def start(self) -> asyncio.Future[None]:
+        """Begin attaching; the future holds the first attach's outcome."""
+        if not self._started:
+            self._started = True
+            self._spawn_attach()
+        return self._first
+
+    def _spawn_attach(self) -> None:
+        if self._attaching or self.closed:
+            return
+        self._attaching = True
+        self.ctx.spawn(self._attach_loop(), f"consumer attach to {self.route.topic}")
+
+    async def _attach_loop(self) -> None:
+        backoff = self.ctx.backoff()
+        try:
+            while not self.closed:
+                try:
+                    await self._attach_once()
+                    return
+                except Exception as exc:
+                    if self.closed:
+                        return
+                    if not is_transient(exc):
+                        if not self._first.done():
+                            self._first.set_exception(exc)
+                            return
+                        log.warning("re-subscribing to %s failed: %s", self.route.topic, exc)
+                    else:
+                        log.debug("consumer on %s not attached yet: %s", self.route.topic, exc)
+                    await asyncio.sleep(backoff.next_delay())
+        finally:
+            self._attaching = False
+            if not self._first.done() and (self.closed or self.ctx.closed):
+                self._first.set_exception(
+                    AlreadyClosedError(f"consumer on {self.route.topic} closed")
+                )
+                self._first.exception()  # retrieved: nobody may be waiting
+
+    async def _attach_once(self) -> None:
+        conn = await self.ctx.connection_for(self.route)
+        consumer_id = self.ctx.next_id()
+        request_id = conn.new_request_id()
+        spec = self.spec
+        start_id: pb.MessageIdData | None = None
+        initial = spec.initial_position
+        start: ReaderStart | None = None
+        if not spec.durable:
+            start = self.parent._reader_start(self)
+            if start.kind == "after" and start.cursor is not None:
+                cursor = start.cursor
+                self._skip = cursor
+                start_id = commands.message_id(
+                    cursor.ledger_id, cursor.entry_id, batch_index=max(cursor.batch_index, 0)
+                )
+                initial = pb.CommandSubscribe.Earliest
+            else:
+                self._skip = None
+                initial = (
+                    pb.CommandSubscribe.Earliest
+                    if start.kind == "beginning"
+                    else pb.CommandSubscribe.Latest
+                )
+        cmd = commands.subscribe(
+            self.route.topic,
+            spec.subscription,
+            spec.sub_type,  # type: ignore[arg-type]
+            consumer_id,
+            request_id,
+            consumer_name=spec.consumer_name,
+            initial_position=initial,  # type: ignore[arg-type]
+            durable=spec.durable,
+            start_message_id=start_id,
+            key_shared_meta=self.key_shared,
+        )
+        conn.register_consumer(consumer_id, self)
+        try:
+            await conn.request(cmd, request_id)
+            if start is not None and start.kind == "latest":
+                await self._resolve_latest(conn, consumer_id)
+        except BaseException:
+            conn.unregister_consumer(consumer_id, self)
+            raise
+        if self.closed:
+            conn.unregister_consumer(consumer_id, self)
+            with contextlib.suppress(Exception):
+                conn.send(commands.close_consumer(consumer_id, conn.new_request_id()))
+            return
+        self.conn = conn
+        self.consumer_id = consumer_id
+        self.ready = True
+        with self.parent._lock:
+            self._consumed = 0
+        if not self.paused:
+            conn.send(commands.flow(consumer_id, spec.receiver_queue_size))
+        log.debug("subscribed %s on %s", spec.subscription, self.route.topic)
+        if not self._first.done():
+            self._first.set_result(None)
+
+    async def _resolve_latest(self, conn: BrokerConnection, consumer_id: int) -> None:
+        """Pin a reader started at "latest" to the concrete position it started after."""
+        request_id = conn.new_request_id()
+        response = await conn.request(
+            commands.get_last_message_id(consumer_id, request_id), request_id
+        )
+        r = response.getLastMessageIdResponse
+        mid = (
+            r.consumer_mark_delete_position
+            if r.HasField("consumer_mark_delete_position")
+            else (r.last_message_id)
+        )
+        if mid.ledgerId == _UINT64_MAX or mid.entryId == _UINT64_MAX:
+            cursor = None  # nothing stored yet: "after the start" is the beginning
+        else:
+            cursor = SegmentCursor.after(mid.ledgerId, mid.entryId, WHOLE_ENTRY)
+        self.parent._latest_resolved(self, cursor)
+
+    # -- receiving ----------------------------------------------------------------------------
+
+    def on_message(self, message: pb.CommandMessage, body: bytes) -> None:
+        if self.paused:
+            return  # draining: not delivered, so never acknowledged; the broker redelivers it
+        mid = message.message_id
+        try:
+            messages, dispatched = decode_entry(
+                body,
+                topic=self.parent.topic,
+                segment_id=self.segment_id,
+                ledger_id=mid.ledgerId,
+                entry_id=mid.entryId,
+                redelivery=message.redelivery_count,
+                owner=self,
+            )
+        except BraidError as exc:
+            log.error(
+                "discarding an undecodable entry %d:%d of %s: %s",
+                mid.ledgerId,
+                mid.entryId,
+                self.route.topic,
+                exc,
+            )
+            self._send_soon(
+                commands.ack(self.consumer_id, [commands.message_id(mid.ledgerId, mid.entryId)])
+            )
+            self._permits_back(1)
+            return
+        skip = self._skip
+        if skip is not None:
+            messages = [
+                m for m in messages if skip.is_after(m._ledger_id, m._entry_id, m._batch_index)
+            ]
+            if messages:
+                self._skip = None
+        if len(messages) < dispatched:
+            # Messages the application will never take (below a reader's start, compacted out)
+            # still used permits: grant them back now, or the broker stops dispatching.
+            self._permits_back(dispatched - len(messages))
+        if messages:
+            self.parent._enqueue(self, messages)
+
+    def _permits_back(self, count: int) -> None:
+        with self.parent._lock:
+            grant = self.count_delivered(count)
+        if grant:
+            self.send_flow()
+
+    def count_delivered(self, count: int) -> bool:
+        """The application took ``count`` of this segment's messages; return whether permits
+        should now be granted (then call :meth:`send_flow` on the loop).
+
+        Called with the parent consumer's delivery lock held, which guards the permit counters.
+        """
+        self._consumed += count
+        if self._flow_pending or self._consumed < self._flow_threshold:
+            return False
+        self._flow_pending = True
+        return True
+
+    def send_flow(self) -> None:
+        """Grant the permits of the messages delivered since the last grant (loop only)."""
+        with self.parent._lock:
+            permits, self._consumed = self._consumed, 0
+            self._flow_pending = False
+        conn = self.conn
+        if permits and conn is not None and self.ready and not self.paused:
+            with contextlib.suppress(Exception):
+                conn.send(commands.flow(self.consumer_id, permits))
+
+    def pause(self) -> None:
+        """Grant no more permits (draining before a detach or a mode flip)."""
+        self.paused = True
+
+    # -- acknowledgments ----------------------------------------------------------------------
+
+    def ack_individual(
+        self, ledger_id: int, entry_id: int, batch_index: int, batch_size: int
+    ) -> None:
+        """Acknowledge one message (any thread); its entry is acked once fully acknowledged."""
+        with self._lock:
+            if batch_size > 1 and batch_index >= 0:
+                key = (ledger_id, entry_id)
+                remaining = self._batches.get(key)
+                if remaining is None:
+                    remaining = set(range(batch_size))
+                    self._batches[key] = remaining
+                remaining.discard(batch_index)
+                if remaining:
+                    return
+                del self._batches[key]
+            self._acks.append(commands.message_id(ledger_id, entry_id))
+            flush_now = len(self._acks) >= ACK_GROUP_MAX
+            if self._ack_scheduled and not flush_now:
+                return
+            self._ack_scheduled = True
+        if flush_now:
+            self._call_in_loop(self._flush_acks)
+        else:
+            self._call_in_loop(self._schedule_ack_flush)
+
+    def ack_cumulative(
+        self, ledger_id: int, entry_id: int, batch_index: int, batch_size: int
+    ) -> None:
+        """Acknowledge everything up to this message in the segment (any thread).
+
+        Mid-batch, the entry before is acknowledged (the broker has no batch-index acks); the
+        rest of the entry is covered by a later ack.
+        """
+        if 0 <= batch_index < batch_size - 1 and batch_index != WHOLE_ENTRY:
+            if entry_id == 0:
+                return
+            entry_id -= 1
+        with self._lock:
+            current = self._cumulative
+            if current is not None and current >= (ledger_id, entry_id):
+                return
+            self._cumulative = (ledger_id, entry_id)
+            if self._ack_scheduled:
+                return
+            self._ack_scheduled = True
+        self._call_in_loop(self._schedule_ack_flush)
+
+    def _schedule_ack_flush(self) -> None:
+        self.ctx.loop.call_later(ACK_GROUP_TIME, self._flush_acks)
+
+    def flush_acks(self) -> None:
+        """Send the recorded acknowledgments now (on the loop)."""
+        self._flush_acks()
+
+    def _flush_acks(self) -> None:
+        with self._lock:
+            acks, self._acks = self._acks, []
+            cumulative, self._cumulative = self._cumulative, None
+            self._ack_scheduled = False
+        conn = self.conn
+        if conn is None or not self.ready:
+            return  # unacknowledged messages are redelivered after the reconnect
+        with contextlib.suppress(Exception):
+            if acks:
+                conn.send(commands.ack(self.consumer_id, acks))
+            if cumulative is not None:
+                mid = commands.message_id(*cumulative)
+                conn.send(commands.ack(self.consumer_id, [mid], cumulative=True))
+
+    def negative_ack(self, ledger_id: int, entry_id: int) -> None:
+        """Ask for the message's entry to be redelivered after the negative-ack delay."""
+        with self._lock:
+            self._batches.pop((ledger_id, entry_id), None)
+            self._nacks[(ledger_id, entry_id)] = None
+        self._call_in_loop(self._schedule_nacks)
+
+    def _schedule_nacks(self) -> None:
+        if self._nack_timer is None:
+            self._nack_timer = self.ctx.loop.call_later(
+                self.spec.negative_ack_delay, self._flush_nacks
+            )
+
+    def _flush_nacks(self) -> None:
+        self._nack_timer = None
+        with self._lock:
+            nacks, self._nacks = list(self._nacks), {}
+        conn = self.conn
+        if nacks and conn is not None and self.ready:
+            ids = [commands.message_id(ledger, entry) for ledger, entry in nacks]
+            with contextlib.suppress(Exception):
+                conn.send(commands.redeliver_unacknowledged_messages(self.consumer_id, ids))
+
+    # -- broker events ------------------------------------------------------------------------
+
+    def on_active_change(self, active: bool) -> None:
+        log.debug("consumer on %s is %s", self.route.topic, "active" if active else "standby")
+
+    def on_end_of_topic(self) -> None:
+        self.ended = True
+        self.parent._segment_ended(self)
+
+    def on_closed_by_broker(self) -> None:
+        log.info("broker closed the consumer on %s: re-subscribing", self.route.topic)
+        self._lost()
+
+    def on_connection_lost(self) -> None:
+        self._lost()
+
+    def _lost(self) -> None:
+        conn, self.conn = self.conn, None
+        self.ready = False
+        if conn is not None:
+            conn.unregister_consumer(self.consumer_id, self)
+        with self._lock:
+            self._acks = []
+            self._cumulative = None
+            self._batches.clear()
+        with self.parent._lock:
+            self._consumed = 0
+            self._flow_pending = False
+        self.parent._purge(self)
+        if not self.closed:
+            self._spawn_attach()
+
+    # -- closing ------------------------------------------------------------------------------
+
+    async def close(self, *, unsubscribe: bool = False) -> None:
+        """Flush acks and close (or unsubscribe) on the broker; idempotent."""
+        if self.closed:
+            return
+        self._flush_acks()
+        self.closed = True
+        if self._nack_timer is not None:
+            self._nack_timer.cancel()
+        conn, self.conn = self.conn, None
+        self.ready = False
+        if not self._first.done():
+            self._first.set_exception(AlreadyClosedError(f"consumer on {self.route.topic} closed"))
+            self._first.exception()
+        if conn is None or conn.closed:
+            return
+        conn.unregister_consumer(self.consumer_id, self)
+        request_id = conn.new_request_id()
+        cmd = (
+            commands.unsubscribe(self.consumer_id, request_id)
+            if unsubscribe
+            else commands.close_consumer(self.consumer_id, request_id)
+        )
+        try:
+            await conn.request(cmd, request_id)
+        except BraidError as exc:
+            if unsubscribe:
+                raise
+            log.debug("closing the consumer on %s: %s", self.route.topic, exc)
+
+    def _send_soon(self, cmd: pb.BaseCommand) -> None:
+        conn = self.conn
+        if conn is not None:
+            with contextlib.suppress(Exception):
+                conn.send(cmd)
+
+    def _call_in_loop(self, fn: object) -> None:
+        if self.parent._on_loop_thread():
+            fn()  # type: ignore[operator]
+        else:
+            self.ctx.loop.call_soon_threadsafe(fn)  # type: ignore[arg-type]
+
+
+__all__ = [
+    "ACK_GROUP_MAX",
+    "ACK_GROUP_TIME",
+    "WHOLE_ENTRY",
+    "ReaderStart",
+    "SegmentConsumer",
+    "SubscriptionSpec",
+]

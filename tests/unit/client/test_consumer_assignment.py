@@ -1,0 +1,96 @@
+"""Assignment application by layout_epoch and the registration session state (C7, §6.2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from braid.core.consumer_assignment import (
+    AssignedSegment,
+    Assignment,
+    AssignmentTracker,
+    RegistrationPhase,
+    RegistrationState,
+    diff_assignments,
+)
+from braid.core.errors import IllegalStateError, InvalidInputError
+from braid.core.ranges import HashRange
+
+
+def seg(sid: int, *buckets: tuple[int, int]) -> AssignedSegment:
+    return AssignedSegment(
+        sid,
+        HashRange(0, 0xFFFF),
+        f"segment://t/n/x/0000-ffff-{sid}",
+        tuple(HashRange(a, b) for a, b in buckets),
+    )
+
+
+def test_first_assignment_attaches_everything() -> None:
+    diff = AssignmentTracker().apply(Assignment.of(3, [seg(0), seg(1)]))
+    assert diff is not None
+    assert [s.segment_id for s in diff.attach] == [0, 1] and not diff.detach
+
+
+def test_stale_assignments_are_dropped_and_equal_epochs_apply() -> None:
+    tracker = AssignmentTracker()
+    tracker.apply(Assignment.of(5, [seg(0)]))
+    assert tracker.apply(Assignment.of(4, [seg(1)])) is None
+    assert tracker.current is not None and set(tracker.current.segments) == {0}
+    # A rebalance without a layout change keeps the epoch: it must still apply (>=).
+    diff = tracker.apply(Assignment.of(5, [seg(1)]))
+    assert diff is not None
+    assert [s.segment_id for s in diff.attach] == [1] and diff.detach == (0,)
+
+
+def test_reapplying_the_same_assignment_changes_nothing() -> None:
+    tracker = AssignmentTracker()
+    tracker.apply(Assignment.of(1, [seg(0, (0, 0x7FFF), (0x8000, 0xFFFF))]))
+    diff = tracker.apply(Assignment.of(1, [seg(0, (0, 0x7FFF), (0x8000, 0xFFFF))]))
+    assert diff is not None and diff.empty
+
+
+def test_mode_flip_between_exclusive_and_bucket_shared_reattaches() -> None:
+    old = Assignment.of(1, [seg(0), seg(1, (0, 0xFFFF))])
+    new = Assignment.of(2, [seg(0, (0, 0x7FFF), (0x8000, 0xFFFF)), seg(1), seg(2)])
+    diff = diff_assignments(old, new)
+    assert [s.segment_id for s in diff.reattach] == [0, 1]
+    assert [s.segment_id for s in diff.attach] == [2]
+    assert diff.reattach[0].shared and not diff.reattach[1].shared
+
+
+def test_an_assignment_lists_each_segment_once() -> None:
+    with pytest.raises(InvalidInputError):
+        Assignment.of(1, [seg(0), seg(0)])
+    with pytest.raises(InvalidInputError):
+        Assignment(-1)
+
+
+def test_registration_lifecycle_with_reconnect_and_clean_leave() -> None:
+    state = RegistrationState()
+    assert state.needs_registration
+    state.registering()
+    diff = state.registered(Assignment.of(1, [seg(0), seg(1)]))
+    assert diff is not None and len(diff.attach) == 2
+    assert state.phase is RegistrationPhase.REGISTERED and not state.needs_registration
+    state.connection_lost()
+    assert state.needs_registration and state.tracker.current is not None  # kept
+    state.registering()
+    # Within the grace period the controller returns the same assignment: nothing moves.
+    again = state.registered(Assignment.of(1, [seg(0), seg(1)]))
+    assert again is not None and again.empty
+    assert state.registrations == 2
+    pushed = state.assignment_pushed(Assignment.of(2, [seg(1)]))
+    assert pushed is not None and pushed.detach == (0,)
+    assert state.leaving() is True  # registered: send CommandScalableTopicUnsubscribe
+    assert state.assignment_pushed(Assignment.of(3, [seg(2)])) is None
+    state.closed()
+    with pytest.raises(IllegalStateError):
+        state.registering()
+
+
+def test_leaving_while_disconnected_sends_no_unsubscribe() -> None:
+    state = RegistrationState()
+    state.registering()
+    state.registration_failed()
+    assert state.needs_registration
+    assert state.leaving() is False

@@ -1,0 +1,120 @@
+"""``braid.__all__`` is exactly the public surface (as httpx checks its own), and the names the
+client issue fixes as a contract exist with their documented shapes."""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import braid
+
+CONTRACT = {
+    "Client",
+    "AsyncClient",
+    "Message",
+    "MessageId",
+    "Checkpoint",
+    "BraidError",
+    "NotFoundError",
+    "AuthorizationError",
+    "TimeoutError",
+    "AlreadyClosedError",
+    "ProducerBusyError",
+    "ConsumerBusyError",
+    "IncompatibleSchemaError",
+    "TopicTerminatedError",
+}
+
+
+def test_all_is_the_public_surface() -> None:
+    public = {
+        name
+        for name, value in vars(braid).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert public == set(braid.__all__) - {"__version__"}
+    assert len(set(braid.__all__)) == len(braid.__all__)
+
+
+def test_contract_names_exist() -> None:
+    assert set(braid.__all__) >= CONTRACT
+
+
+def test_every_error_derives_from_the_root_and_has_a_retriable_flag() -> None:
+    errors = [getattr(braid, n) for n in braid.__all__ if n.endswith("Error")]
+    assert errors
+    for error in errors:
+        assert issubclass(error, braid.BraidError), error
+        assert isinstance(error.retriable, bool)
+    assert braid.TimeoutError.retriable and not braid.NotFoundError.retriable
+    assert issubclass(braid.TimeoutError, TimeoutError)  # also the builtin category
+    assert issubclass(braid.ProducerFencedError, braid.ProducerBusyError)
+
+
+def test_documented_signatures() -> None:
+    create = inspect.signature(braid.AsyncClient.create_producer).parameters
+    assert list(create)[:7] == [
+        "self",
+        "topic",
+        "producer_name",
+        "access_mode",
+        "batching",
+        "compression",
+        "send_timeout",
+    ]
+    assert create["access_mode"].default == "shared" and create["send_timeout"].default == 30.0
+    send = inspect.signature(braid.Producer.send).parameters
+    assert list(send) == ["self", "value", "key", "properties", "event_time", "sequence_id"]
+    for name in ("subscribe_stream", "subscribe_queue"):
+        params = inspect.signature(getattr(braid.AsyncClient, name)).parameters
+        assert list(params)[1:5] == ["topic", "subscription", "consumer_name", "initial_position"]
+        assert params["initial_position"].default == "latest"
+    ckpt = inspect.signature(braid.AsyncClient.create_checkpoint_consumer).parameters
+    assert list(ckpt)[1:4] == ["topic", "start", "group"]
+    receive = inspect.signature(braid.StreamConsumer.receive).parameters
+    assert receive["timeout"].default is None
+    assert "receive_many" in dir(braid.QueueConsumer) and "send_many" in dir(braid.Producer)
+    for cls in (braid.StreamConsumer, braid.AsyncStreamConsumer):
+        assert hasattr(cls, "acknowledge_cumulative") and not hasattr(cls, "acknowledge")
+    for cls in (braid.QueueConsumer, braid.AsyncQueueConsumer):
+        assert hasattr(cls, "acknowledge") and hasattr(cls, "negative_acknowledge")
+    for cls in (braid.CheckpointConsumer, braid.AsyncCheckpointConsumer):
+        assert hasattr(cls, "checkpoint")
+
+
+def test_message_exposes_the_data_model_fields() -> None:
+    fields = {
+        "value",
+        "data",
+        "key",
+        "properties",
+        "message_id",
+        "publish_time",
+        "event_time",
+        "sequence_id",
+        "producer_name",
+        "topic",
+        "redelivery_count",
+        "size",
+    }
+    assert fields <= {n for n, v in vars(braid.Message).items() if isinstance(v, property)}
+
+
+def test_the_client_imports_only_core_and_protocol() -> None:
+    import ast
+    import pathlib
+
+    root = pathlib.Path(braid.__file__).parent / "client"
+    for path in root.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("braid"):
+                top = node.module.split(".")[1] if "." in node.module else ""
+                assert top in {"client", "core", "protocol"}, f"{path.name} imports {node.module}"
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert not alias.name.startswith("braid.") or alias.name.split(".")[1] in {
+                        "client",
+                        "core",
+                        "protocol",
+                    }, f"{path.name} imports {alias.name}"

@@ -1,0 +1,89 @@
+"""TopicLayout (the client's view of a DAG), the synthetic layout and epoch monotonicity (C1)."""
+
+from __future__ import annotations
+
+import pytest
+
+from braid.core.errors import InvalidInputError
+from braid.core.layout import SegmentLayout
+from braid.core.segment_info import CorruptLayout
+from braid.core.topic_layout import (
+    LayoutTracker,
+    SegmentRoute,
+    TopicLayout,
+    partition_index,
+    segment_topic_name,
+)
+
+TOPIC = "topic://t/ns/orders"
+
+
+def managed(dag: SegmentLayout) -> TopicLayout:
+    return TopicLayout(
+        TOPIC, dag, {s: SegmentRoute(s, segment_topic_name(TOPIC, dag, s)) for s in dag.segments}
+    )
+
+
+def test_synthetic_layout_wraps_the_persistent_topic_in_one_legacy_segment() -> None:
+    layout = TopicLayout.synthetic("orders")
+    assert layout.topic == "persistent://public/default/orders"
+    assert layout.active_ids == (0,)
+    route = layout.route(0)
+    assert route.legacy and route.topic == "persistent://public/default/orders"
+    assert layout.all_legacy and layout.legacy_order == (0,)
+    seg = layout.dag.segments[0]
+    assert (seg.hash_range.start, seg.hash_range.end) == (0, 0xFFFF)
+
+
+def test_synthetic_partitioned_layout_orders_partitions() -> None:
+    layout = TopicLayout.synthetic("persistent://t/ns/p", 4)
+    assert [layout.route(s).topic for s in layout.legacy_order] == [
+        f"persistent://t/ns/p-partition-{i}" for i in range(4)
+    ]
+    assert partition_index("persistent://t/ns/p-partition-12") == 12
+    assert partition_index("persistent://t/ns/p") is None
+
+
+def test_synthetic_layout_needs_a_persistent_name() -> None:
+    with pytest.raises(InvalidInputError):
+        TopicLayout.synthetic(TOPIC)
+    with pytest.raises(InvalidInputError):
+        TopicLayout.synthetic("x", -1)
+
+
+def test_managed_segments_are_named_by_descriptor() -> None:
+    layout = managed(SegmentLayout.initial(2).split_segment(1))
+    assert layout.route(2).topic == "segment://t/ns/orders/8000-bfff-2"
+    assert layout.route(0).topic == "segment://t/ns/orders/0000-7fff-0"
+    assert not layout.all_legacy and layout.legacy_order == ()
+    assert layout.active_ids == (0, 2, 3)
+    assert not layout.is_active(1) and layout.is_active(3)
+
+
+def test_routes_must_match_segments() -> None:
+    dag = SegmentLayout.initial(2)
+    with pytest.raises(CorruptLayout):
+        TopicLayout(TOPIC, dag, {0: SegmentRoute(0, "segment://t/ns/orders/0000-7fff-0")})
+    with pytest.raises(CorruptLayout):
+        TopicLayout(
+            TOPIC, SegmentLayout.initial(1), {0: SegmentRoute(0, "topic://x/y/z", legacy=True)}
+        )
+    with pytest.raises(CorruptLayout):
+        TopicLayout(TOPIC, SegmentLayout.initial(1), {0: SegmentRoute(0, "persistent://x/y/z")})
+
+
+def test_tracker_applies_only_strictly_newer_epochs() -> None:
+    base = SegmentLayout.initial(1)
+    e0, e1 = managed(base), managed(base.split_segment(0))
+    e2 = managed(base.split_segment(0).split_segment(1))
+    tracker = LayoutTracker()
+    assert tracker.offer(e1) and tracker.current is e1
+    assert not tracker.offer(e0)  # reordered, stale push
+    assert not tracker.offer(managed(base.split_segment(0)))  # same epoch again
+    assert tracker.offer(e2) and tracker.current is e2
+
+
+def test_tracker_refuses_another_topics_layout() -> None:
+    tracker = LayoutTracker(TopicLayout.synthetic("a"))
+    with pytest.raises(InvalidInputError):
+        tracker.offer(TopicLayout.synthetic("b", epoch=5))
