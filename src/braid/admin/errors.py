@@ -29,13 +29,13 @@ from braid.core.errors import (
     BraidError,
     ConflictError,
     DeadlineExceededError,
-    FencedError,
     IllegalStateError,
     InvalidInputError,
     NotFoundError,
     ServiceUnavailableError,
     TopicTerminatedError,
 )
+from braid.core.errors import category_of as core_category_of
 from braid.core.names import InvalidTopicName
 
 log = logging.getLogger(__name__)
@@ -70,21 +70,6 @@ def status_for(exc: BaseException) -> int:
     return 500
 
 
-# Most specific first: a class may belong to two categories through its bases.
-_CATEGORIES: tuple[tuple[type[BaseException], str], ...] = (
-    (PreconditionFailed, "PreconditionFailed"),
-    (NotFoundError, "NotFound"),
-    (AlreadyExistsError, "AlreadyExists"),
-    (TopicTerminatedError, "TopicTerminated"),
-    (ConflictError, "Conflict"),
-    (IllegalStateError, "IllegalState"),
-    (InvalidInputError, "InvalidInput"),
-    (AuthorizationError, "Authorization"),
-    (ServiceUnavailableError, "ServiceUnavailable"),
-    (DeadlineExceededError, "Timeout"),
-    (FencedError, "Fenced"),
-)
-
 _STATUS_CATEGORIES = {
     400: "InvalidInput",
     403: "Authorization",
@@ -99,10 +84,9 @@ _STATUS_CATEGORIES = {
 
 def category_of(exc: BaseException) -> str:
     """The :mod:`braid.core.errors` category of ``exc`` (``"Internal"`` for anything else)."""
-    for cls, name in _CATEGORIES:
-        if isinstance(exc, cls):
-            return name
-    return "Internal"
+    if isinstance(exc, PreconditionFailed):
+        return "PreconditionFailed"
+    return core_category_of(exc) or "Internal"
 
 
 def reason(

@@ -25,19 +25,15 @@ from fastapi import APIRouter, Body, Header, Query, Response
 from pydantic import BaseModel, Field
 
 from braid.broker.errors import TopicNotFound
-from braid.broker.service import managed_ledger_name
 from braid.core.errors import InvalidInputError, NotFoundError
 from braid.core.layout_codec import layout_to_metadata
 from braid.core.names import (
-    MAX_SEGMENT_ID,
-    InvalidTopicName,
     SegmentTopicName,
     TopicDomain,
     TopicName,
     parse_descriptor,
 )
-from braid.core.ranges import MAX_HASH, HashRange
-from braid.ledger.names import MAX_NAME_LENGTH
+from braid.core.ranges import MAX_HASH
 from braid.scalable.forwarding import FORWARDED_HEADER
 from braid.scalable.resources import SubscriptionType
 from braid.scalable.segments import SegmentAdmin
@@ -123,7 +119,6 @@ def scalable_router(
         body: Annotated[CreateScalableTopic | None, Body()] = None,
     ) -> Response:
         request = body or CreateScalableTopic()
-        _check_segment_names_fit(topic_name(tenant, namespace, topic))
         await service.create_topic(
             topic_name(tenant, namespace, topic), request.numInitialSegments, request.properties
         )
@@ -333,23 +328,6 @@ def scalable_router(
         return Response(status_code=204)
 
     return router
-
-
-def _check_segment_names_fit(topic: TopicName) -> None:
-    """Refuse a name whose segment topics could outgrow a managed-ledger name.
-
-    Every split and merge creates segments with new ids, so their names grow with the topic's
-    history. A name that fits today but not at some later id would let a split record itself,
-    fail to create its children and leave the topic's operation stuck; so the longest name a
-    segment can ever have (the full range, the largest id) must fit from the start.
-    """
-    longest = SegmentTopicName.of(topic, HashRange.full(), MAX_SEGMENT_ID).topic_name
-    excess = len(managed_ledger_name(longest)) - MAX_NAME_LENGTH
-    if excess > 0:
-        raise InvalidTopicName(
-            f"the name of scalable topic {str(topic)[:120]}... is {excess} character(s) too long: "
-            f"its segment topics' storage names must stay within {MAX_NAME_LENGTH} characters"
-        )
 
 
 def _subscription_name(name: str) -> str:

@@ -72,7 +72,40 @@ class AuthorizationError(BraidError):
     """The caller is authenticated but not permitted."""
 
 
+#: Each category's name as error bodies carry it (``{"category": "NotFound"}`` over REST), most
+#: specific first: a class may belong to two categories through its bases.
+CATEGORIES: tuple[tuple[type[BraidError], str], ...] = (
+    (NotFoundError, "NotFound"),
+    (AlreadyExistsError, "AlreadyExists"),
+    (TopicTerminatedError, "TopicTerminated"),
+    (ConflictError, "Conflict"),
+    (IllegalStateError, "IllegalState"),
+    (InvalidInputError, "InvalidInput"),
+    (AuthorizationError, "Authorization"),
+    (ServiceUnavailableError, "ServiceUnavailable"),
+    (DeadlineExceededError, "Timeout"),
+    (FencedError, "Fenced"),
+)
+
+
+def category_of(exc: BaseException) -> str | None:
+    """The category name of ``exc`` (``None`` for an exception outside Braid's categories)."""
+    for cls, name in CATEGORIES:
+        if isinstance(exc, cls):
+            return name
+    return None
+
+
+def category_class(name: str) -> type[BraidError] | None:
+    """The error class of a category name (``None`` if unknown), to rebuild a peer's error."""
+    for cls, known in CATEGORIES:
+        if known == name:
+            return cls
+    return None
+
+
 __all__ = [
+    "CATEGORIES",
     "AlreadyClosedError",
     "AlreadyExistsError",
     "AuthorizationError",
@@ -85,4 +118,6 @@ __all__ = [
     "NotFoundError",
     "ServiceUnavailableError",
     "TopicTerminatedError",
+    "category_class",
+    "category_of",
 ]

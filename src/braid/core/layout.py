@@ -39,6 +39,10 @@ class SegmentNotFound(NotFoundError):
     """The layout has no segment with the requested id."""
 
 
+class InvalidSplitHash(InvalidInputError):
+    """A split point outside the segment (it must leave a hash on each side)."""
+
+
 class InvalidLayoutOperation(IllegalStateError):
     """A split, merge or prune is not valid for the segments' current state."""
 
@@ -231,8 +235,8 @@ class SegmentLayout:
 
         Raises:
             SegmentNotFound: no such segment.
-            InvalidLayoutOperation: the segment is sealed, covers a single hash, or
-                ``split_hash`` is not inside it with a hash on each side.
+            InvalidLayoutOperation: the segment is sealed or covers a single hash.
+            InvalidSplitHash: ``split_hash`` is not inside it with a hash on each side.
         """
         now_ms = _check_now_ms(now_ms)
         parent = self.segment(segment_id)
@@ -246,7 +250,7 @@ class SegmentLayout:
         try:
             low, high = parent.hash_range.split(split_hash)
         except InvalidInputError as exc:
-            raise InvalidLayoutOperation(f"cannot split segment {segment_id}: {exc}") from exc
+            raise InvalidSplitHash(f"cannot split segment {segment_id}: {exc}") from exc
         low_id, high_id = self.next_segment_id, self.next_segment_id + 1
         segments = dict(self.segments)
         segments[segment_id] = parent.sealed(epoch, now_ms, (low_id, high_id))
@@ -299,21 +303,44 @@ class SegmentLayout:
             SegmentNotFound: no such segment.
             InvalidLayoutOperation: the segment is still active.
         """
-        info = self.segment(segment_id)
-        if info.is_active:
-            raise InvalidLayoutOperation(f"cannot prune segment {segment_id}: it is still active")
+        return self.prune_segments((segment_id,))
+
+    def prune_segments(self, segment_ids: Sequence[int]) -> SegmentLayout:
+        """Remove several sealed segments and every edge to them as one change (epoch + 1).
+
+        The garbage collector prunes everything it found in one tick this way, so clients see
+        one layout change, not one per segment. An empty ``segment_ids`` returns this layout.
+
+        Raises:
+            SegmentNotFound: an id is not in the layout.
+            InvalidLayoutOperation: a segment is still active.
+        """
+        if not segment_ids:
+            return self
         segments = dict(self.segments)
-        del segments[segment_id]
-        for child_id in info.child_ids:
-            child = segments[child_id]
-            segments[child_id] = replace(
-                child, parent_ids=tuple(pid for pid in child.parent_ids if pid != segment_id)
-            )
-        for parent_id in info.parent_ids:
-            parent = segments[parent_id]
-            segments[parent_id] = replace(
-                parent, child_ids=tuple(cid for cid in parent.child_ids if cid != segment_id)
-            )
+        for segment_id in dict.fromkeys(segment_ids):
+            info = self.segment(segment_id)
+            if info.is_active:
+                raise InvalidLayoutOperation(
+                    f"cannot prune segment {segment_id}: it is still active"
+                )
+            del segments[segment_id]
+        for segment_id in dict.fromkeys(segment_ids):
+            info = self.segments[segment_id]
+            for child_id in info.child_ids:
+                if child_id in segments:
+                    child = segments[child_id]
+                    segments[child_id] = replace(
+                        child,
+                        parent_ids=tuple(pid for pid in child.parent_ids if pid != segment_id),
+                    )
+            for parent_id in info.parent_ids:
+                if parent_id in segments:
+                    parent = segments[parent_id]
+                    segments[parent_id] = replace(
+                        parent,
+                        child_ids=tuple(cid for cid in parent.child_ids if cid != segment_id),
+                    )
         return self._evolve(self.epoch + 1, self.next_segment_id, segments)
 
     def with_properties(self, properties: Mapping[str, str]) -> SegmentLayout:
@@ -407,6 +434,7 @@ def thaw_json(value: object) -> object:
 
 __all__ = [
     "InvalidLayoutOperation",
+    "InvalidSplitHash",
     "SegmentLayout",
     "SegmentNotFound",
     "freeze_json",

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from braid.broker.errors import SubscriptionNotFound
 from braid.clock import Clock
 from braid.core.errors import InvalidInputError
 from braid.core.layout import SegmentLayout
@@ -328,10 +329,21 @@ class ScalableTopicController:
         parents = operation.parents(target)
         children = operation.children(target)
         subscriptions = await self._discover_subscriptions(parents)
-        for child in children:
-            await self._segments.create_segment(
-                segment_topic_name(self.topic, child), subscriptions
+        try:
+            for child in children:
+                await self._segments.create_segment(
+                    segment_topic_name(self.topic, child), subscriptions
+                )
+        except InvalidInputError as exc:
+            # Refused for good (a name the storage cannot hold, ...): no parent is terminated
+            # yet, so give up cleanly instead of leaving a record every retry trips over.
+            log.error(
+                "controller of %s: abandoning the %s: %s", self.topic, operation.describe(), exc
             )
+            for child in children:
+                await self._segments.delete_segment(segment_topic_name(self.topic, child))
+            await self._resources.end_operation(self.topic)
+            raise
         await self._step("children-created")
         for parent in parents:
             # Sequentially: a producer of one parent cannot keep writing while the other is
@@ -432,11 +444,25 @@ class ScalableTopicController:
                     )
             return metadata
 
+    async def _require_subscription(self, subscription: str) -> None:
+        if await self._resources.get_subscription(self.topic, subscription) is not None:
+            return
+        for segment in self.layout.segments.values():
+            names = await self._segments.list_subscriptions(segment_topic_name(self.topic, segment))
+            if subscription in names:
+                return
+        raise SubscriptionNotFound(f"subscription {subscription!r} does not exist on {self.topic}")
+
     async def delete_subscription(self, subscription: str) -> None:
-        """Unregister its consumers and delete it from the metadata and every segment."""
+        """Unregister its consumers and delete it from the metadata and every segment.
+
+        Raises:
+            NotLeader, SubscriptionNotFound.
+        """
         self._check_leader()
         await self.wait_ready()
         async with self._op_lock:
+            await self._require_subscription(subscription)
             coordinator = self._coordinators.pop(subscription, None)
             if coordinator is not None:
                 await coordinator.drop_all()
@@ -453,6 +479,7 @@ class ScalableTopicController:
         self._check_leader()
         await self.wait_ready()
         async with self._op_lock:
+            await self._require_subscription(subscription)
             for segment in self.layout.segments.values():
                 name = segment_topic_name(self.topic, segment)
                 if not segment.is_active and 0 < segment.sealed_at_ms <= timestamp_ms:
@@ -569,10 +596,7 @@ class ScalableTopicController:
                 return []
 
             def prune(current: SegmentLayout) -> SegmentLayout:
-                for sid in prunable:
-                    if sid in current.segments and not current.segments[sid].is_active:
-                        current = current.prune_segment(sid)
-                return current
+                return current.prune_segments([sid for sid in prunable if sid in current.segments])
 
             updated = await self._resources.update_layout(self.topic, prune)
             self._layout = updated.layout

@@ -26,6 +26,7 @@ from braid.core.errors import (
     IllegalStateError,
     InvalidInputError,
     NotFoundError,
+    category_class,
 )
 from braid.core.names import TopicName
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
@@ -131,11 +132,17 @@ class LeaderForwarder:
 
 
 def _error_for(response: httpx.Response) -> BraidError:
+    """The leader's refusal as the same error category (its body names it), else by status."""
     try:
-        reason = str(response.json().get("reason", response.text))
-    except ValueError:
-        reason = response.text
+        body = response.json()
+        reason = str(body.get("reason", response.text))
+        category = body.get("category")
+    except (ValueError, AttributeError):
+        reason, category = response.text, None
     status = response.status_code
+    cls = category_class(category) if isinstance(category, str) and status < 500 else None
+    if cls is not None:
+        return cls(reason)
     if status == 404:
         return NotFoundError(reason)
     if status == 409:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from braid.broker.resources import BrokerResources
 from braid.broker.service import BrokerService
 from braid.clock import Clock
+from braid.core.autoscale_policy import AutoScalePolicy
 from braid.scalable.controller import StepHook
 from braid.scalable.faults import pause_hook_from_env
 from braid.scalable.handlers import scalable_topic_commands
@@ -49,7 +50,9 @@ class BrokerNamespaces(NamespacePolicySource):
 
 def settings_from_config(broker: BrokerService) -> ScalableTopicSettings:
     config = broker.config
+    policy = AutoScalePolicy.from_broker_config(config.scalable_topic_settings)
     return ScalableTopicSettings(
+        max_initial_segments=policy.max_segments,
         enabled=config.scalable_topic_enabled,
         consumer_session_grace_s=float(config.scalable_topic_consumer_session_grace_seconds),
         gc_interval_s=float(config.scalable_topic_gc_interval_seconds),

@@ -29,16 +29,20 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from braid.broker.service import managed_ledger_name
 from braid.clock import Clock
 from braid.core.errors import IllegalStateError, InvalidInputError
 from braid.core.layout import SegmentLayout
 from braid.core.layout_codec import layout_from_metadata
 from braid.core.names import (
+    MAX_SEGMENT_ID,
     InvalidTopicName,
     SegmentTopicName,
     TopicDomain,
     TopicName,
 )
+from braid.core.ranges import HashRange
+from braid.ledger.names import MAX_NAME_LENGTH
 from braid.metadata.api import MetadataStore, Notification, NotificationType
 from braid.metadata.election import read_leader
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -76,6 +80,7 @@ class ScalableTopicSettings:
     gc_interval_s: float = 60.0  # scalableTopicGcIntervalSeconds
     allow_auto_topic_creation: bool = True  # allowAutoTopicCreation (broker default)
     default_retention_minutes: int = 0  # defaultRetentionTimeInMinutes
+    max_initial_segments: int = 64  # scalableTopicMaxSegments (PIP-483's cap)
 
 
 class NamespacePolicySource:
@@ -271,14 +276,29 @@ class ScalableTopicService:
         """
         self._check_enabled()
         check_scalable_topic(topic)
+        check_segment_names_fit(topic)
+        limit = self.settings.max_initial_segments
+        if isinstance(num_segments, int) and num_segments > limit:
+            raise InvalidInputError(
+                f"a scalable topic starts with at most {limit} segments "
+                f"(scalableTopicMaxSegments), got {num_segments}; it splits by itself as load "
+                "grows"
+            )
         if not await self._namespaces.namespace_exists(topic.tenant, topic.namespace):
             raise ScalableTopicNotFound(f"namespace {topic.namespace_name} does not exist")
         layout = SegmentLayout.initial(num_segments, self._clock.now_ms(), properties or {})
         await self.resources.create_layout(topic, layout)
-        for segment in layout.active_segments:
-            await self._segments.create_segment(
-                SegmentTopicName.of(topic, segment.hash_range, segment.segment_id), ()
-            )
+        try:
+            for segment in layout.active_segments:
+                await self._segments.create_segment(
+                    SegmentTopicName.of(topic, segment.hash_range, segment.segment_id), ()
+                )
+        except InvalidInputError:
+            # A refusal that no retry can fix: leave nothing behind. (Any other failure is healed
+            # by the controller's take-over, which recreates missing active segments.)
+            await self._delete_segments(topic, layout)
+            await self.resources.delete_topic(topic)
+            raise
         log.info("created scalable topic %s with %d segment(s)", topic, num_segments)
         return layout
 
@@ -295,14 +315,17 @@ class ScalableTopicService:
         if not force:
             await self._refuse_if_in_use(topic, layout)
         await self.release_controller(topic)
+        await self._delete_segments(topic, layout)
+        await self.resources.delete_topic(topic)
+        log.info("deleted scalable topic %s", topic)
+
+    async def _delete_segments(self, topic: TopicName, layout: SegmentLayout) -> None:
         for segment in layout.segments.values():
             name = SegmentTopicName.of(topic, segment.hash_range, segment.segment_id)
             try:
                 await self._segments.delete_segment(name)
             except Exception:
                 log.exception("deleting segment topic %s failed; continuing", name)
-        await self.resources.delete_topic(topic)
-        log.info("deleted scalable topic %s", topic)
 
     async def _refuse_if_in_use(self, topic: TopicName, layout: SegmentLayout) -> None:
         for segment in layout.segments.values():
@@ -688,6 +711,26 @@ class ScalableTopicService:
                 log.warning("scalable-topic background task failed: %r", t.exception())
 
         task.add_done_callback(done)
+
+
+def check_segment_names_fit(topic: TopicName) -> None:
+    """Refuse a topic name whose segment topics could outgrow a managed-ledger name.
+
+    Every split and merge creates segments with new ids, so their names grow with the topic's
+    history. A name that fits today but not at some later id would let a split record itself,
+    fail to create its children and leave the topic's operation stuck; so the longest name a
+    segment can ever have (the full range, the largest id) must fit from the start.
+
+    Raises:
+        InvalidTopicName: the name is too long.
+    """
+    longest = SegmentTopicName.of(topic, HashRange.full(), MAX_SEGMENT_ID).topic_name
+    excess = len(managed_ledger_name(longest)) - MAX_NAME_LENGTH
+    if excess > 0:
+        raise InvalidTopicName(
+            f"the name of scalable topic {str(topic)[:120]}... is {excess} character(s) too long: "
+            f"its segment topics' storage names must stay within {MAX_NAME_LENGTH} characters"
+        )
 
 
 def _quote(name: str) -> str:

@@ -230,7 +230,7 @@ def test_split_errors(admin_client: AdminClient) -> None:
     assert isinstance(sealed.value, IllegalStateError) and not sealed.value.retriable
     with pytest.raises(AdminNotFoundError, match="segment 99"):
         scalable.split("split-bad", 99)
-    with pytest.raises(IllegalStateError, match="split hash"):
+    with pytest.raises(InvalidInputError, match="split hash"):  # 400: the request is wrong
         scalable.split("split-bad", 0, split_hash=0x9000)  # outside segment 0's range
     with pytest.raises(InvalidInputError, match="splitHash"):
         scalable.split("split-bad", 0, split_hash=0x10000)  # refused by the REST layer

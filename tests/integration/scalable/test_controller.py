@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from braid.broker.errors import SubscriptionNotFound
+from braid.core.errors import InvalidInputError
 from braid.core.layout import InvalidLayoutOperation, SegmentNotFound
-from braid.core.names import SegmentTopicName, TopicName
+from braid.core.names import InvalidTopicName, SegmentTopicName, TopicName
 from braid.core.ranges import HashRange
 from braid.metadata.election import read_leader
 from braid.scalable.errors import NotLeader, OperationInProgress
@@ -287,3 +289,59 @@ async def test_delete_removes_segments_and_metadata_and_releases_the_controller(
     assert await stack.scalable.list_topics("public", "default") == []
     assert stack.scalable.local_controller(TOPIC) is None
     assert await stack.broker.metadata.get("/topics/public/default/orders/controller") is None
+
+
+async def test_a_name_whose_segments_could_not_be_stored_is_refused_up_front(
+    stack: ScalableStack,
+) -> None:
+    long_topic = TopicName.parse("topic://public/default/" + "x" * 470)
+    with pytest.raises(InvalidTopicName, match="too long"):
+        await stack.scalable.create_topic(long_topic, 1)
+    assert await stack.scalable.resources.get_layout(long_topic) is None
+
+
+async def test_more_initial_segments_than_max_segments_is_refused(stack: ScalableStack) -> None:
+    with pytest.raises(InvalidInputError, match="at most 64 segments"):
+        await stack.scalable.create_topic(TOPIC, 65)
+    assert await stack.scalable.list_topics("public", "default") == []
+
+
+async def test_seek_or_delete_of_an_unknown_subscription_is_not_found(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 1)
+    with pytest.raises(SubscriptionNotFound):
+        await stack.scalable.seek_subscription(TOPIC, "nope", 0)
+    with pytest.raises(SubscriptionNotFound):
+        await stack.scalable.delete_subscription(TOPIC, "nope")
+    name = segment_name(0, 0, 0xFFFF)
+    assert await cursors_of(stack, name) == set()
+
+
+async def test_a_split_refused_for_good_by_the_broker_leaves_no_record(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 1)
+    controller = await stack.scalable.controller(TOPIC)
+    real = controller._segments
+
+    class RefusingChildren:
+        """The segments seam, with the broker refusing to create one child for good."""
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(real, name)
+
+        async def create_segment(self, segment: SegmentTopicName, subs: object) -> None:
+            if segment.segment_id == 2:
+                raise InvalidInputError("the storage refuses this name")
+            await real.create_segment(segment, subs)  # type: ignore[arg-type]
+
+    controller._segments = RefusingChildren()  # type: ignore[assignment]
+    with pytest.raises(InvalidInputError, match="refuses"):
+        await stack.scalable.split(TOPIC, 0)
+    controller._segments = real
+    assert await stack.scalable.resources.get_operation(TOPIC) is None
+    assert not await segment_exists(stack, segment_name(1, 0, 0x7FFF))
+    parent = await stack.broker.service.get_or_create_topic(segment_name(0, 0, 0xFFFF))
+    assert not parent.is_terminated
+    assert (await stack.scalable.split(TOPIC, 0)).epoch == 1  # nothing stuck

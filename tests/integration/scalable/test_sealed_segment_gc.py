@@ -118,8 +118,10 @@ async def test_pruning_goes_from_the_roots_down(
         # Segment 1 is drained but its parent 0 is not: neither goes.
         assert await controller.collect_garbage() == []
         await drain(raw, name(first, 0), "s", 1)
+        before = (await stack.scalable.get_layout(TOPIC)).epoch
         assert await controller.collect_garbage() == [0, 1]
         layout = await stack.scalable.get_layout(TOPIC)
         assert sorted(layout.segments) == [2, 3, 4]
+        assert layout.epoch == before + 1  # one change for clients, not one per segment
     finally:
         await raw.close()

@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from braid.core.errors import IllegalStateError, InvalidInputError, NotFoundError
-from braid.core.layout import InvalidLayoutOperation, SegmentLayout, SegmentNotFound
+from braid.core.layout import (
+    InvalidLayoutOperation,
+    InvalidSplitHash,
+    SegmentLayout,
+    SegmentNotFound,
+)
 from braid.core.layout_codec import (
     decode_layout,
     encode_layout,
@@ -712,7 +717,25 @@ def test_split_at_an_explicit_hash_cuts_where_asked() -> None:
     assert layout.epoch == 1 and layout.next_segment_id == 3
 
 
-def test_split_at_a_hash_outside_the_segment_is_an_invalid_operation() -> None:
+def test_split_at_a_hash_outside_the_segment_is_invalid_input() -> None:
     layout = SegmentLayout.initial(2)
-    with pytest.raises(InvalidLayoutOperation, match="segment 1"):
+    with pytest.raises(InvalidSplitHash, match="segment 1"):
         layout.split_segment(1, split_hash=0x1000)  # segment 1 covers 0x8000-0xffff
+
+
+def test_pruning_several_segments_is_one_change() -> None:
+    layout = SegmentLayout.initial(1).split_segment(0).split_segment(1)  # 0 -> 1, 2; 1 -> 3, 4
+    pruned = layout.prune_segments([0, 1])
+    assert pruned.epoch == layout.epoch + 1
+    assert sorted(pruned.segments) == [2, 3, 4]
+    assert all(pruned.segment(s).parent_ids == () for s in (2, 3, 4))
+    one_by_one = layout.prune_segment(0).prune_segment(1)
+    assert dict(pruned.segments) == dict(one_by_one.segments)
+    assert one_by_one.epoch == pruned.epoch + 1  # what the collector used to cost clients
+    assert layout.prune_segments([]) is layout
+
+
+def test_pruning_an_active_segment_among_several_is_refused() -> None:
+    layout = SegmentLayout.initial(1).split_segment(0)
+    with pytest.raises(InvalidLayoutOperation, match="segment 1"):
+        layout.prune_segments([0, 1])
