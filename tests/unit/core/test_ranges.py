@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -169,3 +171,26 @@ def test_hex_form_round_trips_for_any_range(r: HashRange) -> None:
 @given(ranges(), st.integers(MIN_HASH, MAX_HASH))
 def test_contains_agrees_with_the_bounds(r: HashRange, h: int) -> None:
     assert r.contains(h) == (r.start <= h <= r.end)
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: HashRange(0, 5).contains("3"),
+            "contains() needs a hash or a HashRange, got '3'",
+        ),
+        (lambda: HashRange.from_hex(7), "a hex hash range must be a string, got 7"),
+        (
+            lambda: HashRange.from_hex("0000-7FFF"),
+            "invalid hex hash range '0000-7FFF': expected 'ssss-eeee' with four lowercase hex "
+            "digits per bound, e.g. '0000-7fff'",
+        ),
+    ],
+)
+def test_bad_range_input_is_refused_word_for_word(
+    build: Callable[[], object], message: str
+) -> None:
+    with pytest.raises(InvalidHashRange) as info:
+        build()
+    assert str(info.value) == message
