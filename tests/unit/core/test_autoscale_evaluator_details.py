@@ -8,6 +8,8 @@ load record, ties between subscriptions, ratios on metrics with very different t
 
 from __future__ import annotations
 
+import pytest
+
 from braid.core.autoscale_evaluator import (
     AutoScaleState,
     Merge,
@@ -17,6 +19,7 @@ from braid.core.autoscale_evaluator import (
     decide,
 )
 from braid.core.autoscale_policy import AutoScalePolicy
+from braid.core.errors import InvalidInputError
 from braid.core.layout import SegmentLayout
 from braid.core.segment_load import SegmentLoad
 
@@ -140,3 +143,9 @@ def test_merge_and_consumer_demand_explain_themselves() -> None:
         NoActionReason.CONSUMER_DEMAND,
         "a merge would leave 1 segments for a subscription with 2 consumers",
     )
+
+
+def test_a_load_entry_of_the_wrong_type_is_refused_naming_the_segment() -> None:
+    with pytest.raises(InvalidInputError) as info:
+        decide(SegmentLayout.initial(1), {0: 5}, {}, POLICY, AutoScaleState(), NOW)  # type: ignore[dict-item]
+    assert str(info.value) == "load of segment 0 must be a SegmentLoad, got int"

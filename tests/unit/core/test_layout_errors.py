@@ -199,3 +199,12 @@ def test_a_document_with_a_non_finite_policy_value_is_refused() -> None:
     )
     with pytest.raises(CorruptLayout, match=r"autoScalePolicy\.x holds a non-finite number inf"):
         decode_layout(text)
+
+
+def test_splits_and_merges_without_a_clock_reading_record_time_zero() -> None:
+    split = SegmentLayout.initial(1).split_segment(0)
+    assert split.segment(0).sealed_at_ms == 0
+    assert split.segment(1).created_at_ms == 0
+    merged = split.merge_segments([1, 2])
+    assert merged.segment(1).sealed_at_ms == 0
+    assert merged.segment(3).created_at_ms == 0

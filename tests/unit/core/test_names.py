@@ -322,6 +322,38 @@ def test_any_valid_segment_name_round_trips(
             lambda: TopicName(TopicDomain.SEGMENT, "t", "ns", None),
             "segment local name None must be '<name>/<descriptor>'",
         ),
+        (
+            lambda: TopicName(TopicDomain.PERSISTENT, "t", "ns", ""),
+            "local name is empty",
+        ),
+        (lambda: NamespaceName.parse(5), "a namespace name must be a string, got int"),
+        (
+            lambda: TopicName.parse("kafka://t/n/x"),
+            "invalid topic name 'kafka://t/n/x': unknown domain 'kafka' (expected topic, segment "
+            "or persistent)",
+        ),
+        (
+            lambda: TopicName.parse("topic://t/n"),
+            "invalid topic name 'topic://t/n': expected topic://tenant/ns/name, found 2 "
+            "'/'-separated parts",
+        ),
+        (
+            lambda: SegmentTopicName.parse("segment://t/ns/x"),
+            "invalid topic name 'segment://t/ns/x': expected segment://tenant/ns/name/descriptor, "
+            "found 3 '/'-separated parts",
+        ),
+        (
+            lambda: PARENT.with_domain(TopicDomain.SEGMENT),
+            "cannot change topic://tenant/ns/my-topic to or from the segment domain",
+        ),
+        (
+            lambda: SegmentTopicName("x", HashRange.full(), 0),
+            "segment parent must be a TopicName, got 'x'",
+        ),
+        (
+            lambda: SegmentTopicName(PARENT, (0, 1), 0),
+            "segment hash range must be a HashRange: (0, 1)",
+        ),
         (lambda: parse_descriptor(5), "a segment descriptor must be a string, got 5"),
         (
             lambda: parse_descriptor("0000-7FFF-1"),

@@ -73,6 +73,8 @@ def positions_and_a_cut(draw: st.DrawFn) -> tuple[list[Position], Position]:
 @example(([Position(1, e) for e in range(5, 10)], Position(1, 10)))
 @example(([Position(1, 5), Position(2, 0), Position(2, 1)], Position(1, 9)))
 @example(([Position(1, 5), Position(2, 0), Position(2, 1)], Position(2, 0)))
+# A cut inside a range that has another range after it: the trimmed range must stay first.
+@example(([Position(1, 5), Position(1, 6), Position(1, 7), Position(2, 0)], Position(1, 5)))
 def test_remove_up_to_and_count_above_match_a_plain_set(
     case: tuple[list[Position], Position],
 ) -> None:
