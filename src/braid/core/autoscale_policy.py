@@ -458,7 +458,7 @@ class AutoScalePolicyOverride:
             )
         values: dict[str, Any] = {}
         for key, value in doc.items():
-            knob = _KNOB_BY_JSON_KEY.get(key) if isinstance(key, str) else None
+            knob = _KNOB_BY_JSON_KEY.get(key)
             if knob is None:
                 raise InvalidAutoScalePolicy(
                     f"unknown auto-scale policy key {key!r}; known keys: "

@@ -35,6 +35,10 @@ DEFAULT_NAMESPACE = "default"
 MAX_SEGMENT_ID = 2**63 - 1
 
 _NAMESPACE_PART = re.compile(r"[A-Za-z0-9_=:.\-]+")
+# Unicode categories a local name may not contain: spaces and separators (Zs, Zl, Zp, which with
+# Cc cover every character str.isspace() accepts), controls, format characters, surrogates and
+# unassigned code points. Private use (Co) is allowed.
+_FORBIDDEN_IN_LOCAL_NAMES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Cn"})
 _DESCRIPTOR = re.compile(r"([0-9a-f]{4})-([0-9a-f]{4})-(0|[1-9][0-9]*)")
 
 
@@ -95,9 +99,7 @@ def _check_local_name(value: object) -> str:
     for ch in value:
         if ch == "/":
             raise InvalidTopicName(f"local name {value!r} must not contain '/'")
-        category = unicodedata.category(ch)
-        # C* = control/format/surrogate/private/unassigned, Z* = spaces and separators.
-        if ch.isspace() or category[0] == "Z" or (category[0] == "C" and category != "Co"):
+        if unicodedata.category(ch) in _FORBIDDEN_IN_LOCAL_NAMES:
             raise InvalidTopicName(
                 f"local name {value!r} contains the character U+{ord(ch):04X} "
                 f"(whitespace or control characters are not allowed)"

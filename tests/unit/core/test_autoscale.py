@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import pytest
 
@@ -797,6 +797,54 @@ def test_broker_config_pair_consistent_only_together_is_accepted() -> None:
     assert (
         broker_config_key("merge_msg_rate_in_threshold") == "scalableTopicMergeMsgRateInThreshold"
     )
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: AutoScalePolicy(min_segments=5, max_segments=4),
+            "minSegments (5) must not exceed maxSegments (4)",
+        ),
+        (
+            lambda: AutoScalePolicy(split_msg_rate_in_threshold=999.5),
+            "splitMsgRateInThreshold (999.5) must be above mergeMsgRateInThreshold (1000): the gap "
+            "is the dead band that prevents flip-flopping",
+        ),
+        (
+            lambda: AutoScalePolicy(
+                split_bytes_rate_in_threshold=1e18, merge_bytes_rate_in_threshold=1e18
+            ),
+            "splitBytesRateInThreshold (1e+18) must be above mergeBytesRateInThreshold (1e+18): "
+            "the gap is the dead band that prevents flip-flopping",
+        ),
+        (
+            lambda: AutoScalePolicy.from_broker_config({"scalableTopicMaxSegments": "0"}),
+            "scalableTopicMaxSegments must be >= 1, got 0",
+        ),
+        (
+            lambda: AutoScalePolicy.from_broker_config({"scalableTopicMinSegments": "65"}),
+            "scalableTopicMinSegments=65 must not exceed scalableTopicMaxSegments (default 64)",
+        ),
+        (
+            lambda: AutoScalePolicyOverride.from_json([]),
+            "an auto-scale policy override must be a JSON object, got list",
+        ),
+        (
+            lambda: AutoScalePolicyOverride.from_json({5: 1}),
+            "unknown auto-scale policy key 5; known keys: autoScaleIntervalMs, enabled, "
+            "loadReportIntervalMs, loadReportRateChangeThreshold, maxDagDepth, maxSegments, "
+            "mergeBytesRateInThreshold, mergeBytesRateOutThreshold, mergeCooldownMs, "
+            "mergeMsgRateInThreshold, mergeMsgRateOutThreshold, mergeWindowMs, minSegments, "
+            "splitBytesRateInThreshold, splitBytesRateOutThreshold, splitCooldownMs, "
+            "splitMsgRateInThreshold, splitMsgRateOutThreshold",
+        ),
+    ],
+)
+def test_policy_errors_word_for_word(build: Callable[[], object], message: str) -> None:
+    with pytest.raises(InvalidAutoScalePolicy) as info:
+        build()
+    assert str(info.value) == message
 
 
 # --------------------------------------------------------------------------- load records

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -183,3 +185,18 @@ def test_legacy_partition_is_in_range_and_deterministic(key: str, partitions: in
     first = legacy_partition(key, partitions)
     assert 0 <= first < partitions
     assert legacy_partition(key.encode("utf-8"), partitions) == first
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: murmur3_32("key"), "murmur3_32 needs bytes, got str"),
+        (lambda: key_bytes(7), "a key must be str or bytes, got int"),
+        (lambda: sign_safe_mod(7.5, 3), "dividend must be an integer, got 7.5"),
+        (lambda: sign_safe_mod(True, 3), "dividend must be an integer, got True"),
+    ],
+)
+def test_bad_hash_input_is_refused_word_for_word(build: Callable[[], object], message: str) -> None:
+    with pytest.raises(InvalidInputError) as info:
+        build()
+    assert str(info.value) == message

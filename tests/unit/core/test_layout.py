@@ -592,6 +592,72 @@ CORRUPTIONS = [
         r"segments must be a JSON object",
         id="segments-not-an-object",
     ),
+    # Each field is named in the message exactly (anchored patterns).
+    pytest.param(
+        lambda d: d.update(nextSegmentId="5"),
+        r"^nextSegmentId must be an integer, got '5'$",
+        id="next-id-not-an-integer",
+    ),
+    pytest.param(
+        lambda d: d.update(properties=[]),
+        r"^properties must be a JSON object, got list$",
+        id="properties-not-an-object",
+    ),
+    pytest.param(
+        lambda d: d["segments"].update({"4": 5}),
+        r"^segment '4' must be a JSON object, got int$",
+        id="segment-not-an-object",
+    ),
+    pytest.param(
+        lambda d: _seg(d, 4).update(segmentId="4"),
+        r"^segment '4': segmentId must be an integer, got '4'$",
+        id="segment-id-not-an-integer",
+    ),
+    pytest.param(
+        lambda d: _seg(d, 4).update(hashRange=[0, 1]),
+        r"^segment 4: hashRange must be a JSON object, got list$",
+        id="range-not-an-object",
+    ),
+    pytest.param(
+        lambda d: _seg(d, 4)["hashRange"].update(mid=3),
+        r"^segment 4: hashRange has unknown field\(s\) mid$",
+        id="range-unknown-field",
+    ),
+    pytest.param(
+        lambda d: _seg(d, 2).update(parentIds=["0"]),
+        r"^segment 2: parentIds entry must be an integer, got '0'$",
+        id="parent-id-not-an-integer",
+    ),
+    pytest.param(
+        lambda d: _seg(d, 4).update(createdAtEpoch=-1),
+        r"^segment 4: createdAtEpoch must be in 0\.\.9223372036854775807, got -1$",
+        id="negative-created-epoch",
+    ),
+    pytest.param(
+        lambda d: _seg(d, 4).update(sealedAtEpoch=-1),
+        r"^segment 4: sealedAtEpoch must be in 0\.\.9223372036854775807, got -1$",
+        id="negative-sealed-epoch",
+    ),
+    pytest.param(
+        lambda d: _seg(d, 4).update(createdAtMs="now"),
+        r"^segment 4: createdAtMs must be an integer, got 'now'$",
+        id="created-ms-not-an-integer",
+    ),
+    pytest.param(
+        lambda d: _seg(d, 4).update(sealedAtMs=-5),
+        r"^segment 4: sealedAtMs must be in 0\.\.9223372036854775807, got -5$",
+        id="negative-sealed-ms",
+    ),
+    pytest.param(
+        lambda d: (d.pop("epoch"), d.pop("segments")),
+        r"^the layout document is missing the field\(s\) epoch, segments$",
+        id="two-missing-fields",
+    ),
+    pytest.param(
+        lambda d: d.update(b=1, a=2),
+        r"^the layout document has unknown field\(s\) a, b$",
+        id="two-unknown-fields",
+    ),
 ]
 
 
@@ -647,13 +713,22 @@ def test_a_document_without_active_segments_is_rejected() -> None:
         ("[]", "the layout document must be a JSON object"),
         ('{"epoch": 1, "epoch": 2}', "repeats the key 'epoch'"),
         ('{"epoch": NaN}', "non-standard constant NaN"),
-        ("[" * 100_000 + "]" * 100_000, "nested too deeply|not valid JSON"),
-        (42, "must be bytes or str"),
+        ("[" * 100_000 + "]" * 100_000, "^layout document is nested too deeply$"),
+        (42, "^layout JSON must be bytes or str, got int$"),
     ],
 )
 def test_unparseable_json_is_rejected(data: Any, message: str) -> None:
     with pytest.raises(CorruptLayout, match=message):
         decode_layout(data)
+
+
+def test_the_encoding_is_compact_ascii_json_in_document_order() -> None:
+    layout = SegmentLayout.initial(1).with_properties({"team": "caf\u00e9"})
+    assert encode_layout(layout) == (
+        b'{"epoch":0,"nextSegmentId":1,"segments":{"0":{"segmentId":0,'
+        b'"hashRange":{"start":0,"end":65535},"state":"ACTIVE","parentIds":[],"childIds":[],'
+        b'"createdAtEpoch":0,"sealedAtEpoch":0}},"properties":{"team":"caf\\u00e9"}}'
+    )
 
 
 def test_non_finite_numbers_in_a_policy_are_rejected() -> None:

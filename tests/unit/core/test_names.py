@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -281,3 +284,119 @@ def test_any_valid_segment_name_round_trips(
     seg = SegmentTopicName.of(parent, HashRange(min(a, b), max(a, b)), sid)
     assert SegmentTopicName.parse(str(seg)) == seg
     assert parse_descriptor(seg.descriptor) == (seg.hash_range, sid)
+
+
+# --------------------------------------------------------------------------- exact messages
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (lambda: TopicName.parse(42), "a topic name must be a string, got int"),
+        (lambda: NamespaceName.parse(None), "a namespace name must be a string, got NoneType"),
+        (
+            lambda: TopicName("topic", "t", "ns", "x"),
+            "domain must be a TopicDomain, got 'topic'",
+        ),
+        (
+            lambda: TopicName(TopicDomain.PERSISTENT, 7, "ns", "x"),
+            "tenant must be a string, got int",
+        ),
+        (
+            lambda: TopicName(TopicDomain.PERSISTENT, "t", "ns", b"x"),
+            "local name must be a string, got bytes",
+        ),
+        (
+            lambda: TopicName(TopicDomain.PERSISTENT, "t", "ns", "a/b"),
+            "local name 'a/b' must not contain '/'",
+        ),
+        (
+            lambda: TopicName.parse("topic://t/ns/."),
+            "invalid topic name 'topic://t/ns/.': local name must not be '.'",
+        ),
+        (
+            lambda: TopicName(TopicDomain.SEGMENT, "t", "ns", "x"),
+            "segment local name 'x' must be '<name>/<descriptor>'",
+        ),
+        (
+            lambda: TopicName(TopicDomain.SEGMENT, "t", "ns", None),
+            "segment local name None must be '<name>/<descriptor>'",
+        ),
+        (
+            lambda: TopicName(TopicDomain.PERSISTENT, "t", "ns", ""),
+            "local name is empty",
+        ),
+        (lambda: NamespaceName.parse(5), "a namespace name must be a string, got int"),
+        (
+            lambda: TopicName.parse("kafka://t/n/x"),
+            "invalid topic name 'kafka://t/n/x': unknown domain 'kafka' (expected topic, segment "
+            "or persistent)",
+        ),
+        (
+            lambda: TopicName.parse("topic://t/n"),
+            "invalid topic name 'topic://t/n': expected topic://tenant/ns/name, found 2 "
+            "'/'-separated parts",
+        ),
+        (
+            lambda: SegmentTopicName.parse("segment://t/ns/x"),
+            "invalid topic name 'segment://t/ns/x': expected segment://tenant/ns/name/descriptor, "
+            "found 3 '/'-separated parts",
+        ),
+        (
+            lambda: PARENT.with_domain(TopicDomain.SEGMENT),
+            "cannot change topic://tenant/ns/my-topic to or from the segment domain",
+        ),
+        (
+            lambda: SegmentTopicName("x", HashRange.full(), 0),
+            "segment parent must be a TopicName, got 'x'",
+        ),
+        (
+            lambda: SegmentTopicName(PARENT, (0, 1), 0),
+            "segment hash range must be a HashRange: (0, 1)",
+        ),
+        (lambda: parse_descriptor(5), "a segment descriptor must be a string, got 5"),
+        (
+            lambda: parse_descriptor("0000-7FFF-1"),
+            "invalid segment descriptor '0000-7FFF-1': expected '<start>-<end>-<id>' with four "
+            "lowercase hex digits per bound and a decimal id without leading zeros, "
+            "e.g. '0000-7fff-1'",
+        ),
+        (
+            lambda: SegmentTopicName.of(PARENT, HashRange.full(), 2**63),
+            "segment id 9223372036854775808 is outside 0..9223372036854775807",
+        ),
+        (
+            lambda: TopicName.parse("persistent://t/ns/a://b"),
+            "invalid topic name 'persistent://t/ns/a://b': expected persistent://tenant/ns/name, "
+            "found 5 '/'-separated parts (the local name must not contain '/'; four-part cluster "
+            "names are unsupported)",
+        ),
+    ],
+)
+def test_each_bad_name_gets_its_own_message(build: Callable[[], object], message: str) -> None:
+    with pytest.raises(InvalidTopicName) as info:
+        build()
+    assert str(info.value) == message
+
+
+def test_the_largest_segment_id_is_accepted() -> None:
+    seg = SegmentTopicName.of(PARENT, HashRange.full(), 2**63 - 1)
+    assert SegmentTopicName.parse(str(seg)).segment_id == 2**63 - 1
+
+
+@settings(max_examples=500)
+@given(st.characters())
+def test_a_local_name_character_is_refused_exactly_when_the_rule_says(ch: str) -> None:
+    # The documented rule, written with str.isspace and the Unicode categories directly.
+    category = unicodedata.category(ch)
+    refused = (
+        ch == "/"
+        or ch.isspace()
+        or category.startswith("Z")
+        or (category.startswith("C") and category != "Co")
+    )
+    if refused:
+        with pytest.raises(InvalidTopicName):
+            TopicName(TopicDomain.PERSISTENT, "t", "ns", f"a{ch}b")
+    else:
+        assert TopicName(TopicDomain.PERSISTENT, "t", "ns", f"a{ch}b").local_name == f"a{ch}b"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -195,3 +197,26 @@ def test_split_without_a_hash_is_the_midpoint_split() -> None:
 def test_split_hash_outside_the_range_or_at_its_start_is_refused(at: object) -> None:
     with pytest.raises(InvalidHashRange, match="split hash"):
         HashRange(0x0100, 0x01FF).split(at)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda: HashRange(0, 5).contains("3"),
+            "contains() needs a hash or a HashRange, got '3'",
+        ),
+        (lambda: HashRange.from_hex(7), "a hex hash range must be a string, got 7"),
+        (
+            lambda: HashRange.from_hex("0000-7FFF"),
+            "invalid hex hash range '0000-7FFF': expected 'ssss-eeee' with four lowercase hex "
+            "digits per bound, e.g. '0000-7fff'",
+        ),
+    ],
+)
+def test_bad_range_input_is_refused_word_for_word(
+    build: Callable[[], object], message: str
+) -> None:
+    with pytest.raises(InvalidHashRange) as info:
+        build()
+    assert str(info.value) == message

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -163,3 +165,75 @@ def test_parsers_return_a_value_or_a_typed_error_for_any_text(text: str) -> None
         assert not isinstance(value, bool) or parse is parse_bool
         if not isinstance(value, bool):
             assert value >= 0
+
+
+HUGE = "9" * 400  # parses as a Decimal, overflows a float
+
+
+@pytest.mark.parametrize(
+    ("parse", "text", "message"),
+    [
+        (parse_duration_ms, None, "duration must be a string, got NoneType"),
+        (parse_bytes, 5, "byte quantity must be a string, got int"),
+        (parse_fraction, None, "fraction must be a string, got NoneType"),
+        (parse_rate, 1.5, "rate must be a string, got float"),
+        (
+            parse_duration_ms,
+            "soon",
+            "duration 'soon' is not a non-negative number optionally followed by a unit",
+        ),
+        (
+            parse_bytes,
+            "-5MB",
+            "byte quantity '-5MB' is not a non-negative number optionally followed by a unit",
+        ),
+        (
+            parse_fraction,
+            "a quarter",
+            "fraction 'a quarter' is not a non-negative number optionally followed by a unit",
+        ),
+        (
+            parse_rate,
+            "5/s",
+            "rate '5/s' is not a non-negative number optionally followed by a unit",
+        ),
+        (
+            parse_duration_ms,
+            "5w",
+            "duration '5w' has unknown unit 'w'; use one of ms, s, m, h, d "
+            "(a bare number means seconds)",
+        ),
+        (
+            parse_duration_ms,
+            "0.0001s",
+            "duration '0.0001s' is not a whole number of milliseconds",
+        ),
+        (
+            parse_bytes,
+            "5XB",
+            "byte quantity '5XB' has unknown unit 'XB'; use one of B, KB, MB, GB, TB, KiB, MiB, "
+            "GiB, TiB (units are case-sensitive; a bare number means bytes)",
+        ),
+        (parse_bytes, HUGE + "TB", f"byte quantity '{HUGE}TB' is too large"),
+        (
+            parse_fraction,
+            "25x",
+            "fraction '25x' has unknown unit 'x'; write a percentage like '25%' or a bare "
+            "fraction like '0.25'",
+        ),
+        (parse_fraction, HUGE + "%", f"fraction '{HUGE}%' is too large"),
+        (parse_fraction, HUGE, f"fraction '{HUGE}' is too large"),
+        (parse_rate, "5k", "rate '5k' must be a plain number without a unit"),
+        (parse_rate, HUGE, f"rate '{HUGE}' is too large"),
+        (parse_int, "1.5", "integer '1.5' must be a plain non-negative integer"),
+        (parse_int, None, "integer None must be a plain non-negative integer"),
+        (parse_bool, "yes", "boolean 'yes' must be 'true' or 'false'"),
+    ],
+)
+def test_each_bad_value_gets_a_message_naming_the_kind_the_text_and_the_fix(
+    parse: Callable[[object], object], text: object, message: str
+) -> None:
+    # These messages reach the operator verbatim (prefixed with the key) when start-up fails.
+    with pytest.raises(InvalidConfigValueError) as info:
+        parse(text)
+    assert str(info.value) == message

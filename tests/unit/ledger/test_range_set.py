@@ -73,6 +73,8 @@ def positions_and_a_cut(draw: st.DrawFn) -> tuple[list[Position], Position]:
 @example(([Position(1, e) for e in range(5, 10)], Position(1, 10)))
 @example(([Position(1, 5), Position(2, 0), Position(2, 1)], Position(1, 9)))
 @example(([Position(1, 5), Position(2, 0), Position(2, 1)], Position(2, 0)))
+# A cut inside a range that has another range after it: the trimmed range must stay first.
+@example(([Position(1, 5), Position(1, 6), Position(1, 7), Position(2, 0)], Position(1, 5)))
 def test_remove_up_to_and_count_above_match_a_plain_set(
     case: tuple[list[Position], Position],
 ) -> None:
@@ -124,3 +126,35 @@ def test_pop_first_copy_and_clear() -> None:
     assert len(copy) == 2 and len(rs) == 1
     rs.clear()
     assert not rs and rs.first() is None and rs.pop_first() is None
+
+
+def test_truthiness_and_repr() -> None:
+    assert not PositionRangeSet()
+    rs = PositionRangeSet([(Position(1, 0), Position(1, 2)), (Position(3, 4), Position(3, 4))])
+    assert rs
+    assert repr(rs) == "PositionRangeSet([1:0..2, 3:4..4])"
+    assert repr(PositionRangeSet()) == "PositionRangeSet([])"
+
+
+def test_bad_ranges_are_refused_saying_why() -> None:
+    rs = PositionRangeSet()
+    with pytest.raises(InvalidPosition) as info:
+        rs.add_range(Position(1, 0), Position(2, 0))
+    assert str(info.value) == "range 1:0..2:0 spans two ledgers"
+    with pytest.raises(InvalidPosition) as info:
+        rs.add_range(Position(1, 4), Position(1, 3))
+    assert str(info.value) == "invalid range 1:4..1:3"
+    assert not rs
+
+
+@pytest.mark.parametrize("last", [127, 1_000, 2**63 - 1])
+def test_ranges_of_large_entry_ids_are_found_from_their_first_entry(last: int) -> None:
+    # Entry ids are Java longs: lookups must treat any last entry as above a range's first.
+    first = Position(7, 100)
+    rs = PositionRangeSet([(first, Position(7, last))])
+    assert first in rs
+    assert rs.range_containing(first) == (first, Position(7, last))
+    assert rs.count_above(first) == last - 100
+    assert rs.count_above(Position(7, 99)) == last - 99
+    rs.remove_up_to(first)
+    assert rs.ranges() == [(Position(7, 101), Position(7, last))]
