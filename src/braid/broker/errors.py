@@ -101,6 +101,18 @@ class ChecksumMismatch(BrokerError, InvalidInputError):
     code = ServerError.ChecksumError
 
 
+class InvalidMessage(BrokerError, InvalidInputError):
+    """A SEND whose body no consumer could read (metadata that does not parse, a batch count the
+    payload does not hold) or whose payload exceeds ``maxMessageSize``: refused, not stored.
+
+    The wire code is ``ChecksumError`` although the checksum may be fine: it is the one
+    ``SEND_ERROR`` the official clients answer by failing that message alone (any other code makes
+    them reconnect and resend it forever); the message text names the real reason.
+    """
+
+    code = ServerError.ChecksumError
+
+
 class NotSupported(BrokerError, InvalidInputError):
     """A feature Braid does not implement yet (Key_Shared, ...): refused, never ignored."""
 
@@ -155,6 +167,7 @@ __all__ = [
     "ConsumerBusy",
     "ConsumerNotFound",
     "DuplicateInFlight",
+    "InvalidMessage",
     "InvalidTopicName",
     "NotSupported",
     "ProducerBusy",

@@ -33,6 +33,7 @@ from braid.broker.errors import InvalidTopicName, ServiceNotReady, TopicNotFound
 from braid.broker.handlers import topic_commands
 from braid.broker.registry import CommandRegistry
 from braid.broker.resources import BrokerResources, NamespacePolicies
+from braid.broker.send_validation import SendValidator
 from braid.broker.topic import PersistentTopic
 from braid.clock import Clock
 from braid.core import names
@@ -100,7 +101,7 @@ class BrokerService:
         self._producer_counter = itertools.count()
         #: Which command family serves which command; extend it with ``commands.register``.
         self.commands = CommandRegistry()
-        self.commands.register(topic_commands(self))
+        self.commands.register(topic_commands(self, SendValidator(config.max_message_size)))
         #: What CONNECTED advertises; layers above set their flags (``supports_scalable_topics``)
         #: before clients connect.
         self.feature_flags = pb.FeatureFlags()
