@@ -20,6 +20,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field
 
 from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_error_handlers
+from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.admin.scalable import scalable_router
 from braid.broker.config import BrokerConfig
 from braid.broker.errors import TopicNotFound
@@ -141,7 +142,7 @@ def create_app(
         return await resources.list_tenants()
 
     @v2.get("/tenants/{tenant}", tags=["tenants"], summary="Get a tenant's admin roles/clusters")
-    async def get_tenant(tenant: str) -> dict[str, Any]:
+    async def get_tenant(tenant: Tenant) -> dict[str, Any]:
         return (await resources.get_tenant(tenant)).to_json()
 
     def tenant_info(body: TenantInfoBody | None) -> TenantInfo:
@@ -157,7 +158,7 @@ def create_app(
 
     @v2.put("/tenants/{tenant}", status_code=204, tags=["tenants"], summary="Create a tenant")
     async def put_tenant(
-        tenant: str, body: Annotated[TenantInfoBody | None, Body()] = None
+        tenant: Tenant, body: Annotated[TenantInfoBody | None, Body()] = None
     ) -> Response:
         check_name("tenant", tenant)
         await resources.create_tenant(tenant, tenant_info(body))
@@ -165,24 +166,24 @@ def create_app(
 
     @v2.post("/tenants/{tenant}", status_code=204, tags=["tenants"], summary="Update a tenant")
     async def post_tenant(
-        tenant: str, body: Annotated[TenantInfoBody | None, Body()] = None
+        tenant: Tenant, body: Annotated[TenantInfoBody | None, Body()] = None
     ) -> Response:
         await resources.update_tenant(tenant, tenant_info(body))
         return Response(status_code=204)
 
     @v2.delete("/tenants/{tenant}", status_code=204, tags=["tenants"], summary="Delete a tenant")
-    async def delete_tenant(tenant: str) -> Response:
+    async def delete_tenant(tenant: Tenant) -> Response:
         await resources.delete_tenant(tenant)
         return Response(status_code=204)
 
     # --- namespaces ---
 
     @v2.get("/namespaces/{tenant}", tags=["namespaces"], summary="List a tenant's namespaces")
-    async def get_namespaces(tenant: str) -> list[str]:
+    async def get_namespaces(tenant: Tenant) -> list[str]:
         return await resources.list_namespaces(tenant)
 
     @v2.get("/namespaces/{tenant}/{namespace}", tags=["namespaces"], summary="Get policies")
-    async def get_namespace(tenant: str, namespace: str) -> dict[str, Any]:
+    async def get_namespace(tenant: Tenant, namespace: Namespace) -> dict[str, Any]:
         return (await resources.get_namespace_policies(tenant, namespace)).to_json()
 
     @v2.put(
@@ -192,7 +193,7 @@ def create_app(
         summary="Create a namespace (optionally with policies)",
     )
     async def put_namespace(
-        tenant: str, namespace: str, body: Annotated[dict[str, Any] | None, Body()] = None
+        tenant: Tenant, namespace: Namespace, body: Annotated[dict[str, Any] | None, Body()] = None
     ) -> Response:
         policies = NamespacePolicies.from_json(body) if body is not None else None
         await resources.create_namespace(tenant, namespace, policies)
@@ -204,7 +205,7 @@ def create_app(
         tags=["namespaces"],
         summary="Delete an empty namespace",
     )
-    async def delete_namespace(tenant: str, namespace: str) -> Response:
+    async def delete_namespace(tenant: Tenant, namespace: Namespace) -> Response:
         topics = await list_topics(tenant, namespace)
         await resources.delete_namespace(tenant, namespace, topics=topics)
         return Response(status_code=204)
@@ -214,7 +215,7 @@ def create_app(
         tags=["namespaces"],
         summary="Namespace deduplication setting (null = broker default)",
     )
-    async def get_deduplication(tenant: str, namespace: str) -> bool | None:
+    async def get_deduplication(tenant: Tenant, namespace: Namespace) -> bool | None:
         return (await resources.get_namespace_policies(tenant, namespace)).deduplication_enabled
 
     @v2.post(
@@ -224,7 +225,7 @@ def create_app(
         summary="Enable or disable deduplication (body: true or false)",
     )
     async def post_deduplication(
-        tenant: str, namespace: str, enabled: Annotated[Any, Body()]
+        tenant: Tenant, namespace: Namespace, enabled: Annotated[Any, Body()]
     ) -> Response:
         if not isinstance(enabled, bool):
             raise InvalidPolicies(f"the body must be true or false, got {enabled!r}")
@@ -237,14 +238,14 @@ def create_app(
         tags=["namespaces"],
         summary="Remove the namespace setting (use the broker default)",
     )
-    async def delete_deduplication(tenant: str, namespace: str) -> Response:
+    async def delete_deduplication(tenant: Tenant, namespace: Namespace) -> Response:
         await resources.set_deduplication(tenant, namespace, None)
         return Response(status_code=204)
 
     # --- persistent topics ---
 
     @v2.get("/persistent/{tenant}/{namespace}", tags=["topics"], summary="List topics")
-    async def get_topics(tenant: str, namespace: str) -> list[str]:
+    async def get_topics(tenant: Tenant, namespace: Namespace) -> list[str]:
         return await list_topics(tenant, namespace)
 
     @v2.put(
@@ -253,7 +254,7 @@ def create_app(
         tags=["topics"],
         summary="Create a non-partitioned topic",
     )
-    async def put_topic(tenant: str, namespace: str, topic: str) -> Response:
+    async def put_topic(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Response:
         name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
         if str(name) in await list_topics(tenant, namespace):
             raise TopicAlreadyExists(f"topic {name} already exists")
@@ -266,7 +267,7 @@ def create_app(
         tags=["topics"],
         summary="Delete a topic",
     )
-    async def delete_topic(tenant: str, namespace: str, topic: str) -> Response:
+    async def delete_topic(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Response:
         name = await existing_topic(tenant, namespace, topic)
         await broker.delete_topic(str(name))
         return Response(status_code=204)
@@ -276,7 +277,7 @@ def create_app(
         tags=["topics"],
         summary="Terminate a topic; returns its last message id",
     )
-    async def terminate_topic(tenant: str, namespace: str, topic: str) -> Any:
+    async def terminate_topic(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Any:
         name = await existing_topic(tenant, namespace, topic)
         return _message_id_json(await broker.terminate_topic(str(name)))
 
@@ -285,7 +286,7 @@ def create_app(
         tags=["topics"],
         summary="Topic statistics",
     )
-    async def get_topic_stats(tenant: str, namespace: str, topic: str) -> Any:
+    async def get_topic_stats(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Any:
         name = await existing_topic(tenant, namespace, topic)
         await broker.get_or_create_topic(str(name), create=False)  # stats are of a loaded topic
         return _jsonable(broker.topic_stats(str(name)))

@@ -24,6 +24,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 from pydantic import BaseModel, Field
 
+from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.broker.errors import TopicNotFound
 from braid.core.errors import InvalidInputError, NotFoundError
 from braid.core.layout_codec import layout_to_metadata
@@ -100,7 +101,7 @@ def scalable_router(
         tags=["scalable topics"],
         summary="List the scalable topics of a namespace",
     )
-    async def list_scalable(tenant: str, namespace: str) -> list[str]:
+    async def list_scalable(tenant: Tenant, namespace: Namespace) -> list[str]:
         TopicName(TopicDomain.TOPIC, tenant, namespace, "_")  # validates both names
         if namespace_exists is not None and not await namespace_exists(tenant, namespace):
             raise NotFoundError(f"namespace {tenant}/{namespace} does not exist")
@@ -113,9 +114,9 @@ def scalable_router(
         summary="Create a scalable topic with N initial segments",
     )
     async def create_scalable(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         body: Annotated[CreateScalableTopic | None, Body()] = None,
     ) -> Response:
         request = body or CreateScalableTopic()
@@ -129,7 +130,7 @@ def scalable_router(
         tags=["scalable topics"],
         summary="Get the topic's ScalableTopicMetadata (the segment DAG)",
     )
-    async def get_scalable(tenant: str, namespace: str, topic: str) -> Any:
+    async def get_scalable(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Any:
         return layout_to_metadata(await service.get_layout(topic_name(tenant, namespace, topic)))
 
     @router.delete(
@@ -139,9 +140,9 @@ def scalable_router(
         summary="Delete a scalable topic, its segments and subscriptions",
     )
     async def delete_scalable(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         force: Annotated[bool, Query(description="disconnect connected clients")] = False,
     ) -> Response:
         await service.delete_topic(topic_name(tenant, namespace, topic), force=force)
@@ -153,7 +154,7 @@ def scalable_router(
         summary="Aggregated stats: the DAG with per-segment stats, subscriptions, consumers",
     )
     async def stats_scalable(
-        tenant: str, namespace: str, topic: str, forwarded: _FORWARDED = None
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, forwarded: _FORWARDED = None
     ) -> Any:
         return await service.stats(
             topic_name(tenant, namespace, topic), forwarded=forwarded is not None
@@ -166,9 +167,9 @@ def scalable_router(
         summary="Create a subscription on every segment",
     )
     async def create_subscription(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         subscription: str,
         body: Annotated[SubscriptionRequest | None, Body()] = None,
         forwarded: _FORWARDED = None,
@@ -190,7 +191,11 @@ def scalable_router(
         summary="Delete a subscription from every segment (its consumers are unregistered)",
     )
     async def delete_subscription(
-        tenant: str, namespace: str, topic: str, subscription: str, forwarded: _FORWARDED = None
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
+        subscription: str,
+        forwarded: _FORWARDED = None,
     ) -> Response:
         await service.delete_subscription(
             topic_name(tenant, namespace, topic),
@@ -206,9 +211,9 @@ def scalable_router(
         summary="Move a subscription to a publish time on every segment",
     )
     async def seek_subscription(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         subscription: str,
         body: SeekRequest,
         forwarded: _FORWARDED = None,
@@ -227,9 +232,9 @@ def scalable_router(
         summary="Split an active segment (at its midpoint or at splitHash); returns the new DAG",
     )
     async def split_segment(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         segment_id: _SEGMENT_ID,
         body: Annotated[SplitRequest | None, Body()] = None,
         forwarded: _FORWARDED = None,
@@ -248,9 +253,9 @@ def scalable_router(
         summary="Merge two adjacent active segments; returns the new DAG",
     )
     async def merge_two(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         segment_id1: _SEGMENT_ID,
         segment_id2: _SEGMENT_ID,
         forwarded: _FORWARDED = None,
@@ -268,9 +273,9 @@ def scalable_router(
         summary="Merge two or more hash-adjacent active segments; returns the new DAG",
     )
     async def merge_many(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         body: MergeRequest,
         forwarded: _FORWARDED = None,
     ) -> Any:
@@ -292,9 +297,9 @@ def scalable_router(
         summary="Create a segment topic, with a cursor at its start for each listed subscription",
     )
     async def create_segment(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         descriptor: str,
         subscriptions: Annotated[list[str] | None, Body()] = None,
     ) -> Response:
@@ -309,7 +314,7 @@ def scalable_router(
         summary="Terminate (seal) a segment topic",
     )
     async def terminate_segment(
-        tenant: str, namespace: str, topic: str, descriptor: str
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
     ) -> Response:
         await segments.terminate_segment(segment_name(tenant, namespace, topic, descriptor))
         return Response(status_code=204)
@@ -320,7 +325,9 @@ def scalable_router(
         tags=["segments"],
         summary="Delete a segment topic and its data",
     )
-    async def delete_segment(tenant: str, namespace: str, topic: str, descriptor: str) -> Response:
+    async def delete_segment(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
+    ) -> Response:
         name = segment_name(tenant, namespace, topic, descriptor)
         if not await segments.segment_exists(name):
             raise TopicNotFound(f"segment topic {name} does not exist")
