@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from braid.broker.gc_policy import BROKER_DEFAULT_THRESHOLDS, GcPolicy
+from braid.broker.malloc_policy import DEFAULT_MMAP_THRESHOLD
 from braid.core.autoscale_policy import (
     BROKER_CONFIG_KEYS,
     AutoScalePolicy,
@@ -92,6 +93,12 @@ class BrokerConfig:
     metadata_store_url: str = ""
     max_message_size: int = 5 * _MIB
     keep_alive_interval_seconds: int = 30
+    #: A connection must complete CONNECT within this many seconds (Braid-specific; Pulsar closes
+    #: a connection whose handshake is not done at its first keep-alive tick).
+    handshake_timeout_seconds: int = 10
+    #: Pulsar's caps on open connections, in total and per client IP address (0 = no cap).
+    broker_max_connections: int = 0
+    broker_max_connections_per_ip: int = 0
     broker_deduplication_enabled: bool = False
     allow_auto_topic_creation: bool = True
     default_retention_time_in_minutes: int = 0
@@ -112,6 +119,9 @@ class BrokerConfig:
     python_gc_freeze_after_startup: bool = True
     #: ``gc.set_threshold`` for a high-allocation server (CPython's default is 700,10,10).
     python_gc_thresholds: tuple[int, int, int] = BROKER_DEFAULT_THRESHOLDS
+    #: glibc's ``M_MMAP_THRESHOLD``, fixed so freed large buffers return to the OS (0 = glibc's
+    #: adaptive default; see ``broker/malloc_policy.py``).
+    malloc_mmap_threshold_bytes: int = DEFAULT_MMAP_THRESHOLD
 
     def __post_init__(self) -> None:
         # Resolve the derived defaults once so every reader sees the same values.
@@ -252,6 +262,9 @@ KEYS: tuple[_Key, ...] = (
     _Key("metadataStoreUrl", "metadata_store_url", _parse_url),
     _Key("maxMessageSize", "max_message_size", _parse_int(1024, 512 * _MIB)),
     _Key("keepAliveIntervalSeconds", "keep_alive_interval_seconds", _parse_int(1)),
+    _Key("handshakeTimeoutSeconds", "handshake_timeout_seconds", _parse_int(1)),
+    _Key("brokerMaxConnections", "broker_max_connections", _parse_int(0)),
+    _Key("brokerMaxConnectionsPerIp", "broker_max_connections_per_ip", _parse_int(0)),
     _Key("brokerDeduplicationEnabled", "broker_deduplication_enabled", _parse_bool),
     _Key("allowAutoTopicCreation", "allow_auto_topic_creation", _parse_bool),
     _Key("defaultRetentionTimeInMinutes", "default_retention_time_in_minutes", _parse_int(-1)),
@@ -281,6 +294,7 @@ KEYS: tuple[_Key, ...] = (
     _Key("scalableTopicGcIntervalSeconds", "scalable_topic_gc_interval_seconds", _parse_int(0)),
     _Key("pythonGcFreezeAfterStartup", "python_gc_freeze_after_startup", _parse_bool),
     _Key("pythonGcThresholds", "python_gc_thresholds", _parse_gc_thresholds),
+    _Key("mallocMmapThresholdBytes", "malloc_mmap_threshold_bytes", _parse_int(0, 2**31 - 1)),
 )
 
 _BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}

@@ -29,7 +29,8 @@ from braid.broker.config import (
     retention_minutes_to_seconds,
 )
 from braid.broker.connection import SERVER_VERSION, BrokerConnection
-from braid.broker.errors import InvalidTopicName, ServiceNotReady, TopicNotFound
+from braid.broker.connection_limits import ConnectionLimiter
+from braid.broker.errors import InvalidTopicName, ServerError, ServiceNotReady, TopicNotFound
 from braid.broker.handlers import topic_commands
 from braid.broker.registry import CommandRegistry
 from braid.broker.resources import BrokerResources, NamespacePolicies
@@ -40,11 +41,16 @@ from braid.core import names
 from braid.core.names import TopicDomain, TopicName
 from braid.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from braid.metadata.api import MetadataStore
+from braid.protocol import commands
+from braid.protocol.frames import encode_command
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SERVER_VERSION", "BrokerService", "managed_ledger_name", "parse_topic_name"]
+
+#: At most one log line per this many seconds about connections refused by a cap.
+_REFUSAL_LOG_INTERVAL_S = 10.0
 
 
 def managed_ledger_name(topic: TopicName) -> str:
@@ -92,6 +98,11 @@ class BrokerService:
         self._topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._connections: set[BrokerConnection] = set()
+        #: brokerMaxConnections / brokerMaxConnectionsPerIp, checked before a socket costs more.
+        self.connection_limits = ConnectionLimiter(
+            config.broker_max_connections, config.broker_max_connections_per_ip
+        )
+        self._next_refusal_log = 0.0
         self._server: asyncio.Server | None = None
         self._port: int | None = None
         self._closing = False
@@ -139,20 +150,52 @@ class BrokerService:
         if self._closing:
             writer.close()
             return
-        conn = BrokerConnection(
-            reader,
-            writer,
-            registry=self.commands,
-            clock=self.clock,
-            max_message_size=self.config.max_message_size,
-            keepalive_interval_s=float(self.config.keep_alive_interval_seconds),
-            feature_flags=self.feature_flags,
-        )
-        self._connections.add(conn)
+        peer = writer.get_extra_info("peername")
+        ip = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        refusal = self.connection_limits.admit(ip)
+        if refusal is not None:
+            self._refuse_connection(writer, ip, refusal)
+            return
         try:
-            await conn.run()
+            conn = BrokerConnection(
+                reader,
+                writer,
+                registry=self.commands,
+                clock=self.clock,
+                max_message_size=self.config.max_message_size,
+                keepalive_interval_s=float(self.config.keep_alive_interval_seconds),
+                handshake_timeout_s=float(self.config.handshake_timeout_seconds),
+                feature_flags=self.feature_flags,
+            )
+            self._connections.add(conn)
+            try:
+                await conn.run()
+            finally:
+                self._connections.discard(conn)
         finally:
-            self._connections.discard(conn)
+            self.connection_limits.release(ip)
+
+    def _refuse_connection(self, writer: asyncio.StreamWriter, ip: str, reason: str) -> None:
+        """Answer a connection over a cap with Pulsar's ERROR and close it (logged at most every
+        few seconds: a client retrying in a loop must not flood the log)."""
+        try:
+            writer.write(
+                encode_command(
+                    commands.error(commands.NO_REQUEST_ID, ServerError.NotAllowedError, reason)
+                )
+            )
+            writer.close()
+        except (ConnectionError, OSError):
+            pass
+        now = self.clock.monotonic()
+        if now >= self._next_refusal_log:
+            self._next_refusal_log = now + _REFUSAL_LOG_INTERVAL_S
+            log.warning(
+                "refusing connection from %s: %s (%d refused so far)",
+                ip,
+                reason,
+                self.connection_limits.refused,
+            )
 
     async def close(self) -> None:
         """Stop accepting, close every connection, then close every topic (snapshots dedup state

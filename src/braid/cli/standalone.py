@@ -7,7 +7,8 @@ HTTP server, all in one event loop; it closes them in reverse order, so cursors 
 files closed before the process exits. A lock file keeps a second process off the same data dir.
 
 :func:`run_standalone` is the command: set the process's GC policy (thresholds at once, and
-``gc.freeze()`` once started: see :mod:`braid.broker.gc_policy`), start, print the URLs, wait for
+``gc.freeze()`` once started: see :mod:`braid.broker.gc_policy`) and glibc's mmap threshold
+(:mod:`braid.broker.malloc_policy`), start, print the URLs, wait for
 SIGINT/SIGTERM, shut down, exit 0. Restarting on the same data dir keeps every topic, message and
 cursor.
 
@@ -31,6 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 from braid.admin import AdminServer, create_app
 from braid.broker.config import BrokerConfig, describe
 from braid.broker.gc_policy import GC_STATS
+from braid.broker.malloc_policy import set_mmap_threshold
 from braid.broker.resources import BrokerResources
 from braid.clock import Clock, SystemClock
 from braid.core.errors import BraidError, IllegalStateError
@@ -192,6 +194,7 @@ async def serve(config: BrokerConfig, *, out: IO[str] | None = None) -> None:
 def run_standalone(config: BrokerConfig) -> int:
     """The ``braid standalone`` command; returns the process exit code."""
     config.gc_policy().apply_thresholds()
+    set_mmap_threshold(config.malloc_mmap_threshold_bytes)
     GC_STATS.install()
     loop_factory = None
     with contextlib.suppress(ImportError):
