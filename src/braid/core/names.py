@@ -80,7 +80,7 @@ def _check_namespace_part(kind: str, value: object, max_length: int) -> str:
         raise InvalidTopicName(f"{kind} is empty")
     if len(value) > max_length:
         raise InvalidTopicName(
-            f"{kind} {_shortened(value)} is {len(value)} characters long; at most {max_length}"
+            f"{kind} {_shortened(value)} is too long: {len(value)} characters, at most {max_length}"
         )
     if not _NAMESPACE_PART.fullmatch(value):
         bad = next(ch for ch in value if not _NAMESPACE_PART.fullmatch(ch))
@@ -125,7 +125,7 @@ def check_local_name(value: object) -> str:
         raise InvalidTopicName("local name is empty")
     if len(value) > MAX_LOCAL_NAME_LENGTH:
         raise InvalidTopicName(
-            f"local name {_shortened(value)} is {len(value)} characters long; "
+            f"local name {_shortened(value)} is too long: {len(value)} characters, "
             f"at most {MAX_LOCAL_NAME_LENGTH}"
         )
     if value in (".", ".."):

@@ -196,7 +196,7 @@ def test_a_name_too_long_for_future_segments_is_refused_whole(admin_client: Admi
     assert len(layout.active_segments) == 2
     # The client applies the same rule before sending (the server's 412 for it is pinned in
     # test_names_api.py).
-    with pytest.raises(InvalidInputError, match=r"is 257 characters long; at most 256"):
+    with pytest.raises(InvalidInputError, match=r"is too long: 257 characters, at most 256"):
         scalable.create("n" * (MAX_LOCAL_NAME_LENGTH + 1))
     assert f"topic://public/default/{'n' * 257}" not in scalable.list("public/default")
 

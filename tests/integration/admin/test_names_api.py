@@ -41,7 +41,7 @@ async def test_over_long_tenants_and_namespaces_are_refused_with_412(
     admin: httpx.AsyncClient,
 ) -> None:
     _refused_name(await admin.put(f"/admin/v2/tenants/{'t' * 10_000}"), "at most 64")
-    _refused_name(await admin.get(f"/admin/v2/tenants/{'t' * 65}"), "is 65 characters long")
+    _refused_name(await admin.get(f"/admin/v2/tenants/{'t' * 65}"), "is too long: 65 characters")
     _refused_name(
         await admin.put(f"/admin/v2/namespaces/public/{'n' * 10_000}"),
         "namespace",
@@ -65,7 +65,7 @@ async def test_the_longest_valid_names_hold_the_longest_valid_topic(
     assert listed == [f"persistent://{tenant}/{namespace}/{topic}"]
     _refused_name(
         await admin.put(f"/admin/v2/persistent/{tenant}/{namespace}/{topic}y"),
-        "is 257 characters long; at most 256",
+        "is too long: 257 characters, at most 256",
     )
 
 

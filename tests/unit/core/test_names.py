@@ -421,7 +421,9 @@ def test_names_are_accepted_up_to_their_length_limit(
     build: Callable[[int], object], limit: int
 ) -> None:
     build(limit)
-    with pytest.raises(InvalidTopicName, match=f"is {limit + 1} characters long; at most {limit}"):
+    with pytest.raises(
+        InvalidTopicName, match=f"is too long: {limit + 1} characters, at most {limit}"
+    ):
         build(limit + 1)
 
 
