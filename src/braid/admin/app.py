@@ -33,6 +33,7 @@ from braid.broker.resources import (
     TenantInfo,
     check_name,
 )
+from braid.core.errors import ServiceUnavailableError
 from braid.core.names import TopicDomain, TopicName
 from braid.scalable.service import ScalableTopicService
 
@@ -49,6 +50,12 @@ class TopicAdmin(Protocol):
     async def delete_topic(self, name: str) -> None: ...
 
     def topic_stats(self, name: str) -> Mapping[str, object]: ...
+
+    def storage_status(self) -> Mapping[str, object]: ...
+
+
+class StorageUnavailable(ServiceUnavailableError):
+    """The broker cannot store messages now (503): its storage is read-only."""
 
 
 class TenantInfoBody(BaseModel):
@@ -131,8 +138,12 @@ def create_app(
     )
     async def broker_health() -> str:
         # A real round-trip to the metadata store, not a constant: a broker whose store is gone
-        # is not healthy.
+        # is not healthy; nor is one that cannot store a message (its bookies are read-only:
+        # 503, retriable, with the reason).
         await resources.list_tenants()
+        storage = broker.storage_status()
+        if storage["state"] != "read-write":
+            raise StorageUnavailable(f"broker is read-only: {storage['reason']}")
         return "ok"
 
     # --- tenants ---
@@ -303,9 +314,18 @@ def create_app(
         v2.include_router(scalable_router(scalable, scalable.segments, resources.namespace_exists))
     app.include_router(v2)
 
-    @app.get("/health", tags=["brokers"], summary="Liveness of the process")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    @app.get(
+        "/health",
+        tags=["brokers"],
+        summary="Liveness of the process, and whether it is degraded (storage read-only)",
+    )
+    async def health() -> dict[str, object]:
+        # 200 whenever the process serves: restarting a broker whose disk is full would not help.
+        # "degraded" says it serves reads only, and why.
+        storage = broker.storage_status()
+        if storage["state"] == "read-write":
+            return {"status": "ok"}
+        return {"status": "degraded", "reason": storage["reason"], "storage": storage}
 
     return app
 

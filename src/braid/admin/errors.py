@@ -128,7 +128,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_braid_error(_: Request, exc: Exception) -> JSONResponse:
         status = status_for(exc)
-        if status >= 500:
+        if status == 500:  # a bug; a 503 (storage read-only, store unreachable) is a state
             log.error("admin request failed: %s", exc, exc_info=exc)
         retriable = bool(getattr(exc, "retriable", False))
         return reason(

@@ -40,6 +40,7 @@ from braid.core.autoscale_policy import (
 )
 from braid.core.errors import InvalidInputError
 from braid.ledger.api import ManagedLedgerConfig
+from braid.storage.bookie.disk import DiskThresholds, InvalidDiskThresholds
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +123,12 @@ class BrokerConfig:
     #: glibc's ``M_MMAP_THRESHOLD``, fixed so freed large buffers return to the OS (0 = glibc's
     #: adaptive default; see ``broker/malloc_policy.py``).
     malloc_mmap_threshold_bytes: int = DEFAULT_MMAP_THRESHOLD
+    #: BookKeeper's disk keys: the in-process bookie turns read-only at or above this used
+    #: fraction of its file system, read-write again below the low-water mark, checked every
+    #: ``diskCheckInterval`` milliseconds (see ``storage/bookie/disk.py``).
+    disk_usage_threshold: float = 0.95
+    disk_usage_lwm_threshold: float = 0.90
+    disk_check_interval: int = 10_000
 
     def __post_init__(self) -> None:
         # Resolve the derived defaults once so every reader sees the same values.
@@ -143,6 +150,14 @@ class BrokerConfig:
     def web_service_url(self) -> str:
         """The admin HTTP URL as configured (the real port may differ when configured as 0)."""
         return f"http://{self.advertised_address}:{self.web_service_port}"
+
+    def disk_thresholds(self) -> DiskThresholds:
+        """When the bookie turns read-only and back (checked together at load)."""
+        return DiskThresholds(
+            self.disk_usage_threshold,
+            self.disk_usage_lwm_threshold,
+            self.disk_check_interval / 1000.0,
+        )
 
     def gc_policy(self) -> GcPolicy:
         """The process's garbage-collection policy."""
@@ -190,6 +205,16 @@ def _parse_bool(text: str) -> bool:
     if lowered in _FALSE:
         return False
     raise ValueError("expected true or false")
+
+
+def _parse_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("expected a number between 0 and 1, such as 0.95") from None
+    if not 0.0 < value <= 1.0:
+        raise ValueError("expected a number above 0 and at most 1, such as 0.95")
+    return value
 
 
 def _parse_int(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
@@ -295,6 +320,9 @@ KEYS: tuple[_Key, ...] = (
     _Key("pythonGcFreezeAfterStartup", "python_gc_freeze_after_startup", _parse_bool),
     _Key("pythonGcThresholds", "python_gc_thresholds", _parse_gc_thresholds),
     _Key("mallocMmapThresholdBytes", "malloc_mmap_threshold_bytes", _parse_int(0, 2**31 - 1)),
+    _Key("diskUsageThreshold", "disk_usage_threshold", _parse_fraction),
+    _Key("diskUsageLwmThreshold", "disk_usage_lwm_threshold", _parse_fraction),
+    _Key("diskCheckInterval", "disk_check_interval", _parse_int(1)),
 )
 
 _BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}
@@ -404,7 +432,14 @@ def _build(raw: Mapping[str, str]) -> BrokerConfig:
             raise InvalidConfig(key, text, str(exc)) from None
     _check_auto_scale_settings(scalable)
     values["scalable_topic_settings"] = scalable
-    return BrokerConfig(**values)
+    config = BrokerConfig(**values)
+    try:
+        config.disk_thresholds()
+    except InvalidDiskThresholds as exc:
+        raise InvalidConfig(
+            None, "", str(exc), keys=("diskUsageThreshold", "diskUsageLwmThreshold")
+        ) from None
+    return config
 
 
 def _check_auto_scale_settings(settings: Mapping[str, str]) -> None:

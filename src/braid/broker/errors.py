@@ -25,6 +25,7 @@ from braid.core.errors import (
     TopicTerminatedError,
 )
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.storage.api import StorageReadOnly
 
 #: Pulsar's ``ServerError`` codes as sent on the wire: the generated protobuf enum itself, so no
 #: code can be missing or drift. ``ServerError.TopicNotFound`` is a wire value (an ``int``),
@@ -146,6 +147,9 @@ def to_server_error(exc: BaseException) -> tuple[ServerErrorCode, str]:
     if isinstance(exc, FencedError):
         # The managed ledger moved to another owner: the client should look the topic up again.
         return ServerError.ServiceNotReady, message
+    if isinstance(exc, StorageReadOnly):
+        # The bookies' disks are full: Pulsar's code for "could not persist", with the reason.
+        return ServerError.PersistenceError, message
     if isinstance(exc, ServiceUnavailableError | AlreadyClosedError):
         return ServerError.ServiceNotReady, message
     if isinstance(exc, AuthorizationError):

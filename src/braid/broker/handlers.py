@@ -37,6 +37,7 @@ from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler,
 from braid.broker.send_validation import SendValidator
 from braid.broker.subscription import Subscription
 from braid.broker.topic import PersistentTopic
+from braid.core.errors import BraidError
 from braid.core.names import TopicName
 from braid.ledger.api import EARLIEST, LATEST, Position
 from braid.protocol import commands
@@ -108,6 +109,10 @@ class TopicService(Protocol):
         """A producer name unique across this broker's restarts."""
         ...
 
+    def write_refusal(self) -> BraidError | None:
+        """Why nothing can be stored now (storage is read-only: full disks), or ``None``."""
+        ...
+
 
 class ConsumerBinding:
     """A consumer registered on a connection, with the subscription and topic it belongs to."""
@@ -171,16 +176,28 @@ class TopicCommands:
         self._channel.send(self._receipt)
 
     def send_publish_error(self, producer_id: int, sequence_id: int, exc: BaseException) -> None:
-        if isinstance(exc, DuplicateInFlight):
-            # The first copy is still being written: close the producer so the client resends
-            # once it reconnects (Pulsar's answer to MessageDupUnknownException).
+        code, message = to_server_error(exc)
+        if code == ServerError.PersistenceError:
+            # Not stored (storage failed or is full), or the first copy of a resend is still
+            # being written (Pulsar's MessageDupUnknownException): close the producer, so the
+            # client resends once it reconnects. A SEND_ERROR would make the official clients
+            # drop the whole connection - this client's consumers with it - and resend at once,
+            # in a loop; a reconnecting producer is refused while storage is read-only instead
+            # (on_producer), and its sends time out as they should.
+            if not isinstance(exc, DuplicateInFlight):
+                log.info(
+                    "closing producer %s on %s: message %s not stored: %s",
+                    producer_id,
+                    self.remote_address,
+                    sequence_id,
+                    message,
+                )
             entry = self._producers.pop(producer_id, None)
             if entry is not None:
                 producer, topic = entry
                 topic.remove_producer(producer)
             self._channel.send(commands.close_producer(producer_id, commands.NO_REQUEST_ID))
             return
-        code, message = to_server_error(exc)
         self._channel.send(commands.send_error(producer_id, sequence_id, code, message))
 
     def send_close_producer(self, producer_id: int) -> None:
@@ -298,6 +315,12 @@ class TopicCommands:
 
         async def run() -> None:
             topic = await self._service.get_or_create_topic(req.topic)
+            refusal = self._service.write_refusal()
+            if refusal is not None:
+                # Nothing could be stored: refuse (PersistenceError, with the reason) rather than
+                # take sends only to close the producer again - a reconnecting client backs off,
+                # and its pending sends time out instead of cycling.
+                raise refusal
             user_named = req.HasField("producer_name") and bool(req.producer_name)
             name = req.producer_name if user_named else self._service.generate_producer_name()
             producer = Producer(

@@ -44,6 +44,7 @@ from braid.metadata.api import MetadataStore
 from braid.protocol import commands
 from braid.protocol.frames import encode_command
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.storage.api import StorageReadOnly
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +228,27 @@ class BrokerService:
 
     def generate_producer_name(self) -> str:
         return f"{self.config.cluster_name}-{self._producer_tag}-{next(self._producer_counter)}"
+
+    # -- storage health ------------------------------------------------------------------------
+
+    def write_refusal(self) -> StorageReadOnly | None:
+        """Why nothing can be stored now (the active storage cluster's bookies are read-only:
+        full disks), or ``None``."""
+        return self.ml_factory.storage.active.write_refusal()
+
+    def storage_status(self) -> dict[str, object]:
+        """The storage's health: ``state`` ``read-write`` or ``read-only``, the ``reason``, and
+        every bookie's disk state by cluster (the health endpoints report it)."""
+        storage = self.ml_factory.storage
+        clusters = {
+            name: storage.client_for(name).disk_status() for name in storage.cluster_names()
+        }
+        refusal = self.write_refusal()
+        return {
+            "state": "read-write" if refusal is None else "read-only",
+            "reason": None if refusal is None else str(refusal),
+            "clusters": clusters,
+        }
 
     async def namespace_policies(self, topic: TopicName) -> NamespacePolicies:
         """The topic's namespace policies; ``TopicNotFound`` naming the namespace if absent."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from braid.core.errors import (
     AlreadyClosedError,
@@ -25,6 +25,9 @@ from braid.core.errors import (
     NotFoundError,
     TopicTerminatedError,
 )
+
+if TYPE_CHECKING:
+    from braid.ledger.routing import StorageRouting
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -251,6 +254,12 @@ class ManagedLedger(Protocol):
 
 
 class ManagedLedgerFactory(Protocol):
+    @property
+    def storage(self) -> StorageRouting:
+        """The storage clusters the managed ledgers are written to and read from (whether they
+        can take writes now, their health)."""
+        ...
+
     async def open(
         self,
         name: str,

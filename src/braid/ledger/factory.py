@@ -50,6 +50,11 @@ class DefaultManagedLedgerFactory:
         self._opening: dict[str, asyncio.Task[ManagedLedgerImpl]] = {}
         self._closed = False
 
+    @property
+    def storage(self) -> StorageRouting:
+        """The storage clusters behind the managed ledgers."""
+        return self._storage
+
     async def open(
         self,
         name: str,
