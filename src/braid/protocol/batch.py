@@ -123,6 +123,8 @@ _PAYLOAD_SIZE_TAG = 0x18  # field 3, varint
 _VARINT_TAGS = frozenset({0x20, 0x28, 0x30, 0x40, 0x48, 0x50})  # fields 4, 5, 6, 8, 9, 10
 _BYTES_TAGS = frozenset({0x12, 0x3A})  # partition_key (2), ordering_key (7)
 _SINGLE_FROM_STRING = pb.SingleMessageMetadata.FromString
+#: A message's size prefix and the first three bytes after it.
+_BARE_HEAD = struct.Struct(">IBBB")
 
 
 def check_batch(data: bytes | memoryview, count: int) -> None:
@@ -146,9 +148,39 @@ def check_batch(data: bytes | memoryview, count: int) -> None:
     end = len(data)
     pos = 0
     unpack = _U32.unpack_from
+    head = _BARE_HEAD.unpack_from
     varint_tags = _VARINT_TAGS
     bytes_tags = _BYTES_TAGS
     for index in range(count):
+        if end - pos >= 7:
+            # The commonest message of all - metadata that is payload_size alone, in one or two
+            # bytes (a batching client's message without key or properties) - in one unpack.
+            meta_size, tag, first, second = head(data, pos)
+            if tag == _PAYLOAD_SIZE_TAG:
+                if meta_size == 2 and first < 0x80:
+                    pos += 6 + first
+                    if pos > end:
+                        raise CorruptPayload(f"payload of message {index} overruns the batch")
+                    continue
+                if meta_size == 3 and first >= 0x80 and second < 0x80:
+                    pos += 7 + ((first & 0x7F) | (second << 7))
+                    if pos > end:
+                        raise CorruptPayload(f"payload of message {index} overruns the batch")
+                    continue
+                if second == 0x40 and first < 0x80 and 4 <= meta_size <= 12:
+                    # payload_size, then sequence_id as the last field (the official client's).
+                    meta_end = pos + 4 + meta_size
+                    if meta_end <= end:
+                        q = pos + 7
+                        while q < meta_end - 1 and data[q] >= 0x80:
+                            q += 1
+                        if q == meta_end - 1 and data[q] < 0x80:
+                            pos = meta_end + first
+                            if pos > end:
+                                raise CorruptPayload(
+                                    f"payload of message {index} overruns the batch"
+                                )
+                            continue
         if end - pos < 4:
             raise CorruptPayload(f"batch ends before message {index} of {count}")
         p = pos + 4
