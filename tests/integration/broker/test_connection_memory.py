@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-
-from braid.cli.process import StandaloneProcess
 from braid.protocol.connection import ClientConnection
 from tests.support.polling import eventually, wait_for
+from tests.support.standalone import (
+    StandaloneProcess,
+    standalone_process,  # noqa: F401 - pytest fixture
+)
 
 CONNECTIONS = 50
 FRAME = 5 * 1024 * 1024
@@ -34,18 +33,6 @@ def rss_mb(pid: int) -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     raise AssertionError(f"no VmRSS for process {pid}")
-
-
-@pytest.fixture
-def standalone(tmp_path: Path) -> Iterator[StandaloneProcess]:
-    process = StandaloneProcess.start_on_free_ports(
-        tmp_path / "data", log_path=tmp_path / "standalone.log"
-    )
-    try:
-        yield process
-    finally:
-        if process.running:
-            process.stop()
 
 
 async def _open(port: int, *, handshake: bool) -> asyncio.StreamWriter:
@@ -83,8 +70,9 @@ async def _close(writers: list[asyncio.StreamWriter]) -> None:
 
 
 def test_partial_frames_of_closed_connections_are_released_within_seconds(
-    standalone: StandaloneProcess,
+    standalone_process: StandaloneProcess,  # noqa: F811
 ) -> None:
+    standalone = standalone_process
     pid = standalone.pid
     assert pid is not None
     baseline = rss_mb(pid)
