@@ -15,9 +15,30 @@ Guide: docs/spark.md.
 
 from __future__ import annotations
 
-from braid.spark.errors import BraidDataLossError, DeduplicationDisabledError
-from braid.spark.options import BraidSparkOptionError
-from braid.spark.source import BraidDataSource
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from braid.spark.errors import BraidDataLossError, DeduplicationDisabledError
+    from braid.spark.options import BraidSparkOptionError
+    from braid.spark.source import BraidDataSource
+
+# Loaded on first use (PEP 562): the pure modules (offsets, planning, options) import without
+# PySpark; ``BraidDataSource`` needs the ``spark`` extra.
+_EXPORTS = {
+    "BraidDataLossError": "braid.spark.errors",
+    "BraidDataSource": "braid.spark.source",
+    "BraidSparkOptionError": "braid.spark.options",
+    "DeduplicationDisabledError": "braid.spark.errors",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'braid.spark' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
 
 __all__ = [
     "BraidDataLossError",

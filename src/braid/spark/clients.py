@@ -12,19 +12,19 @@ import contextlib
 import os
 import threading
 
-import braid
+from braid.client import Client
 
 _lock = threading.Lock()
-_clients: dict[tuple[int, str], braid.Client] = {}
+_clients: dict[tuple[int, str], Client] = {}
 
 
-def shared_client(service_url: str) -> braid.Client:
+def shared_client(service_url: str) -> Client:
     """The process's client for ``service_url`` (created on first use)."""
     key = (os.getpid(), service_url)
     with _lock:
         client = _clients.get(key)
         if client is None:
-            client = braid.Client(service_url)
+            client = Client(service_url)
             _clients[key] = client
         return client
 

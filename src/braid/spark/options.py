@@ -133,7 +133,7 @@ def _lower(options: Mapping[str, str]) -> dict[str, str]:
 
 
 def _check_known(options: Mapping[str, str], allowed: frozenset[str], what: str) -> None:
-    unknown = sorted(k for k in options if k not in allowed and k not in SPARK_KEYS)
+    unknown = sorted(k for k in options if k.lower() not in allowed and k.lower() not in SPARK_KEYS)
     if unknown:
         known = ", ".join(sorted(_SPELLING[k] for k in allowed))
         raise BraidSparkOptionError(
@@ -242,8 +242,8 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
     Raises:
         BraidSparkOptionError: naming the first bad option.
     """
+    _check_known(options, _SOURCE_KEYS, "source")
     opts = _lower(options)
-    _check_known(opts, _SOURCE_KEYS, "source")
     service_url = _service_url(opts)
     admin_url = _admin_url(opts, service_url)
     names = [t for t in _required(opts, "topic").split(",") if t.strip()]
@@ -288,8 +288,8 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
     Raises:
         BraidSparkOptionError: naming the first bad option.
     """
+    _check_known(options, _SINK_KEYS, "sink")
     opts = _lower(options)
-    _check_known(opts, _SINK_KEYS, "sink")
     service_url = _service_url(opts)
     topic_text = _required(opts, "topic")
     if "," in topic_text:

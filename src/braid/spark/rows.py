@@ -25,7 +25,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-import braid
+from braid.client import Message
 
 SCHEMA = StructType(
     [
@@ -45,7 +45,7 @@ _TYPES = [f.type for f in ARROW_SCHEMA]
 
 
 def to_record_batch(
-    messages: Sequence[braid.Message], topic: str, min_publish_time_ms: int | None = None
+    messages: Sequence[Message], topic: str, min_publish_time_ms: int | None = None
 ) -> pa.RecordBatch:
     """The rows of ``messages`` (skipping those published before ``min_publish_time_ms``)."""
     if min_publish_time_ms is not None:

@@ -30,7 +30,7 @@ import logging
 import time
 from collections.abc import Callable
 
-import braid
+from braid.client import Client, Message
 from braid.core.checkpoint import (
     DRAINED,
     CursorKind,
@@ -55,7 +55,7 @@ EXISTENCE_CHECK_SECONDS = 3.0
 SegmentExists = Callable[[str, int], bool]
 
 
-def _position_of(message: braid.Message) -> MessagePosition:
+def _position_of(message: Message) -> MessagePosition:
     pos = message_position(message.message_id)
     assert pos is not None  # a received message always has a concrete position
     return pos
@@ -66,7 +66,7 @@ class SegmentRangeReader:
 
     def __init__(
         self,
-        client: braid.Client,
+        client: Client,
         rng: SegmentRange,
         *,
         fail_on_data_loss: bool = True,
@@ -89,7 +89,7 @@ class SegmentRangeReader:
             start=checkpoint_of(rng.epoch, cursors),
             receiver_queue_size=receiver_queue_size,
         )
-        self._buffer: list[braid.Message] = []
+        self._buffer: list[Message] = []
         self._done = False
         self.last_position: tuple[int, int, int] | None = None
         self.count = 0
@@ -99,7 +99,7 @@ class SegmentRangeReader:
         """Whether the whole range was read."""
         return self._done and not self._buffer
 
-    def next_messages(self, max_messages: int) -> list[braid.Message]:
+    def next_messages(self, max_messages: int) -> list[Message]:
         """Up to ``max_messages`` next messages of the range; ``[]`` only when it is done."""
         while not self._buffer and not self._done:
             self._fill(max_messages)
@@ -118,7 +118,7 @@ class SegmentRangeReader:
         checked_at = idle_since
         while True:
             messages = self._consumer.receive_many(max(want, 1), timeout=POLL_SECONDS)
-            kept: list[braid.Message] = []
+            kept: list[Message] = []
             for message in messages:
                 pos = _position_of(message)
                 if pos.segment_id != sid:

@@ -49,9 +49,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-import braid
-from braid.admin import AdminClient
+from braid.admin.client import AdminClient
 from braid.core.errors import BraidError
+from braid.core.message_id import MessageId
 from braid.core.names import TopicName
 from braid.spark.clients import shared_client
 from braid.spark.errors import DeduplicationDisabledError
@@ -194,7 +194,7 @@ def publish_partition(
                 times = [_millis(t) for t in times]
             futures.append(producer.send_many_async(values, keys, props, times))
             rows += batch.num_rows
-        earliest = braid.MessageId.earliest()
+        earliest = MessageId.earliest()
         duplicates = sum(mid == earliest for f in futures for mid in f.result())
     finally:
         producer.close()

@@ -46,7 +46,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from braid.admin import AdminClient
+from braid.admin.client import AdminClient
 from braid.core.checkpoint import CursorKind, checkpoint_cursors
 from braid.core.errors import NotFoundError
 from braid.spark.clients import shared_client

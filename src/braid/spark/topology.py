@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import braid
-from braid.admin import AdminClient
-from braid.core.checkpoint import CursorKind, checkpoint_cursors
+from braid.admin.client import AdminClient
+from braid.client import Client
+from braid.core.checkpoint import Checkpoint, CursorKind, checkpoint_cursors
 from braid.core.layout import SegmentLayout
 from braid.core.layout_codec import layout_from_metadata
 from braid.core.names import TopicDomain, TopicName
@@ -39,7 +39,7 @@ def is_scalable(topic: str) -> bool:
 class Topology:
     """Snapshots of topics through one client and one admin client (driver side)."""
 
-    def __init__(self, client: braid.Client, admin: AdminClient) -> None:
+    def __init__(self, client: Client, admin: AdminClient) -> None:
         self._client = client
         self._admin = admin
 
@@ -50,7 +50,7 @@ class Topology:
     def latest_positions(self, topic: str) -> dict[int, Position]:
         """The newest stored position of every active segment with data."""
         with self._client.create_checkpoint_consumer(
-            topic, start=braid.Checkpoint.latest(), receiver_queue_size=1
+            topic, start=Checkpoint.latest(), receiver_queue_size=1
         ) as reader:
             cursors = checkpoint_cursors(reader.checkpoint()) or {}
         return {
