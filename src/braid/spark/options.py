@@ -236,8 +236,9 @@ def _position(key: str, text: str, topics: tuple[str, ...]) -> Position:
     return Position(StartKind.CHECKPOINT, checkpoint=checkpoint)
 
 
-def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOptions:
-    """Validate the options of ``spark.read`` (``streaming=False``) or ``spark.readStream``.
+def source_options(options: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
+    """Validate the options of ``spark.read`` (``streaming=False``) or ``spark.readStream``
+    (``True``); ``None`` checks what holds for both (at ``load()``, before Spark says which).
 
     Raises:
         BraidSparkOptionError: naming the first bad option.
@@ -256,7 +257,7 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
     starting = _position("startingposition", opts.get("startingposition", default_start), topics)
     ending: Position | None = None
     if "endingposition" in opts:
-        if streaming:
+        if streaming is True:
             raise _fail("endingposition", "applies to batch reads (spark.read) only")
         ending = _position("endingposition", opts["endingposition"], topics)
         if ending.kind in (StartKind.EARLIEST, StartKind.TIMESTAMP):
@@ -265,7 +266,7 @@ def source_options(options: Mapping[str, str], *, streaming: bool) -> SourceOpti
             )
     max_records: int | None = None
     if "maxrecordspertrigger" in opts:
-        if not streaming:
+        if streaming is False:
             raise _fail("maxrecordspertrigger", "applies to streaming reads only")
         text = opts["maxrecordspertrigger"].strip()
         if not text.isdigit() or int(text) <= 0:

@@ -326,6 +326,9 @@ class BraidDataSource(DataSource):
         return "braid"
 
     def schema(self) -> StructType:
+        # Called by load(): check the options now, so a mistake fails there, not at the first
+        # action (stream- or batch-only options are checked when Spark asks for that reader).
+        source_options(self.options, streaming=None)
         return SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
