@@ -26,6 +26,8 @@ from pyspark.sql.types import (
 )
 
 from braid.client import Message
+from braid.core.message_id import MessagePosition
+from braid.spark.message_ids import MessageIdBytes
 
 SCHEMA = StructType(
     [
@@ -45,21 +47,29 @@ _TYPES = [f.type for f in ARROW_SCHEMA]
 
 
 def to_record_batch(
-    messages: Sequence[Message], topic: str, min_publish_time_ms: int | None = None
+    messages: Sequence[Message],
+    positions: Sequence[MessagePosition],
+    topic: str,
+    ids: MessageIdBytes,
+    min_publish_time_ms: int | None = None,
 ) -> pa.RecordBatch:
-    """The rows of ``messages`` (skipping those published before ``min_publish_time_ms``)."""
+    """The rows of ``messages`` at ``positions`` (skipping those published before
+    ``min_publish_time_ms``); ``ids`` encodes the ``message_id`` column."""
     if min_publish_time_ms is not None:
-        messages = [m for m in messages if m.publish_time >= min_publish_time_ms]
+        keep = [i for i, m in enumerate(messages) if m.publish_time >= min_publish_time_ms]
+        messages = [messages[i] for i in keep]
+        positions = [positions[i] for i in keep]
     n = len(messages)
     keys = [m.key for m in messages]
     values = [m.value for m in messages]
-    ids = [m.message_id.to_bytes() for m in messages]
+    encode = ids.encode
+    id_bytes = [encode(p) for p in positions]
     publish = [m.publish_time * 1000 for m in messages]
     event = [None if m.event_time is None else m.event_time * 1000 for m in messages]
     props = [list(m.properties.items()) if m.properties else [] for m in messages]
     producers = [m.producer_name or "" for m in messages]
     seqs = [m.sequence_id for m in messages]
-    columns = [keys, values, [topic] * n, ids, publish, event, props, producers, seqs]
+    columns = [keys, values, [topic] * n, id_bytes, publish, event, props, producers, seqs]
     arrays = [pa.array(col, type=t) for col, t in zip(columns, _TYPES, strict=True)]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 

@@ -90,6 +90,7 @@ class SegmentRangeReader:
             receiver_queue_size=receiver_queue_size,
         )
         self._buffer: list[Message] = []
+        self._positions: list[MessagePosition] = []
         self._done = False
         self.last_position: tuple[int, int, int] | None = None
         self.count = 0
@@ -101,14 +102,22 @@ class SegmentRangeReader:
 
     def next_messages(self, max_messages: int) -> list[Message]:
         """Up to ``max_messages`` next messages of the range; ``[]`` only when it is done."""
+        return self.next_chunk(max_messages)[0]
+
+    def next_chunk(self, max_messages: int) -> tuple[list[Message], list[MessagePosition]]:
+        """Like :meth:`next_messages`, with each message's position."""
         while not self._buffer and not self._done:
             self._fill(max_messages)
         taken, self._buffer = self._buffer[:max_messages], self._buffer[max_messages:]
+        positions, self._positions = (
+            self._positions[:max_messages],
+            self._positions[max_messages:],
+        )
         if taken:
-            pos = _position_of(taken[-1])
+            pos = positions[-1]
             self.last_position = (pos.ledger_id, pos.entry_id, pos.batch_index)
             self.count += len(taken)
-        return taken
+        return taken, positions
 
     def _fill(self, want: int) -> None:
         rng = self.range
@@ -118,24 +127,27 @@ class SegmentRangeReader:
         checked_at = idle_since
         while True:
             messages = self._consumer.receive_many(max(want, 1), timeout=POLL_SECONDS)
-            kept: list[Message] = []
-            for message in messages:
-                pos = _position_of(message)
-                if pos.segment_id != sid:
-                    continue
-                if end is not None:
+            kept = messages
+            kept_at = [_position_of(m) for m in messages]
+            if any(p.segment_id != sid for p in kept_at):
+                mine = [i for i, p in enumerate(kept_at) if p.segment_id == sid]
+                kept, kept_at = [messages[i] for i in mine], [kept_at[i] for i in mine]
+            if end is not None and kept_at and self._at_or_past_end(end, kept_at[-1]):
+                # Positions grow within a segment: only the chunk's tail can cross the end.
+                cut = len(kept_at)
+                for i, pos in enumerate(kept_at):
                     here = (pos.ledger_id, pos.entry_id, pos.batch_index)
                     if beyond(end, here):
-                        self._done = True
+                        cut = i
                         break
-                    kept.append(message)
                     if reaches(end, here, pos.batch_size):
-                        self._done = True
+                        cut = i + 1
                         break
-                else:
-                    kept.append(message)
+                kept, kept_at = kept[:cut], kept_at[:cut]
+                self._done = True
             if kept or self._done:
                 self._buffer.extend(kept)
+                self._positions.extend(kept_at)
                 return
             now = time.monotonic()
             cursor = (checkpoint_cursors(self._consumer.checkpoint()) or {}).get(sid)
@@ -155,6 +167,11 @@ class SegmentRangeReader:
                     f"segment {sid} of {rng.topic}: no message for {self._read_timeout:g}s while "
                     f"reading up to {rng.end.to_json()}"
                 )
+
+    @staticmethod
+    def _at_or_past_end(end: tuple[int, int, int], pos: MessagePosition) -> bool:
+        here = (pos.ledger_id, pos.entry_id, pos.batch_index)
+        return beyond(end, here) or reaches(end, here, pos.batch_size)
 
     def _lost(self, why: str) -> None:
         rng = self.range

@@ -51,6 +51,7 @@ from braid.core.checkpoint import CursorKind, checkpoint_cursors
 from braid.core.errors import NotFoundError
 from braid.spark.clients import shared_client
 from braid.spark.errors import BraidDataLossError
+from braid.spark.message_ids import MessageIdBytes
 from braid.spark.offsets import (
     BEGINNING,
     DRAINED,
@@ -118,11 +119,14 @@ def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordB
     with SegmentRangeReader(
         client, rng, fail_on_data_loss=options.fail_on_data_loss, segment_exists=exists
     ) as reader:
+        ids = MessageIdBytes()
         while True:
-            messages = reader.next_messages(ROWS_PER_BATCH)
+            messages, positions = reader.next_chunk(ROWS_PER_BATCH)
             if not messages:
                 return
-            batch = to_record_batch(messages, rng.topic, options.min_publish_time_ms)
+            batch = to_record_batch(
+                messages, positions, rng.topic, ids, options.min_publish_time_ms
+            )
             if batch.num_rows:
                 yield batch
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from braid.core.layout import SegmentLayout
 from braid.spark.offsets import (
     BEGINNING,
     DRAINED,
@@ -155,3 +158,67 @@ def test_a_whole_entry_end_is_reached_at_the_entry_last_message() -> None:
     assert reaches(end, (1, 4, 2), 3)
     assert reaches(end, (1, 4, -1), 1)
     assert not beyond(end, (1, 4, 7))
+
+
+def _snapshot_of(layout: SegmentLayout, positions: dict[int, int]) -> TopicSnapshot:
+    views = {
+        sid: SegmentView(sid, tuple(info.parent_ids), not info.is_active)
+        for sid, info in layout.segments.items()
+    }
+    latest = {
+        sid: (sid, n, WHOLE_ENTRY) for sid, n in positions.items() if views[sid].sealed is False
+    }
+    return TopicSnapshot(T, layout.epoch, views, latest)
+
+
+@st.composite
+def evolutions(draw: st.DrawFn) -> list[SegmentLayout]:
+    """A topic's layouts as it splits and merges (each step one operation)."""
+    layout = SegmentLayout.initial(draw(st.integers(1, 3)))
+    layouts = [layout]
+    for _ in range(draw(st.integers(0, 6))):
+        active = sorted(layout.active_segments, key=lambda s: s.hash_range.start)
+        pairs = list(itertools.pairwise(active))
+        if pairs and draw(st.booleans()):
+            a, b = draw(st.sampled_from(pairs))
+            layout = layout.merge_segments([a.segment_id, b.segment_id])
+        else:
+            target = draw(st.sampled_from(active))
+            if target.hash_range.end == target.hash_range.start:
+                continue
+            layout = layout.split_segment(target.segment_id)
+        layouts.append(layout)
+    return layouts
+
+
+@given(evolutions(), st.data())
+def test_stream_planning_keeps_parents_before_children_while_the_layout_changes(
+    layouts: list[SegmentLayout], data: st.DataObject
+) -> None:
+    start = TopicProgress(0, {})
+    first_read: dict[int, int] = {}
+    drained_at: dict[int, int] = {}
+    batch = 0
+    positions: dict[int, int] = {}
+    # Interleave topology changes and triggers; then run the final layout to a fixed point.
+    schedule = [(layout, data.draw(st.integers(1, 3))) for layout in layouts]
+    schedule.append((layouts[-1], 30))
+    for layout, triggers in schedule:
+        for _ in range(triggers):
+            for sid in layout.segments:
+                positions[sid] = positions.get(sid, 0) + data.draw(st.integers(0, 2))
+            snap = _snapshot_of(layout, positions)
+            end = plan_next(start, snap).end
+            for sid, p in end.segments.items():
+                if p.rank() > start.get(sid).rank():
+                    first_read.setdefault(sid, batch)
+                    # a segment is read only after each ancestor drained in an earlier batch
+                    for ancestor in snap.ancestors(sid):
+                        assert drained_at.get(ancestor, batch) < batch, (sid, ancestor)
+                if p.drained:
+                    drained_at.setdefault(sid, batch)
+            start = end
+            batch += 1
+    final = layouts[-1]
+    for sid, info in final.segments.items():
+        assert start.get(sid).drained == (not info.is_active)
