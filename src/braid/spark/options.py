@@ -80,14 +80,22 @@ class StartKind(enum.Enum):
 class Position:
     """A ``startingPosition`` / ``endingPosition`` value.
 
-    Exactly one of ``timestamp_ms`` (TIMESTAMP), ``checkpoint`` (CHECKPOINT) or ``offset``
-    (OFFSET) is set for those kinds.
+    Exactly one of ``timestamp_ms`` (TIMESTAMP), ``checkpoint_bytes`` (CHECKPOINT) or ``offset``
+    (OFFSET) is set for those kinds. The checkpoint is kept as its bytes: options travel to the
+    executors pickled, and plain bytes pickle the same everywhere.
     """
 
     kind: StartKind
     timestamp_ms: int | None = None
-    checkpoint: Checkpoint | None = None
+    checkpoint_bytes: bytes | None = None
     offset: SourceOffset | None = None
+
+    @property
+    def checkpoint(self) -> Checkpoint | None:
+        """The ``braid.Checkpoint`` of a CHECKPOINT position."""
+        if self.checkpoint_bytes is None:
+            return None
+        return Checkpoint.from_bytes(self.checkpoint_bytes)
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +241,7 @@ def _position(key: str, text: str, topics: tuple[str, ...]) -> Position:
         return Position(StartKind.EARLIEST)
     if checkpoint.is_latest:
         return Position(StartKind.LATEST)
-    return Position(StartKind.CHECKPOINT, checkpoint=checkpoint)
+    return Position(StartKind.CHECKPOINT, checkpoint_bytes=checkpoint.to_bytes())
 
 
 def source_options(options: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:

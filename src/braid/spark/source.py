@@ -156,6 +156,7 @@ class _ReaderBase:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_driver"] = None  # clients stay on the driver; executors use their own
+        state.pop("_target", None)  # driver-only planning state
         return state
 
     def snapshot(self, topic: str, known: TopicProgress | None = None) -> TopicSnapshot:
@@ -174,8 +175,9 @@ class _ReaderBase:
             if position.kind is StartKind.LATEST:
                 topics[topic] = snap.everything()
             elif position.kind is StartKind.CHECKPOINT:
-                assert position.checkpoint is not None
-                cursors = checkpoint_cursors(position.checkpoint) or {}
+                checkpoint = position.checkpoint
+                assert checkpoint is not None
+                cursors = checkpoint_cursors(checkpoint) or {}
                 progress: dict[int, SegmentProgress] = {}
                 for sid in sorted(set(snap.segments) | set(cursors)):
                     cursor = cursors.get(sid)
