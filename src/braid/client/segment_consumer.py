@@ -32,9 +32,10 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from braid.client.backoff import Backoff
 from braid.client.connection import BrokerConnection
 from braid.client.context import ClientContext
-from braid.client.errors import AlreadyClosedError, is_transient
+from braid.client.errors import AlreadyClosedError, ConsumerBusyError, is_transient
 from braid.client.message import decode_entry
 from braid.core.checkpoint import SegmentCursor
 from braid.core.errors import BraidError
@@ -52,6 +53,8 @@ _UINT64_MAX = (1 << 64) - 1
 WHOLE_ENTRY = 2**31 - 1
 ACK_GROUP_TIME = 0.1
 ACK_GROUP_MAX = 1000
+#: Longest wait between two attempts to take over a segment its previous owner still holds.
+BUSY_RETRY_MAX = 0.25
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ class SubscriptionSpec:
     durable: bool = True
     receiver_queue_size: int = 1000
     negative_ack_delay: float = 1.0
+    #: Keep retrying a ``ConsumerBusy`` refusal (an assigned segment whose previous owner is
+    #: still draining it before it lets go) instead of failing the attach.
+    retry_busy: bool = False
 
 
 class ReaderStart:
@@ -133,6 +139,7 @@ class SegmentConsumer:
 
     async def _attach_loop(self) -> None:
         backoff = self.ctx.backoff()
+        busy_backoff = Backoff(0.02, BUSY_RETRY_MAX)
         try:
             while not self.closed:
                 try:
@@ -141,6 +148,14 @@ class SegmentConsumer:
                 except Exception as exc:
                     if self.closed:
                         return
+                    if self.spec.retry_busy and isinstance(exc, ConsumerBusyError):
+                        # The previous owner drains before it detaches; the segment is ours
+                        # as soon as it lets go. Not a failure of the subscribe call.
+                        log.debug("%s is still held by its previous owner", self.route.topic)
+                        if not self._first.done():
+                            self._first.set_result(None)
+                        await asyncio.sleep(busy_backoff.next_delay())
+                        continue
                     if not is_transient(exc):
                         if not self._first.done():
                             self._first.set_exception(exc)
