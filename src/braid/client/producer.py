@@ -399,7 +399,14 @@ class AsyncProducer:
             if self._scalable_base is None:
                 self._scalable_base = self._base_name or generated_name()
             name = f"{self._scalable_base}-seg-{sid}"
-        seg = SegmentProducer(self, self._ctx, route, self._options, name)
+        seg = SegmentProducer(
+            self,
+            self._ctx,
+            route,
+            self._options,
+            name,
+            entry_buckets=self._router.layout.entry_buckets,
+        )
         self._segments[sid] = seg
         return seg
 
@@ -523,7 +530,9 @@ class AsyncProducer:
                 if retire:
                     self._retiring.update(retire)
                     for sid in retire:
-                        seg = self._segments.pop(sid)
+                        seg = self._segments.pop(sid, None)
+                        if seg is None:
+                            continue  # reported itself gone while we waited for another
                         await seg.wait_sent(self._ctx.settings.operation_timeout)
                         self._stale.extend(seg.take_unresolved())
                         await seg.close()
@@ -545,6 +554,10 @@ class AsyncProducer:
                     )
                     break
                 await self._source.wait_newer(layout.epoch, backoff.next_delay())
+        except Exception:
+            # Never leave sends held: route what we have on the newest layout (a segment
+            # still sealed there reports itself gone again and recovery restarts).
+            log.exception("re-routing the messages of %s failed; retrying them", self.topic)
         finally:
             self._recovering = False
         self._gone.clear()

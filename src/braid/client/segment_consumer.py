@@ -20,7 +20,9 @@ standard consumer protocol for its segment:
   batch-index acks); negative acks become REDELIVER_UNACKNOWLEDGED_MESSAGES after a delay;
 * **reconnect** - on connection loss or CLOSE_CONSUMER the segment's undelivered messages leave
   the receive queue (the broker redelivers them, a reader resumes after the last delivered one)
-  and the consumer re-attaches.
+  and the consumer re-attaches; acknowledgments recorded meanwhile are sent once it is back;
+* **half-acknowledged entries** - when an entry comes back (a negative ack, a reconnect) only
+  its messages the application has not acknowledged are delivered again.
 """
 
 from __future__ import annotations
@@ -228,6 +230,10 @@ class SegmentConsumer:
             self._consumed = 0
         if not self.paused:
             conn.send(commands.flow(consumer_id, spec.receiver_queue_size))
+        with self._lock:
+            unsent = bool(self._acks) or self._cumulative is not None
+        if unsent:
+            self._flush_acks()
         log.debug("subscribed %s on %s", spec.subscription, self.route.topic)
         if not self._first.done():
             self._first.set_result(None)
@@ -279,6 +285,12 @@ class SegmentConsumer:
             )
             self._permits_back(1)
             return
+        if self._batches:
+            with self._lock:
+                remaining = self._batches.get((mid.ledgerId, mid.entryId))
+                if remaining is not None:
+                    # A redelivery of a half-acknowledged entry: deliver what is left of it.
+                    messages = [m for m in messages if m._batch_index in remaining]
         skip = self._skip
         if skip is not None:
             messages = [
@@ -382,13 +394,13 @@ class SegmentConsumer:
         self._flush_acks()
 
     def _flush_acks(self) -> None:
+        conn = self.conn
         with self._lock:
+            self._ack_scheduled = False
+            if conn is None or not self.ready:
+                return  # kept: sent once re-attached (see _attach_once)
             acks, self._acks = self._acks, []
             cumulative, self._cumulative = self._cumulative, None
-            self._ack_scheduled = False
-        conn = self.conn
-        if conn is None or not self.ready:
-            return  # unacknowledged messages are redelivered after the reconnect
         with contextlib.suppress(Exception):
             if acks:
                 conn.send(commands.ack(self.consumer_id, acks))
@@ -399,7 +411,8 @@ class SegmentConsumer:
     def negative_ack(self, ledger_id: int, entry_id: int) -> None:
         """Ask for the message's entry to be redelivered after the negative-ack delay."""
         with self._lock:
-            self._batches.pop((ledger_id, entry_id), None)
+            # The entry comes back whole; its indexes acknowledged already are filtered out
+            # then (on_message), so only the unacknowledged ones are delivered again.
             self._nacks[(ledger_id, entry_id)] = None
         self._call_in_loop(self._schedule_nacks)
 
@@ -440,10 +453,9 @@ class SegmentConsumer:
         self.ready = False
         if conn is not None:
             conn.unregister_consumer(self.consumer_id, self)
-        with self._lock:
-            self._acks = []
-            self._cumulative = None
-            self._batches.clear()
+        # Acknowledgments recorded but not sent yet stay, and go out once re-attached: the
+        # application did acknowledge those messages (an ack names a stored position, valid
+        # on any connection). So do the acknowledged indexes of half-acknowledged entries.
         with self.parent._lock:
             self._consumed = 0
             self._flow_pending = False
