@@ -11,6 +11,7 @@ on ``braid standalone`` are in ``tests/integration/e2e/``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -221,6 +222,7 @@ def test_c4_a_split_holds_only_the_keys_it_moves_then_reroutes_them(
     done = broker.submit(broker.scalable.split(TopicName.parse(scalable_topic), 0))
     assert broker.gate.reached.wait(10)
     moved = producer.send_async(b"moved", key=moved_key)
+    wait_for(lambda: producer._producer._held is not None, message="the producer re-routing")
     other = producer.send_async(b"other", key=other_key)
     assert segment_of(other.result(10)) == 1  # keys of other segments are not held
     assert not moved.done()  # TopicTerminated on segment 0: waits for the new layout
@@ -403,13 +405,21 @@ def test_c8_a_segment_created_after_subscribing_is_read_from_its_start(
     done = broker.submit(broker.scalable.split(TopicName.parse(scalable_topic), 0))
     assert broker.gate.reached.wait(10)
     queue = sclient.subscribe_queue(scalable_topic, "late")  # "latest", on segment 0 only
-    producer = sclient.create_producer(scalable_topic, batching=False)
-    broker.gate.release()
-    done.result(10)
-    # Sent as soon as the producer sees the children, racing the queue's attach to them.
-    futures = [producer.send_async(b"%d" % i, key=f"k{i}") for i in range(100)]
-    for future in futures:
-        assert segment_of(future.result(10)) in (1, 2)
+    # Hold the consumer's client until the children have data, so its attach to them comes
+    # after messages were written there: "latest" would lose those.
+    unblock = threading.Event()
+    sclient.async_client._ctx.loop.call_soon_threadsafe(unblock.wait, 30)  # type: ignore[union-attr]
+    other = braid.Client(broker.service_url, operation_timeout=15)
+    try:
+        producer = other.create_producer(scalable_topic, batching=False)
+        broker.gate.release()
+        done.result(10)
+        futures = [producer.send_async(b"%d" % i, key=f"k{i}") for i in range(100)]
+        for future in futures:
+            assert segment_of(future.result(10)) in (1, 2)
+    finally:
+        unblock.set()
+        other.close()
     assert {int(m.value) for m in receive(queue, 100)} == set(range(100))
 
 
