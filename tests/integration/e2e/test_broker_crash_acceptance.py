@@ -65,6 +65,12 @@ def test_producers_and_consumers_recover_from_a_broker_sigkill_without_losing_ac
             wait_progress(lambda: producers.acked_count, producers.total * 2 // 5)
             standalone.kill()
             standalone.start()
+            # Before anything else changes, both subscriptions catch up with what was
+            # acknowledged: nothing may wait for a later layout change (or the sealed-segment
+            # GC a minute later) to move on.
+            acked_then = producers.acked_pairs()
+            wait_delivered(lambda: acked_then, stream.log, within=30)
+            wait_delivered(lambda: acked_then, queue.log, within=30)
             for i in range(3, OPERATIONS):
                 wait_progress(
                     lambda: producers.acked_count, producers.total * (i + 1) // (OPERATIONS + 2)
