@@ -19,9 +19,9 @@ from pathlib import Path
 
 import httpx
 
-import braid
 from braid.cli.demo_scalable import run_scalable_story
 from braid.cli.process import StandaloneProcess
+from braid.client import Client
 
 Emit = Callable[[str], None]
 
@@ -68,7 +68,7 @@ def _classic_part(broker: StandaloneProcess, web: httpx.Client, emit: Emit) -> N
         consumer = official.subscribe(
             CLASSIC_TOPIC, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared
         )
-        with braid.Client(broker.service_url, operation_timeout=15) as client:
+        with Client(broker.service_url, operation_timeout=15) as client:
             producer = client.create_producer(CLASSIC_TOPIC, producer_name="demo-shop")
             for key, order in _ORDERS:
                 producer.send(order.encode(), key=key, properties={"shop": "demo"})

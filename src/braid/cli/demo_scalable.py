@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import braid
 from braid.admin import AdminClient
 from braid.cli.process import StandaloneProcess
-from braid.core.message_id import message_position
+from braid.client import Client
+from braid.core.message_id import MessageId, message_position
 
 Emit = Callable[[str], None]
 
@@ -37,7 +37,7 @@ def _customers() -> list[str]:
     return [f"{name}-{i}" for i in range(3) for name in CUSTOMERS]
 
 
-def _segment(message_id: braid.MessageId) -> str:
+def _segment(message_id: MessageId) -> str:
     position = message_position(message_id)
     return "?" if position is None else str(position.segment_id)
 
@@ -74,12 +74,12 @@ class _Ledger:
 class _Shop(threading.Thread):
     """The producer: one order per customer per round, ``ROUNDS_PER_SECOND`` rounds a second."""
 
-    def __init__(self, client: braid.Client, ledger: _Ledger) -> None:
+    def __init__(self, client: Client, ledger: _Ledger) -> None:
         super().__init__(name="demo-orders", daemon=True)
         self.producer = client.create_producer(TOPIC, producer_name="demo-shop")
         self.ledger = ledger
         self.stop = threading.Event()
-        self.samples: dict[str, braid.MessageId] = {}  # each customer's first order
+        self.samples: dict[str, MessageId] = {}  # each customer's first order
 
     def run(self) -> None:
         number = 0
@@ -110,7 +110,7 @@ class _Shop(threading.Thread):
 class _Billing(threading.Thread):
     """The Stream consumer: bills orders, acknowledging cumulatively after each batch."""
 
-    def __init__(self, client: braid.Client, ledger: _Ledger) -> None:
+    def __init__(self, client: Client, ledger: _Ledger) -> None:
         super().__init__(name="demo-billing", daemon=True)
         self.consumer = client.subscribe_stream(
             TOPIC, SUBSCRIPTION, consumer_name="billing-1", initial_position="earliest"
@@ -205,7 +205,7 @@ def run_scalable_story(broker: StandaloneProcess, emit: Emit, step: Callable[[st
         emit(f"      epoch 0: active {_active(admin.scalable_topics.get(TOPIC))}")
 
         step("produce keyed orders with the Braid client; a Stream consumer bills them")
-        client = braid.Client(broker.service_url, operation_timeout=30)
+        client = Client(broker.service_url, operation_timeout=30)
         try:
             billing = _Billing(client, ledger)
             shop = _Shop(client, ledger)
