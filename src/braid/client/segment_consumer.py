@@ -148,7 +148,7 @@ class SegmentConsumer:
                     await self._attach_once()
                     return
                 except Exception as exc:
-                    if self.closed:
+                    if self.closed or self.ctx.closed:
                         return
                     if self.spec.retry_busy and isinstance(exc, ConsumerBusyError):
                         # The previous owner drains before it detaches; the segment is ours
