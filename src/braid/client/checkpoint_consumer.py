@@ -25,7 +25,6 @@ A ``persistent://`` topic is a single legacy segment: one reader, the same code.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 
@@ -105,7 +104,7 @@ class AsyncCheckpointConsumer(ConsumerBase):
             )
             await self._session.start()
         self._reconcile(layout)
-        await asyncio.gather(*(seg.start() for seg in self._segments.values()))
+        await self._first_attaches(list(self._segments.values()))
 
     # -- which segments to read ---------------------------------------------------------------
 

@@ -12,13 +12,11 @@ so nothing written to it before the attach is lost for a new subscription.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 
 from braid.client.consumer_base import ConsumerBase
 from braid.client.context import ClientContext
-from braid.client.errors import NotFoundError
 from braid.client.layout_source import LayoutSource, LayoutSources
 from braid.client.message import Message
 from braid.client.segment_consumer import SegmentConsumer, SubscriptionSpec
@@ -64,16 +62,7 @@ class AsyncQueueConsumer(ConsumerBase):
     async def _start(self) -> None:
         layout = self._source.current
         self._initial_ids = frozenset(layout.dag.segments)
-        firsts = [self._attach(sid).start() for sid in layout.dag.segments]
-        results = await asyncio.gather(*firsts, return_exceptions=True)
-        for sid, result in zip(layout.dag.segments, results, strict=True):
-            if not isinstance(result, BaseException):
-                continue
-            if isinstance(result, NotFoundError) and not self._source.current.is_active(sid):
-                # A sealed segment pruned meanwhile (GC): nothing left to read there.
-                log.debug("sealed segment %d of %s is gone: %s", sid, self.topic, result)
-                continue
-            raise result
+        await self._first_attaches([self._attach(sid) for sid in layout.dag.segments])
 
     def _attach(self, sid: int) -> SegmentConsumer:
         spec = self._spec

@@ -94,7 +94,7 @@ class AsyncStreamConsumer(ConsumerBase):
     async def _start(self) -> None:
         layout = self._source.current
         if layout.all_legacy:
-            await asyncio.gather(*(self._attach_failover(sid).start() for sid in layout.active_ids))
+            await self._first_attaches([self._attach_failover(sid) for sid in layout.active_ids])
             return
         self._session = AssignmentSession(
             self._ctx,
@@ -106,8 +106,7 @@ class AsyncStreamConsumer(ConsumerBase):
             initial_earliest=self._initial == pb.CommandSubscribe.Earliest,
         )
         await self._session.start()
-        firsts = [seg.start() for seg in self._segments.values()]
-        await asyncio.gather(*firsts)
+        await self._first_attaches(list(self._segments.values()))
 
     def _attach_failover(self, sid: int) -> SegmentConsumer:
         route = self._source.current.route(sid)
