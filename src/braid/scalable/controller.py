@@ -218,6 +218,10 @@ class ScalableTopicController:
             registrations = await self._resources.list_registrations(self.topic, name)
             coordinator = self._coordinator_for(name, metadata.type)
             coordinator.restore(registrations)
+            # The drained set is not persisted and no drain event replays for a segment
+            # consumed before this leader took over: read it from the cursors now, so the
+            # children of such a segment are handed out when their consumers come back.
+            await coordinator.refresh()
 
     async def close(self) -> None:
         """Leave the election (a leader resigns) and stop every timer. Idempotent."""
