@@ -21,8 +21,6 @@ from braid.core.split_point import (
     midpoint_split_hash,
 )
 
-pytestmark = pytest.mark.unit
-
 FULL = HashRange.full()
 
 
