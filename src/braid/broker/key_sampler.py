@@ -97,7 +97,9 @@ class KeyHashSampler:
         for _ in range(reading):
             meta_size = _U32.unpack_from(payload, pos)[0]
             pos += 4
-            single = pb.SingleMessageMetadata.FromString(payload[pos : pos + meta_size])
+            single = pb.SingleMessageMetadata.FromString(
+                payload[pos : pos + meta_size]  # type: ignore[arg-type]  # upb takes any buffer
+            )
             pos += meta_size + single.payload_size
             if single.HasField("partition_key"):
                 hashes.append(hash16(single.partition_key))
