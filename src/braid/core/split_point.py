@@ -18,6 +18,11 @@ the load record; :func:`balanced_split_hash` turns it into the split hash. The r
   lower one. A single hot key cannot be divided: every boundary is then equally unbalanced and the
   one nearest the midpoint is taken.
 
+The reporter rewrites a load record when its rates change materially; the histogram adds one more
+reason, :func:`split_point_moved`: the split hash it gives moved by more than
+:data:`SPLIT_POINT_MOVE` of the range (a histogram that filled up, or keys whose load shifted), so
+a steady segment with steady keys still writes once and stays silent.
+
 Pure: no I/O, no clock. Bucket ``i`` of ``n`` over a range of ``size`` positions covers the
 offsets ``ceil(i * size / n) .. ceil((i + 1) * size / n) - 1`` from ``start`` (so
 :func:`bucket_index` is ``offset * n // size``); with fewer positions than buckets some buckets
@@ -38,6 +43,8 @@ KEY_HASH_BUCKETS = 64
 MIN_SAMPLE_WEIGHT = 64.0
 #: The midpoint stays when its lower side holds within this fraction of half the load (0.5 +- 0.1).
 MIDPOINT_TOLERANCE = 0.1
+#: A load record is rewritten when its split hash moved by more than this share of the range.
+SPLIT_POINT_MOVE = 1 / 16
 #: Largest histogram accepted in a load record.
 MAX_BUCKETS = 1024
 
@@ -143,15 +150,33 @@ def balanced_split_hash(hash_range: HashRange, weights: Sequence[float] | None) 
     return midpoint if best is None else best[2]
 
 
+def split_point_moved(
+    hash_range: HashRange, old: Sequence[float] | None, new: Sequence[float] | None
+) -> bool:
+    """Whether the split hash of ``new`` moved by more than :data:`SPLIT_POINT_MOVE` of the
+    range from that of ``old`` (always False for a range too small to split).
+
+    Raises:
+        InvalidKeyHistogram: a histogram is malformed.
+    """
+    if hash_range.size < 2:
+        return False
+    before = balanced_split_hash(hash_range, old)
+    after = balanced_split_hash(hash_range, new)
+    return abs(after - before) > hash_range.size * SPLIT_POINT_MOVE
+
+
 __all__ = [
     "KEY_HASH_BUCKETS",
     "MAX_BUCKETS",
     "MIDPOINT_TOLERANCE",
     "MIN_SAMPLE_WEIGHT",
+    "SPLIT_POINT_MOVE",
     "InvalidKeyHistogram",
     "balanced_split_hash",
     "bucket_index",
     "bucket_start",
     "check_histogram",
     "midpoint_split_hash",
+    "split_point_moved",
 ]

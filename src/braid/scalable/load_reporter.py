@@ -13,7 +13,10 @@ says, which is what the controller's merge window reads.
 
 The record also carries the segment's key-hash histogram (``keyHashBuckets``, from the topic's
 :class:`~braid.broker.key_sampler.KeyHashSampler`, decayed here with the same window), so the
-controller can split where the load halves. The histogram never causes a write by itself.
+controller can split where the load halves. The histogram causes a write by itself only when the
+split hash it gives moved by more than 1/16 of the segment's range
+(:func:`braid.core.split_point.split_point_moved`): when it has filled up, or the keys' load
+shifted; steady keys stay silent too.
 
 A segment is forgotten as soon as its topic is unloaded, reloaded, closed or terminated; its
 record is deleted with the segment (the controller's GC, or the topic's recursive delete). A
@@ -42,6 +45,7 @@ from braid.clock import Clock, TimerHandle
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.names import InvalidTopicName, SegmentTopicName, TopicDomain, TopicName
 from braid.core.segment_load import SegmentLoad, is_material_change
+from braid.core.split_point import split_point_moved
 from braid.metadata.api import MetadataStore
 from braid.scalable.resources import ScalableTopicResources
 
@@ -108,6 +112,11 @@ class SegmentLoadReporter:
         """Where a topic's effective policy comes from (its overrides); ``None``: the broker's."""
         self._policy_of = policy_of
         self._policies.clear()
+
+    @property
+    def idle(self) -> bool:
+        """No report is running."""
+        return self._task is None or self._task.done()
 
     @property
     def interval_s(self) -> float:
@@ -217,8 +226,11 @@ class SegmentLoadReporter:
             modified_ms=0,
             key_hash_buckets=sampler.snapshot() if sampler is not None else (),
         )
+        last = state.last_written
         if not is_material_change(
-            state.last_written, load, policy.load_report_rate_change_threshold
+            last, load, policy.load_report_rate_change_threshold
+        ) and not split_point_moved(
+            state.name.hash_range, last.key_hash_buckets if last else None, load.key_hash_buckets
         ):
             return False
         topic = state.topic

@@ -19,6 +19,7 @@ from braid.core.split_point import (
     bucket_index,
     bucket_start,
     midpoint_split_hash,
+    split_point_moved,
 )
 
 FULL = HashRange.full()
@@ -153,3 +154,14 @@ def test_the_balanced_cut_is_never_worse_than_the_midpoint(hashes: list[int]) ->
     # Whole buckets on each side are exact, so the chosen boundary is at least as balanced as
     # the midpoint (itself a boundary of the full ring's 64 buckets).
     assert imbalance_at <= imbalance_mid + 1e-9
+
+
+def test_the_split_point_moves_only_when_the_histogram_says_so() -> None:
+    thin = [1.0] * 64
+    skewed = [0.0] * 56 + [100.0] * 8  # everything in the top eighth
+    assert split_point_moved(FULL, thin, skewed)  # filled up: the cut leaves the midpoint
+    assert not split_point_moved(FULL, skewed, [w * 1.3 for w in skewed])  # same shape
+    assert not split_point_moved(FULL, None, thin)  # thin either way: the midpoint
+    nearby = [0.0] * 55 + [100.0] * 9  # one bucket lower: within 1/16 of the range
+    assert not split_point_moved(FULL, skewed, nearby)
+    assert not split_point_moved(HashRange(3, 3), None, skewed)
