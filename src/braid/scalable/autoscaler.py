@@ -155,6 +155,10 @@ class AutoScaler:
         self.evaluations = 0
 
     @property
+    def controller(self) -> ScalableTopicController:
+        return self._controller
+
+    @property
     def running(self) -> bool:
         return self._running
 
