@@ -186,9 +186,7 @@ def load_step(args: argparse.Namespace, base: Path, factor: float) -> Row:
             watch = DagWatch(broker.host, broker.port, topic)
             watch.start()
             watch.wait(lambda epoch, active: True, 30)
-            idle_until = time.monotonic() + window  # a full window of idle samples first
-            while time.monotonic() < idle_until:
-                time.sleep(0.2)
+            time.sleep(window)  # a full window of idle samples first
             producer = PacedProducer(client, topic, factor * SPLIT_THRESHOLD)
             producer.start()
             seen = watch.wait(lambda epoch, active: active > 1, 6 * limit + 60)
@@ -249,13 +247,10 @@ def steady_writes(args: argparse.Namespace, base: Path) -> Row:
             admin.scalable_topics.create(topic, segments=segments)
             producer = PacedProducer(client, topic, rate)
             producer.start()
-            ramp_until = time.monotonic() + 7 * report_s  # the window fills, records settle
-            while time.monotonic() < ramp_until:
-                time.sleep(0.2)
+            time.sleep(7 * report_s)  # the window fills, the records settle
             before = asyncio.run(_versions(broker, segments))
             steady_started = time.monotonic()
-            while time.monotonic() - steady_started < args.steady:
-                time.sleep(0.2)
+            time.sleep(args.steady)
             after = asyncio.run(_versions(broker, segments))
             elapsed = time.monotonic() - steady_started
             producer.stop()

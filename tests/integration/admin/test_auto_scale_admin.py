@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import logging
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -16,15 +14,6 @@ from braid.cli.main import main
 from tests.support.standalone import StandaloneProcess
 
 _names = itertools.count()
-
-
-@pytest.fixture(autouse=True)
-def _keep_logging() -> Iterator[None]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture
