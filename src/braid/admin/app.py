@@ -1,10 +1,13 @@
-"""The admin REST API (FastAPI): tenants, namespaces, persistent topics and health.
+"""The admin REST API (FastAPI): tenants, namespaces, persistent topics, health and ``/metrics``.
 
 Paths and status codes follow Pulsar's ``/admin/v2`` API so ``pulsar-admin``-style tooling and
 habits carry over. Tenants and namespaces go to :class:`~braid.broker.resources.BrokerResources`;
 topic operations go to the broker (:class:`TopicAdmin`, implemented by ``BrokerService``), which
 runs in the same event loop. Errors are JSON ``{"reason": ...}`` (see :mod:`braid.admin.errors`).
-The OpenAPI document is at ``/openapi.json`` and browsable at ``/docs``.
+The OpenAPI document is at ``/openapi.json`` and browsable at ``/docs``. ``/metrics`` is the
+Prometheus text exposition (:mod:`braid.admin.metrics`). A namespace's PIP-483
+``scalableTopicAutoScalePolicy`` override is served here (validated against the broker's
+``broker.conf`` policy); the topic-level one with the scalable-topic endpoints.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from typing import Annotated, Any, Protocol
 from fastapi import APIRouter, Body, FastAPI, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
 from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_error_handlers
+from braid.admin.metrics import metrics_registry
 from braid.admin.scalable import scalable_router
 from braid.broker.config import BrokerConfig
 from braid.broker.errors import TopicNotFound
@@ -32,12 +37,19 @@ from braid.broker.resources import (
     TenantInfo,
     check_name,
 )
+from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.names import TopicDomain, TopicName
+from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.service import ScalableTopicService
 
 
 class TopicAdmin(Protocol):
     """What the admin API needs from the broker (``BrokerService`` provides it)."""
+
+    @property
+    def topics(self) -> Mapping[str, Any]:
+        """The loaded topics, by name (``/metrics`` reads their counters)."""
+        ...
 
     async def list_topics(self, namespace: str) -> list[str]: ...
 
@@ -241,6 +253,56 @@ def create_app(
         await resources.set_deduplication(tenant, namespace, None)
         return Response(status_code=204)
 
+    # PIP-483: the namespace's auto-scale override (checked against broker.conf's policy).
+    if scalable is not None:
+        policies = scalable.auto_scale.policies
+    else:
+        policies = AutoScalePolicies(
+            AutoScalePolicy.from_broker_config(config.scalable_topic_settings),
+            lambda tenant, namespace: _no_override(),
+        )
+
+    @v2.get(
+        "/namespaces/{tenant}/{namespace}/scalableTopicAutoScalePolicy",
+        tags=["namespaces"],
+        summary="The namespace's auto-scale policy override of its scalable topics (or null)",
+    )
+    async def get_scalable_auto_scale(tenant: str, namespace: str) -> Any:
+        stored = await resources.get_namespace_policies(tenant, namespace)
+        override = stored.scalable_topic_auto_scale_policy
+        return None if override is None else dict(override)
+
+    @v2.post(
+        "/namespaces/{tenant}/{namespace}/scalableTopicAutoScalePolicy",
+        status_code=204,
+        tags=["namespaces"],
+        summary="Set the namespace's auto-scale override (PIP-483 AutoScalePolicyOverride)",
+    )
+    async def set_scalable_auto_scale(
+        tenant: str, namespace: str, body: Annotated[Any, Body()]
+    ) -> Response:
+        override = policies.check_namespace_override(body).to_json()
+        await resources.update_namespace_policies(
+            tenant,
+            namespace,
+            lambda p: dataclasses.replace(p, scalable_topic_auto_scale_policy=override),
+        )
+        return Response(status_code=204)
+
+    @v2.delete(
+        "/namespaces/{tenant}/{namespace}/scalableTopicAutoScalePolicy",
+        status_code=204,
+        tags=["namespaces"],
+        summary="Remove the namespace's auto-scale override (broker.conf applies)",
+    )
+    async def delete_scalable_auto_scale(tenant: str, namespace: str) -> Response:
+        await resources.update_namespace_policies(
+            tenant,
+            namespace,
+            lambda p: dataclasses.replace(p, scalable_topic_auto_scale_policy=None),
+        )
+        return Response(status_code=204)
+
     # --- persistent topics ---
 
     @v2.get("/persistent/{tenant}/{namespace}", tags=["topics"], summary="List topics")
@@ -306,7 +368,23 @@ def create_app(
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    registry = metrics_registry(broker.topics, config.cluster_name, scalable)
+
+    @app.get(
+        "/metrics",
+        tags=["brokers"],
+        summary="Prometheus metrics: topic counters, backlogs, PIP-483 auto-scale counters",
+        response_class=PlainTextResponse,
+    )
+    async def metrics() -> Response:
+        # Runs on the broker's loop (async handler), so the collector reads consistent state.
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
     return app
+
+
+async def _no_override() -> None:
+    return None
 
 
 __all__ = ["TopicAdmin", "create_app"]

@@ -428,6 +428,36 @@ class Namespaces:
             "DELETE", f"/admin/v2/namespaces/{_namespace_path(namespace)}/deduplication"
         )
 
+    def get_scalable_topic_auto_scale_policy(self, namespace: str) -> dict[str, Any] | None:
+        """The namespace's PIP-483 auto-scale override of its scalable topics (``None``: none)."""
+        result: dict[str, Any] | None = self._http.call(
+            "GET", f"/admin/v2/namespaces/{_namespace_path(namespace)}/scalableTopicAutoScalePolicy"
+        )
+        return result
+
+    def set_scalable_topic_auto_scale_policy(
+        self, namespace: str, policy: Mapping[str, Any]
+    ) -> None:
+        """Set the namespace's ``AutoScalePolicyOverride``: camelCase knobs, each optional, e.g.
+        ``{"enabled": False}`` or ``{"maxSegments": 16, "splitCooldownMs": 30000}``.
+
+        Raises:
+            AdminInvalidInputError: an unknown key, a value out of range, or values inconsistent
+                with ``broker.conf`` (the message names the keys).
+        """
+        self._http.call(
+            "POST",
+            f"/admin/v2/namespaces/{_namespace_path(namespace)}/scalableTopicAutoScalePolicy",
+            body=_policy(policy),
+        )
+
+    def remove_scalable_topic_auto_scale_policy(self, namespace: str) -> None:
+        """Drop the namespace's override: ``broker.conf`` applies again."""
+        self._http.call(
+            "DELETE",
+            f"/admin/v2/namespaces/{_namespace_path(namespace)}/scalableTopicAutoScalePolicy",
+        )
+
 
 class Topics:
     """``/admin/v2/persistent``: classic ``persistent://`` topics."""
@@ -588,6 +618,35 @@ class ScalableTopics:
             result = self._http.call("POST", f"{self._path(topic)}/merge", body={"segmentIds": ids})
         return result
 
+    def get_auto_scale_policy(self, topic: str | TopicName) -> dict[str, Any] | None:
+        """The topic's PIP-483 auto-scale override (``None``: the namespace's or broker's
+        policy applies). ``stats`` shows the resolved effective policy."""
+        result: dict[str, Any] | None = self._http.call(
+            "GET", f"{self._path(topic)}/autoScalePolicy"
+        )
+        return result
+
+    def set_auto_scale_policy(self, topic: str | TopicName, policy: Mapping[str, Any]) -> None:
+        """Set the topic's ``AutoScalePolicyOverride`` (camelCase knobs, each optional; e.g.
+        ``{"enabled": False}``, ``{"splitMsgRateInThreshold": 2000, "maxSegments": 8}``).
+
+        Raises:
+            AdminInvalidInputError: an unknown key, a value out of range, or a policy that is
+                inconsistent once resolved over the namespace's override and ``broker.conf``
+                (the message names the keys and where each value came from).
+        """
+        self._http.call("POST", f"{self._path(topic)}/autoScalePolicy", body=_policy(policy))
+
+    def remove_auto_scale_policy(self, topic: str | TopicName) -> None:
+        """Drop the topic's override."""
+        self._http.call("DELETE", f"{self._path(topic)}/autoScalePolicy")
+
+
+def _policy(policy: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(policy, Mapping):
+        raise InvalidInputError(f"an auto-scale policy is a mapping of knobs, got {policy!r}")
+    return dict(policy)
+
 
 def _subscription(name: str) -> str:
     if not isinstance(name, str) or not name:
@@ -674,6 +733,12 @@ class AdminClient:
     def clusters(self) -> list[str]:
         """The cluster names this broker knows."""
         result: list[str] = self._http.call("GET", "/admin/v2/clusters")
+        return result
+
+    def metrics(self) -> str:
+        """``GET /metrics``: the Prometheus text exposition (topic counters, backlogs, PIP-483
+        auto-scale counters)."""
+        result: str = self._http.call("GET", "/metrics")
         return result
 
     def close(self) -> None:

@@ -105,6 +105,9 @@ class BrokerConfig:
     scalable_topic_consumer_session_grace_seconds: int = 60
     #: How often the controller leader garbage-collects drained sealed segments (0 = never).
     scalable_topic_gc_interval_seconds: int = 60
+    #: Braid-specific: a segment topic samples the key of one published entry in this many for
+    #: its key-hash histogram (where a load-driven split cuts); 0 turns sampling off.
+    scalable_topic_key_hash_sample_interval: int = 8
     #: Raw PIP-483 ``scalableTopic*`` keys (other than ``scalableTopicEnabled``) as written.
     scalable_topic_settings: Mapping[str, str] = field(default_factory=_empty_settings)
     #: Braid-specific (CPython has a cyclic GC, Pulsar's JVM keys do not apply): freeze the
@@ -279,6 +282,11 @@ KEYS: tuple[_Key, ...] = (
         _parse_int(0),
     ),
     _Key("scalableTopicGcIntervalSeconds", "scalable_topic_gc_interval_seconds", _parse_int(0)),
+    _Key(
+        "scalableTopicKeyHashSampleInterval",
+        "scalable_topic_key_hash_sample_interval",
+        _parse_int(0),
+    ),
     _Key("pythonGcFreezeAfterStartup", "python_gc_freeze_after_startup", _parse_bool),
     _Key("pythonGcThresholds", "python_gc_thresholds", _parse_gc_thresholds),
 )

@@ -31,6 +31,7 @@ from braid.broker.config import (
 from braid.broker.connection import SERVER_VERSION, BrokerConnection
 from braid.broker.errors import InvalidTopicName, ServiceNotReady, TopicNotFound
 from braid.broker.handlers import topic_commands
+from braid.broker.key_sampler import KeyHashSampler
 from braid.broker.registry import CommandRegistry
 from braid.broker.resources import BrokerResources, NamespacePolicies
 from braid.broker.topic import PersistentTopic
@@ -257,6 +258,10 @@ class BrokerService:
         if self._closing:
             await loaded.close()
             raise ServiceNotReady("the broker is shutting down")
+        every = self.config.scalable_topic_key_hash_sample_interval
+        if topic.domain is TopicDomain.SEGMENT and every > 0:
+            # Where the segment's keys hash: the scalable layer's split point (load reports).
+            loaded.key_sampler = KeyHashSampler.for_segment(str(topic), every=every)
         self._topics[str(topic)] = loaded
         log.info("loaded topic %s (managed ledger %s)", topic, ml_name)
         return loaded
