@@ -33,6 +33,8 @@ from braid.broker.errors import (
 )
 from braid.broker.producer import Producer
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
+from braid.broker.schemas.model import SchemaData
+from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.broker.subscription import Subscription
 from braid.broker.topic import PersistentTopic
 from braid.core.names import TopicName
@@ -104,6 +106,11 @@ class TopicService(Protocol):
 
     def generate_producer_name(self) -> str:
         """A producer name unique across this broker's restarts."""
+        ...
+
+    @property
+    def schemas(self) -> TopicSchemas:
+        """The schema rules PRODUCER and SUBSCRIBE apply."""
         ...
 
 
@@ -284,7 +291,10 @@ class TopicCommands:
             producer, topic = existing
             channel.send(
                 commands.producer_success(
-                    req.request_id, producer.name, topic.last_sequence_id(producer.name)
+                    req.request_id,
+                    producer.name,
+                    topic.last_sequence_id(producer.name),
+                    schema_version=producer.schema_version,
                 )
             )
             return
@@ -293,6 +303,9 @@ class TopicCommands:
 
         async def run() -> None:
             topic = await self._service.get_or_create_topic(req.topic)
+            schema_version = await self._service.schemas.for_producer(
+                TopicName.parse(topic.name), _schema_of(req)
+            )
             user_named = req.HasField("producer_name") and bool(req.producer_name)
             name = req.producer_name if user_named else self._service.generate_producer_name()
             producer = Producer(
@@ -302,6 +315,7 @@ class TopicCommands:
                 self,
                 user_provided_name=user_named,
             )
+            producer.schema_version = schema_version
 
             def waiting() -> None:
                 channel.send(
@@ -314,7 +328,12 @@ class TopicCommands:
                 return
             self._producers[req.producer_id] = (producer, topic)
             channel.send(
-                commands.producer_success(req.request_id, name, topic.last_sequence_id(name))
+                commands.producer_success(
+                    req.request_id,
+                    name,
+                    topic.last_sequence_id(name),
+                    schema_version=schema_version,
+                )
             )
 
         task = asyncio.ensure_future(run())
@@ -392,6 +411,9 @@ class TopicCommands:
             if not req.subscription:
                 raise NotSupported("a subscription name is required")
             topic = await self._service.get_or_create_topic(req.topic)
+            await self._service.schemas.for_consumer(
+                TopicName.parse(topic.name), _schema_of(req), topic_in_use=_in_use(topic)
+            )
             consumer = Consumer(
                 req.consumer_id,
                 req.consumer_name or f"consumer-{req.consumer_id}",
@@ -559,6 +581,20 @@ class TopicCommands:
                 msg_backlog=binding.subscription.cursor.backlog(),
             )
         )
+
+
+def _schema_of(req: pb.CommandProducer | pb.CommandSubscribe) -> SchemaData | None:
+    """The schema a PRODUCER or SUBSCRIBE carries, if any."""
+    return SchemaData.from_wire(req.schema) if req.HasField("schema") else None
+
+
+def _in_use(topic: PersistentTopic) -> bool:
+    """Producers, consumers or messages: a consumer's schema may no longer define the topic's."""
+    return (
+        bool(topic.producers)
+        or topic.ledger.number_of_entries > 0
+        or any(sub.consumers for sub in topic.subscriptions.values())
+    )
 
 
 def _error_for(request_id: int) -> _ConsumerRefusal:

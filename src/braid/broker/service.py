@@ -33,6 +33,10 @@ from braid.broker.errors import InvalidTopicName, ServiceNotReady, TopicNotFound
 from braid.broker.handlers import topic_commands
 from braid.broker.registry import CommandRegistry
 from braid.broker.resources import BrokerResources, NamespacePolicies
+from braid.broker.schemas.commands import schema_commands
+from braid.broker.schemas.registry import SchemaRegistry
+from braid.broker.schemas.storage import SchemaStorage
+from braid.broker.schemas.topic_schemas import SchemaPolicy, TopicSchemas
 from braid.broker.topic import PersistentTopic
 from braid.clock import Clock
 from braid.core import names
@@ -101,6 +105,12 @@ class BrokerService:
         #: Which command family serves which command; extend it with ``commands.register``.
         self.commands = CommandRegistry()
         self.commands.register(topic_commands(self))
+        #: Topic-level schemas: versions in ledgers, locators in the metadata store.
+        self.schemas = TopicSchemas(
+            SchemaRegistry(SchemaStorage(metadata, ml_factory.storage, clock)),
+            self._schema_policy,
+        )
+        self.commands.register(schema_commands(self))
         #: What CONNECTED advertises; layers above set their flags (``supports_scalable_topics``)
         #: before clients connect.
         self.feature_flags = pb.FeatureFlags()
@@ -189,6 +199,20 @@ class BrokerService:
         if not await self.resources.namespace_exists(topic.tenant, topic.namespace):
             raise TopicNotFound(f"namespace {topic.namespace_name} does not exist")
         return await self.resources.get_namespace_policies(topic.tenant, topic.namespace)
+
+    async def _schema_policy(self, topic: TopicName) -> SchemaPolicy:
+        """The namespace's schema settings over the broker's defaults."""
+        policies = await self.namespace_policies(topic)
+        return SchemaPolicy(
+            strategy=policies.schema_compatibility_strategy
+            or self.config.schema_compatibility_strategy,
+            allow_auto_update=policies.is_allow_auto_update_schema is not False,
+            validation_enforced=(
+                self.config.is_schema_validation_enforced
+                if policies.schema_validation_enforced is None
+                else policies.schema_validation_enforced
+            ),
+        )
 
     async def check_topic(self, name: str) -> TopicName:
         """Validate a name and its namespace (what LOOKUP and PARTITIONED_METADATA need)."""
