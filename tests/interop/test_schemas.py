@@ -77,3 +77,47 @@ def test_incompatible_producer_is_refused(
     with pytest.raises(pulsar.IncompatibleSchema):
         client.create_producer(topic, schema=JsonSchema(Person))
     assert _versions(broker, topic) == [0]
+
+
+class PersonWithEmail(Record):
+    """``Person`` plus an optional field with a default: compatible both ways (FULL)."""
+
+    name = String()
+    age = Integer()
+    email = String(required_default=True)
+
+
+PersonWithEmail.__name__ = "Person"
+
+
+@pytest.mark.interop
+def test_compatible_evolution_adds_a_version_stamped_on_messages(
+    client: pulsar.Client, broker: BackgroundBroker, topic: str
+) -> None:
+    consumer = client.subscribe(topic, "sub", schema=pulsar.schema.BytesSchema())
+    v1 = client.create_producer(topic, schema=AvroSchema(Person))
+    v2 = client.create_producer(topic, schema=AvroSchema(PersonWithEmail))
+    v1.send(Person(name="a", age=1))
+    v2.send(PersonWithEmail(name="b", age=2, email="b@example.com"))
+    assert _versions(broker, topic) == [0, 1]
+    stamped = []
+    for _ in range(2):
+        msg = consumer.receive(timeout_millis=10_000)
+        stamped.append(int.from_bytes(msg.schema_version().encode("latin-1"), "big"))
+    assert stamped == [0, 1]
+    # The same definition again is the same version, not a new one.
+    client.create_producer(topic, schema=AvroSchema(Person))
+    assert _versions(broker, topic) == [0, 1]
+
+
+@pytest.mark.interop
+def test_consumer_that_cannot_read_the_topic_is_refused(
+    client: pulsar.Client, topic: str
+) -> None:
+    client.create_producer(topic, schema=AvroSchema(Person))
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.subscribe(topic, "sub", schema=AvroSchema(PersonRenamedAge))
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.subscribe(topic, "sub", schema=StringSchema())
+    # A consumer without a schema (bytes) reads anything.
+    client.subscribe(topic, "raw")

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_error_handlers
 from braid.admin.scalable import scalable_router
+from braid.admin.schemas import schemas_router
 from braid.broker.config import BrokerConfig
 from braid.broker.errors import TopicNotFound
 from braid.broker.gc_policy import GC_STATS
@@ -32,6 +33,7 @@ from braid.broker.resources import (
     TenantInfo,
     check_name,
 )
+from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.core.names import TopicDomain, TopicName
 from braid.scalable.service import ScalableTopicService
 
@@ -48,6 +50,9 @@ class TopicAdmin(Protocol):
     async def delete_topic(self, name: str) -> None: ...
 
     def topic_stats(self, name: str) -> Mapping[str, object]: ...
+
+    @property
+    def schemas(self) -> TopicSchemas: ...
 
 
 class TenantInfoBody(BaseModel):
@@ -298,6 +303,7 @@ def create_app(
     async def runtime_stats() -> dict[str, object]:
         return {"gc": GC_STATS.snapshot()}
 
+    v2.include_router(schemas_router(broker.schemas, resources, resources.namespace_exists))
     if scalable is not None:
         v2.include_router(scalable_router(scalable, scalable.segments, resources.namespace_exists))
     app.include_router(v2)
