@@ -111,9 +111,7 @@ def test_compatible_evolution_adds_a_version_stamped_on_messages(
 
 
 @pytest.mark.interop
-def test_consumer_that_cannot_read_the_topic_is_refused(
-    client: pulsar.Client, topic: str
-) -> None:
+def test_consumer_that_cannot_read_the_topic_is_refused(client: pulsar.Client, topic: str) -> None:
     client.create_producer(topic, schema=AvroSchema(Person))
     with pytest.raises(pulsar.IncompatibleSchema):
         client.subscribe(topic, "sub", schema=AvroSchema(PersonRenamedAge))
@@ -121,3 +119,20 @@ def test_consumer_that_cannot_read_the_topic_is_refused(
         client.subscribe(topic, "sub", schema=StringSchema())
     # A consumer without a schema (bytes) reads anything.
     client.subscribe(topic, "raw")
+
+
+@pytest.mark.interop
+def test_partitions_share_one_schema(
+    client: pulsar.Client, broker: BackgroundBroker, topic: str
+) -> None:
+    broker.call(broker.service.create_partitioned_topic(topic, 3))
+    producer = client.create_producer(topic, schema=AvroSchema(Person), batching_enabled=False)
+    consumer = client.subscribe(topic, "sub", schema=AvroSchema(Person))
+    for i in range(6):
+        producer.send(Person(name=f"p{i}", age=i))
+    names = sorted(consumer.receive(timeout_millis=10_000).value().name for _ in range(6))
+    assert names == [f"p{i}" for i in range(6)]
+    assert _versions(broker, topic) == [0]
+    assert _versions(broker, f"{topic}-partition-2") == [0]
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(f"{topic}-partition-1", schema=AvroSchema(PersonRenamedAge))

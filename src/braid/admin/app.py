@@ -20,6 +20,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field
 
 from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_error_handlers
+from braid.admin.partitioned import PartitionAdmin, partitioned_router
 from braid.admin.scalable import scalable_router
 from braid.admin.schemas import schemas_router
 from braid.broker.config import BrokerConfig
@@ -38,7 +39,7 @@ from braid.core.names import TopicDomain, TopicName
 from braid.scalable.service import ScalableTopicService
 
 
-class TopicAdmin(Protocol):
+class TopicAdmin(PartitionAdmin, Protocol):
     """What the admin API needs from the broker (``BrokerService`` provides it)."""
 
     async def list_topics(self, namespace: str) -> list[str]: ...
@@ -262,6 +263,8 @@ def create_app(
         name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
         if str(name) in await list_topics(tenant, namespace):
             raise TopicAlreadyExists(f"topic {name} already exists")
+        if await broker.partitioned.partitions(name):
+            raise TopicAlreadyExists(f"{name} is a partitioned topic")
         await broker.get_or_create_topic(str(name), create=True)
         return Response(status_code=204)
 
@@ -304,6 +307,11 @@ def create_app(
         return {"gc": GC_STATS.snapshot()}
 
     v2.include_router(schemas_router(broker.schemas, resources, resources.namespace_exists))
+    v2.include_router(
+        partitioned_router(
+            broker, resources, auto_creation_default=config.allow_auto_topic_creation
+        )
+    )
     if scalable is not None:
         v2.include_router(scalable_router(scalable, scalable.segments, resources.namespace_exists))
     app.include_router(v2)

@@ -94,6 +94,10 @@ class TopicService(Protocol):
         """Validate a topic name and its namespace."""
         ...
 
+    async def partitioned_metadata(self, name: str, *, auto_create: bool = True) -> int:
+        """The topic's number of partitions (0: not partitioned), maybe auto-creating it."""
+        ...
+
     async def get_or_create_topic(
         self, name: str, *, create: bool | None = None
     ) -> PersistentTopic:
@@ -232,7 +236,9 @@ class TopicCommands:
 
         async def run() -> None:
             try:
-                await self._service.check_topic(req.topic)
+                partitions = await self._service.partitioned_metadata(
+                    req.topic, auto_create=req.metadata_auto_creation_enabled
+                )
             except Exception as exc:
                 code, message = to_server_error(exc)
                 self._channel.send(
@@ -241,8 +247,8 @@ class TopicCommands:
                     )
                 )
                 return
-            # Braid has no partitioned topics: 0 tells the client to use the topic as it is.
-            self._channel.send(commands.partitioned_metadata_response(req.request_id, 0))
+            # 0 tells the client to use the topic as it is; N to use its N partitions.
+            self._channel.send(commands.partitioned_metadata_response(req.request_id, partitions))
 
         self._channel.spawn(run(), request_id=req.request_id)
 

@@ -163,16 +163,21 @@ class RetentionPolicies:
 
 @dataclass(frozen=True)
 class AutoTopicCreationOverride:
-    """Namespace override of the broker's ``allowAutoTopicCreation``."""
+    """Namespace override of the broker's ``allowAutoTopicCreation``,
+    ``allowAutoTopicCreationType`` and ``defaultNumPartitions``."""
 
     allow_auto_topic_creation: bool
     topic_type: str = "non-partitioned"
+    default_num_partitions: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "allowAutoTopicCreation": self.allow_auto_topic_creation,
             "topicType": self.topic_type,
         }
+        if self.default_num_partitions is not None:
+            doc["defaultNumPartitions"] = self.default_num_partitions
+        return doc
 
     @classmethod
     def from_json(cls, doc: object) -> AutoTopicCreationOverride:
@@ -185,7 +190,12 @@ class AutoTopicCreationOverride:
             raise InvalidPolicies(
                 f"topicType must be non-partitioned or partitioned: {topic_type!r}"
             )
-        return cls(doc["allowAutoTopicCreation"], topic_type)
+        partitions = doc.get("defaultNumPartitions")
+        if partitions is not None and (
+            isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1
+        ):
+            raise InvalidPolicies(f"defaultNumPartitions must be an integer >= 1: {partitions!r}")
+        return cls(doc["allowAutoTopicCreation"], topic_type, partitions)
 
 
 _MODELLED = (
