@@ -277,15 +277,6 @@ class TopicCommands:
 
         self._channel.spawn(run(), request_id=req.request_id)
 
-    def on_topics_of_namespace(self, event: CommandReceived) -> None:
-        req = event.command.getTopicsOfNamespace
-
-        async def run() -> None:
-            topics = await self._service.list_topics(req.namespace)
-            self._channel.send(commands.topics_of_namespace_response(req.request_id, topics))
-
-        self._channel.spawn(run(), request_id=req.request_id)
-
     # -- producers -----------------------------------------------------------------------------
 
     def on_producer(self, event: CommandReceived) -> None:
@@ -616,7 +607,6 @@ def _error_for(request_id: int) -> _ConsumerRefusal:
 _HANDLERS: dict[CommandType, CommandHandler[TopicCommands]] = {
     pb.BaseCommand.PARTITIONED_METADATA: TopicCommands.on_partitioned_metadata,
     pb.BaseCommand.LOOKUP: TopicCommands.on_lookup,
-    pb.BaseCommand.GET_TOPICS_OF_NAMESPACE: TopicCommands.on_topics_of_namespace,
     pb.BaseCommand.PRODUCER: TopicCommands.on_producer,
     pb.BaseCommand.SEND: TopicCommands.on_send,
     pb.BaseCommand.CLOSE_PRODUCER: TopicCommands.on_close_producer,

@@ -44,9 +44,10 @@ from braid.broker.schemas.registry import SchemaRegistry
 from braid.broker.schemas.storage import SchemaStorage
 from braid.broker.schemas.topic_schemas import SchemaPolicy, TopicSchemas
 from braid.broker.topic import PersistentTopic
+from braid.broker.topic_list import TopicEvents, topic_list_commands
 from braid.clock import Clock
 from braid.core import names
-from braid.core.names import TopicDomain, TopicName
+from braid.core.names import NamespaceName, TopicDomain, TopicName
 from braid.core.partitions import (
     PARTITION_SUFFIX,
     partition_index,
@@ -125,9 +126,12 @@ class BrokerService:
         self.commands.register(schema_commands(self))
         #: Partition counts of partitioned topics (their partitions are ordinary topics).
         self.partitioned = PartitionedTopics(metadata)
+        #: Topic creations and deletions, for topic-list watchers.
+        self.topic_events = TopicEvents(ml_factory)
+        self.commands.register(topic_list_commands(self, self.topic_events))
         #: What CONNECTED advertises; layers above set their flags (``supports_scalable_topics``)
         #: before clients connect.
-        self.feature_flags = pb.FeatureFlags()
+        self.feature_flags = pb.FeatureFlags(supports_topic_watchers=True)
         #: Called with ``(topic name, subscription)`` when a subscription has consumed all of a
         #: terminated topic (the scalable-topic layer's drain events).
         self.drain_listeners: list[Callable[[str, str], None]] = []
@@ -183,6 +187,7 @@ class BrokerService:
         if self._closing:
             return
         self._closing = True
+        self.topic_events.close()
         if self._server is not None:
             self._server.close()
         for conn in list(self._connections):
@@ -227,6 +232,16 @@ class BrokerService:
                 else policies.schema_validation_enforced
             ),
         )
+
+    async def check_namespace(self, namespace: str) -> NamespaceName:
+        """Validate ``tenant/ns`` and check that it exists (``TopicNotFound`` naming it if not)."""
+        try:
+            name = NamespaceName.parse(namespace)
+        except names.InvalidTopicName as exc:
+            raise InvalidTopicName(str(exc)) from exc
+        if not await self.resources.namespace_exists(name.tenant, name.namespace):
+            raise TopicNotFound(f"namespace {name} does not exist")
+        return name
 
     async def check_topic(self, name: str) -> TopicName:
         """Validate a name and its namespace (what LOOKUP and PARTITIONED_METADATA need)."""
