@@ -20,6 +20,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, Field
 
 from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_error_handlers
+from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.partitioned import PartitionAdmin, partitioned_router
 from braid.admin.scalable import scalable_router
 from braid.admin.schemas import schemas_router
@@ -39,7 +40,7 @@ from braid.core.names import TopicDomain, TopicName
 from braid.scalable.service import ScalableTopicService
 
 
-class TopicAdmin(PartitionAdmin, Protocol):
+class TopicAdmin(PartitionAdmin, LookupService, Protocol):
     """What the admin API needs from the broker (``BrokerService`` provides it)."""
 
     async def list_topics(self, namespace: str) -> list[str]: ...
@@ -315,6 +316,7 @@ def create_app(
     if scalable is not None:
         v2.include_router(scalable_router(scalable, scalable.segments, resources.namespace_exists))
     app.include_router(v2)
+    app.include_router(lookup_router(broker))
 
     @app.get("/health", tags=["brokers"], summary="Liveness of the process")
     async def health() -> dict[str, str]:

@@ -85,9 +85,8 @@ def _fully_acked(mid: pb.MessageIdData) -> bool:
 class TopicService(Protocol):
     """What the topic commands need from the broker (implemented by ``BrokerService``)."""
 
-    @property
-    def service_url(self) -> str:
-        """``pulsar://host:port`` that LOOKUP answers with."""
+    def lookup_url(self, listener: str | None = None) -> str:
+        """``pulsar://host:port`` that LOOKUP answers with (for ``listener``, if named)."""
         ...
 
     async def check_topic(self, name: str) -> TopicName:
@@ -258,6 +257,7 @@ class TopicCommands:
         async def run() -> None:
             try:
                 await self._service.check_topic(req.topic)
+                url = self._service.lookup_url(req.advertised_listener_name or None)
             except Exception as exc:
                 code, message = to_server_error(exc)
                 if code in (ServerError.ServiceNotReady, ServerError.TooManyRequests):
@@ -268,11 +268,7 @@ class TopicCommands:
                 )
                 return
             self._channel.send(
-                commands.lookup_response(
-                    req.request_id,
-                    broker_service_url=self._service.service_url,
-                    authoritative=True,
-                )
+                commands.lookup_response(req.request_id, broker_service_url=url, authoritative=True)
             )
 
         self._channel.spawn(run(), request_id=req.request_id)

@@ -29,7 +29,13 @@ from braid.broker.config import (
     retention_minutes_to_seconds,
 )
 from braid.broker.connection import SERVER_VERSION, BrokerConnection
-from braid.broker.errors import InvalidTopicName, NotSupported, ServiceNotReady, TopicNotFound
+from braid.broker.errors import (
+    InvalidTopicName,
+    NotSupported,
+    ServiceNotReady,
+    TopicNotFound,
+    UnknownListener,
+)
 from braid.broker.handlers import topic_commands
 from braid.broker.partitions import (
     PartitionedTopicExists,
@@ -115,6 +121,7 @@ class BrokerService:
         # matters with deduplication (a reused name would inherit old sequence ids).
         self._producer_tag = secrets.token_hex(4)
         self._producer_counter = itertools.count()
+        self._listeners = config.listener_urls()
         #: Which command family serves which command; extend it with ``commands.register``.
         self.commands = CommandRegistry()
         self.commands.register(topic_commands(self))
@@ -161,6 +168,29 @@ class BrokerService:
         """``pulsar://host:port`` as clients should reach this broker (the bound port)."""
         host = self.config.advertised_address or self.config.bind_address
         return f"pulsar://{host}:{self.port}"
+
+    def lookup_url(self, listener: str | None = None) -> str:
+        """The ``pulsar://`` URL a LOOKUP is answered with.
+
+        With ``advertisedListeners`` configured, a lookup naming a listener gets that listener's
+        URL, and one naming none the first listener's (Pulsar's default internal listener);
+        without them, :attr:`service_url`.
+
+        Raises:
+            UnknownListener: ``listener`` is not one of ``advertisedListeners``.
+        """
+        listeners = self._listeners
+        if listener:
+            url = listeners.get(listener)
+            if url is None:
+                known = ", ".join(listeners) or "none configured"
+                raise UnknownListener(
+                    f"the broker does not have listener {listener!r} (advertisedListeners: {known})"
+                )
+            return url
+        if listeners:
+            return next(iter(listeners.values()))
+        return self.service_url
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing:
