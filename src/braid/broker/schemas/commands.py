@@ -2,7 +2,9 @@
 
 A client asks for a topic's schema (latest, or the version a message carries) to decode messages
 (AUTO_CONSUME, multi-version readers), or registers a schema before using it (a producer that
-switches schemas, AUTO_PRODUCE). Both answer with their own response command, errors included
+switches schemas, AUTO_PRODUCE). The topic may be named by any of its names: a partition or the
+partitioned topic, a segment or its scalable ``topic://`` name - they share one schema.
+Both answer with their own response command, errors included
 (``error_code`` + ``error_message``), as Pulsar does: no schema is ``TopicNotFound`` "Topic not
 found or no-schema"; a refused schema is ``IncompatibleSchema``.
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from braid.broker.errors import to_server_error
+from braid.broker.errors import InvalidTopicName, to_server_error
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
 from braid.broker.schemas.model import (
     SchemaData,
@@ -24,7 +26,8 @@ from braid.broker.schemas.model import (
     version_to_bytes,
 )
 from braid.broker.schemas.topic_schemas import TopicSchemas
-from braid.core.names import TopicName
+from braid.core import names
+from braid.core.names import NamespaceName, TopicName
 from braid.protocol import commands
 from braid.protocol.events import CommandReceived
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -38,9 +41,21 @@ class SchemaService(Protocol):
     @property
     def schemas(self) -> TopicSchemas: ...
 
-    async def check_topic(self, name: str) -> TopicName:
-        """Validate a topic name and its namespace."""
+    async def check_namespace(self, namespace: str) -> NamespaceName:
+        """Validate ``tenant/ns`` and check that it exists."""
         ...
+
+
+async def _topic(service: SchemaService, name: str) -> TopicName:
+    """The topic a schema request names: ``persistent://``, ``segment://`` or - for a
+    scalable-topic client asking by the topic's own name - ``topic://`` (one schema for all
+    of its segments), in an existing namespace."""
+    try:
+        topic = TopicName.parse(name)
+    except names.InvalidTopicName as exc:
+        raise InvalidTopicName(str(exc)) from exc
+    await service.check_namespace(topic.namespace_name)
+    return topic
 
 
 class SchemaCommands:
@@ -60,7 +75,7 @@ class SchemaCommands:
         async def run() -> None:
             response = pb.CommandGetSchemaResponse(request_id=req.request_id)
             try:
-                topic = await self._service.check_topic(req.topic)
+                topic = await _topic(self._service, req.topic)
                 registry = self._service.schemas.registry
                 schema_id = schema_id_of(topic)
                 if req.HasField("schema_version") and req.schema_version:
@@ -91,7 +106,7 @@ class SchemaCommands:
         async def run() -> None:
             response = pb.CommandGetOrCreateSchemaResponse(request_id=req.request_id)
             try:
-                topic = await self._service.check_topic(req.topic)
+                topic = await _topic(self._service, req.topic)
                 version = await self._service.schemas.for_producer(
                     topic, SchemaData.from_wire(req.schema)
                 )
