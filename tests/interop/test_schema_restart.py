@@ -74,9 +74,7 @@ def test_schema_versions_hold_across_sigkill(
             client.create_producer(TOPIC, schema=AvroSchema(OrderQuantityAsText))
         again = client.create_producer(TOPIC, schema=AvroSchema(Order))
         again.send(Order(item="c", quantity=3))
-        consumer = client.subscribe(
-            TOPIC, "sub", initial_position=pulsar.InitialPosition.Earliest
-        )
+        consumer = client.subscribe(TOPIC, "sub", initial_position=pulsar.InitialPosition.Earliest)
         versions = []
         for _ in range(3):
             msg = consumer.receive(timeout_millis=10_000)
