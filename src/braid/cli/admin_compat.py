@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from braid.cli import admin_output as out
-from braid.cli.admin_commands import Handler, Printer
+from braid.cli.admin_commands import Handler, Printer, _persistent_name
 from braid.core.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -59,26 +59,17 @@ def _positive(text: str) -> int:
     return value
 
 
-def _persistent(text: str) -> str:
-    from braid.core.names import TopicDomain, TopicName
-
-    topic = TopicName.parse(text, default_domain=TopicDomain.PERSISTENT)
-    if topic.domain is not TopicDomain.PERSISTENT:
-        raise InvalidInputError(f"{topic} is not a persistent topic (expected persistent://...)")
-    return str(topic)
-
-
 # --- partitioned topics ----------------------------------------------------------------------
 
 
 def create_partitioned(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    name = _persistent(args.topic)
+    name = _persistent_name(args.topic)
     admin.topics.create_partitioned(name, args.partitions)
     p.done(f"Created {name} with {args.partitions} partitions.")
 
 
 def get_partitioned_metadata(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    name = _persistent(args.topic)
+    name = _persistent_name(args.topic)
     metadata = admin.topics.get_partitioned_metadata(name)
     if p.json:
         p.data(metadata)
@@ -88,13 +79,13 @@ def get_partitioned_metadata(admin: AdminClient, args: argparse.Namespace, p: Pr
 
 
 def update_partitioned(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    name = _persistent(args.topic)
+    name = _persistent_name(args.topic)
     admin.topics.update_partitioned(name, args.partitions)
     p.done(f"{name} now has {args.partitions} partitions.")
 
 
 def delete_partitioned(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    name = _persistent(args.topic)
+    name = _persistent_name(args.topic)
     admin.topics.delete_partitioned(name, force=args.force)
     p.done(f"Deleted {name} and its partitions.")
 
