@@ -24,8 +24,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
 from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_error_handlers
+from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.metrics import metrics_registry
+from braid.admin.partitioned import PartitionAdmin, partitioned_router
 from braid.admin.scalable import scalable_router
+from braid.admin.schemas import schemas_router
 from braid.broker.config import BrokerConfig
 from braid.broker.errors import TopicNotFound
 from braid.broker.gc_policy import GC_STATS
@@ -37,13 +40,14 @@ from braid.broker.resources import (
     TenantInfo,
     check_name,
 )
+from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.names import TopicDomain, TopicName
 from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.service import ScalableTopicService
 
 
-class TopicAdmin(Protocol):
+class TopicAdmin(PartitionAdmin, LookupService, Protocol):
     """What the admin API needs from the broker (``BrokerService`` provides it)."""
 
     @property
@@ -60,6 +64,9 @@ class TopicAdmin(Protocol):
     async def delete_topic(self, name: str) -> None: ...
 
     def topic_stats(self, name: str) -> Mapping[str, object]: ...
+
+    @property
+    def schemas(self) -> TopicSchemas: ...
 
 
 class TenantInfoBody(BaseModel):
@@ -319,6 +326,8 @@ def create_app(
         name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
         if str(name) in await list_topics(tenant, namespace):
             raise TopicAlreadyExists(f"topic {name} already exists")
+        if await broker.partitioned.partitions(name):
+            raise TopicAlreadyExists(f"{name} is a partitioned topic")
         await broker.get_or_create_topic(str(name), create=True)
         return Response(status_code=204)
 
@@ -360,9 +369,16 @@ def create_app(
     async def runtime_stats() -> dict[str, object]:
         return {"gc": GC_STATS.snapshot()}
 
+    v2.include_router(schemas_router(broker.schemas, resources, resources.namespace_exists))
+    v2.include_router(
+        partitioned_router(
+            broker, resources, auto_creation_default=config.allow_auto_topic_creation
+        )
+    )
     if scalable is not None:
         v2.include_router(scalable_router(scalable, scalable.segments, resources.namespace_exists))
     app.include_router(v2)
+    app.include_router(lookup_router(broker))
 
     @app.get("/health", tags=["brokers"], summary="Liveness of the process")
     async def health() -> dict[str, str]:

@@ -24,6 +24,7 @@ import time
 from typing import Any, TextIO
 
 from braid.cli import admin_commands as cmd
+from braid.cli import admin_compat
 from braid.core.errors import BraidError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -42,8 +43,10 @@ command groups:
   scalable-topics  topic:// topics: create with N segments, split, merge, subscriptions, stats
   segments         segment:// topics of a scalable topic (the controller's tools)
   tenants          tenants, their admin roles and allowed clusters
-  namespaces       namespaces (tenant/namespace) and their policies (deduplication, ...)
-  topics           classic persistent:// topics
+  namespaces       namespaces (tenant/namespace) and their policies (deduplication, schema
+                   compatibility strategy, ...)
+  topics           classic persistent:// topics, partitioned or not
+  schemas          a topic's schema versions: get, upload, delete
   health           is a broker answering at --url?
 
 Run `braid admin <group> --help` for the commands of a group.
@@ -243,6 +246,7 @@ def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     _add_tenants(builder)
     _add_namespaces(builder)
     _add_topics(builder)
+    admin_compat.add_schemas_group(builder.group, _command, _topic_arg)
     health = builder.groups.add_parser(
         "health",
         help="check that a broker answers at --url (and reaches its metadata store)",
@@ -768,6 +772,7 @@ def _add_namespaces(builder: _Builder) -> None:
         examples="  braid admin namespaces remove-scalable-topic-auto-scale-policy acme/orders\n",
     )
     _namespace_arg(p)
+    admin_compat.add_schema_strategy_commands(commands, _command, _namespace_arg)
 
 
 def _add_topics(builder: _Builder) -> None:
@@ -813,6 +818,7 @@ def _add_topics(builder: _Builder) -> None:
             examples=f"  braid admin topics {name} persistent://public/default/events\n",
         )
         _topic_arg(p, "persistent topic")
+    admin_compat.add_partitioned_topic_commands(commands, _command, _topic_arg, _namespace_arg)
 
 
 # --- entry point ---------------------------------------------------------------------------------

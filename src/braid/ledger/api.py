@@ -14,7 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from braid.ledger.routing import StorageRouting
 
 from braid.core.errors import (
     AlreadyClosedError,
@@ -266,6 +269,15 @@ class ManagedLedgerFactory(Protocol):
     async def list(self) -> Sequence[str]: ...
 
     async def close(self) -> None: ...
+
+    @property
+    def storage(self) -> StorageRouting:
+        """The storage clusters the ledgers live on."""
+        ...
+
+    def register_listener(self, listener: Callable[[str, bool], None]) -> Callable[[], None]:
+        """``listener(name, created)`` on every managed ledger created or deleted."""
+        ...
 
 
 class InvalidManagedLedgerName(ManagedLedgerError, InvalidInputError):
