@@ -9,12 +9,13 @@ RUN_STAMP := $(VENV)/.run-installed
 ZK_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit integration cluster interop proto bench bench-deps mutation system-deps clean help
+.PHONY: demo test lint typecheck unit integration cluster interop spark spark-example proto bench bench-deps mutation system-deps clean help
 
 help:
 	@echo "make demo    - create .venv, install Braid, run the scripted demo"
 	@echo "make test    - create .venv, install test deps (incl. Debian zookeeper), run everything CI runs"
-	@echo "make lint | typecheck | unit | integration | cluster | interop - one tier at a time"
+	@echo "make lint | typecheck | unit | integration | cluster | interop | spark - one tier at a time"
+	@echo "make spark-example - the Spark pipeline of examples/ against a fresh braid standalone"
 	@echo "make proto   - regenerate src/braid/protocol/generated from the .proto"
 	@echo "make bench   - run the benchmarks in bench/ (not part of the test suite)"
 	@echo "make mutation - mutation-test core/ and ledger/range_set.py with the unit tier (slow)"
@@ -29,7 +30,7 @@ $(RUN_STAMP): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(DEV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,spark]'
 	touch $@ $(RUN_STAMP)
 
 # Debian packages the tests need: a real ZooKeeper (and the Java it runs on).
@@ -43,8 +44,8 @@ demo: $(DEV_STAMP)
 	$(BIN)/braid demo
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check src tests bench tools
-	$(BIN)/ruff format --check src tests bench tools
+	$(BIN)/ruff check src tests bench tools examples
+	$(BIN)/ruff format --check src tests bench tools examples
 
 typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
@@ -64,6 +65,13 @@ cluster: $(DEV_STAMP) system-deps
 
 interop: $(DEV_STAMP)
 	$(BIN)/python -m pytest -m interop $(PYTEST_ARGS)
+
+# PySpark local[2] against a real braid standalone (Java 17 runs Spark).
+spark: $(DEV_STAMP) system-deps
+	$(BIN)/python -m pytest -m spark $(PYTEST_ARGS)
+
+spark-example: $(DEV_STAMP) system-deps
+	$(BIN)/python examples/spark_pipeline.py
 
 proto: $(DEV_STAMP)
 	$(BIN)/python tools/regenerate_protocol.py

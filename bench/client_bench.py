@@ -13,7 +13,9 @@ batching on, measures in this one process, one client at a time:
   from its own subscription, acknowledging every message: the official ``receive()`` +
   ``acknowledge()`` and its Python-callback API (``message_listener`` + ``acknowledge()``),
   Braid's ``receive()`` + ``acknowledge_cumulative()`` (Stream) and Braid's
-  ``receive_many(1000)`` + ``acknowledge_cumulative()``.
+  ``receive_many(1000)`` + ``acknowledge_cumulative()``;
+* the same two Braid bulk paths on a ``topic://`` topic of 4 segments (keyless messages, so
+  round-robin over the segments; the Stream consumer gets all 4 from the controller).
 
 Both clients use the same batching limits (1000 messages, 128 KiB, 10 ms) and receiver queue
 (1000). ``x callback`` is each row over the official client's Python-callback API of the same
@@ -40,9 +42,12 @@ from pathlib import Path
 import pulsar
 
 import braid
+from braid.admin import AdminClient
 from braid.cli.process import StandaloneProcess
 
 SIZES = (100, 1024)
+SCALABLE = "topic://public/default/bench"
+SEGMENTS = "(topic://, 4 segm.)"
 _CALLBACK = ("produce official send_async+callback", "consume official listener+ack")
 CHUNK = 1000
 IN_FLIGHT = 5000
@@ -271,6 +276,27 @@ def main() -> None:
             for name, consume in consumes:
                 seconds, cpu = measured(consume)
                 rows.append((name, size, _rate(n, seconds), cpu))
+            # The same bulk paths on a scalable topic of 4 segments (keyless: round-robin).
+            with AdminClient(process.web_url) as admin:
+                for kind in ("produce", "consume"):
+                    admin.scalable_topics.create(f"{SCALABLE}-{kind}-{size}", segments=4)
+            (count, seconds), cpu = measured(
+                partial(
+                    _braid_produce,
+                    url,
+                    f"{SCALABLE}-produce-{size}",
+                    payload,
+                    args.seconds,
+                    bulk=True,
+                )
+            )
+            rows.append((f"produce braid send_many {SEGMENTS}", size, _rate(count, seconds), cpu))
+            scalable = f"{SCALABLE}-consume-{size}"
+            _fill(url, scalable, payload, args.consume)
+            seconds, cpu = measured(partial(_braid_consume, url, scalable, n, "b3", True))
+            rows.append(
+                (f"consume braid receive_many+ack {SEGMENTS}", size, _rate(n, seconds), cpu)
+            )
     finally:
         process.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -279,13 +305,13 @@ def main() -> None:
     callback = {(n.split()[0], size): r for n, size, r, _ in rows if n in _CALLBACK}
     blocking = {size: r for n, size, r, _ in rows if n == "consume official receive+ack"}
     print(
-        f"{'operation':<36} {'bytes':>6} {'msg/s':>10} {'x callback':>10} {'x receive':>10}"
+        f"{'operation':<52} {'bytes':>6} {'msg/s':>10} {'x callback':>10} {'x receive':>10}"
         f" {'broker CPU':>10}"
     )
     for name, size, rate, cpu in rows:
         ratio = rate / callback[(name.split()[0], size)]
         vs_receive = f"{rate / blocking[size]:>9.2f}x" if name.startswith("consume") else ""
-        print(f"{name:<36} {size:>6} {rate:>10.0f} {ratio:>9.2f}x {vs_receive:>10} {cpu:>9.0%}")
+        print(f"{name:<52} {size:>6} {rate:>10.0f} {ratio:>9.2f}x {vs_receive:>10} {cpu:>9.0%}")
 
 
 if __name__ == "__main__":

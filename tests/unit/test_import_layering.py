@@ -19,7 +19,10 @@ may import them (ADR 0003 puts them below ``cli``, beside no server layer). The 
 support modules (``braid.clock``, ``braid.filelock``: ADR 0003) import only ``core`` and are
 usable by every I/O layer, ``client`` and ``spark`` included, but not by the pure ``core`` and
 ``protocol``. The package root ``braid`` is the client's public facade: it may import the client
-side (``braid.Client``), and no module imports it.
+side (``braid.Client``), and no module imports it. The admin REST client
+(``braid.admin.client`` and its errors: httpx and ``core`` only; DESIGN.md §2 lists "the admin
+client" with the client) is client-side too: ``spark`` plans partitions from the segment DAG it
+reads.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ _SUPPORT = {"braid.clock", "braid.filelock"}
 #: import the client side and what the client may; no module of Braid imports it.
 _FACADE = "braid"
 _CLIENT_SIDE = {"client", "spark"}
+#: The admin REST client modules: client-side code that lives beside the admin server.
+_ADMIN_CLIENT = {"braid.admin.client", "braid.admin.client_errors"}
 _PURE = {"core", "protocol"}
 
 
@@ -126,6 +131,8 @@ def _layer(module: str) -> str:
         return "facade"
     if module in _SUPPORT:
         return "support"
+    if module in _ADMIN_CLIENT:
+        return "admin_client"
     return module.split(".")[1]
 
 
@@ -140,6 +147,10 @@ def _may_import(importer: str, imported: str) -> bool:
         return importer not in _PURE
     if importer == "support":
         return imported == "core"
+    if importer == "admin_client":
+        return imported in ("core", "admin_client")
+    if imported == "admin_client":
+        return importer not in _PURE
     if importer in _CLIENT_SIDE:
         return imported in _PURE | _CLIENT_SIDE
     if imported in _CLIENT_SIDE:
@@ -224,7 +235,10 @@ def test_cycle_finder_reports_the_modules_of_a_cycle() -> None:
 
 def test_imports_only_point_down_the_layers() -> None:
     unknown = sorted(
-        {_layer(m) for m in MODULES} - set(_RANKS) - _CLIENT_SIDE - {"support", "facade"}
+        {_layer(m) for m in MODULES}
+        - set(_RANKS)
+        - _CLIENT_SIDE
+        - {"support", "facade", "admin_client"}
     )
     assert not unknown, f"packages missing from the layering of DESIGN.md §2: {unknown}"
     wrong = sorted(

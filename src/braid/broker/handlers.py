@@ -34,6 +34,8 @@ from braid.broker.errors import (
 )
 from braid.broker.producer import PendingReceipt, Producer
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
+from braid.broker.schemas.model import SchemaData
+from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.broker.send_validation import SendValidator
 from braid.broker.subscription import Subscription
 from braid.broker.topic import PersistentTopic
@@ -86,13 +88,16 @@ def _fully_acked(mid: pb.MessageIdData) -> bool:
 class TopicService(Protocol):
     """What the topic commands need from the broker (implemented by ``BrokerService``)."""
 
-    @property
-    def service_url(self) -> str:
-        """``pulsar://host:port`` that LOOKUP answers with."""
+    def lookup_url(self, listener: str | None = None) -> str:
+        """``pulsar://host:port`` that LOOKUP answers with (for ``listener``, if named)."""
         ...
 
     async def check_topic(self, name: str) -> TopicName:
         """Validate a topic name and its namespace."""
+        ...
+
+    async def partitioned_metadata(self, name: str, *, auto_create: bool = True) -> int:
+        """The topic's number of partitions (0: not partitioned), maybe auto-creating it."""
         ...
 
     async def get_or_create_topic(
@@ -111,6 +116,11 @@ class TopicService(Protocol):
 
     def write_refusal(self) -> BraidError | None:
         """Why nothing can be stored now (storage is read-only: full disks), or ``None``."""
+        ...
+
+    @property
+    def schemas(self) -> TopicSchemas:
+        """The schema rules PRODUCER and SUBSCRIBE apply."""
         ...
 
 
@@ -247,7 +257,9 @@ class TopicCommands:
 
         async def run() -> None:
             try:
-                await self._service.check_topic(req.topic)
+                partitions = await self._service.partitioned_metadata(
+                    req.topic, auto_create=req.metadata_auto_creation_enabled
+                )
             except Exception as exc:
                 code, message = to_server_error(exc)
                 self._channel.send(
@@ -256,8 +268,8 @@ class TopicCommands:
                     )
                 )
                 return
-            # Braid has no partitioned topics: 0 tells the client to use the topic as it is.
-            self._channel.send(commands.partitioned_metadata_response(req.request_id, 0))
+            # 0 tells the client to use the topic as it is; N to use its N partitions.
+            self._channel.send(commands.partitioned_metadata_response(req.request_id, partitions))
 
         self._channel.spawn(run(), request_id=req.request_id)
 
@@ -267,6 +279,7 @@ class TopicCommands:
         async def run() -> None:
             try:
                 await self._service.check_topic(req.topic)
+                url = self._service.lookup_url(req.advertised_listener_name or None)
             except Exception as exc:
                 code, message = to_server_error(exc)
                 if code in (ServerError.ServiceNotReady, ServerError.TooManyRequests):
@@ -277,21 +290,8 @@ class TopicCommands:
                 )
                 return
             self._channel.send(
-                commands.lookup_response(
-                    req.request_id,
-                    broker_service_url=self._service.service_url,
-                    authoritative=True,
-                )
+                commands.lookup_response(req.request_id, broker_service_url=url, authoritative=True)
             )
-
-        self._channel.spawn(run(), request_id=req.request_id)
-
-    def on_topics_of_namespace(self, event: CommandReceived) -> None:
-        req = event.command.getTopicsOfNamespace
-
-        async def run() -> None:
-            topics = await self._service.list_topics(req.namespace)
-            self._channel.send(commands.topics_of_namespace_response(req.request_id, topics))
 
         self._channel.spawn(run(), request_id=req.request_id)
 
@@ -306,7 +306,10 @@ class TopicCommands:
             producer, topic = existing
             channel.send(
                 commands.producer_success(
-                    req.request_id, producer.name, topic.last_sequence_id(producer.name)
+                    req.request_id,
+                    producer.name,
+                    topic.last_sequence_id(producer.name),
+                    schema_version=producer.schema_version,
                 )
             )
             return
@@ -321,6 +324,9 @@ class TopicCommands:
                 # take sends only to close the producer again - a reconnecting client backs off,
                 # and its pending sends time out instead of cycling.
                 raise refusal
+            schema_version = await self._service.schemas.for_producer(
+                TopicName.parse(topic.name), _schema_of(req)
+            )
             user_named = req.HasField("producer_name") and bool(req.producer_name)
             name = req.producer_name if user_named else self._service.generate_producer_name()
             producer = Producer(
@@ -330,6 +336,7 @@ class TopicCommands:
                 self,
                 user_provided_name=user_named,
             )
+            producer.schema_version = schema_version
 
             def waiting() -> None:
                 channel.send(
@@ -342,7 +349,12 @@ class TopicCommands:
                 return
             self._producers[req.producer_id] = (producer, topic)
             channel.send(
-                commands.producer_success(req.request_id, name, topic.last_sequence_id(name))
+                commands.producer_success(
+                    req.request_id,
+                    name,
+                    topic.last_sequence_id(name),
+                    schema_version=schema_version,
+                )
             )
 
         task = asyncio.ensure_future(run())
@@ -443,6 +455,9 @@ class TopicCommands:
             if not req.subscription:
                 raise NotSupported("a subscription name is required")
             topic = await self._service.get_or_create_topic(req.topic)
+            await self._service.schemas.for_consumer(
+                TopicName.parse(topic.name), _schema_of(req), topic_in_use=_in_use(topic)
+            )
             consumer = Consumer(
                 req.consumer_id,
                 req.consumer_name or f"consumer-{req.consumer_id}",
@@ -612,6 +627,20 @@ class TopicCommands:
         )
 
 
+def _schema_of(req: pb.CommandProducer | pb.CommandSubscribe) -> SchemaData | None:
+    """The schema a PRODUCER or SUBSCRIBE carries, if any."""
+    return SchemaData.from_wire(req.schema) if req.HasField("schema") else None
+
+
+def _in_use(topic: PersistentTopic) -> bool:
+    """Producers, consumers or messages: a consumer's schema may no longer define the topic's."""
+    return (
+        bool(topic.producers)
+        or topic.ledger.number_of_entries > 0
+        or any(sub.consumers for sub in topic.subscriptions.values())
+    )
+
+
 def _error_for(request_id: int) -> _ConsumerRefusal:
     """The refusal of a request that has no response command of its own: an ``ERROR``."""
 
@@ -625,7 +654,6 @@ def _error_for(request_id: int) -> _ConsumerRefusal:
 _HANDLERS: dict[CommandType, CommandHandler[TopicCommands]] = {
     pb.BaseCommand.PARTITIONED_METADATA: TopicCommands.on_partitioned_metadata,
     pb.BaseCommand.LOOKUP: TopicCommands.on_lookup,
-    pb.BaseCommand.GET_TOPICS_OF_NAMESPACE: TopicCommands.on_topics_of_namespace,
     pb.BaseCommand.PRODUCER: TopicCommands.on_producer,
     pb.BaseCommand.SEND: TopicCommands.on_send,
     pb.BaseCommand.CLOSE_PRODUCER: TopicCommands.on_close_producer,

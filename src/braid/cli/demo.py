@@ -1,10 +1,12 @@
 """``braid demo``: a scripted tour a newcomer can watch, on a throw-away standalone broker.
 
 It starts the real ``braid standalone`` command as a child process (temporary data dir, free
-127.0.0.1 ports), then, printing a few lines per step: creates a tenant and namespace through the
-admin REST API, produces keyed messages with the official ``pulsar-client``, consumes and
-acknowledges some, restarts the broker to show that messages and the subscription's cursor survive,
-shows topic stats, and finally runs the scalable-topic auto-scaler over a simulated day
+127.0.0.1 ports) and, printing a few lines per step: creates a tenant and namespace through the
+admin REST API; tells the scalable-topic story with the Braid client
+(:mod:`braid.cli.demo_scalable`: a topic split and merged while keyed orders are produced and
+billed by a Stream consumer, a broker crash and restart, then a per-customer order and loss
+check and the segment DAG); shows the official ``pulsar-client`` reading a classic topic the
+Braid client wrote; and finally runs the auto-scaler over a simulated day
 (:mod:`braid.cli.demo_autoscale`). It stops the broker with SIGTERM and removes the data dir.
 """
 
@@ -14,17 +16,18 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 
+from braid.cli.demo_scalable import run_scalable_story
 from braid.cli.process import StandaloneProcess
+from braid.client import Client
 
 Emit = Callable[[str], None]
 
 TENANT = "demo"
 NAMESPACE = "demo/orders"
-TOPIC = "persistent://demo/orders/events"
+CLASSIC_TOPIC = "persistent://demo/orders/classic"
 SUBSCRIPTION = "billing"
 _RECEIVE_TIMEOUT_MS = 15_000
 
@@ -43,69 +46,7 @@ def _step(emit: Emit, number: int, total: int, title: str) -> None:
     emit(f"[{number}/{total}] {title}")
 
 
-def _message_id(msg_id: Any) -> str:
-    return f"{msg_id.ledger_id()}:{msg_id.entry_id()}:{msg_id.batch_index()}"
-
-
-def _receive(consumer: Any, count: int, emit: Emit, *, ack: Callable[[int], bool]) -> list[str]:
-    got: list[str] = []
-    for i in range(count):
-        msg = consumer.receive(timeout_millis=_RECEIVE_TIMEOUT_MS)
-        value = msg.data().decode()
-        got.append(value)
-        acked = ack(i)
-        if acked:
-            consumer.acknowledge(msg)
-        emit(
-            f"      received key={msg.partition_key():<6} {value!r:<20} "
-            f"id={_message_id(msg.message_id())}  {'acked' if acked else 'NOT acked'}"
-        )
-    return got
-
-
-def _pulsar_part(broker: StandaloneProcess, emit: Emit, total: int) -> None:
-    import pulsar
-
-    # The C++ client logs every connection at INFO; only its errors belong in the demo.
-    logger = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-
-    _step(emit, 3, total, f"produce {len(_ORDERS)} keyed orders to {TOPIC}")
-    client = pulsar.Client(broker.service_url, logger=logger, operation_timeout_seconds=15)
-    try:
-        # Subscribe first so the subscription's cursor starts before the first message.
-        consumer = client.subscribe(TOPIC, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared)
-        producer = client.create_producer(
-            TOPIC, producer_name="demo-shop", compression_type=pulsar.CompressionType.LZ4
-        )
-        for key, order in _ORDERS:
-            msg_id = producer.send(order.encode(), partition_key=key, properties={"shop": "demo"})
-            emit(f"      sent     key={key:<6} {order!r:<20} id={_message_id(msg_id)} (durable)")
-        producer.close()
-
-        _step(emit, 4, total, f"consume with subscription '{SUBSCRIPTION}', ack only the first 3")
-        _receive(consumer, len(_ORDERS), emit, ack=lambda i: i < 3)
-        consumer.close()
-    finally:
-        client.close()
-
-    _step(emit, 5, total, "restart the broker (SIGTERM, then start on the same data dir)")
-    started = time.monotonic()
-    code = broker.stop()
-    emit(f"      broker exited with code {code}; starting it again ...")
-    broker.start()
-    emit(f"      back up in {time.monotonic() - started:.1f}s")
-    client = pulsar.Client(broker.service_url, logger=logger, operation_timeout_seconds=15)
-    try:
-        consumer = client.subscribe(TOPIC, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared)
-        emit("      the subscription's cursor survived: the 3 unacknowledged orders come back")
-        _receive(consumer, len(_ORDERS) - 3, emit, ack=lambda _: True)
-        consumer.close()
-    finally:
-        client.close()
-
-
-def _admin_part(web: httpx.Client, emit: Emit, number: int, total: int) -> None:
-    _step(emit, number, total, "admin REST API: create a tenant and a namespace")
+def _admin_part(web: httpx.Client, emit: Emit) -> None:
     response = web.put(f"/admin/v2/tenants/{TENANT}", json={"allowedClusters": ["standalone"]})
     emit(f"      PUT /admin/v2/tenants/{TENANT} -> {response.status_code}")
     response.raise_for_status()
@@ -116,24 +57,40 @@ def _admin_part(web: httpx.Client, emit: Emit, number: int, total: int) -> None:
     emit(f"      GET /admin/v2/tenants -> {tenants}")
 
 
-def _stats_part(web: httpx.Client, emit: Emit, number: int, total: int) -> None:
-    _step(emit, number, total, "topic stats from the admin API")
-    response = web.get(f"/admin/v2/persistent/{NAMESPACE}/events/stats")
-    response.raise_for_status()
-    stats = response.json()
-    emit(
-        f"      GET .../events/stats -> {stats.get('numberOfEntries')} entries, "
-        f"{stats.get('storageSize')} bytes stored, last entry {stats.get('lastConfirmedEntry')}"
-    )
-    for name, sub in sorted(stats.get("subscriptions", {}).items()):
-        emit(
-            f"      subscription {name!r}: backlog {sub.get('msgBacklog')}, "
-            f"acknowledged up to {sub.get('markDeletePosition')}"
+def _classic_part(broker: StandaloneProcess, web: httpx.Client, emit: Emit) -> None:
+    import pulsar
+
+    # The C++ client logs every connection at INFO; only its errors belong in the demo.
+    logger = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    official = pulsar.Client(broker.service_url, logger=logger, operation_timeout_seconds=15)
+    try:
+        # Subscribe first so the subscription's cursor starts before the first message.
+        consumer = official.subscribe(
+            CLASSIC_TOPIC, SUBSCRIPTION, consumer_type=pulsar.ConsumerType.Shared
         )
+        with Client(broker.service_url, operation_timeout=15) as client:
+            producer = client.create_producer(CLASSIC_TOPIC, producer_name="demo-shop")
+            for key, order in _ORDERS:
+                producer.send(order.encode(), key=key, properties={"shop": "demo"})
+        emit(f"      the Braid client sent {len(_ORDERS)} keyed orders to {CLASSIC_TOPIC}")
+        for _ in _ORDERS:
+            msg = consumer.receive(timeout_millis=_RECEIVE_TIMEOUT_MS)
+            consumer.acknowledge(msg)
+            emit(
+                f"      pulsar-client received key={msg.partition_key():<6} "
+                f"{msg.data().decode()!r:<18} properties={msg.properties()}"
+            )
+        consumer.close()
+    finally:
+        official.close()
+    response = web.get(f"/admin/v2/persistent/{NAMESPACE}/classic/stats")
+    response.raise_for_status()
+    sub = response.json().get("subscriptions", {}).get(SUBSCRIPTION, {})
+    backlog = sub.get("msgBacklog")
+    emit(f"      GET .../classic/stats -> subscription '{SUBSCRIPTION}' backlog {backlog}")
 
 
-def _autoscale_part(emit: Emit, number: int, total: int) -> None:
-    _step(emit, number, total, "scalable topics: the auto-scaler over a simulated day")
+def _autoscale_part(emit: Emit) -> None:
     try:
         from braid.cli.demo_autoscale import run_autoscale_demo
     except ImportError as exc:
@@ -149,16 +106,22 @@ def _print_now(line: str) -> None:
 
 def run_demo(emit: Emit = _print_now) -> int:
     """Run the whole demo; returns the exit code (0 on success)."""
-    total = 7
-    emit("Braid demo: a standalone broker, the official pulsar-client, and the auto-scaler")
+    total = 10
+    numbers = iter(range(1, total + 1))
+
+    def step(title: str) -> None:
+        _step(emit, next(numbers), total, title)
+
+    emit("Braid demo: a standalone broker, scalable topics with the Braid client, the auto-scaler")
     try:
         import pulsar  # noqa: F401 - only checking it is installed
     except ImportError:
         pulsar_ok = False
     else:
         pulsar_ok = True
+    ok = False
     with tempfile.TemporaryDirectory(prefix="braid-demo-") as tmp:
-        _step(emit, 1, total, "start `braid standalone` on free ports with a temporary data dir")
+        step("start `braid standalone` on free ports with a temporary data dir")
         started = time.monotonic()
         broker = StandaloneProcess.start_on_free_ports(Path(tmp) / "data")
         try:
@@ -166,17 +129,18 @@ def run_demo(emit: Emit = _print_now) -> int:
             emit(f"      broker service URL {broker.service_url}")
             emit(f"      admin/web URL      {broker.web_url}")
             with httpx.Client(base_url=broker.web_url, timeout=15.0) as web:
-                _admin_part(web, emit, 2, total)
+                step("admin REST API: create a tenant and a namespace")
+                _admin_part(web, emit)
+                ok = run_scalable_story(broker, emit, step)
+                step("the official pulsar-client reads a classic topic the Braid client wrote")
                 if pulsar_ok:
-                    _pulsar_part(broker, emit, total)
-                    _stats_part(web, emit, 6, total)
+                    _classic_part(broker, web, emit)
                 else:
-                    emit("")
-                    emit("[3-6/7] skipped: the official client is not installed")
-                    emit("      install it with `.venv/bin/pip install pulsar-client`")
+                    emit("      skipped: install it with `.venv/bin/pip install pulsar-client`")
         finally:
             code = broker.stop()
-        _autoscale_part(emit, 7, total)
+        step("scalable topics: the auto-scaler over a simulated day")
+        _autoscale_part(emit)
         emit("")
         emit(f"broker stopped (exit code {code}); temporary data dir removed. Done.")
-        return 0 if code == 0 else 1
+        return 0 if code == 0 and ok else 1

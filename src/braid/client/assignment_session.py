@@ -4,7 +4,8 @@
 The I/O shell around :class:`~braid.core.consumer_assignment.RegistrationState`: it connects to
 the controller leader named by the layout (``controller_broker_url``; scalable-topic names are
 not resolvable by the standard lookup), registers with ``CommandScalableTopicSubscribe``, and
-hands every assignment diff - from the response and from pushed
+tells it where a subscription this registration creates starts (``initial_position``, Braid
+field 7), and hands every assignment diff - from the response and from pushed
 ``CommandScalableTopicAssignmentUpdate`` commands, applied by ``layout_epoch`` - to its consumer.
 On connection loss, or when a newer layout names another controller leader, it re-registers
 with backoff under the same consumer id (within the controller's grace period the same
@@ -49,8 +50,11 @@ class AssignmentSession:
         consumer_name: str,
         consumer_type: int,
         on_diff: DiffHandler,
+        *,
+        initial_earliest: bool | None = None,
     ) -> None:
         self.ctx = ctx
+        self.initial_earliest = initial_earliest
         self.source = source
         self.subscription = subscription
         self.consumer_name = consumer_name
@@ -84,6 +88,7 @@ class AssignmentSession:
             self.consumer_name,
             self.consumer_id,
             self.consumer_type,  # type: ignore[arg-type]
+            initial_earliest=self.initial_earliest,
         )
         try:
             response = (await conn.request(cmd, request_id)).scalableTopicSubscribeResponse

@@ -14,15 +14,17 @@ messages) with no broker round trip.
   restored checkpoint does not mention (created by a later split or merge) starts at its
   beginning.
 * **grouped** (``group=...``): the topic's controller assigns segments among the group's
-  members (consumer type CHECKPOINT); each member reads its segments from its own start
-  position. Needs a scalable-topic broker.
+  members (consumer type CHECKPOINT) - every segment, sealed ones included, with no drain
+  gating (there is no broker cursor to observe). Each member reads its segments from its own
+  start position and keeps parent before child among the segments *it* holds; a child whose
+  parent went to another member is read at once, so per-key order across a split holds within
+  a member, not across the group (as upstream). Needs a scalable-topic broker.
 
 A ``persistent://`` topic is a single legacy segment: one reader, the same code.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 
@@ -102,7 +104,7 @@ class AsyncCheckpointConsumer(ConsumerBase):
             )
             await self._session.start()
         self._reconcile(layout)
-        await asyncio.gather(*(seg.start() for seg in self._segments.values()))
+        await self._first_attaches(list(self._segments.values()))
 
     # -- which segments to read ---------------------------------------------------------------
 
@@ -134,8 +136,12 @@ class AsyncCheckpointConsumer(ConsumerBase):
                 continue
             if self._assigned is not None and sid not in self._assigned:
                 continue
-            ancestors = dag.ancestors(sid)
-            if ancestors <= self._drained | (ancestors - set(dag.segments)):
+            ancestors = {a for a in dag.ancestors(sid) if a in dag.segments}
+            if self._assigned is not None:
+                # Grouped: the controller hands out every segment, sealed ones included,
+                # without drain gating; parent before child is kept within this member.
+                ancestors &= self._assigned
+            if ancestors <= self._drained:
                 seg = SegmentConsumer(self, self._ctx, layout.route(sid), self._spec)
                 self._segments[sid] = seg
                 seg.start()

@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from braid.client.context import ClientContext
-from braid.client.errors import AlreadyClosedError, InvalidConfigurationError
+from braid.client.errors import AlreadyClosedError, InvalidConfigurationError, NotFoundError
 from braid.client.layout_source import LayoutSource, LayoutSources
 from braid.client.message import Message
 from braid.client.receive_queue import ReceiveQueue
@@ -81,6 +81,27 @@ class ConsumerBase:
     async def _start(self) -> None:
         """Attach the first segments (raises the typed refusal)."""
         raise NotImplementedError
+
+    async def _first_attaches(self, segments: list[SegmentConsumer]) -> None:
+        """Wait for the first attach of ``segments``; raise the first refusal among them.
+
+        A segment this consumer let go of meanwhile (detached by a newer assignment, pruned
+        from the layout) ends its attach with ``AlreadyClosedError``: not a failure of the
+        subscribe call. Neither is a sealed segment found gone (garbage-collected): there is
+        nothing left to read in it.
+        """
+        results = await asyncio.gather(*(seg.start() for seg in segments), return_exceptions=True)
+        for seg, result in zip(segments, results, strict=True):
+            if not isinstance(result, BaseException):
+                continue
+            if seg.closed and isinstance(result, AlreadyClosedError) and not self._closed:
+                continue
+            if isinstance(result, NotFoundError) and not self._source.current.is_active(
+                seg.segment_id
+            ):
+                log.debug("sealed segment %d of %s is gone: %s", seg.segment_id, self.topic, result)
+                continue
+            raise result
 
     def _on_loop_thread(self) -> bool:
         return threading.get_ident() == self._loop_thread

@@ -12,8 +12,9 @@ so a classic topic keeps v4 producer semantics (errors and ``last_sequence_id`` 
 Guarantees kept here:
 
 * **call order** - messages are routed in ``send`` order, and while the producer re-routes
-  (below) every new send waits in a queue behind the messages being moved, so no message
-  overtakes an earlier one, for any key (C3);
+  (below) every new send routed to a segment being replaced waits in a queue behind the
+  messages being moved, so no message overtakes an earlier one of its key or segment (C3);
+  sends to the other segments go on at once - a split stalls only the keys it moves;
 * **transparent segment-gone retry** (C4, ``client-behavior.md`` §4) - when a segment is
   terminated (a split/merge sealed it) or a newer layout no longer lists it as active, the
   producer collects its unconfirmed messages, waits with bounded backoff for a layout in which
@@ -88,8 +89,10 @@ class AsyncProducer:
         self._space = asyncio.Event()
         self._space.set()
         self.space_listeners: list[Callable[[], None]] = []
-        # Re-routing state: while _held is not None new sends queue there.
+        # Re-routing state: while _held is not None, new sends routed to a segment in
+        # _retiring (gone, or no longer active) queue there until the successor is known.
         self._held: collections.deque[PendingMessage] | None = None
+        self._retiring: set[int] = set()
         self._stale: list[PendingMessage] = []
         self._gone: dict[int, BaseException] = {}
         self._recovering = False
@@ -371,11 +374,13 @@ class AsyncProducer:
     # -- routing ------------------------------------------------------------------------------
 
     def _enqueue(self, record: PendingMessage) -> None:
+        sid = self._router.route(record.key)
         held = self._held
-        if held is not None:
+        if held is not None and sid in self._retiring:
+            # Its segment is being replaced: wait behind the messages being moved, so the
+            # key's order holds. Keys of other segments go on at once (no stall for them).
             held.append(record)
             return
-        sid = self._router.route(record.key)
         seg = self._segments.get(sid)
         if seg is None:
             dead = self._dead.get(sid)
@@ -394,7 +399,14 @@ class AsyncProducer:
             if self._scalable_base is None:
                 self._scalable_base = self._base_name or generated_name()
             name = f"{self._scalable_base}-seg-{sid}"
-        seg = SegmentProducer(self, self._ctx, route, self._options, name)
+        seg = SegmentProducer(
+            self,
+            self._ctx,
+            route,
+            self._options,
+            name,
+            entry_buckets=self._router.layout.entry_buckets,
+        )
         self._segments[sid] = seg
         return seg
 
@@ -464,7 +476,7 @@ class AsyncProducer:
         self._gone[seg.segment_id] = error
         self._ctx.spawn(seg.close(), f"closing producer of {seg.route.topic}")
         log.info("segment %d of %s is gone (%s): re-routing", seg.segment_id, self.topic, error)
-        self._start_recovery()
+        self._start_recovery({seg.segment_id})
 
     def _segment_failed(self, seg: SegmentProducer, error: BaseException) -> None:
         """A segment refused the producer for good: fail its messages, forget it."""
@@ -475,9 +487,9 @@ class AsyncProducer:
     def _on_layout(self, layout: TopicLayout) -> None:
         if self._closing:
             return
-        stale = [sid for sid in self._segments if not layout.is_active(sid)]
+        stale = {sid for sid in self._segments if not layout.is_active(sid)}
         if stale or self._held is not None:
-            self._start_recovery()
+            self._start_recovery(stale)
             return
         self._adopt(layout)
 
@@ -492,7 +504,9 @@ class AsyncProducer:
                 if sid not in self._segments:
                     self._open_segment(sid).start()
 
-    def _start_recovery(self) -> None:
+    def _start_recovery(self, retiring: set[int]) -> None:
+        """Hold new sends to ``retiring`` segments and (once) start moving their messages."""
+        self._retiring |= retiring
         if self._held is None:
             self._held = collections.deque()
         if not self._recovering:
@@ -500,17 +514,29 @@ class AsyncProducer:
             self._ctx.spawn(self._recover(), f"re-routing messages of {self.topic}")
 
     async def _recover(self) -> None:
+        """Move the messages of gone segments onto a layout where those segments are sealed.
+
+        Loops until (a) no live segment producer is inactive in the current layout (each one
+        found is retired: its in-flight entries settle, the rest move) and (b) every segment
+        that reported itself gone is inactive in the current layout - re-reading the layout
+        after every wait, so a layout that changed meanwhile is never adopted unchecked.
+        """
         backoff = Backoff(0.05, 1.0)
         attempts = 0
         try:
             while not self._closed:
                 layout = self._source.current
-                for sid, seg in list(self._segments.items()):
-                    if not layout.is_active(sid):
-                        del self._segments[sid]
+                retire = [sid for sid in self._segments if not layout.is_active(sid)]
+                if retire:
+                    self._retiring.update(retire)
+                    for sid in retire:
+                        seg = self._segments.pop(sid, None)
+                        if seg is None:
+                            continue  # reported itself gone while we waited for another
                         await seg.wait_sent(self._ctx.settings.operation_timeout)
                         self._stale.extend(seg.take_unresolved())
                         await seg.close()
+                    continue  # the layout may have moved on while we waited
                 still_active = [sid for sid in self._gone if layout.is_active(sid)]
                 if not still_active:
                     break
@@ -528,16 +554,21 @@ class AsyncProducer:
                     )
                     break
                 await self._source.wait_newer(layout.epoch, backoff.next_delay())
+        except Exception:
+            # Never leave sends held: route what we have on the newest layout (a segment
+            # still sealed there reports itself gone again and recovery restarts).
+            log.exception("re-routing the messages of %s failed; retrying them", self.topic)
         finally:
             self._recovering = False
         self._gone.clear()
+        self._retiring.clear()
         self._adopt(self._source.current)
-        records = sorted(self._stale, key=lambda r: r.call_no)
-        self._stale = []
         held, self._held = self._held or collections.deque(), None
+        # Call order across both queues: a segment's send queue never takes a later message
+        # before an earlier one (client-behavior.md §3).
+        records = sorted([*self._stale, *held], key=lambda r: r.call_no)
+        self._stale = []
         for record in records:
-            self._enqueue(record)
-        for record in held:
             self._enqueue(record)
 
     # -- timeouts, flush, close ---------------------------------------------------------------

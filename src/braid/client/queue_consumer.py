@@ -5,12 +5,14 @@ the layout, active and sealed, reconciled as the layout changes (new segments at
 pruned from the layout detached). Each acknowledgment is routed to the segment the message came
 from (the message remembers its per-segment consumer; a bare :class:`MessageId` carries the
 segment id). A sealed segment's consumer stays attached until the segment leaves the layout, so
-a late acknowledgment or a redelivery of one of its messages always has somewhere to go.
+a late acknowledgment or a redelivery of one of its messages always has somewhere to go. A
+segment created after the consumer subscribed (a split or merge child) is read from its start,
+so nothing written to it before the attach is lost for a new subscription.
 """
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import logging
 
 from braid.client.consumer_base import ConsumerBase
@@ -52,14 +54,25 @@ class AsyncQueueConsumer(ConsumerBase):
             receiver_queue_size=receiver_queue_size,
             negative_ack_delay=negative_ack_delay,
         )
+        self._earliest_spec = dataclasses.replace(
+            self._spec, initial_position=pb.CommandSubscribe.Earliest
+        )
+        self._initial_ids: frozenset[int] | None = None
 
     async def _start(self) -> None:
         layout = self._source.current
-        firsts = [self._attach(sid).start() for sid in layout.dag.segments]
-        await asyncio.gather(*firsts)
+        self._initial_ids = frozenset(layout.dag.segments)
+        await self._first_attaches([self._attach(sid) for sid in layout.dag.segments])
 
     def _attach(self, sid: int) -> SegmentConsumer:
-        seg = SegmentConsumer(self, self._ctx, self._source.current.route(sid), self._spec)
+        spec = self._spec
+        if self._initial_ids is not None and sid not in self._initial_ids:
+            # A segment created after this consumer subscribed (a split or merge child) holds
+            # only messages newer than the subscription: read it from its start. "Latest"
+            # would lose what was written between its creation and this attach whenever the
+            # controller created it before this subscription's cursor reached its parents.
+            spec = self._earliest_spec
+        seg = SegmentConsumer(self, self._ctx, self._source.current.route(sid), spec)
         self._segments[sid] = seg
         return seg
 

@@ -71,6 +71,14 @@ class ReceiveQueue:
                 self._items.extend(kept)
             return removed
 
+    def first(self, predicate: Callable[[Message], bool]) -> Message | None:
+        """The oldest queued message matching ``predicate`` (left in the queue), or ``None``."""
+        with self._lock:
+            for message in self._items:
+                if predicate(message):
+                    return message
+            return None
+
     def close(self) -> None:
         """Wake every reader; later reads raise ``AlreadyClosedError`` once the queue is empty."""
         with self._lock:

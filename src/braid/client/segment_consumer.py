@@ -20,7 +20,9 @@ standard consumer protocol for its segment:
   batch-index acks); negative acks become REDELIVER_UNACKNOWLEDGED_MESSAGES after a delay;
 * **reconnect** - on connection loss or CLOSE_CONSUMER the segment's undelivered messages leave
   the receive queue (the broker redelivers them, a reader resumes after the last delivered one)
-  and the consumer re-attaches.
+  and the consumer re-attaches; acknowledgments recorded meanwhile are sent once it is back;
+* **half-acknowledged entries** - when an entry comes back (a negative ack, a reconnect) only
+  its messages the application has not acknowledged are delivered again.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from braid.client.backoff import Backoff
 from braid.client.connection import BrokerConnection
 from braid.client.context import ClientContext
-from braid.client.errors import AlreadyClosedError, is_transient
+from braid.client.errors import AlreadyClosedError, ConsumerBusyError, is_transient
 from braid.client.message import decode_entry
 from braid.core.checkpoint import SegmentCursor
 from braid.core.errors import BraidError
@@ -52,6 +55,8 @@ _UINT64_MAX = (1 << 64) - 1
 WHOLE_ENTRY = 2**31 - 1
 ACK_GROUP_TIME = 0.1
 ACK_GROUP_MAX = 1000
+#: Longest wait between two attempts to take over a segment its previous owner still holds.
+BUSY_RETRY_MAX = 0.25
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,9 @@ class SubscriptionSpec:
     durable: bool = True
     receiver_queue_size: int = 1000
     negative_ack_delay: float = 1.0
+    #: Keep retrying a ``ConsumerBusy`` refusal (an assigned segment whose previous owner is
+    #: still draining it before it lets go) instead of failing the attach.
+    retry_busy: bool = False
 
 
 class ReaderStart:
@@ -133,14 +141,23 @@ class SegmentConsumer:
 
     async def _attach_loop(self) -> None:
         backoff = self.ctx.backoff()
+        busy_backoff = Backoff(0.02, BUSY_RETRY_MAX)
         try:
             while not self.closed:
                 try:
                     await self._attach_once()
                     return
                 except Exception as exc:
-                    if self.closed:
+                    if self.closed or self.ctx.closed:
                         return
+                    if self.spec.retry_busy and isinstance(exc, ConsumerBusyError):
+                        # The previous owner drains before it detaches; the segment is ours
+                        # as soon as it lets go. Not a failure of the subscribe call.
+                        log.debug("%s is still held by its previous owner", self.route.topic)
+                        if not self._first.done():
+                            self._first.set_result(None)
+                        await asyncio.sleep(busy_backoff.next_delay())
+                        continue
                     if not is_transient(exc):
                         if not self._first.done():
                             self._first.set_exception(exc)
@@ -213,6 +230,10 @@ class SegmentConsumer:
             self._consumed = 0
         if not self.paused:
             conn.send(commands.flow(consumer_id, spec.receiver_queue_size))
+        with self._lock:
+            unsent = bool(self._acks) or self._cumulative is not None
+        if unsent:
+            self._flush_acks()
         log.debug("subscribed %s on %s", spec.subscription, self.route.topic)
         if not self._first.done():
             self._first.set_result(None)
@@ -264,6 +285,12 @@ class SegmentConsumer:
             )
             self._permits_back(1)
             return
+        if self._batches:
+            with self._lock:
+                remaining = self._batches.get((mid.ledgerId, mid.entryId))
+                if remaining is not None:
+                    # A redelivery of a half-acknowledged entry: deliver what is left of it.
+                    messages = [m for m in messages if m._batch_index in remaining]
         skip = self._skip
         if skip is not None:
             messages = [
@@ -367,13 +394,13 @@ class SegmentConsumer:
         self._flush_acks()
 
     def _flush_acks(self) -> None:
+        conn = self.conn
         with self._lock:
+            self._ack_scheduled = False
+            if conn is None or not self.ready:
+                return  # kept: sent once re-attached (see _attach_once)
             acks, self._acks = self._acks, []
             cumulative, self._cumulative = self._cumulative, None
-            self._ack_scheduled = False
-        conn = self.conn
-        if conn is None or not self.ready:
-            return  # unacknowledged messages are redelivered after the reconnect
         with contextlib.suppress(Exception):
             if acks:
                 conn.send(commands.ack(self.consumer_id, acks))
@@ -384,7 +411,8 @@ class SegmentConsumer:
     def negative_ack(self, ledger_id: int, entry_id: int) -> None:
         """Ask for the message's entry to be redelivered after the negative-ack delay."""
         with self._lock:
-            self._batches.pop((ledger_id, entry_id), None)
+            # The entry comes back whole; its indexes acknowledged already are filtered out
+            # then (on_message), so only the unacknowledged ones are delivered again.
             self._nacks[(ledger_id, entry_id)] = None
         self._call_in_loop(self._schedule_nacks)
 
@@ -425,10 +453,9 @@ class SegmentConsumer:
         self.ready = False
         if conn is not None:
             conn.unregister_consumer(self.consumer_id, self)
-        with self._lock:
-            self._acks = []
-            self._cumulative = None
-            self._batches.clear()
+        # Acknowledgments recorded but not sent yet stay, and go out once re-attached: the
+        # application did acknowledge those messages (an ack names a stored position, valid
+        # on any connection). So do the acknowledged indexes of half-acknowledged entries.
         with self.parent._lock:
             self._consumed = 0
             self._flow_pending = False

@@ -8,8 +8,8 @@ has written to. This class keeps Pulsar's producer guarantees for that segment:
   sequence ids (so broker deduplication drops what was already stored);
 * **batching** - messages accumulate into one entry (at most ``batching_max_messages`` /
   ``batching_max_bytes``, at most ``batching_max_delay`` old), encoded on the fly by
-  :mod:`braid.client.batch_encoder`; on a managed segment with entry buckets (PIP-486) an entry
-  never mixes buckets and carries its effective bucket-hash range;
+  :mod:`braid.client.batch_encoder`; on a managed segment of a layout that advertises entry
+  buckets (PIP-486) an entry never mixes buckets and carries its effective bucket-hash range;
 * **self-healing** - a lost connection or a broker CLOSE_PRODUCER re-runs lookup -> connect ->
   PRODUCER with backoff; messages sent meanwhile wait, unnumbered, until the producer is ready;
 * **segment gone** - ``TopicTerminated`` (from PRODUCER or SEND) hands every unconfirmed message
@@ -87,6 +87,8 @@ class SegmentProducer:
         route: SegmentRoute,
         options: ProducerOptions,
         name: str | None,
+        *,
+        entry_buckets: bool = False,
     ) -> None:
         self.owner = owner
         self.ctx = ctx
@@ -115,8 +117,12 @@ class SegmentProducer:
         self._attached: asyncio.Future[None] = ctx.loop.create_future()
         self._name_field = b""
         self._max_size = 5 * 1024 * 1024
-        self._bucketed = not route.legacy and bool(route.entry_bucket_splits)
-        self._stamp = not route.legacy
+        # PIP-486 entry buckets only where the broker advertised them (entry_buckets: the
+        # layout lists bucket boundaries); then every managed segment's entries are stamped
+        # with their effective hash range (N = 1 included) and split by bucket where it has
+        # several. Otherwise entries are plain batches and no per-message hash is computed.
+        self._stamp = entry_buckets and not route.legacy
+        self._bucketed = self._stamp and bool(route.entry_bucket_splits)
         self._idle_waiters: list[asyncio.Future[None]] = []
 
     # -- life ---------------------------------------------------------------------------------

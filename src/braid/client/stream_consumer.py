@@ -9,7 +9,10 @@ path after that:
   parents); each assigned segment is subscribed Exclusive, or Key_Shared with entry-bucket
   dispatch when the assignment lists bucket ranges (``key-shared.md`` §4). A segment leaving the
   assignment, or flipping mode, is drained first: no more permits, its undelivered messages
-  dropped, and the detach waits until the application has acknowledged every delivered one;
+  dropped (except the rest of an entry the application has taken part of, which the broker
+  could only hand over whole), and the detach waits until the application has acknowledged
+  every delivered one. Its next owner retries its attach (``ConsumerBusy``) until then, so a
+  key's messages are never delivered by two consumers at once;
 * **legacy layout** (``persistent://`` topics - the migration bridge): every legacy segment is
   subscribed **Failover** (ADR 0022). A v4 Failover subscription is the broker-side equivalent
   of the controller's assignment: one active consumer per segment, the others on standby, load
@@ -64,24 +67,34 @@ class AsyncStreamConsumer(ConsumerBase):
         self._queue_size = receiver_queue_size
         self._vector: PositionVector[_Position] = PositionVector()
         self._session: AssignmentSession | None = None
-        self._drains: dict[int, asyncio.Future[None]] = {}
+        self._assigned: dict[int, AssignedSegment] = {}
+        self._draining: dict[int, SegmentConsumer] = {}
+        self._detaching: set[asyncio.Task[None]] = set()
+        self._drains: dict[SegmentConsumer, asyncio.Future[None]] = {}
         self._ack_token = -1
         self._ack_scheduled = False
+        self._initial_ids: frozenset[int] = frozenset(source.current.dag.segments)
 
-    def _spec(self, sub_type: int) -> SubscriptionSpec:
+    def _spec(self, sub_type: int, sid: int | None = None) -> SubscriptionSpec:
+        initial = self._initial
+        if sid is not None and sid not in self._initial_ids:
+            # A segment created after this consumer subscribed: everything in it is new to
+            # the subscription (the controller gives it the cursor at its start anyway).
+            initial = pb.CommandSubscribe.Earliest
         return SubscriptionSpec(
             self.subscription,
             sub_type,
             self.consumer_name,
-            self._initial,
+            initial,
             durable=True,
             receiver_queue_size=self._queue_size,
+            retry_busy=sid is not None,
         )
 
     async def _start(self) -> None:
         layout = self._source.current
         if layout.all_legacy:
-            await asyncio.gather(*(self._attach_failover(sid).start() for sid in layout.active_ids))
+            await self._first_attaches([self._attach_failover(sid) for sid in layout.active_ids])
             return
         self._session = AssignmentSession(
             self._ctx,
@@ -90,10 +103,10 @@ class AsyncStreamConsumer(ConsumerBase):
             self.consumer_name,
             pb.STREAM,
             self._apply_diff,
+            initial_earliest=self._initial == pb.CommandSubscribe.Earliest,
         )
         await self._session.start()
-        firsts = [seg.start() for seg in self._segments.values()]
-        await asyncio.gather(*firsts)
+        await self._first_attaches(list(self._segments.values()))
 
     def _attach_failover(self, sid: int) -> SegmentConsumer:
         route = self._source.current.route(sid)
@@ -106,23 +119,39 @@ class AsyncStreamConsumer(ConsumerBase):
             for sid in layout.active_ids:
                 if sid not in self._segments:
                     self._attach_failover(sid).start()
+            return
+        # Assigned segments follow the layout's routes (a segment moving to another broker).
+        for sid, seg in self._segments.items():
+            route = layout.routes.get(sid)
+            if route is not None and route.topic == seg.route.topic:
+                seg.route = route
 
     # -- controller assignment ----------------------------------------------------------------
+    #
+    # A segment leaving the assignment is *draining* until the application has acknowledged
+    # everything delivered from it; only then is it closed, which lets its next owner in. If
+    # the controller hands it back meanwhile, the new attach waits for that detach to finish:
+    # one segment never has two per-segment consumers here, so acknowledgments (routed by
+    # segment id) always reach the consumer that delivered the message.
 
     def _apply_diff(self, diff: AssignmentDiff) -> None:
         for sid in diff.detach:
-            self._ctx.spawn(self._detach(sid), f"detaching segment {sid} of {self.topic}")
+            self._assigned.pop(sid, None)
+            self._begin_detach(sid)
         for assigned in diff.reattach:
-            self._ctx.spawn(
-                self._reattach(assigned),
-                f"re-attaching segment {assigned.segment_id} of {self.topic}",
-            )
+            self._assigned[assigned.segment_id] = assigned
+            self._begin_detach(assigned.segment_id)
+            self._attach_assigned(assigned)
         for assigned in diff.attach:
+            self._assigned[assigned.segment_id] = assigned
             self._attach_assigned(assigned)
 
-    def _attach_assigned(self, assigned: AssignedSegment) -> SegmentConsumer:
-        route = SegmentRoute(assigned.segment_id, assigned.segment_topic)
-        layout_route = self._source.current.routes.get(assigned.segment_id)
+    def _attach_assigned(self, assigned: AssignedSegment) -> None:
+        sid = assigned.segment_id
+        if sid in self._draining or sid in self._segments or self._closed:
+            return  # attached once the previous consumer of the segment is gone
+        route = SegmentRoute(sid, assigned.segment_topic)
+        layout_route = self._source.current.routes.get(sid)
         if layout_route is not None and layout_route.topic == assigned.segment_topic:
             route = layout_route
         key_shared: pb.KeySharedMeta | None = None
@@ -132,44 +161,80 @@ class AsyncStreamConsumer(ConsumerBase):
             key_shared = pb.KeySharedMeta(keySharedMode=pb.STICKY, entryBucketDispatch=True)
             for r in assigned.bucket_ranges:
                 key_shared.hashRanges.add(start=r.start, end=r.end)
-        seg = SegmentConsumer(self, self._ctx, route, self._spec(sub_type), key_shared)
-        self._segments[assigned.segment_id] = seg
+        seg = SegmentConsumer(self, self._ctx, route, self._spec(sub_type, sid), key_shared)
+        self._segments[sid] = seg
         seg.start()
-        return seg
 
-    async def _drain(self, sid: int) -> None:
-        """Stop delivering ``sid`` and wait until its delivered messages are all acknowledged."""
-        seg = self._segments.get(sid)
+    def _begin_detach(self, sid: int) -> None:
+        seg = self._segments.pop(sid, None)
         if seg is None:
             return
-        seg.pause()
-        self._purge(seg)
-        with self._lock:
-            pending = self._vector.pending(sid)
-        if pending:
-            waiter: asyncio.Future[None] = self._ctx.loop.create_future()
-            self._drains[sid] = waiter
-            await waiter
+        self._draining[sid] = seg
+        task = self._ctx.spawn(self._detach(seg), f"detaching segment {sid} of {self.topic}")
+        self._detaching.add(task)
+        task.add_done_callback(self._detaching.discard)
 
-    async def _detach(self, sid: int) -> None:
-        await self._drain(sid)
-        seg = self._segments.pop(sid, None)
-        with self._lock:
-            self._vector.forget_segment(sid)
-        if seg is not None:
+    async def _detach(self, seg: SegmentConsumer) -> None:
+        """Drain ``seg`` (no more permits, undelivered messages dropped, wait until everything
+        delivered is acknowledged), close it, then attach the segment again if it came back."""
+        sid = seg.segment_id
+        try:
+            await self._drain(seg)
+            with self._lock:
+                self._vector.forget_segment(sid)
             await seg.close()
+        finally:
+            if self._draining.get(sid) is seg:
+                del self._draining[sid]
+        assigned = self._assigned.get(sid)
+        if assigned is not None and not self._closed:
+            self._attach_assigned(assigned)
 
-    async def _reattach(self, assigned: AssignedSegment) -> None:
-        await self._detach(assigned.segment_id)
-        self._attach_assigned(assigned).start()
+    async def _drain(self, seg: SegmentConsumer) -> None:
+        seg.pause()
+        self._purge_but_partial_entry(seg)
+        with self._lock:
+            drained = self._drained(seg)
+        if not drained and not self._closed:
+            waiter: asyncio.Future[None] = self._ctx.loop.create_future()
+            self._drains[seg] = waiter
+            try:
+                await waiter
+            finally:
+                self._drains.pop(seg, None)
+
+    def _drained(self, seg: SegmentConsumer) -> bool:
+        """Whether every message of ``seg`` still held here was delivered and acknowledged
+        (call with the delivery lock held)."""
+        return seg.queued == 0 and self._vector.pending(seg.segment_id) == 0
+
+    def _purge_but_partial_entry(self, seg: SegmentConsumer) -> None:
+        """Drop ``seg``'s undelivered messages, except the rest of an entry the application
+        has taken part of.
+
+        The broker acknowledges whole entries only (no batch-index acks), so an entry left
+        half delivered would go, whole, to the segment's next owner - redelivering messages
+        this consumer already had acknowledged. Delivering the rest of it first lets the
+        application's cumulative ack cover the entire entry before the segment is handed over.
+        """
+        head = self._queue.first(lambda m: m._owner is seg)
+        partial = None
+        if head is not None and head._batch_index > 0:
+            partial = (head._ledger_id, head._entry_id)
+        removed = self._queue.purge(
+            lambda m: m._owner is seg and (m._ledger_id, m._entry_id) != partial
+        )
+        with self._lock:
+            seg.queued -= len(removed)
 
     def _check_drains(self, sids: list[int]) -> None:
-        for sid in sids:
-            waiter = self._drains.get(sid)
-            if waiter is not None and self._vector.pending(sid) == 0:
-                del self._drains[sid]
-                if not waiter.done():
-                    waiter.set_result(None)
+        for seg, waiter in list(self._drains.items()):
+            if seg.segment_id not in sids:
+                continue
+            with self._lock:
+                drained = self._drained(seg)
+            if drained and not waiter.done():
+                waiter.set_result(None)
 
     # -- delivery and acknowledgment ----------------------------------------------------------
 
@@ -208,7 +273,7 @@ class AsyncStreamConsumer(ConsumerBase):
             self._ack_scheduled = False
             covered = self._vector.take_up_to(self._ack_token)
         for sid, positions in covered.items():
-            seg = self._segments.get(sid)
+            seg = self._segments.get(sid) or self._draining.get(sid)
             if seg is None:
                 continue  # detached since: its slice is skipped (client-behavior.md §6)
             if seg.key_shared is not None:
@@ -242,9 +307,12 @@ class AsyncStreamConsumer(ConsumerBase):
         for waiter in self._drains.values():
             if not waiter.done():
                 waiter.set_result(None)
-        self._drains.clear()
         if self._session is not None:
             await self._session.close()
+        detaching = [t for t in self._detaching if not t.done()]
+        if detaching:
+            await asyncio.gather(*detaching, return_exceptions=True)
+        self._detaching.clear()
 
     async def unsubscribe(self) -> None:
         """Delete the subscription on every attached segment, then close."""

@@ -240,7 +240,14 @@ class Checkpoint:
         return f"Checkpoint.from_bytes(bytes.fromhex({self.to_bytes().hex()!r}))"
 
     def __reduce__(self) -> tuple[object, tuple[bytes]]:
-        return (Checkpoint.from_bytes, (self.to_bytes(),))
+        # A module-level function, not the bound classmethod: cloudpickle (Spark) would pickle a
+        # bound method of this class by value and fail to rebuild it in another process.
+        return (checkpoint_from_bytes, (self.to_bytes(),))
+
+
+def checkpoint_from_bytes(data: bytes) -> Checkpoint:
+    """:meth:`Checkpoint.from_bytes` as a plain function (what pickling refers to)."""
+    return Checkpoint.from_bytes(data)
 
 
 _EARLIEST_CP = Checkpoint._make(_EARLIEST)
@@ -334,6 +341,7 @@ __all__ = [
     "SegmentStart",
     "StartKind",
     "checkpoint_cursors",
+    "checkpoint_from_bytes",
     "checkpoint_of",
     "plan_restore",
     "start_for",

@@ -205,8 +205,15 @@ class MessageId:
         return f"MessageId.from_bytes(bytes.fromhex({self.to_bytes().hex()!r}))"
 
     def __reduce__(self) -> tuple[object, tuple[bytes]]:
-        # Pickling goes through the versioned bytes, like any other persistence.
-        return (MessageId.from_bytes, (self.to_bytes(),))
+        # Pickling goes through the versioned bytes, like any other persistence, and refers to a
+        # module-level function: cloudpickle (Spark) pickles a bound classmethod by value and
+        # then cannot rebuild it in another process.
+        return (message_id_from_bytes, (self.to_bytes(),))
+
+
+def message_id_from_bytes(data: bytes) -> MessageId:
+    """:meth:`MessageId.from_bytes` as a plain function (what pickling refers to)."""
+    return MessageId.from_bytes(data)
 
 
 _EARLIEST_ID = MessageId._make(_EARLIEST)
@@ -262,6 +269,7 @@ __all__ = [
     "MessageId",
     "MessagePosition",
     "message_id_at",
+    "message_id_from_bytes",
     "message_position",
     "unchecked_message_id",
 ]

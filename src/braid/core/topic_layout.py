@@ -119,6 +119,13 @@ class TopicLayout:
         return self._active_ids
 
     @property
+    def entry_buckets(self) -> bool:
+        """Whether the layout advertises PIP-486 entry buckets (some managed segment lists a
+        bucket boundary list): the observed broker support producers gate bucketing and
+        stamping on (``key-shared.md`` §9, ``compatibility.md`` §3)."""
+        return any(r.entry_bucket_splits and not r.legacy for r in self.routes.values())
+
+    @property
     def all_legacy(self) -> bool:
         """Whether every active segment wraps a classic topic (mod-N routing applies)."""
         return bool(self._legacy_order)

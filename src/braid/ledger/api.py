@@ -16,6 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+if TYPE_CHECKING:
+    from braid.ledger.routing import StorageRouting
+
 from braid.core.errors import (
     AlreadyClosedError,
     BraidError,
@@ -25,9 +28,6 @@ from braid.core.errors import (
     NotFoundError,
     TopicTerminatedError,
 )
-
-if TYPE_CHECKING:
-    from braid.ledger.routing import StorageRouting
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -254,12 +254,6 @@ class ManagedLedger(Protocol):
 
 
 class ManagedLedgerFactory(Protocol):
-    @property
-    def storage(self) -> StorageRouting:
-        """The storage clusters the managed ledgers are written to and read from (whether they
-        can take writes now, their health)."""
-        ...
-
     async def open(
         self,
         name: str,
@@ -275,6 +269,15 @@ class ManagedLedgerFactory(Protocol):
     async def list(self) -> Sequence[str]: ...
 
     async def close(self) -> None: ...
+
+    @property
+    def storage(self) -> StorageRouting:
+        """The storage clusters the ledgers live on."""
+        ...
+
+    def register_listener(self, listener: Callable[[str, bool], None]) -> Callable[[], None]:
+        """``listener(name, created)`` on every managed ledger created or deleted."""
+        ...
 
 
 class InvalidManagedLedgerName(ManagedLedgerError, InvalidInputError):

@@ -245,6 +245,28 @@ async def test_children_wait_until_the_parent_is_drained_by_this_subscription(
         await raw.close()
 
 
+async def test_a_new_leader_hands_out_the_children_of_a_parent_drained_before_it_took_over(
+    stack: ScalableStack,
+) -> None:
+    # The parent is drained while no leader listens (no drain event reaches anyone, as when
+    # the broker crashes right after the last ack): the next leader must see it from the
+    # cursors, or the children stay unassigned until something else rebalances.
+    await stack.scalable.create_topic(TOPIC, 1)
+    raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
+    try:
+        await register(stack, "c1", Connection())
+        parent = segment(stack, 0)
+        await produce(raw, parent, [b"a", b"b"])
+        await stack.scalable.split(TOPIC, 0)
+        await stack.scalable.release_controller(TOPIC)
+        assert await drain(raw, parent, "s", 2) == [b"a", b"b"]
+        await stack.scalable.controller(TOPIC)  # leads again, restores c1's session
+        back = Connection()
+        assert ids(await register(stack, "c1", back, consumer_id=2)) == [1, 2]
+    finally:
+        await raw.close()
+
+
 async def test_each_subscription_moves_through_the_dag_on_its_own(stack: ScalableStack) -> None:
     await stack.scalable.create_topic(TOPIC, 1)
     raw = await RawClient.open("127.0.0.1", stack.broker.service.port)

@@ -105,7 +105,10 @@ async def test_blocking_get_from_a_thread_and_purge() -> None:
     queue.put_many(_messages(1, owner_a))
     await asyncio.to_thread(thread.join, 5)
     assert result[0].value == b"0"
-    queue.put_many(_messages(2, owner_a) + _messages(2, owner_b))
+    queue.put_many(_messages(2, owner_b) + _messages(2, owner_a))
+    first_a = queue.first(lambda m: m._owner is owner_a)
+    assert first_a is not None and first_a.value == b"0" and len(queue) == 4  # left in place
+    assert queue.first(lambda m: m._owner is None) is None
     removed = queue.purge(lambda m: m._owner is owner_a)
     assert len(removed) == 2 and len(queue) == 2
     rest = queue.get_many_blocking(10, 0)

@@ -87,3 +87,13 @@ def test_tracker_refuses_another_topics_layout() -> None:
     tracker = LayoutTracker(TopicLayout.synthetic("a"))
     with pytest.raises(InvalidInputError):
         tracker.offer(TopicLayout.synthetic("b", epoch=5))
+
+
+def test_entry_buckets_are_advertised_only_by_a_managed_segment_with_boundaries() -> None:
+    dag = SegmentLayout.initial(2)
+    plain = managed(dag)
+    assert not plain.entry_buckets
+    assert not TopicLayout.synthetic("orders").entry_buckets
+    routes = dict(plain.routes)
+    routes[1] = SegmentRoute(1, routes[1].topic, entry_bucket_splits=(0x8000,))
+    assert TopicLayout(TOPIC, dag, routes).entry_buckets

@@ -1,0 +1,123 @@
+"""Spark benchmark: rows/s read by the braid streaming source vs Spark reading the same rows from
+Parquet, same run, same query shape.
+
+It starts ``braid standalone`` as a child process, publishes ``--rows`` messages (``--size``
+bytes, 64 keys) to a ``topic://`` topic of ``--segments`` segments with ``send_many``, and then,
+in one local[2] SparkSession:
+
+1. **braid**: ``readStream.format("braid")`` from ``earliest``, ``Trigger.AvailableNow``, into the
+   ``noop`` sink; rows/s = rows / (query start -> termination);
+2. the same rows are written once to Parquet (``key, value, topic, message_id, publish_time,
+   event_time, properties, producer_name, sequence_id``: the source's own columns);
+3. **parquet**: ``readStream.format("parquet")`` of those files, same trigger, same sink, same
+   timing.
+
+The ratio braid / parquet is the connector's overhead on top of Spark's own streaming machinery
+(the issue's target is >= 50 %). Each streaming read runs ``--repeat`` times; the best run counts
+(the first pays Python-worker start-up). Results go to docs/benchmarks.md.
+
+Run: ``.venv/bin/python bench/spark_bench.py [--rows 200000] [--size 100] [--segments 2]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+import braid.spark
+from braid.admin.client import AdminClient
+from braid.cli.process import StandaloneProcess
+from braid.client import Client
+from braid.spark.rows import SCHEMA
+
+TOPIC = "topic://public/default/spark-bench"
+
+
+def publish(service_url: str, rows: int, size: int) -> None:
+    value = b"x" * size
+    keys = [f"key-{i % 64}" for i in range(1000)]
+    with Client(service_url) as client:
+        producer = client.create_producer(TOPIC)
+        for _ in range(rows // 1000):
+            producer.send_many([value] * 1000, keys=keys)
+        producer.close()
+
+
+def timed_stream(spark: SparkSession, reader: object, checkpoint: Path) -> float:
+    started = time.perf_counter()
+    query = (
+        reader.writeStream.format("noop")  # type: ignore[attr-defined]
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    elapsed = time.perf_counter() - started
+    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    if query.exception() is not None:
+        raise RuntimeError(query.exception())
+    return rows / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--segments", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="braid-spark-bench-"))
+    process = StandaloneProcess.start_on_free_ports(work / "data", log_path=work / "braid.log")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(braid.spark.BraidDataSource)
+    try:
+        with AdminClient(process.web_url) as admin:
+            admin.scalable_topics.create(TOPIC, segments=args.segments)
+        t0 = time.perf_counter()
+        publish(process.service_url, args.rows, args.size)
+        publish_rate = args.rows / (time.perf_counter() - t0)
+        opts = {"service.url": process.service_url, "admin.url": process.web_url, "topic": TOPIC}
+        braid_rates = []
+        for i in range(args.repeat):
+            source = (
+                spark.readStream.format("braid").options(**opts, startingPosition="earliest").load()
+            )
+            braid_rates.append(timed_stream(spark, source, work / f"cp-braid-{i}"))
+        parquet = work / "rows.parquet"
+        spark.read.format("braid").options(**opts).load().write.parquet(str(parquet))
+        parquet_rates = []
+        for i in range(args.repeat):
+            source = spark.readStream.schema(SCHEMA).parquet(str(parquet))
+            parquet_rates.append(timed_stream(spark, source, work / f"cp-parquet-{i}"))
+        braid_best, parquet_best = max(braid_rates), max(parquet_rates)
+        print(
+            f"\nrows={args.rows} size={args.size}B segments={args.segments} local[2], "
+            f"best of {args.repeat}\n"
+        )
+        print(f"{'read (streaming, AvailableNow -> noop)':<42}{'rows/s':>12}")
+        print(f"{'braid source':<42}{braid_best:>12,.0f}")
+        print(f"{'parquet (same rows, same query)':<42}{parquet_best:>12,.0f}")
+        print(f"{'ratio braid / parquet':<42}{braid_best / parquet_best:>12.1%}")
+        print(f"{'(publish with send_many, for scale)':<42}{publish_rate:>12,.0f}")
+    finally:
+        spark.stop()
+        process.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""The ``message_id`` column's bytes, encoded once per entry instead of once per message. Pure.
+
+A read yields thousands of messages per entry batch; ``MessageId.to_bytes()`` re-encodes all five
+varints of every message. :class:`MessageIdBytes` keeps the version/kind/segment/ledger/entry
+prefix of the current entry and the ``batch_index + 1`` / ``batch_size`` suffixes it has seen,
+and produces byte-for-byte the same value as ``MessageId.to_bytes()`` (format version 1, pinned
+by a test against the core encoder).
+"""
+
+from __future__ import annotations
+
+from braid.core.message_id import FORMAT_VERSION, MessagePosition
+from braid.core.varint import encode_uvarint
+
+_POSITION_KIND = 0
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    encode_uvarint(value, out)
+    return bytes(out)
+
+
+class MessageIdBytes:
+    """Encodes message positions as ``MessageId`` bytes, caching per entry (not thread-safe)."""
+
+    __slots__ = ("_entry", "_prefix", "_suffixes")
+
+    def __init__(self) -> None:
+        self._entry: tuple[int, int, int] | None = None
+        self._prefix = b""
+        self._suffixes: dict[tuple[int, int], bytes] = {}
+
+    def encode(self, position: MessagePosition) -> bytes:
+        """The bytes of the ``MessageId`` at ``position``."""
+        segment, ledger, entry, batch_index, batch_size = position
+        key = (segment, ledger, entry)
+        if key != self._entry:
+            self._entry = key
+            head = bytearray((FORMAT_VERSION, _POSITION_KIND))
+            encode_uvarint(segment, head)
+            encode_uvarint(ledger, head)
+            encode_uvarint(entry, head)
+            self._prefix = bytes(head)
+        tail_key = (batch_index, batch_size)
+        tail = self._suffixes.get(tail_key)
+        if tail is None:
+            tail = _uvarint(batch_index + 1) + _uvarint(batch_size)
+            if len(self._suffixes) < 65536:
+                self._suffixes[tail_key] = tail
+        return self._prefix + tail
+
+
+__all__ = ["MessageIdBytes"]
