@@ -286,7 +286,7 @@ def create_app(
         tags=["namespaces"],
         summary="The namespace's auto-scale policy override of its scalable topics (or null)",
     )
-    async def get_scalable_auto_scale(tenant: str, namespace: str) -> Any:
+    async def get_scalable_auto_scale(tenant: Tenant, namespace: Namespace) -> Any:
         stored = await resources.get_namespace_policies(tenant, namespace)
         override = stored.scalable_topic_auto_scale_policy
         return None if override is None else dict(override)
@@ -298,7 +298,7 @@ def create_app(
         summary="Set the namespace's auto-scale override (PIP-483 AutoScalePolicyOverride)",
     )
     async def set_scalable_auto_scale(
-        tenant: str, namespace: str, body: Annotated[Any, Body()]
+        tenant: Tenant, namespace: Namespace, body: Annotated[Any, Body()]
     ) -> Response:
         override = policies.check_namespace_override(body).to_json()
         await resources.update_namespace_policies(
@@ -314,7 +314,7 @@ def create_app(
         tags=["namespaces"],
         summary="Remove the namespace's auto-scale override (broker.conf applies)",
     )
-    async def delete_scalable_auto_scale(tenant: str, namespace: str) -> Response:
+    async def delete_scalable_auto_scale(tenant: Tenant, namespace: Namespace) -> Response:
         await resources.update_namespace_policies(
             tenant,
             namespace,

@@ -294,7 +294,9 @@ def scalable_router(
         tags=["scalable topics"],
         summary="The topic's auto-scale policy override (null when it has none)",
     )
-    async def get_auto_scale_policy(tenant: str, namespace: str, topic: str) -> Any:
+    async def get_auto_scale_policy(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName
+    ) -> Any:
         return await service.auto_scale.get_topic_override(topic_name(tenant, namespace, topic))
 
     @router.post(
@@ -304,7 +306,7 @@ def scalable_router(
         summary="Set the topic's auto-scale override (PIP-483 AutoScalePolicyOverride)",
     )
     async def set_auto_scale_policy(
-        tenant: str, namespace: str, topic: str, body: Annotated[Any, Body()]
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, body: Annotated[Any, Body()]
     ) -> Response:
         await service.auto_scale.set_topic_override(topic_name(tenant, namespace, topic), body)
         return Response(status_code=204)
@@ -315,7 +317,9 @@ def scalable_router(
         tags=["scalable topics"],
         summary="Remove the topic's auto-scale override (the namespace's or broker's applies)",
     )
-    async def remove_auto_scale_policy(tenant: str, namespace: str, topic: str) -> Response:
+    async def remove_auto_scale_policy(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName
+    ) -> Response:
         await service.auto_scale.remove_topic_override(topic_name(tenant, namespace, topic))
         return Response(status_code=204)
 
