@@ -7,7 +7,9 @@ sends 10 kB messages, so the broker runs out of space in the middle of its write
 * every send either succeeds - and that message is then readable - or fails within its
   ``send_timeout`` with a typed error (``pulsar.Timeout`` after the broker refused the message
   and the producer's reconnection with a PersistenceError naming the reason); before, sends
-  blocked far past their timeout while the client reconnected hundreds of times;
+  blocked far past their timeout while the client reconnected hundreds of times; the Braid
+  client's producer fails the same way (``DeadlineExceededError``) and sends again once space
+  is back;
 * every acknowledged message stays readable while the disk is full (before, some read as
   "checksum mismatch on disk" until a restart);
 * ``/health`` says ``degraded`` and ``/admin/v2/brokers/health`` answers 503, both with the
@@ -32,7 +34,9 @@ from pathlib import Path
 import pulsar
 import pytest
 
+import braid
 from braid.cli.process import StandaloneProcess
+from braid.client.errors import DeadlineExceededError
 from tests.support.polling import wait_for
 from tests.support.small_fs import Ballast, free_bytes, small_filesystem
 
@@ -141,12 +145,16 @@ def test_a_full_disk_costs_writes_only_and_the_broker_recovers_without_a_restart
 ) -> None:
     ballast = Ballast(disk)
     client = _client(broker)
+    braid_client = braid.Client(broker.service_url, operation_timeout=10)
     try:
         # "audit" never acknowledges: it holds every message, to read them all at the end.
         audit = client.subscribe(TOPIC, "audit", initial_position=pulsar.InitialPosition.Earliest)
         consumer = client.subscribe(TOPIC, "live")
         producer = client.create_producer(
             TOPIC, batching_enabled=False, send_timeout_millis=int(SEND_TIMEOUT_S * 1000)
+        )
+        braid_producer = braid_client.create_producer(
+            TOPIC, batching=False, send_timeout=SEND_TIMEOUT_S
         )
         _assert_healthy(broker)
         ballast.fill(leave_free=6 * 1024 * 1024)
@@ -160,6 +168,11 @@ def test_a_full_disk_costs_writes_only_and_the_broker_recovers_without_a_restart
         wait_for(lambda: _health(broker)[0]["status"] == "degraded", within=5)
         _assert_read_only(broker)
         assert _drain(consumer) >= set(acked)
+        # The Braid client's producer gets its typed error within its send_timeout too.
+        sent_at = time.monotonic()
+        with pytest.raises(DeadlineExceededError):
+            braid_producer.send(b"%08d" % 90_000 + PAYLOAD)
+        assert time.monotonic() - sent_at < SEND_TIMEOUT_S + 1.5
         _assert_read_only(broker)
 
         # Space back: read-write again without a restart, and writes go through.
@@ -169,9 +182,19 @@ def test_a_full_disk_costs_writes_only_and_the_broker_recovers_without_a_restart
         fresh = client.create_producer(TOPIC, batching_enabled=False)
         for number in range(100_000, 100_020):
             fresh.send(b"%08d" % number + PAYLOAD)
-        assert _drain(consumer) >= set(range(100_000, 100_020))
-        acked += list(range(100_000, 100_020))
+        # The Braid producer comes back by itself, after its reconnection back-off (meanwhile
+        # its sends keep failing at their timeout).
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                braid_producer.send(b"%08d" % 100_020 + PAYLOAD)
+                break
+            except DeadlineExceededError:
+                assert time.monotonic() < deadline, "the Braid producer never came back"
+        assert _drain(consumer) >= set(range(100_000, 100_021))
+        acked += list(range(100_000, 100_021))
     finally:
+        braid_client.close()
         client.close()
 
     # Killed on a nearly full disk, it starts again on that same disk, read-only.
