@@ -151,8 +151,16 @@ class _ManualTimer:
 
     def cancel(self) -> None:
         self.cancelled = True
+        # Like asyncio's handles: a cancelled timer lets go of its callback (and whatever the
+        # callback holds) at once, not when the clock passes its deadline.
+        self._fire = _nothing
 
     def run(self) -> None:
         if self.pending:
             self.fired = True
-            self._fire()
+            fire, self._fire = self._fire, _nothing
+            fire()
+
+
+def _nothing() -> None:
+    pass

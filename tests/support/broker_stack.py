@@ -73,7 +73,13 @@ async def open_broker_stack(
     settings.update(config)
     broker_config = BrokerConfig(**settings)
     metadata = await open_store(broker_config.metadata_store_url, clock=metadata_clock or clock)
-    storage = await open_local_cluster(metadata, data_dir / "storage", "standalone", clock=clock)
+    storage = await open_local_cluster(
+        metadata,
+        data_dir / "storage",
+        "standalone",
+        clock=clock,
+        disk_thresholds=broker_config.disk_thresholds(),
+    )
     factory = DefaultManagedLedgerFactory(metadata, StorageRouter([storage]), clock=clock)
     resources = BrokerResources(metadata)
     await resources.ensure_default_namespace(broker_config.cluster_name)

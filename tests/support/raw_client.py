@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 
 from braid.protocol import commands
+from braid.protocol.batch import build_entry
 from braid.protocol.connection import ClientConnection
 from braid.protocol.events import CommandReceived, ServerConnected
 from braid.protocol.frames import encode_message_body
@@ -141,6 +142,14 @@ def message_body(producer_name: str, sequence_id: int, payload: bytes, **fields:
     return encode_message_body(meta, payload)
 
 
+def batch_body(producer_name: str, sequence_id: int, payloads: list[bytes]) -> bytes:
+    """A stored-form batch entry of ``payloads`` (what a batching producer sends)."""
+    meta = pb.MessageMetadata(
+        producer_name=producer_name, sequence_id=sequence_id, publish_time=1_700_000_000_000
+    )
+    return build_entry(meta, [(pb.SingleMessageMetadata(), p) for p in payloads])
+
+
 async def publish(
     raw: RawClient,
     producer_id: int,
@@ -150,9 +159,12 @@ async def publish(
     *,
     num_messages: int | None = None,
 ) -> pb.BaseCommand:
-    """SEND one entry and return its SEND_RECEIPT or SEND_ERROR."""
-    extra = {} if num_messages is None else {"num_messages_in_batch": num_messages}
-    body = message_body(producer_name, sequence_id, payload, **extra)
+    """SEND one entry and return its SEND_RECEIPT or SEND_ERROR; with ``num_messages`` the entry
+    is a real batch of that many copies of ``payload``."""
+    if num_messages is None:
+        body = message_body(producer_name, sequence_id, payload)
+    else:
+        body = batch_body(producer_name, sequence_id, [payload] * num_messages)
     highest = None if num_messages is None else sequence_id + num_messages - 1
     await raw.send(
         commands.send(

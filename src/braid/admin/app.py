@@ -27,6 +27,7 @@ from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_e
 from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.metrics import metrics_registry
 from braid.admin.partitioned import PartitionAdmin, partitioned_router
+from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.admin.scalable import scalable_router
 from braid.admin.schemas import schemas_router
 from braid.broker.config import BrokerConfig
@@ -42,6 +43,7 @@ from braid.broker.resources import (
 )
 from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.core.autoscale_policy import AutoScalePolicy
+from braid.core.errors import ServiceUnavailableError
 from braid.core.names import TopicDomain, TopicName
 from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.service import ScalableTopicService
@@ -67,6 +69,12 @@ class TopicAdmin(PartitionAdmin, LookupService, Protocol):
 
     @property
     def schemas(self) -> TopicSchemas: ...
+
+    def storage_status(self) -> Mapping[str, object]: ...
+
+
+class StorageUnavailable(ServiceUnavailableError):
+    """The broker cannot store messages now (503): its storage is read-only."""
 
 
 class TenantInfoBody(BaseModel):
@@ -149,8 +157,12 @@ def create_app(
     )
     async def broker_health() -> str:
         # A real round-trip to the metadata store, not a constant: a broker whose store is gone
-        # is not healthy.
+        # is not healthy; nor is one that cannot store a message (its bookies are read-only:
+        # 503, retriable, with the reason).
         await resources.list_tenants()
+        storage = broker.storage_status()
+        if storage["state"] != "read-write":
+            raise StorageUnavailable(f"broker is read-only: {storage['reason']}")
         return "ok"
 
     # --- tenants ---
@@ -160,7 +172,7 @@ def create_app(
         return await resources.list_tenants()
 
     @v2.get("/tenants/{tenant}", tags=["tenants"], summary="Get a tenant's admin roles/clusters")
-    async def get_tenant(tenant: str) -> dict[str, Any]:
+    async def get_tenant(tenant: Tenant) -> dict[str, Any]:
         return (await resources.get_tenant(tenant)).to_json()
 
     def tenant_info(body: TenantInfoBody | None) -> TenantInfo:
@@ -176,7 +188,7 @@ def create_app(
 
     @v2.put("/tenants/{tenant}", status_code=204, tags=["tenants"], summary="Create a tenant")
     async def put_tenant(
-        tenant: str, body: Annotated[TenantInfoBody | None, Body()] = None
+        tenant: Tenant, body: Annotated[TenantInfoBody | None, Body()] = None
     ) -> Response:
         check_name("tenant", tenant)
         await resources.create_tenant(tenant, tenant_info(body))
@@ -184,24 +196,24 @@ def create_app(
 
     @v2.post("/tenants/{tenant}", status_code=204, tags=["tenants"], summary="Update a tenant")
     async def post_tenant(
-        tenant: str, body: Annotated[TenantInfoBody | None, Body()] = None
+        tenant: Tenant, body: Annotated[TenantInfoBody | None, Body()] = None
     ) -> Response:
         await resources.update_tenant(tenant, tenant_info(body))
         return Response(status_code=204)
 
     @v2.delete("/tenants/{tenant}", status_code=204, tags=["tenants"], summary="Delete a tenant")
-    async def delete_tenant(tenant: str) -> Response:
+    async def delete_tenant(tenant: Tenant) -> Response:
         await resources.delete_tenant(tenant)
         return Response(status_code=204)
 
     # --- namespaces ---
 
     @v2.get("/namespaces/{tenant}", tags=["namespaces"], summary="List a tenant's namespaces")
-    async def get_namespaces(tenant: str) -> list[str]:
+    async def get_namespaces(tenant: Tenant) -> list[str]:
         return await resources.list_namespaces(tenant)
 
     @v2.get("/namespaces/{tenant}/{namespace}", tags=["namespaces"], summary="Get policies")
-    async def get_namespace(tenant: str, namespace: str) -> dict[str, Any]:
+    async def get_namespace(tenant: Tenant, namespace: Namespace) -> dict[str, Any]:
         return (await resources.get_namespace_policies(tenant, namespace)).to_json()
 
     @v2.put(
@@ -211,7 +223,7 @@ def create_app(
         summary="Create a namespace (optionally with policies)",
     )
     async def put_namespace(
-        tenant: str, namespace: str, body: Annotated[dict[str, Any] | None, Body()] = None
+        tenant: Tenant, namespace: Namespace, body: Annotated[dict[str, Any] | None, Body()] = None
     ) -> Response:
         policies = NamespacePolicies.from_json(body) if body is not None else None
         await resources.create_namespace(tenant, namespace, policies)
@@ -223,7 +235,7 @@ def create_app(
         tags=["namespaces"],
         summary="Delete an empty namespace",
     )
-    async def delete_namespace(tenant: str, namespace: str) -> Response:
+    async def delete_namespace(tenant: Tenant, namespace: Namespace) -> Response:
         topics = await list_topics(tenant, namespace)
         await resources.delete_namespace(tenant, namespace, topics=topics)
         return Response(status_code=204)
@@ -233,7 +245,7 @@ def create_app(
         tags=["namespaces"],
         summary="Namespace deduplication setting (null = broker default)",
     )
-    async def get_deduplication(tenant: str, namespace: str) -> bool | None:
+    async def get_deduplication(tenant: Tenant, namespace: Namespace) -> bool | None:
         return (await resources.get_namespace_policies(tenant, namespace)).deduplication_enabled
 
     @v2.post(
@@ -243,7 +255,7 @@ def create_app(
         summary="Enable or disable deduplication (body: true or false)",
     )
     async def post_deduplication(
-        tenant: str, namespace: str, enabled: Annotated[Any, Body()]
+        tenant: Tenant, namespace: Namespace, enabled: Annotated[Any, Body()]
     ) -> Response:
         if not isinstance(enabled, bool):
             raise InvalidPolicies(f"the body must be true or false, got {enabled!r}")
@@ -256,7 +268,7 @@ def create_app(
         tags=["namespaces"],
         summary="Remove the namespace setting (use the broker default)",
     )
-    async def delete_deduplication(tenant: str, namespace: str) -> Response:
+    async def delete_deduplication(tenant: Tenant, namespace: Namespace) -> Response:
         await resources.set_deduplication(tenant, namespace, None)
         return Response(status_code=204)
 
@@ -274,7 +286,7 @@ def create_app(
         tags=["namespaces"],
         summary="The namespace's auto-scale policy override of its scalable topics (or null)",
     )
-    async def get_scalable_auto_scale(tenant: str, namespace: str) -> Any:
+    async def get_scalable_auto_scale(tenant: Tenant, namespace: Namespace) -> Any:
         stored = await resources.get_namespace_policies(tenant, namespace)
         override = stored.scalable_topic_auto_scale_policy
         return None if override is None else dict(override)
@@ -286,7 +298,7 @@ def create_app(
         summary="Set the namespace's auto-scale override (PIP-483 AutoScalePolicyOverride)",
     )
     async def set_scalable_auto_scale(
-        tenant: str, namespace: str, body: Annotated[Any, Body()]
+        tenant: Tenant, namespace: Namespace, body: Annotated[Any, Body()]
     ) -> Response:
         override = policies.check_namespace_override(body).to_json()
         await resources.update_namespace_policies(
@@ -302,7 +314,7 @@ def create_app(
         tags=["namespaces"],
         summary="Remove the namespace's auto-scale override (broker.conf applies)",
     )
-    async def delete_scalable_auto_scale(tenant: str, namespace: str) -> Response:
+    async def delete_scalable_auto_scale(tenant: Tenant, namespace: Namespace) -> Response:
         await resources.update_namespace_policies(
             tenant,
             namespace,
@@ -313,7 +325,7 @@ def create_app(
     # --- persistent topics ---
 
     @v2.get("/persistent/{tenant}/{namespace}", tags=["topics"], summary="List topics")
-    async def get_topics(tenant: str, namespace: str) -> list[str]:
+    async def get_topics(tenant: Tenant, namespace: Namespace) -> list[str]:
         return await list_topics(tenant, namespace)
 
     @v2.put(
@@ -322,7 +334,7 @@ def create_app(
         tags=["topics"],
         summary="Create a non-partitioned topic",
     )
-    async def put_topic(tenant: str, namespace: str, topic: str) -> Response:
+    async def put_topic(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Response:
         name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
         if str(name) in await list_topics(tenant, namespace):
             raise TopicAlreadyExists(f"topic {name} already exists")
@@ -337,7 +349,7 @@ def create_app(
         tags=["topics"],
         summary="Delete a topic",
     )
-    async def delete_topic(tenant: str, namespace: str, topic: str) -> Response:
+    async def delete_topic(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Response:
         name = await existing_topic(tenant, namespace, topic)
         await broker.delete_topic(str(name))
         return Response(status_code=204)
@@ -347,7 +359,7 @@ def create_app(
         tags=["topics"],
         summary="Terminate a topic; returns its last message id",
     )
-    async def terminate_topic(tenant: str, namespace: str, topic: str) -> Any:
+    async def terminate_topic(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Any:
         name = await existing_topic(tenant, namespace, topic)
         return _message_id_json(await broker.terminate_topic(str(name)))
 
@@ -356,7 +368,7 @@ def create_app(
         tags=["topics"],
         summary="Topic statistics",
     )
-    async def get_topic_stats(tenant: str, namespace: str, topic: str) -> Any:
+    async def get_topic_stats(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Any:
         name = await existing_topic(tenant, namespace, topic)
         await broker.get_or_create_topic(str(name), create=False)  # stats are of a loaded topic
         return _jsonable(broker.topic_stats(str(name)))
@@ -380,9 +392,18 @@ def create_app(
     app.include_router(v2)
     app.include_router(lookup_router(broker))
 
-    @app.get("/health", tags=["brokers"], summary="Liveness of the process")
-    async def health() -> dict[str, str]:
-        return {"status": "ok"}
+    @app.get(
+        "/health",
+        tags=["brokers"],
+        summary="Liveness of the process, and whether it is degraded (storage read-only)",
+    )
+    async def health() -> dict[str, object]:
+        # 200 whenever the process serves: restarting a broker whose disk is full would not help.
+        # "degraded" says it serves reads only, and why.
+        storage = broker.storage_status()
+        if storage["state"] == "read-write":
+            return {"status": "ok"}
+        return {"status": "degraded", "reason": storage["reason"], "storage": storage}
 
     registry = metrics_registry(broker.topics, config.cluster_name, scalable)
 

@@ -2,7 +2,8 @@
 
 Handlers raise Braid's typed errors; this module translates them once, at the HTTP edge:
 not found -> 404, already exists / lost race / not empty -> 409, invalid names -> 412 (Pulsar's
-``PRECONDITION_FAILED`` for names and preconditions), other bad input -> 400, unavailable or
+``PRECONDITION_FAILED`` for names and preconditions; also when the path parameter's schema refuses
+the name), other bad input -> 400, unavailable or
 timed out -> 503, unauthorised -> 403. Anything else is a 500 whose reason names the exception (a
 bug to see).
 
@@ -14,13 +15,16 @@ segment) and a client (``braid.admin.client``) should raise the same type the se
 
 from __future__ import annotations
 
+import functools
 import logging
+import re
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from braid.admin.path_params import name_refusal
 from braid.broker.errors import InvalidTopicName as BrokerInvalidTopicName
 from braid.broker.resources import InvalidResourceName
 from braid.core.errors import (
@@ -101,12 +105,30 @@ def reason(
     return JSONResponse(status_code=status, content=content)
 
 
+def allowed_methods(request: Request) -> list[str]:
+    """Every method the API serves at the request's path (what a 405's ``Allow`` lists), read
+    from the OpenAPI document: routers here are composed, and Starlette names only the methods of
+    the first route whose path matches (FastAPI makes one route per method)."""
+    paths: dict[str, dict[str, object]] = request.app.openapi().get("paths", {})
+    methods: set[str] = set()
+    for template, operations in paths.items():
+        if _template_regex(template).fullmatch(request.url.path):
+            methods.update(method.upper() for method in operations)
+    return sorted(methods)
+
+
+@functools.lru_cache(maxsize=512)
+def _template_regex(template: str) -> re.Pattern[str]:
+    parts = re.split(r"\{[^}/]+\}", template)
+    return re.compile("[^/]+".join(re.escape(part) for part in parts))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Make every error leave the app as ``{"reason": ...}`` with the right status."""
 
     async def on_braid_error(_: Request, exc: Exception) -> JSONResponse:
         status = status_for(exc)
-        if status >= 500:
+        if status == 500:  # a bug; a 503 (storage read-only, store unreachable) is a state
             log.error("admin request failed: %s", exc, exc_info=exc)
         retriable = bool(getattr(exc, "retriable", False))
         return reason(
@@ -115,15 +137,27 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation_error(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        refusal = name_refusal(exc.errors())
+        if refusal is not None:
+            # A tenant/namespace/topic name breaking the naming rule: the same 412 (and message)
+            # as a name a handler refuses itself.
+            return reason(412, refusal, category="InvalidInput")
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err.get('loc', ()))}: {err.get('msg', '')}"
             for err in exc.errors()
         )
         return reason(400, f"invalid request: {problems}")
 
-    async def on_http_error(_: Request, exc: Exception) -> JSONResponse:
+    async def on_http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
-        return reason(exc.status_code, str(exc.detail))
+        response = reason(exc.status_code, str(exc.detail))
+        if exc.headers:
+            response.headers.update(exc.headers)
+        if exc.status_code == 405:
+            # Starlette names the methods of the first route matching the path only; FastAPI
+            # makes one route per method, so gather them all.
+            response.headers["Allow"] = ", ".join(allowed_methods(request))
+        return response
 
     async def on_unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.error("admin request failed unexpectedly", exc_info=exc)

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Header, Query, Request
 
+from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.core.names import NamespaceName, TopicName
 
 
@@ -45,9 +46,9 @@ def lookup_router(broker: LookupService) -> APIRouter:
     async def lookup_topic(
         request: Request,
         domain: str,
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         listenerName: Annotated[str | None, Query()] = None,
         x_pulsar_listenername: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
@@ -69,8 +70,8 @@ def lookup_router(broker: LookupService) -> APIRouter:
         summary="The namespace's topics (partitions by their -partition-N names)",
     )
     async def namespace_topics(
-        tenant: str,
-        namespace: str,
+        tenant: Tenant,
+        namespace: Namespace,
         mode: Annotated[str, Query(pattern="^(PERSISTENT|NON_PERSISTENT|ALL)$")] = "PERSISTENT",
     ) -> list[str]:
         name = await broker.check_namespace(f"{tenant}/{namespace}")

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Body, Query, Response
 
+from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.broker.errors import TopicNotFound
 from braid.broker.partitions import PartitionedTopics
 from braid.broker.resources import BrokerResources, NamespaceNotFound
@@ -65,7 +66,7 @@ def partitioned_router(
         "/persistent/{tenant}/{namespace}/partitioned",
         summary="List partitioned topics",
     )
-    async def list_partitioned(tenant: str, namespace: str) -> list[str]:
+    async def list_partitioned(tenant: Tenant, namespace: Namespace) -> list[str]:
         await check_namespace(tenant, namespace)
         return await broker.partitioned.list(tenant, namespace)
 
@@ -75,7 +76,10 @@ def partitioned_router(
         summary="Create a partitioned topic (body: the number of partitions)",
     )
     async def create_partitioned(
-        tenant: str, namespace: str, topic: str, partitions: Annotated[Any, Body()]
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
+        partitions: Annotated[Any, Body()],
     ) -> Response:
         name = await topic_of(tenant, namespace, topic)
         await broker.create_partitioned_topic(str(name), check_partition_count(partitions))
@@ -86,9 +90,9 @@ def partitioned_router(
         summary="Partitioned-topic metadata: {partitions: N} (0 = not partitioned)",
     )
     async def get_partitions(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         checkAllowAutoCreation: Annotated[bool, Query()] = False,
     ) -> dict[str, Any]:
         name = await topic_of(tenant, namespace, topic)
@@ -105,7 +109,10 @@ def partitioned_router(
         summary="Grow a partitioned topic (body: the new number of partitions)",
     )
     async def update_partitions(
-        tenant: str, namespace: str, topic: str, partitions: Annotated[Any, Body()]
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
+        partitions: Annotated[Any, Body()],
     ) -> Response:
         name = await topic_of(tenant, namespace, topic)
         await broker.update_partitioned_topic(str(name), check_partition_count(partitions))
@@ -117,9 +124,9 @@ def partitioned_router(
         summary="Delete a partitioned topic, its partitions and its schema",
     )
     async def delete_partitioned(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         force: Annotated[bool, Query()] = False,
     ) -> Response:
         # Connected clients are disconnected either way (as deleting a plain topic does), so

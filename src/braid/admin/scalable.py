@@ -27,6 +27,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Header, Query, Response
 from pydantic import BaseModel, Field
 
+from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.broker.errors import TopicNotFound
 from braid.core.errors import InvalidInputError, NotFoundError
 from braid.core.layout_codec import layout_to_metadata
@@ -103,7 +104,7 @@ def scalable_router(
         tags=["scalable topics"],
         summary="List the scalable topics of a namespace",
     )
-    async def list_scalable(tenant: str, namespace: str) -> list[str]:
+    async def list_scalable(tenant: Tenant, namespace: Namespace) -> list[str]:
         TopicName(TopicDomain.TOPIC, tenant, namespace, "_")  # validates both names
         if namespace_exists is not None and not await namespace_exists(tenant, namespace):
             raise NotFoundError(f"namespace {tenant}/{namespace} does not exist")
@@ -116,9 +117,9 @@ def scalable_router(
         summary="Create a scalable topic with N initial segments",
     )
     async def create_scalable(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         body: Annotated[CreateScalableTopic | None, Body()] = None,
     ) -> Response:
         request = body or CreateScalableTopic()
@@ -132,7 +133,7 @@ def scalable_router(
         tags=["scalable topics"],
         summary="Get the topic's ScalableTopicMetadata (the segment DAG)",
     )
-    async def get_scalable(tenant: str, namespace: str, topic: str) -> Any:
+    async def get_scalable(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Any:
         return layout_to_metadata(await service.get_layout(topic_name(tenant, namespace, topic)))
 
     @router.delete(
@@ -142,9 +143,9 @@ def scalable_router(
         summary="Delete a scalable topic, its segments and subscriptions",
     )
     async def delete_scalable(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         force: Annotated[bool, Query(description="disconnect connected clients")] = False,
     ) -> Response:
         await service.delete_topic(topic_name(tenant, namespace, topic), force=force)
@@ -156,7 +157,7 @@ def scalable_router(
         summary="Aggregated stats: the DAG with per-segment stats, subscriptions, consumers",
     )
     async def stats_scalable(
-        tenant: str, namespace: str, topic: str, forwarded: _FORWARDED = None
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, forwarded: _FORWARDED = None
     ) -> Any:
         return await service.stats(
             topic_name(tenant, namespace, topic), forwarded=forwarded is not None
@@ -169,9 +170,9 @@ def scalable_router(
         summary="Create a subscription on every segment",
     )
     async def create_subscription(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         subscription: str,
         body: Annotated[SubscriptionRequest | None, Body()] = None,
         forwarded: _FORWARDED = None,
@@ -193,7 +194,11 @@ def scalable_router(
         summary="Delete a subscription from every segment (its consumers are unregistered)",
     )
     async def delete_subscription(
-        tenant: str, namespace: str, topic: str, subscription: str, forwarded: _FORWARDED = None
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
+        subscription: str,
+        forwarded: _FORWARDED = None,
     ) -> Response:
         await service.delete_subscription(
             topic_name(tenant, namespace, topic),
@@ -209,9 +214,9 @@ def scalable_router(
         summary="Move a subscription to a publish time on every segment",
     )
     async def seek_subscription(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         subscription: str,
         body: SeekRequest,
         forwarded: _FORWARDED = None,
@@ -230,9 +235,9 @@ def scalable_router(
         summary="Split an active segment (at its midpoint or at splitHash); returns the new DAG",
     )
     async def split_segment(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         segment_id: _SEGMENT_ID,
         body: Annotated[SplitRequest | None, Body()] = None,
         forwarded: _FORWARDED = None,
@@ -251,9 +256,9 @@ def scalable_router(
         summary="Merge two adjacent active segments; returns the new DAG",
     )
     async def merge_two(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         segment_id1: _SEGMENT_ID,
         segment_id2: _SEGMENT_ID,
         forwarded: _FORWARDED = None,
@@ -271,9 +276,9 @@ def scalable_router(
         summary="Merge two or more hash-adjacent active segments; returns the new DAG",
     )
     async def merge_many(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         body: MergeRequest,
         forwarded: _FORWARDED = None,
     ) -> Any:
@@ -289,7 +294,9 @@ def scalable_router(
         tags=["scalable topics"],
         summary="The topic's auto-scale policy override (null when it has none)",
     )
-    async def get_auto_scale_policy(tenant: str, namespace: str, topic: str) -> Any:
+    async def get_auto_scale_policy(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName
+    ) -> Any:
         return await service.auto_scale.get_topic_override(topic_name(tenant, namespace, topic))
 
     @router.post(
@@ -299,7 +306,7 @@ def scalable_router(
         summary="Set the topic's auto-scale override (PIP-483 AutoScalePolicyOverride)",
     )
     async def set_auto_scale_policy(
-        tenant: str, namespace: str, topic: str, body: Annotated[Any, Body()]
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, body: Annotated[Any, Body()]
     ) -> Response:
         await service.auto_scale.set_topic_override(topic_name(tenant, namespace, topic), body)
         return Response(status_code=204)
@@ -310,7 +317,9 @@ def scalable_router(
         tags=["scalable topics"],
         summary="Remove the topic's auto-scale override (the namespace's or broker's applies)",
     )
-    async def remove_auto_scale_policy(tenant: str, namespace: str, topic: str) -> Response:
+    async def remove_auto_scale_policy(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName
+    ) -> Response:
         await service.auto_scale.remove_topic_override(topic_name(tenant, namespace, topic))
         return Response(status_code=204)
 
@@ -327,9 +336,9 @@ def scalable_router(
         summary="Create a segment topic, with a cursor at its start for each listed subscription",
     )
     async def create_segment(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         descriptor: str,
         subscriptions: Annotated[list[str] | None, Body()] = None,
     ) -> Response:
@@ -344,7 +353,7 @@ def scalable_router(
         summary="Terminate (seal) a segment topic",
     )
     async def terminate_segment(
-        tenant: str, namespace: str, topic: str, descriptor: str
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
     ) -> Response:
         await segments.terminate_segment(segment_name(tenant, namespace, topic, descriptor))
         return Response(status_code=204)
@@ -355,7 +364,9 @@ def scalable_router(
         tags=["segments"],
         summary="Delete a segment topic and its data",
     )
-    async def delete_segment(tenant: str, namespace: str, topic: str, descriptor: str) -> Response:
+    async def delete_segment(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
+    ) -> Response:
         name = segment_name(tenant, namespace, topic, descriptor)
         if not await segments.segment_exists(name):
             raise TopicNotFound(f"segment topic {name} does not exist")

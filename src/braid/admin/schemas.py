@@ -30,6 +30,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Query
 from pydantic import BaseModel, Field
 
+from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.broker.resources import BrokerResources, NamespaceNotFound
 from braid.broker.schemas.compatibility import InvalidSchemaData
 from braid.broker.schemas.model import (
@@ -87,7 +88,9 @@ def schemas_router(
         tags=["schemas"],
         summary="The topic's latest schema",
     )
-    async def get_schema(tenant: str, namespace: str, topic: str) -> dict[str, Any]:
+    async def get_schema(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName
+    ) -> dict[str, Any]:
         name = await topic_of(tenant, namespace, topic)
         stored = await registry.get_latest(schema_id_of(name))
         if stored is None:
@@ -100,7 +103,7 @@ def schemas_router(
         summary="One version of the topic's schema",
     )
     async def get_schema_version(
-        tenant: str, namespace: str, topic: str, version: int
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, version: int
     ) -> dict[str, Any]:
         name = await topic_of(tenant, namespace, topic)
         stored = await registry.get_version(schema_id_of(name), version)
@@ -113,7 +116,9 @@ def schemas_router(
         tags=["schemas"],
         summary="Every version of the topic's schema since it was last deleted",
     )
-    async def get_all_schemas(tenant: str, namespace: str, topic: str) -> dict[str, Any]:
+    async def get_all_schemas(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName
+    ) -> dict[str, Any]:
         name = await topic_of(tenant, namespace, topic)
         versions = await registry.get_all(schema_id_of(name))
         if not versions:
@@ -126,7 +131,7 @@ def schemas_router(
         summary="Register a schema version (checked against the namespace's strategy)",
     )
     async def post_schema(
-        tenant: str, namespace: str, topic: str, body: PostSchemaPayload
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, body: PostSchemaPayload
     ) -> dict[str, Any]:
         name = await topic_of(tenant, namespace, topic)
         schema = SchemaData(
@@ -144,9 +149,9 @@ def schemas_router(
         summary="Delete the topic's schema (force: remove every version and its ledgers)",
     )
     async def delete_schema(
-        tenant: str,
-        namespace: str,
-        topic: str,
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
         force: Annotated[bool, Query()] = False,
     ) -> dict[str, Any]:
         name = await topic_of(tenant, namespace, topic)
@@ -166,7 +171,7 @@ def schemas_router(
         tags=["namespaces"],
         summary="The namespace's schema compatibility strategy (UNDEFINED = broker default)",
     )
-    async def get_strategy(tenant: str, namespace: str) -> str:
+    async def get_strategy(tenant: Tenant, namespace: Namespace) -> str:
         policies = await resources.get_namespace_policies(tenant, namespace)
         strategy = policies.schema_compatibility_strategy
         return (strategy or SchemaCompatibilityStrategy.UNDEFINED).value
@@ -177,7 +182,9 @@ def schemas_router(
         tags=["namespaces"],
         summary='Set the namespace\'s schema compatibility strategy (body: "BACKWARD", ...)',
     )
-    async def put_strategy(tenant: str, namespace: str, strategy: Annotated[Any, Body()]) -> None:
+    async def put_strategy(
+        tenant: Tenant, namespace: Namespace, strategy: Annotated[Any, Body()]
+    ) -> None:
         parsed = SchemaCompatibilityStrategy.parse(strategy)
         value = None if parsed is SchemaCompatibilityStrategy.UNDEFINED else parsed
         await resources.update_namespace_policies(

@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from braid.broker.gc_policy import BROKER_DEFAULT_THRESHOLDS, GcPolicy
+from braid.broker.malloc_policy import DEFAULT_MMAP_THRESHOLD
 from braid.broker.schemas.model import (
     DEFAULT_STRATEGY,
     InvalidSchemaSetting,
@@ -44,6 +45,7 @@ from braid.core.autoscale_policy import (
 )
 from braid.core.errors import InvalidInputError
 from braid.ledger.api import ManagedLedgerConfig
+from braid.storage.bookie.disk import DiskThresholds, InvalidDiskThresholds
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +99,12 @@ class BrokerConfig:
     metadata_store_url: str = ""
     max_message_size: int = 5 * _MIB
     keep_alive_interval_seconds: int = 30
+    #: A connection must complete CONNECT within this many seconds (Braid-specific; Pulsar closes
+    #: a connection whose handshake is not done at its first keep-alive tick).
+    handshake_timeout_seconds: int = 10
+    #: Pulsar's caps on open connections, in total and per client IP address (0 = no cap).
+    broker_max_connections: int = 0
+    broker_max_connections_per_ip: int = 0
     broker_deduplication_enabled: bool = False
     allow_auto_topic_creation: bool = True
     default_retention_time_in_minutes: int = 0
@@ -120,6 +128,15 @@ class BrokerConfig:
     python_gc_freeze_after_startup: bool = True
     #: ``gc.set_threshold`` for a high-allocation server (CPython's default is 700,10,10).
     python_gc_thresholds: tuple[int, int, int] = BROKER_DEFAULT_THRESHOLDS
+    #: glibc's ``M_MMAP_THRESHOLD``, fixed so freed large buffers return to the OS (0 = glibc's
+    #: adaptive default; see ``broker/malloc_policy.py``).
+    malloc_mmap_threshold_bytes: int = DEFAULT_MMAP_THRESHOLD
+    #: BookKeeper's disk keys: the in-process bookie turns read-only at or above this used
+    #: fraction of its file system, read-write again below the low-water mark, checked every
+    #: ``diskCheckInterval`` milliseconds (see ``storage/bookie/disk.py``).
+    disk_usage_threshold: float = 0.95
+    disk_usage_lwm_threshold: float = 0.90
+    disk_check_interval: int = 10_000
     #: The schema compatibility strategy of namespaces that set none (Pulsar's default FULL).
     schema_compatibility_strategy: SchemaCompatibilityStrategy = DEFAULT_STRATEGY
     #: Refuse producers without a schema on topics that have one.
@@ -160,6 +177,14 @@ class BrokerConfig:
     def web_service_url(self) -> str:
         """The admin HTTP URL as configured (the real port may differ when configured as 0)."""
         return f"http://{self.advertised_address}:{self.web_service_port}"
+
+    def disk_thresholds(self) -> DiskThresholds:
+        """When the bookie turns read-only and back (checked together at load)."""
+        return DiskThresholds(
+            self.disk_usage_threshold,
+            self.disk_usage_lwm_threshold,
+            self.disk_check_interval / 1000.0,
+        )
 
     def gc_policy(self) -> GcPolicy:
         """The process's garbage-collection policy."""
@@ -207,6 +232,16 @@ def _parse_bool(text: str) -> bool:
     if lowered in _FALSE:
         return False
     raise ValueError("expected true or false")
+
+
+def _parse_fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("expected a number between 0 and 1, such as 0.95") from None
+    if not 0.0 < value <= 1.0:
+        raise ValueError("expected a number above 0 and at most 1, such as 0.95")
+    return value
 
 
 def _parse_int(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
@@ -308,6 +343,9 @@ KEYS: tuple[_Key, ...] = (
     _Key("metadataStoreUrl", "metadata_store_url", _parse_url),
     _Key("maxMessageSize", "max_message_size", _parse_int(1024, 512 * _MIB)),
     _Key("keepAliveIntervalSeconds", "keep_alive_interval_seconds", _parse_int(1)),
+    _Key("handshakeTimeoutSeconds", "handshake_timeout_seconds", _parse_int(1)),
+    _Key("brokerMaxConnections", "broker_max_connections", _parse_int(0)),
+    _Key("brokerMaxConnectionsPerIp", "broker_max_connections_per_ip", _parse_int(0)),
     _Key("brokerDeduplicationEnabled", "broker_deduplication_enabled", _parse_bool),
     _Key("allowAutoTopicCreation", "allow_auto_topic_creation", _parse_bool),
     _Key("defaultRetentionTimeInMinutes", "default_retention_time_in_minutes", _parse_int(-1)),
@@ -342,6 +380,10 @@ KEYS: tuple[_Key, ...] = (
     ),
     _Key("pythonGcFreezeAfterStartup", "python_gc_freeze_after_startup", _parse_bool),
     _Key("pythonGcThresholds", "python_gc_thresholds", _parse_gc_thresholds),
+    _Key("mallocMmapThresholdBytes", "malloc_mmap_threshold_bytes", _parse_int(0, 2**31 - 1)),
+    _Key("diskUsageThreshold", "disk_usage_threshold", _parse_fraction),
+    _Key("diskUsageLwmThreshold", "disk_usage_lwm_threshold", _parse_fraction),
+    _Key("diskCheckInterval", "disk_check_interval", _parse_int(1)),
     _Key("schemaCompatibilityStrategy", "schema_compatibility_strategy", _parse_strategy),
     _Key("isSchemaValidationEnforced", "is_schema_validation_enforced", _parse_bool),
     _Key("allowAutoTopicCreationType", "allow_auto_topic_creation_type", _parse_topic_type),
@@ -456,7 +498,14 @@ def _build(raw: Mapping[str, str]) -> BrokerConfig:
             raise InvalidConfig(key, text, str(exc)) from None
     _check_auto_scale_settings(scalable)
     values["scalable_topic_settings"] = scalable
-    return BrokerConfig(**values)
+    config = BrokerConfig(**values)
+    try:
+        config.disk_thresholds()
+    except InvalidDiskThresholds as exc:
+        raise InvalidConfig(
+            None, "", str(exc), keys=("diskUsageThreshold", "diskUsageLwmThreshold")
+        ) from None
+    return config
 
 
 def _check_auto_scale_settings(settings: Mapping[str, str]) -> None:

@@ -29,6 +29,7 @@ from braid.protocol.events import (
     CommandReceived,
     Connected,
     ConnectionClosed,
+    HandshakeTimeout,
     KeepAliveTimeout,
     ProtocolViolation,
 )
@@ -51,6 +52,7 @@ class BrokerConnection:
         clock: drives keep-alive (a ``ManualClock`` in tests).
         max_message_size: advertised in CONNECTED; larger frames close the connection.
         keepalive_interval_s: PING after this much silence, drop after twice as much.
+        handshake_timeout_s: CONNECT must arrive within this long, else the connection is closed.
         feature_flags: what CONNECTED advertises (``supports_scalable_topics``, ...).
     """
 
@@ -63,6 +65,7 @@ class BrokerConnection:
         clock: Clock,
         max_message_size: int,
         keepalive_interval_s: float,
+        handshake_timeout_s: float | None = None,
         feature_flags: pb.FeatureFlags | None = None,
     ) -> None:
         self._clock = clock
@@ -78,6 +81,7 @@ class BrokerConnection:
             keepalive_interval_s=keepalive_interval_s,
             feature_flags=feature_flags,
             created_at=clock.monotonic(),
+            handshake_timeout_s=handshake_timeout_s,
         )
         self._client_version = ""
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -168,6 +172,11 @@ class BrokerConnection:
                 log.info("closing connection %s: keep-alive timeout", self._remote)
                 self._flush_now()
                 self._start_close()
+            elif isinstance(event, HandshakeTimeout):
+                log.info(
+                    "closing connection %s: no CONNECT within %.0f s", self._remote, event.waited_s
+                )
+                self._start_close()
             elif isinstance(event, ConnectionClosed):
                 self._start_close()
         self._flush_now()
@@ -229,6 +238,9 @@ class BrokerConnection:
             return
         self._flush_now()
         self._closed = True
+        # Whatever the peer left half-sent (up to a frame of maxMessageSize) goes now, not when
+        # the last reference to this object does.
+        self.proto.close()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -25,6 +25,7 @@ from braid.core.errors import (
     TopicTerminatedError,
 )
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.storage.api import StorageReadOnly
 
 #: Pulsar's ``ServerError`` codes as sent on the wire: the generated protobuf enum itself, so no
 #: code can be missing or drift. ``ServerError.TopicNotFound`` is a wire value (an ``int``),
@@ -101,6 +102,18 @@ class ChecksumMismatch(BrokerError, InvalidInputError):
     code = ServerError.ChecksumError
 
 
+class InvalidMessage(BrokerError, InvalidInputError):
+    """A SEND whose body no consumer could read (metadata that does not parse, a batch count the
+    payload does not hold) or whose payload exceeds ``maxMessageSize``: refused, not stored.
+
+    The wire code is ``ChecksumError`` although the checksum may be fine: it is the one
+    ``SEND_ERROR`` the official clients answer by failing that message alone (any other code makes
+    them reconnect and resend it forever); the message text names the real reason.
+    """
+
+    code = ServerError.ChecksumError
+
+
 class NotSupported(BrokerError, InvalidInputError):
     """A feature Braid does not implement yet (Key_Shared, ...): refused, never ignored."""
 
@@ -140,6 +153,9 @@ def to_server_error(exc: BaseException) -> tuple[ServerErrorCode, str]:
     if isinstance(exc, FencedError):
         # The managed ledger moved to another owner: the client should look the topic up again.
         return ServerError.ServiceNotReady, message
+    if isinstance(exc, StorageReadOnly):
+        # The bookies' disks are full: Pulsar's code for "could not persist", with the reason.
+        return ServerError.PersistenceError, message
     if isinstance(exc, ServiceUnavailableError | AlreadyClosedError):
         return ServerError.ServiceNotReady, message
     if isinstance(exc, AuthorizationError):
@@ -161,6 +177,7 @@ __all__ = [
     "ConsumerBusy",
     "ConsumerNotFound",
     "DuplicateInFlight",
+    "InvalidMessage",
     "InvalidTopicName",
     "NotSupported",
     "ProducerBusy",

@@ -26,17 +26,20 @@ from braid.broker.consumer import Consumer, Delivery, SubType
 from braid.broker.errors import (
     ChecksumMismatch,
     DuplicateInFlight,
+    InvalidMessage,
     NotSupported,
     ServerError,
     ServerErrorCode,
     to_server_error,
 )
-from braid.broker.producer import Producer
+from braid.broker.producer import PendingReceipt, Producer
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
 from braid.broker.schemas.model import SchemaData
 from braid.broker.schemas.topic_schemas import TopicSchemas
+from braid.broker.send_validation import SendValidator
 from braid.broker.subscription import Subscription
 from braid.broker.topic import PersistentTopic
+from braid.core.errors import BraidError
 from braid.core.names import TopicName
 from braid.ledger.api import EARLIEST, LATEST, Position
 from braid.protocol import commands
@@ -111,6 +114,10 @@ class TopicService(Protocol):
         """A producer name unique across this broker's restarts."""
         ...
 
+    def write_refusal(self) -> BraidError | None:
+        """Why nothing can be stored now (storage is read-only: full disks), or ``None``."""
+        ...
+
     @property
     def schemas(self) -> TopicSchemas:
         """The schema rules PRODUCER and SUBSCRIBE apply."""
@@ -137,9 +144,12 @@ _ConsumerRefusal = Callable[[ServerErrorCode, str], pb.BaseCommand]
 class TopicCommands:
     """One connection's producers and consumers, and the handlers of the topic commands."""
 
-    def __init__(self, channel: CommandChannel, service: TopicService) -> None:
+    def __init__(
+        self, channel: CommandChannel, service: TopicService, validator: SendValidator
+    ) -> None:
         self._channel = channel
         self._service = service
+        self._validator = validator
         # The session opens on the first command, after the handshake: the version is known.
         self._end_of_topic_supported = client_handles_end_of_topic(channel.client_version)
         self._producers: dict[int, tuple[Producer, PersistentTopic]] = {}
@@ -176,16 +186,28 @@ class TopicCommands:
         self._channel.send(self._receipt)
 
     def send_publish_error(self, producer_id: int, sequence_id: int, exc: BaseException) -> None:
-        if isinstance(exc, DuplicateInFlight):
-            # The first copy is still being written: close the producer so the client resends
-            # once it reconnects (Pulsar's answer to MessageDupUnknownException).
+        code, message = to_server_error(exc)
+        if code == ServerError.PersistenceError:
+            # Not stored (storage failed or is full), or the first copy of a resend is still
+            # being written (Pulsar's MessageDupUnknownException): close the producer, so the
+            # client resends once it reconnects. A SEND_ERROR would make the official clients
+            # drop the whole connection - this client's consumers with it - and resend at once,
+            # in a loop; a reconnecting producer is refused while storage is read-only instead
+            # (on_producer), and its sends time out as they should.
+            if not isinstance(exc, DuplicateInFlight):
+                log.info(
+                    "closing producer %s on %s: message %s not stored: %s",
+                    producer_id,
+                    self.remote_address,
+                    sequence_id,
+                    message,
+                )
             entry = self._producers.pop(producer_id, None)
             if entry is not None:
                 producer, topic = entry
                 topic.remove_producer(producer)
             self._channel.send(commands.close_producer(producer_id, commands.NO_REQUEST_ID))
             return
-        code, message = to_server_error(exc)
         self._channel.send(commands.send_error(producer_id, sequence_id, code, message))
 
     def send_close_producer(self, producer_id: int) -> None:
@@ -296,6 +318,12 @@ class TopicCommands:
 
         async def run() -> None:
             topic = await self._service.get_or_create_topic(req.topic)
+            refusal = self._service.write_refusal()
+            if refusal is not None:
+                # Nothing could be stored: refuse (PersistenceError, with the reason) rather than
+                # take sends only to close the producer again - a reconnecting client backs off,
+                # and its pending sends time out instead of cycling.
+                raise refusal
             schema_version = await self._service.schemas.for_producer(
                 TopicName.parse(topic.name), _schema_of(req)
             )
@@ -367,7 +395,30 @@ class TopicCommands:
                 ),
             )
             return
+        try:
+            receipt.metadata = self._validator.validate(body)
+        except InvalidMessage as exc:
+            self._refuse(producer, receipt, exc)
+            return
         topic.publish(receipt, body)
+        # The parsed metadata serves the stages that run within publish (a key sampler); held
+        # while the entry is in flight it would only cost memory.
+        receipt.metadata = None
+
+    def _refuse(self, producer: Producer, receipt: PendingReceipt, exc: InvalidMessage) -> None:
+        """Answer a poison SEND with its SEND_ERROR; logged once per producer (a client sending
+        nothing but poison must not flood the log), counted in the producer's stats."""
+        producer.messages_refused += 1
+        error = InvalidMessage(
+            f"message {receipt.sequence_id} of producer {producer.name!r} refused: {exc}"
+        )
+        if producer.messages_refused == 1:
+            log.warning(
+                "%s (from %s; later refusals of this producer are only counted)",
+                error,
+                self.remote_address,
+            )
+        producer.complete(receipt, None, error)
 
     def on_close_producer(self, event: CommandReceived) -> None:
         req = event.command.close_producer
@@ -618,10 +669,11 @@ _HANDLERS: dict[CommandType, CommandHandler[TopicCommands]] = {
 }
 
 
-def topic_commands(service: TopicService) -> CommandFamily[TopicCommands]:
-    """The ``topics`` command family, served for ``service``."""
+def topic_commands(service: TopicService, validator: SendValidator) -> CommandFamily[TopicCommands]:
+    """The ``topics`` command family, served for ``service``; every SEND is checked by
+    ``validator`` before it is stored."""
     return CommandFamily(
         name="topics",
-        open_session=lambda channel: TopicCommands(channel, service),
+        open_session=lambda channel: TopicCommands(channel, service, validator),
         handlers=_HANDLERS,
     )

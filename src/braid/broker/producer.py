@@ -51,7 +51,10 @@ class PendingReceipt:
 
     ``highest_sequence_id`` is the SEND's own field (echoed in the receipt); ``last_sequence_id``
     the last sequence id the SEND covers (a batch of n from ``s`` covers ``s + n - 1``), which
-    deduplication records.
+    deduplication records. ``metadata`` is the SEND's ``MessageMetadata`` as the broker's
+    validation parsed it (:mod:`braid.broker.send_validation`), set while ``topic.publish`` runs
+    so a stage of the SEND that needs a field of it (a key sampler) reads it without parsing the
+    entry again; it is cleared once publish returns.
     """
 
     __slots__ = (
@@ -59,6 +62,7 @@ class PendingReceipt:
         "error",
         "highest_sequence_id",
         "last_sequence_id",
+        "metadata",
         "position",
         "producer",
         "sequence_id",
@@ -74,6 +78,7 @@ class PendingReceipt:
         self.position: Position | None = None
         self.error: BaseException | None = None
         self.done = False
+        self.metadata: pb.MessageMetadata | None = None
 
 
 #: Receipt position for a duplicate that was not written again (Pulsar answers ``-1:-1``).
@@ -102,6 +107,8 @@ class Producer:
         self.closed = False
         self.messages_in = 0
         self.bytes_in = 0
+        #: SENDs refused before storage (poison or oversize messages).
+        self.messages_refused = 0
         self._inflight: deque[PendingReceipt] = deque()
 
     @property
@@ -149,5 +156,6 @@ class Producer:
             "address": self.transport.remote_address,
             "msgInCounter": self.messages_in,
             "bytesInCounter": self.bytes_in,
+            "msgRefusedCounter": self.messages_refused,
             "pendingReceipts": len(self._inflight),
         }

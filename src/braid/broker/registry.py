@@ -175,7 +175,9 @@ class CommandRouter:
 
     async def close(self) -> None:
         """Close every session this connection opened, newest first; one failing does not keep
-        the others open."""
+        the others open. Then forget the channel: the connection owns this router, and a
+        reference back would keep both (and whatever the connection still holds) alive until
+        the cycle collector happens to run."""
         self._closed = True
         sessions = list(self._sessions.items())
         self._sessions.clear()
@@ -186,3 +188,29 @@ class CommandRouter:
                 log.exception(
                     "closing the %s session of %s failed", name, self._channel.remote_address
                 )
+        self._channel = _DetachedChannel(self._channel.remote_address)
+
+
+class _DetachedChannel:
+    """What a closed router keeps instead of its connection: closed, drops everything."""
+
+    def __init__(self, remote_address: str) -> None:
+        self._remote = remote_address
+
+    def send(self, cmd: pb.BaseCommand, body: bytes | None = None) -> None:
+        pass
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], *, request_id: int | None = None) -> None:
+        coro.close()
+
+    @property
+    def client_version(self) -> str:
+        return ""
+
+    @property
+    def remote_address(self) -> str:
+        return self._remote
+
+    @property
+    def closed(self) -> bool:
+        return True

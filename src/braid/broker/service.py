@@ -29,9 +29,11 @@ from braid.broker.config import (
     retention_minutes_to_seconds,
 )
 from braid.broker.connection import SERVER_VERSION, BrokerConnection
+from braid.broker.connection_limits import ConnectionLimiter
 from braid.broker.errors import (
     InvalidTopicName,
     NotSupported,
+    ServerError,
     ServiceNotReady,
     TopicNotFound,
     UnknownListener,
@@ -50,6 +52,7 @@ from braid.broker.schemas.model import schema_id_of
 from braid.broker.schemas.registry import SchemaRegistry
 from braid.broker.schemas.storage import SchemaStorage
 from braid.broker.schemas.topic_schemas import SchemaPolicy, TopicSchemas
+from braid.broker.send_validation import SendValidator
 from braid.broker.topic import PersistentTopic
 from braid.broker.topic_list import TopicEvents, topic_list_commands
 from braid.clock import Clock
@@ -63,11 +66,17 @@ from braid.core.partitions import (
 )
 from braid.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from braid.metadata.api import MetadataStore
+from braid.protocol import commands
+from braid.protocol.frames import encode_command
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.storage.api import StorageReadOnly
 
 log = logging.getLogger(__name__)
 
 __all__ = ["SERVER_VERSION", "BrokerService", "managed_ledger_name", "parse_topic_name"]
+
+#: At most one log line per this many seconds about connections refused by a cap.
+_REFUSAL_LOG_INTERVAL_S = 10.0
 
 
 def managed_ledger_name(topic: TopicName) -> str:
@@ -115,6 +124,11 @@ class BrokerService:
         self._topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._connections: set[BrokerConnection] = set()
+        #: brokerMaxConnections / brokerMaxConnectionsPerIp, checked before a socket costs more.
+        self.connection_limits = ConnectionLimiter(
+            config.broker_max_connections, config.broker_max_connections_per_ip
+        )
+        self._next_refusal_log = 0.0
         self._server: asyncio.Server | None = None
         self._port: int | None = None
         self._closing = False
@@ -125,7 +139,7 @@ class BrokerService:
         self._listeners = config.listener_urls()
         #: Which command family serves which command; extend it with ``commands.register``.
         self.commands = CommandRegistry()
-        self.commands.register(topic_commands(self))
+        self.commands.register(topic_commands(self, SendValidator(config.max_message_size)))
         #: Topic-level schemas: versions in ledgers, locators in the metadata store.
         self.schemas = TopicSchemas(
             SchemaRegistry(SchemaStorage(metadata, ml_factory.storage, clock)),
@@ -197,20 +211,52 @@ class BrokerService:
         if self._closing:
             writer.close()
             return
-        conn = BrokerConnection(
-            reader,
-            writer,
-            registry=self.commands,
-            clock=self.clock,
-            max_message_size=self.config.max_message_size,
-            keepalive_interval_s=float(self.config.keep_alive_interval_seconds),
-            feature_flags=self.feature_flags,
-        )
-        self._connections.add(conn)
+        peer = writer.get_extra_info("peername")
+        ip = str(peer[0]) if isinstance(peer, tuple) else str(peer)
+        refusal = self.connection_limits.admit(ip)
+        if refusal is not None:
+            self._refuse_connection(writer, ip, refusal)
+            return
         try:
-            await conn.run()
+            conn = BrokerConnection(
+                reader,
+                writer,
+                registry=self.commands,
+                clock=self.clock,
+                max_message_size=self.config.max_message_size,
+                keepalive_interval_s=float(self.config.keep_alive_interval_seconds),
+                handshake_timeout_s=float(self.config.handshake_timeout_seconds),
+                feature_flags=self.feature_flags,
+            )
+            self._connections.add(conn)
+            try:
+                await conn.run()
+            finally:
+                self._connections.discard(conn)
         finally:
-            self._connections.discard(conn)
+            self.connection_limits.release(ip)
+
+    def _refuse_connection(self, writer: asyncio.StreamWriter, ip: str, reason: str) -> None:
+        """Answer a connection over a cap with Pulsar's ERROR and close it (logged at most every
+        few seconds: a client retrying in a loop must not flood the log)."""
+        try:
+            writer.write(
+                encode_command(
+                    commands.error(commands.NO_REQUEST_ID, ServerError.NotAllowedError, reason)
+                )
+            )
+            writer.close()
+        except (ConnectionError, OSError):
+            pass
+        now = self.clock.monotonic()
+        if now >= self._next_refusal_log:
+            self._next_refusal_log = now + _REFUSAL_LOG_INTERVAL_S
+            log.warning(
+                "refusing connection from %s: %s (%d refused so far)",
+                ip,
+                reason,
+                self.connection_limits.refused,
+            )
 
     async def close(self) -> None:
         """Stop accepting, close every connection, then close every topic (snapshots dedup state
@@ -243,6 +289,27 @@ class BrokerService:
 
     def generate_producer_name(self) -> str:
         return f"{self.config.cluster_name}-{self._producer_tag}-{next(self._producer_counter)}"
+
+    # -- storage health ------------------------------------------------------------------------
+
+    def write_refusal(self) -> StorageReadOnly | None:
+        """Why nothing can be stored now (the active storage cluster's bookies are read-only:
+        full disks), or ``None``."""
+        return self.ml_factory.storage.active.write_refusal()
+
+    def storage_status(self) -> dict[str, object]:
+        """The storage's health: ``state`` ``read-write`` or ``read-only``, the ``reason``, and
+        every bookie's disk state by cluster (the health endpoints report it)."""
+        storage = self.ml_factory.storage
+        clusters = {
+            name: storage.client_for(name).disk_status() for name in storage.cluster_names()
+        }
+        refusal = self.write_refusal()
+        return {
+            "state": "read-write" if refusal is None else "read-only",
+            "reason": None if refusal is None else str(refusal),
+            "clusters": clusters,
+        }
 
     async def namespace_policies(self, topic: TopicName) -> NamespacePolicies:
         """The topic's namespace policies; ``TopicNotFound`` naming the namespace if absent."""

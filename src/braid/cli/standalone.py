@@ -7,7 +7,8 @@ HTTP server, all in one event loop; it closes them in reverse order, so cursors 
 files closed before the process exits. A lock file keeps a second process off the same data dir.
 
 :func:`run_standalone` is the command: set the process's GC policy (thresholds at once, and
-``gc.freeze()`` once started: see :mod:`braid.broker.gc_policy`), start, print the URLs, wait for
+``gc.freeze()`` once started: see :mod:`braid.broker.gc_policy`) and glibc's mmap threshold
+(:mod:`braid.broker.malloc_policy`), start, print the URLs, wait for
 SIGINT/SIGTERM, shut down, exit 0. Restarting on the same data dir keeps every topic, message and
 cursor.
 
@@ -31,6 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 from braid.admin import AdminServer, create_app
 from braid.broker.config import BrokerConfig, describe
 from braid.broker.gc_policy import GC_STATS
+from braid.broker.malloc_policy import set_mmap_threshold
 from braid.broker.resources import BrokerResources
 from braid.clock import Clock, SystemClock
 from braid.core.errors import BraidError, IllegalStateError
@@ -56,6 +58,8 @@ class StandaloneServer:
         self.clock: Clock = clock or SystemClock()
         self._lock = FileLock(config.data_dir / "braid.lock")
         self._closers: list[tuple[str, Any]] = []
+        #: What failed to close (``"<component>: <error>"``); empty after a clean stop.
+        self.close_errors: list[str] = []
         self.metadata: MetadataStore | None = None
         self.resources: BrokerResources | None = None
         self.ml_factory: DefaultManagedLedgerFactory | None = None
@@ -105,7 +109,11 @@ class StandaloneServer:
         self._closers.append(("metadata store", self.metadata.close))
 
         storage = await open_local_cluster(
-            self.metadata, config.data_dir, LOCAL_STORAGE_CLUSTER, clock=self.clock
+            self.metadata,
+            config.data_dir,
+            LOCAL_STORAGE_CLUSTER,
+            clock=self.clock,
+            disk_thresholds=config.disk_thresholds(),
         )
         self._closers.append(("storage", storage.close))
         router = StorageRouter([storage], active=LOCAL_STORAGE_CLUSTER)
@@ -138,7 +146,8 @@ class StandaloneServer:
         )
 
     async def close(self) -> None:
-        """Stop in reverse start order; keeps going past a failing component. Idempotent."""
+        """Stop in reverse start order; keeps going past a failing component (each failure is
+        logged and listed in :attr:`close_errors`). Idempotent."""
         while self._closers:
             what, closer = self._closers.pop()
             try:
@@ -147,7 +156,15 @@ class StandaloneServer:
                     await result
                 log.debug("closed %s", what)
             except Exception as exc:
-                log.error("error while closing %s: %s", what, exc, exc_info=exc)
+                # A typed error (a full disk, an unreachable store) is a state, not a bug: its
+                # message says it all; anything else gets its traceback.
+                log.error(
+                    "error while closing %s: %s",
+                    what,
+                    exc,
+                    exc_info=None if isinstance(exc, BraidError) else exc,
+                )
+                self.close_errors.append(f"{what}: {exc}")
 
 
 def _install_signal_handlers(stop: asyncio.Event) -> None:
@@ -186,12 +203,19 @@ async def serve(config: BrokerConfig, *, out: IO[str] | None = None) -> None:
         await stop.wait()
     finally:
         await server.close()
-    print("Braid standalone stopped cleanly", file=out, flush=True)
+    if server.close_errors:
+        # Data is safe either way (the journal and the metadata store are durable); say what
+        # did not close rather than claim a clean stop.
+        problems = "; ".join(server.close_errors)
+        print(f"Braid standalone stopped, with errors while closing: {problems}", file=out)
+    else:
+        print("Braid standalone stopped cleanly", file=out, flush=True)
 
 
 def run_standalone(config: BrokerConfig) -> int:
     """The ``braid standalone`` command; returns the process exit code."""
     config.gc_policy().apply_thresholds()
+    set_mmap_threshold(config.malloc_mmap_threshold_bytes)
     GC_STATS.install()
     loop_factory = None
     with contextlib.suppress(ImportError):

@@ -6,14 +6,21 @@
 * ``persistent://tenant/ns/name`` is a classic Pulsar topic.
 * ``tenant/ns`` names a namespace (:class:`NamespaceName`), the home of topics and policies.
 
-Allowed characters (our decision, close to Pulsar's ``NamedEntity`` rule):
+Allowed characters and lengths (our decision, close to Pulsar's ``NamedEntity`` rule), one rule
+for every entry point (REST paths, LOOKUP, PRODUCER, SUBSCRIBE, the scalable-topic commands):
 
-* tenant and namespace: one or more of ASCII letters, digits and ``_ - = : .`` (Pulsar's
-  ``[-=:.\\w]`` with ``\\w`` in Java's ASCII sense), and neither ``.`` nor ``..``;
-* local name: one or more characters, none of them ``/``, whitespace, or a control, format,
-  surrogate or unassigned code point, and neither ``.`` nor ``..``. A ``/`` would make the name
-  ambiguous with a segment descriptor or with Pulsar's old four-part (cluster) names, which Braid
-  does not accept.
+* tenant and namespace: 1 to :data:`MAX_TENANT_LENGTH` / :data:`MAX_NAMESPACE_LENGTH` (64) of
+  ASCII letters, digits and ``_ - = : .`` (Pulsar's ``[-=:.\\w]`` with ``\\w`` in Java's ASCII
+  sense), and neither ``.`` nor ``..`` (:data:`NAMESPACE_PART_PATTERN`);
+* local name: 1 to :data:`MAX_LOCAL_NAME_LENGTH` (256) characters, none of them ``/``,
+  whitespace, or a control, format, surrogate or unassigned code point, and neither ``.`` nor
+  ``..``. A ``/`` would make the name ambiguous with a segment descriptor or with Pulsar's old
+  four-part (cluster) names, which Braid does not accept.
+
+The lengths are chosen so that every valid name fits where it is stored: the longest managed-ledger
+name a topic can need - a segment of a scalable topic with the largest id,
+``tenant/ns/segment/<local>/ffff-ffff-<id>`` - stays within the managed ledger's 512 characters,
+so a namespace that can be created can hold any topic a client can name in it.
 
 Segment descriptors are canonical: lowercase four-digit hex bounds and a decimal id without leading
 zeros, so one segment has exactly one name.
@@ -33,6 +40,17 @@ DEFAULT_TENANT = "public"
 DEFAULT_NAMESPACE = "default"
 # Segment ids are Java longs upstream; keep them within a signed 64-bit value for interop.
 MAX_SEGMENT_ID = 2**63 - 1
+
+#: Longest tenant and namespace names, and longest local topic name (characters).
+MAX_TENANT_LENGTH = 64
+MAX_NAMESPACE_LENGTH = 64
+MAX_LOCAL_NAME_LENGTH = 256
+#: The characters of a tenant or namespace name, as a regular expression (the REST API states it
+#: in its OpenAPI schema); ``.`` and ``..`` alone are refused besides.
+NAMESPACE_PART_PATTERN = r"^[A-Za-z0-9_=:.\-]+$"
+#: What a local topic name may not contain, as a pattern for schemas (a ``/`` or whitespace); the
+#: full rule (no control, format, surrogate or unassigned code point) is :class:`TopicName`'s.
+LOCAL_NAME_PATTERN = r"^[^/\s]+$"
 
 _NAMESPACE_PART = re.compile(r"[A-Za-z0-9_=:.\-]+")
 # Unicode categories a local name may not contain: spaces and separators (Zs, Zl, Zp, which with
@@ -55,11 +73,15 @@ class TopicDomain(StrEnum):
     PERSISTENT = "persistent"
 
 
-def _check_namespace_part(kind: str, value: object) -> str:
+def _check_namespace_part(kind: str, value: object, max_length: int) -> str:
     if not isinstance(value, str):
         raise InvalidTopicName(f"{kind} must be a string, got {type(value).__name__}")
     if not value:
         raise InvalidTopicName(f"{kind} is empty")
+    if len(value) > max_length:
+        raise InvalidTopicName(
+            f"{kind} {_shortened(value)} is too long: {len(value)} characters, at most {max_length}"
+        )
     if not _NAMESPACE_PART.fullmatch(value):
         bad = next(ch for ch in value if not _NAMESPACE_PART.fullmatch(ch))
         raise InvalidTopicName(
@@ -74,10 +96,10 @@ def check_tenant(tenant: object) -> str:
     """``tenant`` if it is a valid tenant name (the rule in this module's docstring).
 
     Raises:
-        InvalidTopicName: not a string, empty, ``.``/``..``, or a character outside
-            ASCII letters, digits and ``_ - = : .``.
+        InvalidTopicName: not a string, empty, longer than :data:`MAX_TENANT_LENGTH`,
+            ``.``/``..``, or a character outside ASCII letters, digits and ``_ - = : .``.
     """
-    return _check_namespace_part("tenant", tenant)
+    return _check_namespace_part("tenant", tenant, MAX_TENANT_LENGTH)
 
 
 def check_namespace(namespace: object) -> str:
@@ -86,14 +108,26 @@ def check_namespace(namespace: object) -> str:
     Raises:
         InvalidTopicName: as :func:`check_tenant`, for the namespace part.
     """
-    return _check_namespace_part("namespace", namespace)
+    return _check_namespace_part("namespace", namespace, MAX_NAMESPACE_LENGTH)
 
 
-def _check_local_name(value: object) -> str:
+def check_local_name(value: object) -> str:
+    """``value`` if it is a valid local topic name (the part after ``tenant/namespace/``).
+
+    Raises:
+        InvalidTopicName: not a string, empty, longer than :data:`MAX_LOCAL_NAME_LENGTH`,
+            ``.``/``..``, or containing ``/``, whitespace or a control, format, surrogate or
+            unassigned code point.
+    """
     if not isinstance(value, str):
         raise InvalidTopicName(f"local name must be a string, got {type(value).__name__}")
     if not value:
         raise InvalidTopicName("local name is empty")
+    if len(value) > MAX_LOCAL_NAME_LENGTH:
+        raise InvalidTopicName(
+            f"local name {_shortened(value)} is too long: {len(value)} characters, "
+            f"at most {MAX_LOCAL_NAME_LENGTH}"
+        )
     if value in (".", ".."):
         raise InvalidTopicName(f"local name must not be {value!r}")
     for ch in value:
@@ -105,6 +139,11 @@ def _check_local_name(value: object) -> str:
                 f"(whitespace or control characters are not allowed)"
             )
     return value
+
+
+def _shortened(value: str) -> str:
+    """``repr`` of a name, cut in the middle when long (errors must not echo 10,000 characters)."""
+    return repr(value) if len(value) <= 80 else f"{value[:40]!r}...{value[-20:]!r}"
 
 
 def format_descriptor(hash_range: HashRange, segment_id: int) -> str:
@@ -204,10 +243,10 @@ class TopicName:
                     f"segment local name {self.local_name!r} must be '<name>/<descriptor>'"
                 )
             parent_local, descriptor = self.local_name.split("/")
-            _check_local_name(parent_local)
+            check_local_name(parent_local)
             parse_descriptor(descriptor)
         else:
-            _check_local_name(self.local_name)
+            check_local_name(self.local_name)
 
     @classmethod
     def parse(cls, text: str, default_domain: TopicDomain = TopicDomain.PERSISTENT) -> TopicName:
@@ -227,13 +266,13 @@ class TopicName:
                 domain = TopicDomain(scheme)
             except ValueError:
                 raise InvalidTopicName(
-                    f"invalid topic name {text!r}: unknown domain {scheme!r} "
+                    f"invalid topic name {_shortened(text)}: unknown domain {scheme!r} "
                     "(expected topic, segment or persistent)"
                 ) from None
         else:
             if default_domain is TopicDomain.SEGMENT:
                 raise InvalidTopicName(
-                    f"invalid topic name {text!r}: segment names have no short form"
+                    f"invalid topic name {_shortened(text)}: segment names have no short form"
                 )
             domain, rest = default_domain, text
             parts = rest.split("/")
@@ -241,7 +280,8 @@ class TopicName:
                 rest = f"{DEFAULT_TENANT}/{DEFAULT_NAMESPACE}/{text}"
             elif len(parts) != 3:
                 raise InvalidTopicName(
-                    f"invalid topic name {text!r}: a short name is 'name' or 'tenant/ns/name'"
+                    f"invalid topic name {_shortened(text)}: "
+                    "a short name is 'name' or 'tenant/ns/name'"
                 )
         parts = rest.split("/")
         expected = 4 if domain is TopicDomain.SEGMENT else 3
@@ -254,14 +294,14 @@ class TopicName:
                     "four-part cluster names are unsupported)"
                 )
             raise InvalidTopicName(
-                f"invalid topic name {text!r}: expected {domain}://{shape}, "
+                f"invalid topic name {_shortened(text)}: expected {domain}://{shape}, "
                 f"found {len(parts)} '/'-separated parts{hint}"
             )
         try:
             local = parts[2] if expected == 3 else f"{parts[2]}/{parts[3]}"
             return cls(domain, parts[0], parts[1], local)
         except InvalidTopicName as exc:
-            raise InvalidTopicName(f"invalid topic name {text!r}: {exc}") from exc
+            raise InvalidTopicName(f"invalid topic name {_shortened(text)}: {exc}") from exc
 
     @property
     def namespace_name(self) -> str:
@@ -360,12 +400,18 @@ class SegmentTopicName:
 __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_TENANT",
+    "LOCAL_NAME_PATTERN",
+    "MAX_LOCAL_NAME_LENGTH",
+    "MAX_NAMESPACE_LENGTH",
     "MAX_SEGMENT_ID",
+    "MAX_TENANT_LENGTH",
+    "NAMESPACE_PART_PATTERN",
     "InvalidTopicName",
     "NamespaceName",
     "SegmentTopicName",
     "TopicDomain",
     "TopicName",
+    "check_local_name",
     "check_namespace",
     "check_tenant",
     "format_descriptor",

@@ -32,7 +32,13 @@ from braid.ledger.codec import ManagedCursorInfo, decode_cursor_info, encode_cur
 from braid.ledger.routing import StorageRouting
 from braid.ledger.storage_ops import delete_quietly
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
-from braid.storage.api import LedgerFenced, NoSuchLedger, StorageError, WriteHandle
+from braid.storage.api import (
+    LedgerFenced,
+    NoSuchLedger,
+    StorageError,
+    StorageReadOnly,
+    WriteHandle,
+)
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +141,10 @@ class CursorStore:
             await self._ledger.add_entry(encode_cursor_info(info))
         except LedgerFenced as exc:
             self._fenced(exc)
+        except StorageReadOnly:
+            # Storage is full (a state the bookie logs once): the node holds the snapshot.
+            await self._abandon_ledger(info)
+            return
         except StorageError as exc:
             log.warning("cursor %s: ledger write failed (%r); using the node", self._path, exc)
             await self._abandon_ledger(info)
@@ -143,6 +153,10 @@ class CursorStore:
 
     async def _start_ledger(self, info: ManagedCursorInfo) -> None:
         client = self._ctx.storage.active
+        if client.write_refusal(self._ctx.ack_quorum) is not None:
+            # No ledger nobody could write to: the node holds the snapshot meanwhile.
+            await self._abandon_ledger(info)
+            return
         try:
             handle = await client.create_ledger(
                 ensemble=self._ctx.ensemble,

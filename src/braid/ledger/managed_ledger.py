@@ -60,6 +60,7 @@ from braid.storage.api import (
     LedgerFenced,
     NoSuchLedger,
     ReadHandle,
+    StorageReadOnly,
 )
 
 log = logging.getLogger(__name__)
@@ -292,10 +293,19 @@ class ManagedLedgerImpl:
             and not self._is_full(cur)
         ):
             self._issue(cur, payload, callback, ctx)
-        else:
-            # A rollover (or recovery) must run first; it issues queued appends in order.
-            self._waiting.append((payload, callback, ctx))
-            self._ensure_control()
+            return
+        if cur is not None and not self._waiting and self._control is None:
+            # A rollover (or the recovery of a broken ledger) is due. While storage cannot take
+            # entries (its bookies are read-only: full disks) it would only create ledgers
+            # nobody can write to, once per append: refuse now, in order; the next append after
+            # space comes back rolls over.
+            refusal = self._storage.active.write_refusal(self.config.ack_quorum)
+            if refusal is not None:
+                self._refuse(cur, len(payload), callback, ctx, refusal)
+                return
+        # A rollover (or recovery) must run first; it issues queued appends in order.
+        self._waiting.append((payload, callback, ctx))
+        self._ensure_control()
 
     def _issue(
         self, cur: CurrentLedger, data: bytes, callback: AppendCallback[Any], ctx: Any
@@ -307,8 +317,29 @@ class ManagedLedgerImpl:
         # Storage assigns entry ids in call order and reports them in that order.
         try:
             cur.handle.add_entry_with_callback(data, self._added, op)
+        except StorageReadOnly as exc:
+            # Refused before anything was sent: no entry id was used and the ledger is intact,
+            # so it is not broken; only this append fails (in its turn).
+            cur.issued_entries -= 1
+            cur.issued_size -= len(data)
+            op.error = exc
+            op.done = True
+            self._complete_in_order(cur)
         except BaseException as exc:
             self._added(-1, exc, op)
+
+    def _refuse(
+        self,
+        cur: CurrentLedger,
+        size: int,
+        callback: AppendCallback[Any],
+        ctx: Any,
+        error: BaseException,
+    ) -> None:
+        """Fail an append that was never issued, after every append before it (call order)."""
+        op = PendingAdd(cur, cur.issued_entries, size, callback, ctx, done=True, error=error)
+        cur.pending.append(op)
+        self._complete_in_order(cur)
 
     def _added(self, entry_id: int, error: BaseException | None, op: PendingAdd) -> None:
         """Storage finished ``op`` (called from the bookie's group-commit completion)."""

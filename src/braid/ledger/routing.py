@@ -24,3 +24,7 @@ class StorageRouting(Protocol):
     def client_for(self, cluster_name: str) -> StorageClient:
         """The client of the cluster called ``cluster_name`` (raises if unknown)."""
         ...
+
+    def cluster_names(self) -> list[str]:
+        """Every cluster a client is registered for (health checks look at each)."""
+        ...

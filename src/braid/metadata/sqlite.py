@@ -225,7 +225,14 @@ class SqliteMetadataStore(MetadataStoreBase):
                 )
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            # A COMMIT that fails ("database or disk is full") may already have rolled the
+            # transaction back: a second ROLLBACK would raise "no transaction is active" and
+            # every caller would see that instead of the cause.
+            if db.in_transaction:
+                try:
+                    db.execute("ROLLBACK")
+                except sqlite3.Error as rollback_failure:
+                    log.debug("rollback after a failed write also failed: %s", rollback_failure)
             raise
         if events:
             self._hub.wake_all()

@@ -19,6 +19,13 @@ Keep-alive: after ``keepalive_interval_s`` without any byte from the peer the ma
 PING; after twice that it reports :class:`~braid.protocol.events.KeepAliveTimeout` and closes. This
 matches the official clients, which ping every interval and give up when the next tick finds
 their ping unanswered.
+
+Handshake (server side): a client must complete CONNECT within ``handshake_timeout_s`` of the
+connection's creation, however many bytes it sends meanwhile - a client trickling one byte a
+second would otherwise keep resetting keep-alive forever - else the machine reports
+:class:`~braid.protocol.events.HandshakeTimeout` and closes. Until then frames are limited to
+``max_connect_frame_size`` (CONNECT is small), so a stranger cannot make the broker buffer a
+message-sized frame. A closed machine drops its receive buffer at once.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from braid.protocol.events import (
     Connected,
     ConnectionClosed,
     Event,
+    HandshakeTimeout,
     KeepAliveTimeout,
     ProtocolViolation,
     ServerConnected,
@@ -52,6 +60,8 @@ MAX_PROTOCOL_VERSION = 21
 CHECKSUM_MIN_VERSION = 6
 #: Authentication methods accepted by the broker until real authentication exists.
 _NO_AUTH_METHODS = frozenset({"", "none"})
+#: The largest frame a server accepts before the handshake: a CONNECT with room for auth data.
+MAX_CONNECT_FRAME_SIZE = 64 * 1024
 
 
 def _has_body(cmd: pb.BaseCommand) -> bool:
@@ -86,11 +96,12 @@ class _Connection:
         max_frame_size: int,
         keepalive_interval_s: float,
         created_at: float | None,
+        first_frame_max_size: int | None = None,
     ) -> None:
         if keepalive_interval_s <= 0:
             raise ValueError("keepalive_interval_s must be positive")
         self._state = state
-        self._decoder = FrameDecoder(max_frame_size)
+        self._decoder = FrameDecoder(max_frame_size, first_frame_max_size=first_frame_max_size)
         self._outgoing = bytearray()
         self._interval = keepalive_interval_s
         # None until the first call that carries `now`: the adapter may build the machine before
@@ -149,7 +160,7 @@ class _Connection:
         if self._state is ConnectionState.CLOSED:
             return []
         if not data:
-            self._state = ConnectionState.CLOSED
+            self._close_machine()
             return [ConnectionClosed()]
         self._last_received = now
         self._ping_outstanding = False
@@ -185,8 +196,13 @@ class _Connection:
     def _violation(self, reason: str, reply: pb.BaseCommand | None = None) -> list[Event]:
         if reply is not None:
             self._outgoing += encode_command(reply)
-        self._state = ConnectionState.CLOSED
+        self._close_machine()
         return [ProtocolViolation(reason)]
+
+    def _close_machine(self) -> None:
+        # A partial frame may hold megabytes: a closed machine never needs it again.
+        self._state = ConnectionState.CLOSED
+        self._decoder.release()
 
     # --- output ---------------------------------------------------------------------------
 
@@ -231,8 +247,9 @@ class _Connection:
         return data
 
     def close(self) -> None:
-        """Close locally: the machine accepts nothing more. Queued bytes can still be taken."""
-        self._state = ConnectionState.CLOSED
+        """Close locally: the machine accepts nothing more and drops its receive buffer. Queued
+        bytes can still be taken."""
+        self._close_machine()
 
     # --- timers ---------------------------------------------------------------------------
 
@@ -253,7 +270,7 @@ class _Connection:
             return []
         silent = now - self._last_received
         if silent >= 2 * self._interval:
-            self._state = ConnectionState.CLOSED
+            self._close_machine()
             return [KeepAliveTimeout(silent)]
         if (
             silent >= self._interval
@@ -277,6 +294,9 @@ class ServerConnection(_Connection):
         keepalive_interval_s: PING after this much silence, give up after twice this.
         feature_flags: what the broker advertises in CONNECTED.
         created_at: ``now`` at accept time, so a client that never speaks times out.
+        handshake_timeout_s: CONNECT must arrive within this long of ``created_at`` (else
+            :class:`HandshakeTimeout`); ``None`` leaves only keep-alive.
+        max_connect_frame_size: the largest frame accepted before the handshake.
     """
 
     def __init__(
@@ -288,15 +308,23 @@ class ServerConnection(_Connection):
         keepalive_interval_s: float = 30.0,
         feature_flags: pb.FeatureFlags | None = None,
         created_at: float | None = None,
+        handshake_timeout_s: float | None = None,
+        max_connect_frame_size: int = MAX_CONNECT_FRAME_SIZE,
     ) -> None:
         if max_message_size <= 0:
             raise ValueError("max_message_size must be positive")
+        if handshake_timeout_s is not None and handshake_timeout_s <= 0:
+            raise ValueError("handshake_timeout_s must be positive")
+        max_frame_size = max_message_size + FRAME_SIZE_PADDING
         super().__init__(
             state=ConnectionState.AWAITING_CONNECT,
-            max_frame_size=max_message_size + FRAME_SIZE_PADDING,
+            max_frame_size=max_frame_size,
             keepalive_interval_s=keepalive_interval_s,
             created_at=created_at,
+            first_frame_max_size=min(max_connect_frame_size, max_frame_size),
         )
+        self._handshake_timeout = handshake_timeout_s
+        self._handshake_started: float | None = created_at
         self.server_version = server_version
         self.max_message_size = max_message_size
         self.max_protocol_version = max_protocol_version
@@ -304,6 +332,39 @@ class ServerConnection(_Connection):
         if feature_flags is not None:
             self._own_flags.CopyFrom(feature_flags)
         self.client_version: str | None = None
+
+    # --- the handshake deadline (keep-alive is the base class's) -----------------------------
+
+    def receive_data(self, data: bytes, now: float) -> list[Event]:
+        if self._handshake_started is None:
+            self._handshake_started = now
+        return super().receive_data(data, now)
+
+    def next_deadline(self) -> float | None:
+        deadline = super().next_deadline()
+        handshake = self._handshake_deadline()
+        if handshake is None or deadline is None:
+            return deadline
+        return min(deadline, handshake)
+
+    def handle_timer(self, now: float) -> list[Event]:
+        if self._handshake_started is None:
+            self._handshake_started = now
+        handshake = self._handshake_deadline()
+        if handshake is not None and now >= handshake:
+            self._close_machine()
+            assert self._handshake_started is not None
+            return [HandshakeTimeout(now - self._handshake_started)]
+        return super().handle_timer(now)
+
+    def _handshake_deadline(self) -> float | None:
+        if (
+            self._state is not ConnectionState.AWAITING_CONNECT
+            or self._handshake_timeout is None
+            or self._handshake_started is None
+        ):
+            return None
+        return self._handshake_started + self._handshake_timeout
 
     def _handle_frame(self, frame: Frame) -> list[Event]:
         if self._state is ConnectionState.AWAITING_CONNECT:
@@ -409,6 +470,7 @@ class ClientConnection(_Connection):
 # The events are re-exported so an adapter can import the machine and its events together.
 __all__ = [
     "CHECKSUM_MIN_VERSION",
+    "MAX_CONNECT_FRAME_SIZE",
     "MAX_PROTOCOL_VERSION",
     "ClientConnection",
     "CommandReceived",
@@ -416,6 +478,7 @@ __all__ = [
     "ConnectionClosed",
     "ConnectionState",
     "Event",
+    "HandshakeTimeout",
     "KeepAliveTimeout",
     "ProtocolViolation",
     "ServerConnected",

@@ -1,9 +1,9 @@
 """Events a connection state machine reports to its adapter.
 
 Each is a frozen dataclass. ``Connected``/``ServerConnected`` mark the end of the handshake,
-``CommandReceived`` carries every other command, and the three terminal events
-(``ProtocolViolation``, ``KeepAliveTimeout``, ``ConnectionClosed``) mean the machine is now
-``CLOSED``: the adapter flushes :meth:`data_to_send` and closes the socket.
+``CommandReceived`` carries every other command, and the terminal events
+(``ProtocolViolation``, ``KeepAliveTimeout``, ``HandshakeTimeout``, ``ConnectionClosed``) mean the
+machine is now ``CLOSED``: the adapter flushes :meth:`data_to_send` and closes the socket.
 """
 
 from __future__ import annotations
@@ -62,6 +62,14 @@ class KeepAliveTimeout:
 
 
 @dataclass(frozen=True, slots=True)
+class HandshakeTimeout:
+    """Server side: no CONNECT completed the handshake within its deadline, however many bytes
+    trickled in meanwhile (a slow or silent client); the machine is closed."""
+
+    waited_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class ConnectionClosed:
     """The peer closed its side (end of stream); the machine is closed."""
 
@@ -74,6 +82,7 @@ Event = (
     | CommandReceived
     | ProtocolViolation
     | KeepAliveTimeout
+    | HandshakeTimeout
     | (ConnectionClosed)
 )
 
@@ -82,6 +91,7 @@ __all__ = [
     "Connected",
     "ConnectionClosed",
     "Event",
+    "HandshakeTimeout",
     "KeepAliveTimeout",
     "ProtocolViolation",
     "ServerConnected",

@@ -182,15 +182,27 @@ class FrameDecoder:
     """Incremental frame decoder: bytes in, :class:`Frame` objects out.
 
     A frame whose announced size exceeds ``max_frame_size`` (counting its 4-byte size prefix) is
-    refused as soon as its header arrives, without buffering it. After a
+    refused as soon as its header arrives, without buffering it. ``first_frame_max_size``, when
+    given, is the limit of the first frame instead: a server's first frame must be a small
+    CONNECT, so a stranger cannot make it buffer megabytes before saying who it is. After a
     :class:`~braid.protocol.errors.ProtocolError` the stream is out of sync: the caller must
-    close the connection and drop the decoder.
+    close the connection and drop the decoder (:meth:`release` frees its buffer at once).
     """
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
-        if max_frame_size < 8:
+    def __init__(
+        self,
+        max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        *,
+        first_frame_max_size: int | None = None,
+    ) -> None:
+        if max_frame_size < 8 or (first_frame_max_size is not None and first_frame_max_size < 8):
             raise ValueError("max_frame_size must leave room for the two size fields")
         self.max_frame_size = max_frame_size
+        self._first_limit = first_frame_max_size
+        self._buffer = bytearray()
+
+    def release(self) -> None:
+        """Drop whatever is buffered (the connection is closing); the decoder is unusable after."""
         self._buffer = bytearray()
 
     @property
@@ -221,7 +233,8 @@ class FrameDecoder:
         frames: list[Frame] = []
         pos = 0
         end = len(buf)
-        limit = self.max_frame_size
+        first = self._first_limit
+        limit = self.max_frame_size if first is None else first
         error: ProtocolError | None = None
         try:
             while end - pos >= 4:
@@ -232,6 +245,9 @@ class FrameDecoder:
                     break
                 frames.append(_decode_frame(buf, pos + 4, pos + 4 + total))
                 pos += 4 + total
+                if first is not None:
+                    first = self._first_limit = None
+                    limit = self.max_frame_size
         except ProtocolError as exc:
             error = exc
         if pos:

@@ -32,9 +32,11 @@ from braid.storage.api import (
     StorageClusterExists,
     StorageError,
     StorageIOError,
+    StorageReadOnly,
     UnknownStorageCluster,
     WriteHandle,
 )
+from braid.storage.bookie.disk import DiskThresholds
 from braid.storage.bookie_client import BookieClient, LocalBookieClient
 from braid.storage.client import BookKeeperClient
 from braid.storage.local import open_local_cluster
@@ -45,6 +47,7 @@ __all__ = [
     "BookieClient",
     "BookieUnavailable",
     "DataDirInUse",
+    "DiskThresholds",
     "EntryTooLarge",
     "InvalidClusterName",
     "InvalidEntryId",
@@ -66,6 +69,7 @@ __all__ = [
     "StorageClusterExists",
     "StorageError",
     "StorageIOError",
+    "StorageReadOnly",
     "StorageRouter",
     "UnknownStorageCluster",
     "WriteHandle",

@@ -99,6 +99,12 @@ class StorageIOError(StorageError):
     """The disk failed (ENOSPC, EIO, ...). The entry is not acknowledged."""
 
 
+class StorageReadOnly(StorageError, ServiceUnavailableError):
+    """Not enough writable bookies: a bookie turned read-only (its disk is full). Raised *before*
+    an add is sent, so nothing was written and the ledger stays intact; retriable once space
+    comes back. Reads are unaffected."""
+
+
 class InvalidLedgerId(StorageError, InvalidInputError):
     """A ledger id that is negative or too large for 63 bits."""
 
@@ -258,5 +264,14 @@ class StorageClient(Protocol):
     async def get_ledger_metadata(self, ledger_id: int) -> LedgerMetadata: ...
 
     async def list_ledgers(self) -> Sequence[int]: ...
+
+    def write_refusal(self, ack_quorum: int = 1) -> StorageReadOnly | None:
+        """Why a new ledger could not take entries now (not enough writable bookies: full
+        disks), or ``None``."""
+        ...
+
+    def disk_status(self) -> list[Mapping[str, object]]:
+        """Each bookie's disk state (``state`` read-write/read-only, ``reason``, usage)."""
+        ...
 
     async def close(self) -> None: ...

@@ -9,6 +9,7 @@ and nothing above it changes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from braid.storage.bookie import Bookie, LacInfo, StoredEntry
@@ -20,6 +21,16 @@ class BookieClient(Protocol):
 
     @property
     def bookie_id(self) -> str: ...
+
+    @property
+    def read_only_reason(self) -> str | None:
+        """Why the bookie refuses new entries now (its disk is full), or ``None`` while it is
+        writable: read on every add, so a writer can refuse before anything is sent."""
+        ...
+
+    def disk_status(self) -> Mapping[str, object]:
+        """The bookie's disk state for health checks (``state``, ``reason``, usage)."""
+        ...
 
     async def add_entry(
         self,
@@ -94,6 +105,13 @@ class LocalBookieClient:
     def bookie(self) -> Bookie:
         """The bookie behind this client (for tests and stats)."""
         return self._bookie
+
+    @property
+    def read_only_reason(self) -> str | None:
+        return self._bookie.read_only_reason
+
+    def disk_status(self) -> Mapping[str, object]:
+        return self._bookie.disk_status()
 
     async def add_entry(
         self,

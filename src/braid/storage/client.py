@@ -35,6 +35,7 @@ from braid.storage.api import (
     StorageClient,
     StorageClosed,
     StorageError,
+    StorageReadOnly,
     WriteHandle,
 )
 from braid.storage.bookie_client import BookieClient
@@ -94,6 +95,23 @@ class BookKeeperClient:
     def _check_open(self) -> None:
         if self._closed:
             raise StorageClosed(f"storage client of cluster {self._cluster} is closed")
+
+    def write_refusal(self, ack_quorum: int = 1) -> StorageReadOnly | None:
+        """Why a new ledger could not take entries now (fewer than ``ack_quorum`` writable
+        bookies: their disks are full), or ``None``. Cheap: a managed ledger asks before it rolls
+        over rather than create ledgers nobody can write to."""
+        refusals = []
+        for bookie_id in self._bookie_order:
+            reason = self._bookies[bookie_id].read_only_reason
+            if reason is not None:
+                refusals.append(f"bookie {bookie_id} is read-only: {reason}")
+        if len(self._bookie_order) - len(refusals) >= ack_quorum:
+            return None
+        return StorageReadOnly(f"cluster {self._cluster}: {'; '.join(refusals)}")
+
+    def disk_status(self) -> list[Mapping[str, object]]:
+        """Each bookie's disk state (for health checks)."""
+        return [self._bookies[b].disk_status() for b in self._bookie_order]
 
     def bookies_for(self, md: LedgerMetadata) -> dict[str, BookieClient]:
         """The clients of a ledger's ensemble that this client knows."""

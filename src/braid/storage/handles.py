@@ -5,7 +5,10 @@ acknowledges it once ``ack_quorum`` of them have it durably - and only after eve
 acknowledged, so ``last_add_confirmed`` (LAC) only moves forward without gaps. Each add carries the
 writer's LAC and running length so recovery can find both on the bookies (BookKeeper's piggyback).
 The first failed add breaks the handle: later adds fail too (the ledger will be recovered and closed
-by its next owner and a new ledger started).
+by its next owner and a new ledger started). An add that cannot reach an ack quorum of *writable*
+bookies (a read-only bookie: its disk is full) is refused before anything is sent, with
+``StorageReadOnly``: no entry id is used, the handle stays intact and takes adds again once the
+bookies are writable.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from braid.storage.api import (
     LedgerState,
     NoSuchEntry,
     StorageError,
+    StorageReadOnly,
 )
 from braid.storage.bookie_client import BookieClient
 
@@ -112,6 +116,9 @@ class LedgerWriter:
         self._inflight: dict[int, _InFlight] = {}
         # With one bookie every entry has the same write set: skip computing it per add.
         self._fixed_set = list(md.ensemble) if len(md.ensemble) == 1 else None
+        self._single: BookieClient | None = (
+            self._bookies.get(md.ensemble[0]) if len(md.ensemble) == 1 else None
+        )
         self._idle: asyncio.Event | None = None
         self._error: StorageError | None = None
         self._closing = False
@@ -176,8 +183,17 @@ class LedgerWriter:
         return await waiter
 
     def _add(self, entry_id: int, data: bytes, callback: AddCompletion[Any], ctx: Any) -> None:
-        data = bytes(data)
         ids = self._fixed_set or write_set(self._md, entry_id)
+        single = self._single
+        if single is not None:
+            if single.read_only_reason is not None:
+                raise StorageReadOnly(
+                    f"ledger {self.ledger_id}: bookie {single.bookie_id} is read-only: "
+                    f"{single.read_only_reason}"
+                )
+        else:
+            self._check_quorum_writable(ids)
+        data = bytes(data)
         self._next_id = entry_id + 1
         self._pending_length += len(data)
         self._inflight[entry_id] = _InFlight(callback, ctx, len(data), len(ids))
@@ -198,6 +214,20 @@ class LedgerWriter:
                 )
             except StorageError as exc:
                 self._vote(entry_id, exc)
+
+    def _check_quorum_writable(self, ids: list[str]) -> None:
+        """Refuse an add that could not reach an ack quorum of writable bookies."""
+        refusals = []
+        for bookie_id in ids:
+            bookie = self._bookies.get(bookie_id)
+            reason = "not known to this client" if bookie is None else bookie.read_only_reason
+            if reason is not None:
+                refusals.append(f"{bookie_id}: {reason}")
+        if len(ids) - len(refusals) < self._md.ack_quorum:
+            raise StorageReadOnly(
+                f"ledger {self.ledger_id}: fewer than {self._md.ack_quorum} writable bookies "
+                f"({'; '.join(refusals)})"
+            )
 
     def _vote(self, entry_id: int, error: StorageError | None) -> None:
         add = self._inflight.get(entry_id)

@@ -8,6 +8,7 @@ from braid.clock import Clock
 from braid.metadata.api import MetadataStore
 from braid.storage.api import InvalidQuorum
 from braid.storage.bookie import Bookie
+from braid.storage.bookie.disk import DiskThresholds
 from braid.storage.bookie_client import BookieClient, LocalBookieClient
 from braid.storage.client import BookKeeperClient
 from braid.storage.ledger_metadata import validate_cluster_name
@@ -20,12 +21,14 @@ async def open_local_cluster(
     *,
     clock: Clock | None = None,
     bookies: int = 1,
+    disk_thresholds: DiskThresholds | None = None,
 ) -> BookKeeperClient:
     """Start ``bookies`` in-process bookies in ``data_dir/bookie-<i>`` and return a client that owns
     them (closing the client closes the bookies).
 
     Reopening the same ``data_dir`` after a crash replays each bookie's journal, so every
-    acknowledged entry is there again.
+    acknowledged entry is there again. ``disk_thresholds`` say when a bookie turns read-only
+    (its disk nearly full) and back.
 
     Raises:
         InvalidQuorum: ``bookies`` < 1.
@@ -39,7 +42,12 @@ async def open_local_cluster(
     clients: list[BookieClient] = []
     try:
         for i in range(bookies):
-            bookie = await Bookie.open(data_dir / f"bookie-{i}", bookie_id=f"bookie-{i}")
+            bookie = await Bookie.open(
+                data_dir / f"bookie-{i}",
+                bookie_id=f"bookie-{i}",
+                disk_thresholds=disk_thresholds,
+                clock=clock,
+            )
             clients.append(LocalBookieClient(bookie, owns_bookie=True))
     except BaseException:
         for client in clients:

@@ -32,6 +32,7 @@ from braid.core.errors import (
 )
 from braid.core.layout import SegmentLayout
 from braid.core.layout_codec import layout_from_metadata
+from braid.core.names import MAX_LOCAL_NAME_LENGTH
 from tests.support.standalone import free_port
 
 
@@ -185,17 +186,19 @@ def test_create_errors(admin_client: AdminClient) -> None:
 
 
 def test_a_name_too_long_for_future_segments_is_refused_whole(admin_client: AdminClient) -> None:
-    # public/default/segment/<name>/ffff-ffff-<2^63-1> must fit in a 512-character ledger name,
-    # or a later split could record itself and then fail to create its children.
+    # The naming rule caps a local name at 256 characters, so that the longest ledger name any
+    # segment can ever need (public/default/segment/<name>/ffff-ffff-<2^63-1>) fits in 512: a
+    # later split can never record itself and then fail to create its children.
     scalable = admin_client.scalable_topics
-    longest = "n" * 459
+    longest = "n" * MAX_LOCAL_NAME_LENGTH
     scalable.create(longest)
     layout = _layout(scalable.split(longest, 0))
     assert len(layout.active_segments) == 2
-    with pytest.raises(InvalidInputError, match=r"1 character.* too long") as refused:
-        scalable.create("n" * 460)
-    assert refused.value.status == 412  # type: ignore[attr-defined]
-    assert f"topic://public/default/{'n' * 460}" not in scalable.list("public/default")
+    # The client applies the same rule before sending (the server's 412 for it is pinned in
+    # test_names_api.py).
+    with pytest.raises(InvalidInputError, match=r"is too long: 257 characters, at most 256"):
+        scalable.create("n" * (MAX_LOCAL_NAME_LENGTH + 1))
+    assert f"topic://public/default/{'n' * 257}" not in scalable.list("public/default")
 
 
 def test_split_at_the_midpoint_creates_two_children_and_bumps_the_epoch(

@@ -245,3 +245,35 @@ def test_sample_auto_scale_defaults_match_the_policy_defaults() -> None:
     config = load_config(None, settings, {})
     policy = AutoScalePolicy.from_broker_config(config.scalable_topic_settings)
     assert policy == AutoScalePolicy()
+
+
+def test_disk_keys_use_bookkeepers_names_and_are_checked_together() -> None:
+    config = load_config(
+        None,
+        {"diskUsageThreshold": "0.9", "diskUsageLwmThreshold": "0.8", "diskCheckInterval": "500"},
+        {},
+    )
+    thresholds = config.disk_thresholds()
+    assert (thresholds.usage_threshold, thresholds.lwm_threshold) == (0.9, 0.8)
+    assert thresholds.check_interval_s == 0.5
+    with pytest.raises(InvalidConfig, match="diskUsageLwmThreshold"):
+        load_config(None, {"diskUsageThreshold": "0.8", "diskUsageLwmThreshold": "0.9"}, {})
+    with pytest.raises(InvalidConfig) as info:
+        load_config(None, {"diskUsageThreshold": "95"}, {})
+    assert info.value.key == "diskUsageThreshold"
+
+
+def test_connection_keys_use_pulsars_names() -> None:
+    config = load_config(
+        None,
+        {
+            "brokerMaxConnections": "100",
+            "brokerMaxConnectionsPerIp": "10",
+            "handshakeTimeoutSeconds": "3",
+            "mallocMmapThresholdBytes": "0",
+        },
+        {},
+    )
+    assert (config.broker_max_connections, config.broker_max_connections_per_ip) == (100, 10)
+    assert config.handshake_timeout_seconds == 3
+    assert config.malloc_mmap_threshold_bytes == 0

@@ -7,6 +7,7 @@ from collections.abc import Coroutine
 from typing import Any, cast
 
 from braid.broker.handlers import TopicCommands, TopicService
+from braid.broker.send_validation import SendValidator
 from braid.ledger.api import Position
 from braid.protocol import commands
 from braid.protocol.frames import encode_command
@@ -33,7 +34,7 @@ class _RecordingChannel:
 
 def test_reused_receipt_encodes_like_a_fresh_one_in_any_order() -> None:
     channel = _RecordingChannel()
-    topics = TopicCommands(channel, cast(TopicService, None))
+    topics = TopicCommands(channel, cast(TopicService, None), SendValidator(5 * 1024 * 1024))
     cases = [
         (1, 0, 0, Position(5, 0)),
         (2, 41, 49, Position(7, 3)),  # a batch: highest sequence id present

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Callable
 
@@ -11,6 +12,11 @@ from hypothesis import strategies as st
 
 from braid.core.errors import InvalidInputError
 from braid.core.names import (
+    LOCAL_NAME_PATTERN,
+    MAX_LOCAL_NAME_LENGTH,
+    MAX_NAMESPACE_LENGTH,
+    MAX_TENANT_LENGTH,
+    NAMESPACE_PART_PATTERN,
     InvalidTopicName,
     NamespaceName,
     SegmentTopicName,
@@ -400,3 +406,47 @@ def test_a_local_name_character_is_refused_exactly_when_the_rule_says(ch: str) -
             TopicName(TopicDomain.PERSISTENT, "t", "ns", f"a{ch}b")
     else:
         assert TopicName(TopicDomain.PERSISTENT, "t", "ns", f"a{ch}b").local_name == f"a{ch}b"
+
+
+@pytest.mark.parametrize(
+    ("build", "limit"),
+    [
+        (lambda n: check_tenant("t" * n), MAX_TENANT_LENGTH),
+        (lambda n: check_namespace("n" * n), MAX_NAMESPACE_LENGTH),
+        (lambda n: TopicName(TopicDomain.PERSISTENT, "t", "ns", "x" * n), MAX_LOCAL_NAME_LENGTH),
+        (lambda n: TopicName.parse("persistent://t/ns/" + "é" * n), MAX_LOCAL_NAME_LENGTH),
+    ],
+)
+def test_names_are_accepted_up_to_their_length_limit(
+    build: Callable[[int], object], limit: int
+) -> None:
+    build(limit)
+    with pytest.raises(
+        InvalidTopicName, match=f"is too long: {limit + 1} characters, at most {limit}"
+    ):
+        build(limit + 1)
+
+
+def test_a_ten_thousand_character_tenant_is_refused_without_echoing_it() -> None:
+    with pytest.raises(InvalidTopicName) as info:
+        check_tenant("a" * 10_000)
+    assert len(str(info.value)) < 200
+
+
+@settings(max_examples=300)
+@given(st.text(max_size=80))
+def test_the_schema_pattern_never_refuses_a_name_the_rule_accepts(text: str) -> None:
+    # The REST schema states NAMESPACE_PART_PATTERN / LOCAL_NAME_PATTERN; the code's rule may be
+    # stricter (".", "..", control characters) but never more lenient than what it documents.
+    try:
+        check_tenant(text)
+    except InvalidTopicName:
+        pass
+    else:
+        assert re.fullmatch(NAMESPACE_PART_PATTERN.strip("^$"), text)
+    try:
+        TopicName(TopicDomain.PERSISTENT, "t", "ns", text)
+    except InvalidTopicName:
+        pass
+    else:
+        assert re.fullmatch(LOCAL_NAME_PATTERN.strip("^$"), text)

@@ -6,6 +6,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from braid.core.names import (
+    MAX_LOCAL_NAME_LENGTH,
+    MAX_NAMESPACE_LENGTH,
+    MAX_SEGMENT_ID,
+    MAX_TENANT_LENGTH,
+    SegmentTopicName,
+    TopicDomain,
+    TopicName,
+)
+from braid.core.ranges import HashRange
 from braid.ledger.api import (
     InvalidCursorName,
     InvalidManagedLedgerName,
@@ -22,6 +32,7 @@ from braid.ledger.codec import (
     encode_ledger_info,
 )
 from braid.ledger.names import (
+    MAX_NAME_LENGTH,
     cursor_path,
     decode_segment,
     encode_segment,
@@ -121,3 +132,18 @@ def test_corrupt_ledger_documents_raise_a_typed_error(doc: bytes) -> None:
 def test_corrupt_cursor_documents_raise_a_typed_error(doc: bytes) -> None:
     with pytest.raises(ManagedLedgerMetadataError):
         decode_cursor_info(doc)
+
+
+def test_every_valid_topic_name_fits_a_managed_ledger_name() -> None:
+    # The longest storage name any valid topic needs: a segment of a scalable topic with maximal
+    # tenant, namespace and local name, the full hash range and the largest segment id.
+    parent = TopicName(
+        TopicDomain.TOPIC,
+        "t" * MAX_TENANT_LENGTH,
+        "n" * MAX_NAMESPACE_LENGTH,
+        "x" * MAX_LOCAL_NAME_LENGTH,
+    )
+    segment = SegmentTopicName.of(parent, HashRange.full(), MAX_SEGMENT_ID).topic_name
+    storage = f"{segment.tenant}/{segment.namespace}/{segment.domain.value}/{segment.local_name}"
+    assert len(storage) <= MAX_NAME_LENGTH
+    assert validate_ledger_name(storage) == storage

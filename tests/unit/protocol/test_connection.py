@@ -18,12 +18,14 @@ from braid.protocol import (
     pb,
 )
 from braid.protocol.connection import (
+    MAX_CONNECT_FRAME_SIZE,
     MAX_PROTOCOL_VERSION,
     ClientConnection,
     CommandReceived,
     Connected,
     ConnectionClosed,
     ConnectionState,
+    HandshakeTimeout,
     KeepAliveTimeout,
     ProtocolViolation,
     ServerConnected,
@@ -274,6 +276,81 @@ def test_keepalive_clock_starts_at_the_first_call_when_not_given() -> None:
     assert server.next_deadline() is None
     assert server.handle_timer(1000.0) == []
     assert server.next_deadline() == 1010.0
+
+
+# --- handshake deadline and pre-handshake limits ----------------------------------------------
+
+
+def test_a_silent_client_is_closed_at_the_handshake_deadline() -> None:
+    server = ServerConnection(
+        SERVER_VERSION, keepalive_interval_s=30.0, handshake_timeout_s=4.0, created_at=100.0
+    )
+    assert server.next_deadline() == 104.0
+    assert server.handle_timer(103.9) == []
+    [event] = server.handle_timer(104.0)
+    assert event == HandshakeTimeout(4.0)
+    assert server.closed and server.next_deadline() is None
+
+
+def test_a_client_trickling_bytes_does_not_move_the_handshake_deadline() -> None:
+    server = ServerConnection(
+        SERVER_VERSION, keepalive_interval_s=2.0, handshake_timeout_s=10.0, created_at=0.0
+    )
+    connect = _official_client_connect(20)
+    for second in range(1, 10):  # one byte a second: keep-alive alone would never fire
+        assert server.receive_data(connect[second - 1 : second], float(second)) == []
+        assert server.next_deadline() == min(second + 4.0, 10.0)
+        assert server.handle_timer(float(second)) == []
+    [event] = server.handle_timer(10.0)
+    assert isinstance(event, HandshakeTimeout)
+    assert server.receive_data(connect[9:], 10.5) == []  # too late: closed
+
+
+def test_a_connect_in_time_ends_the_handshake_deadline() -> None:
+    server = ServerConnection(
+        SERVER_VERSION, keepalive_interval_s=30.0, handshake_timeout_s=5.0, created_at=0.0
+    )
+    [connected] = server.receive_data(_official_client_connect(20), 4.0)
+    assert isinstance(connected, Connected)
+    assert server.next_deadline() == 34.0
+    assert server.handle_timer(6.0) == []
+    assert not server.closed
+
+
+def test_the_handshake_clock_starts_at_the_first_call_when_not_given() -> None:
+    server = ServerConnection(SERVER_VERSION, handshake_timeout_s=3.0)
+    assert server.receive_data(b"\x00", 50.0) == []
+    assert server.next_deadline() == 53.0
+
+
+def test_a_frame_larger_than_a_connect_is_refused_before_the_handshake() -> None:
+    server = ServerConnection(SERVER_VERSION, created_at=0.0)
+    header = struct.pack(">II", 5 * 1024 * 1024, 100)
+    [event] = server.receive_data(header, 0.0)
+    assert isinstance(event, ProtocolViolation)
+    assert f"limit of {MAX_CONNECT_FRAME_SIZE} bytes" in event.reason
+    # After CONNECT the same header is the start of an ordinary large frame.
+    connected = _connected_server()
+    assert connected.receive_data(header + b"\0" * 1000, 0.0) == []
+    assert not connected.closed
+
+
+def test_closing_drops_a_partial_frame_at_once() -> None:
+    for close in ("local", "eof", "violation", "timeout"):
+        server = _connected_server(keepalive_interval_s=1.0)
+        partial = struct.pack(">II", 4 * 1024 * 1024, 100) + b"\0" * 100_000
+        assert server.receive_data(partial, 0.0) == []
+        assert server._decoder.buffered == len(partial)
+        if close == "local":
+            server.close()
+        elif close == "eof":
+            server.receive_data(b"", 0.0)
+        elif close == "violation":
+            server.receive_data(b"\xff" * 4 * 1024 * 1024, 0.0)  # completes it as garbage
+        else:
+            server.handle_timer(10.0)
+        assert server.closed, close
+        assert server._decoder.buffered == 0, close
 
 
 # --- both ends ------------------------------------------------------------------------------

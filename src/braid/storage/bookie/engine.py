@@ -16,12 +16,22 @@ deletions are journal records too, so they survive a crash like entries do.
 
 No blocking call runs on the event loop: journal, flush and checkpoint run in their two threads,
 file reads in a small executor, and open/close in the executor.
+
+A full disk makes the bookie *read-only* (:mod:`braid.storage.bookie.disk`): new entries are
+refused up front with ``StorageReadOnly``, everything acknowledged stays readable (entries the
+flusher could not copy stay in the write cache; the flusher retries them, in order, as space comes
+back), fences and deletes still go through. A periodic check of the disk usage, every
+``diskCheckInterval``, turns it read-only above ``diskUsageThreshold`` and read-write again below
+``diskUsageLwmThreshold``; a write failing with ``ENOSPC`` turns it read-only at once. Replay
+applies in place and the checkpoint can be rewritten in place, so a restart needs no more space
+than the bookie held before it stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -29,10 +39,11 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from braid.clock import Clock, SystemClock
 from braid.filelock import FileLock
 from braid.storage.api import (
     EntryTooLarge,
@@ -42,6 +53,14 @@ from braid.storage.api import (
     StorageClosed,
     StorageError,
     StorageIOError,
+    StorageReadOnly,
+)
+from braid.storage.bookie.disk import (
+    DiskState,
+    DiskThresholds,
+    DiskUsage,
+    is_no_space,
+    read_disk_usage,
 )
 from braid.storage.bookie.journal import JournalWriter, journal_path, journal_seqs, replay_file
 from braid.storage.bookie.ledger_files import LedgerFiles, fsync_dir
@@ -125,6 +144,10 @@ class _Recovered:
     ledgers: dict[int, _LedgerState]
     next_seq: int
     replayed: int
+    #: Journal records replay had no room to copy into the entry files (journal order): the bookie
+    #: starts read-only, serves them from its write cache and lets the flusher copy them later.
+    unapplied: list[JournalRecord] = field(default_factory=list)
+    space_error: OSError | None = None
 
 
 def _validate_ids(ledger_id: int, entry_id: int | None = None) -> None:
@@ -147,13 +170,39 @@ def _read_checkpoint(data_dir: Path) -> int | None:
         return None
 
 
+#: The checkpoint document is padded to this size, so it can be rewritten in place.
+_CHECKPOINT_SIZE = 64
+
+
 def _write_checkpoint(data_dir: Path, journal_seq: int) -> None:
+    """Record durably that the entry files cover every journal file before ``journal_seq``.
+
+    Written to a temporary file and renamed over the old one; on a file system too full for the
+    temporary file, the existing checkpoint is overwritten in place (its one block is already
+    allocated). A torn in-place write is harmless: an unreadable checkpoint means "replay every
+    journal file still present", and journal files are deleted only after a checkpoint naming
+    them is durable.
+    """
+    text = json.dumps({"journalSeq": journal_seq}).ljust(_CHECKPOINT_SIZE).encode()
+    path = data_dir / _CHECKPOINT
     tmp = data_dir / (_CHECKPOINT + ".tmp")
-    with tmp.open("w") as f:
-        f.write(json.dumps({"journalSeq": journal_seq}))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, data_dir / _CHECKPOINT)
+    try:
+        with tmp.open("wb") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if not (is_no_space(exc) and path.exists()):
+            raise
+        with path.open("r+b") as f:
+            f.write(text)
+            f.truncate(len(text))
+            f.flush()
+            os.fsync(f.fileno())
+        return
+    os.replace(tmp, path)
     fsync_dir(data_dir)
 
 
@@ -201,12 +250,32 @@ def _recover(data_dir: Path) -> _Recovered:
 
 
 def _replay(data_dir: Path, lock: FileLock) -> _Recovered:
+    """Copy every journal record after the checkpoint into the entry files (in place: records
+    already there are skipped). Out of space, the rest is left in the journal - no checkpoint
+    covers it - and handed back as ``unapplied``: the bookie then holds it in its write cache
+    until the flusher can copy it, exactly as before the restart."""
     journal_dir = data_dir / "journal"
     journal_dir.mkdir(parents=True, exist_ok=True)
     files = LedgerFiles(data_dir / "ledgers")
     checkpoint = _read_checkpoint(data_dir)
     seqs = journal_seqs(journal_dir)
     replayed = 0
+    unapplied: list[JournalRecord] = []
+    space_error: OSError | None = None
+
+    def apply(chunk: list[JournalRecord]) -> None:
+        nonlocal replayed, space_error
+        if space_error is None:
+            try:
+                _apply(files, chunk)
+                replayed += len(chunk)
+                return
+            except OSError as exc:
+                if not is_no_space(exc):
+                    raise
+                space_error = exc
+        unapplied.extend(chunk)  # this chunk may be partly applied: applying again is harmless
+
     for seq in seqs:
         if checkpoint is not None and seq < checkpoint:
             continue
@@ -214,26 +283,42 @@ def _replay(data_dir: Path, lock: FileLock) -> _Recovered:
         for record in replay_file(journal_path(journal_dir, seq), 0):
             chunk.append(record)
             if len(chunk) >= 4096:
-                _apply(files, chunk)
-                replayed += len(chunk)
+                apply(chunk)
                 chunk = []
-        _apply(files, chunk)
-        replayed += len(chunk)
-    files.sync()
+        apply(chunk)
     next_seq = max([*seqs, (checkpoint or 0) - 1, -1]) + 1
-    _write_checkpoint(data_dir, next_seq)
-    _delete_journals_before(journal_dir, next_seq)
+    if space_error is None:
+        files.sync()
+        _write_checkpoint(data_dir, next_seq)
+        _delete_journals_before(journal_dir, next_seq)
+    else:
+        log.warning(
+            "bookie %s: no space to copy %d journal records into the entry files (%s); they are "
+            "served from memory and copied once there is space",
+            data_dir,
+            len(unapplied),
+            space_error,
+        )
     ledgers = {
         lid: _LedgerState(s.last_entry_id, s.last_add_confirmed, s.fenced)
         for lid, s in files.scan().items()
     }
-    return _Recovered(lock, files, ledgers, next_seq, replayed)
+    return _Recovered(lock, files, ledgers, next_seq, replayed, unapplied, space_error)
 
 
 class Bookie:
     """One bookie's storage engine. Create with :meth:`open`; all methods run on the event loop."""
 
-    def __init__(self, data_dir: Path, bookie_id: str, recovered: _Recovered, **opts: int) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        bookie_id: str,
+        recovered: _Recovered,
+        *,
+        disk_thresholds: DiskThresholds | None = None,
+        clock: Clock | None = None,
+        **opts: int,
+    ) -> None:
         """Use :meth:`open`."""
         self._dir = data_dir
         self._id = bookie_id
@@ -249,6 +334,13 @@ class Bookie:
         self._unflushed_bytes = 0
         self._closed = False
         self._error: OSError | None = None
+        self._disk = DiskState(disk_thresholds or DiskThresholds())
+        self._clock: Clock = clock or SystemClock()
+        self._disk_watch: asyncio.Task[None] | None = None
+        # The flusher waits on this after running out of space; set when space may be back (and
+        # to make it give up when the bookie closes).
+        self._flush_retry = threading.Event()
+        self._flush_stopping = False
         self._max_entry_size = opts.get("max_entry_size", MAX_ENTRY_SIZE)
         self._reader = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{bookie_id}-read")
         self._flush_queue: queue.SimpleQueue[_FlushBatch | _CheckpointAt | _StopFlusher] = (
@@ -262,6 +354,20 @@ class Bookie:
         self._next_seq = recovered.next_seq
         self._journal: JournalWriter  # set by open(): creating it fsyncs, so not on the loop
         self.replayed_records = recovered.replayed
+        if recovered.unapplied:
+            self._hold_unapplied(recovered.unapplied)
+        if recovered.space_error is not None:
+            self._disk.write_failed(recovered.space_error)
+
+    def _hold_unapplied(self, records: list[JournalRecord]) -> None:
+        """Serve records replay could not copy from the write cache, and give them to the
+        flusher (first in its queue: journal order), as if they had just been journaled."""
+        items = []
+        for record in records:
+            self._seq += 1
+            items.append(_Pending(record, None, None, self._seq))
+        self._on_durable(items)
+        self._flush_queue.put(_FlushBatch(items))
 
     def _start_journal(self) -> None:
         self._journal = JournalWriter(
@@ -281,8 +387,14 @@ class Bookie:
         bookie_id: str | None = None,
         journal_max_bytes: int = 64 * 1024 * 1024,
         max_entry_size: int = MAX_ENTRY_SIZE,
+        disk_thresholds: DiskThresholds | None = None,
+        clock: Clock | None = None,
     ) -> Bookie:
         """Open (or create) the bookie in ``data_dir``, replaying its journal after a crash.
+
+        Args:
+            disk_thresholds: when the bookie turns read-only and back (BookKeeper's defaults).
+            clock: paces the disk checks.
 
         Raises:
             StorageIOError: the data directory cannot be read or written.
@@ -297,6 +409,8 @@ class Bookie:
             data_dir,
             bookie_id or data_dir.name,
             recovered,
+            disk_thresholds=disk_thresholds,
+            clock=clock,
             journal_max_bytes=journal_max_bytes,
             max_entry_size=max_entry_size,
         )
@@ -308,6 +422,8 @@ class Bookie:
             await loop.run_in_executor(None, recovered.files.close)
             recovered.lock.release()
             raise StorageIOError(f"bookie {data_dir}: cannot start the journal: {exc}") from exc
+        await bookie.check_disk()
+        bookie._disk_watch = asyncio.create_task(bookie._watch_disk(), name=f"{bookie._id}-disk")
         return bookie
 
     @property
@@ -317,6 +433,58 @@ class Bookie:
     @property
     def data_dir(self) -> Path:
         return self._dir
+
+    @property
+    def read_only_reason(self) -> str | None:
+        """Why the bookie refuses new entries (its disk is full), or ``None`` while writable."""
+        return self._disk.reason if self._disk.read_only else None
+
+    def disk_status(self) -> dict[str, object]:
+        """The bookie's disk state for health checks: ``state`` (``read-write``/``read-only``),
+        ``reason``, usage and thresholds."""
+        return {"bookie": self._id, **self._disk.status()}
+
+    async def check_disk(self) -> DiskUsage | None:
+        """Read the disk usage now and update the state (what the periodic check does)."""
+        try:
+            usage = await self._loop.run_in_executor(self._reader, read_disk_usage, self._dir)
+        except (OSError, RuntimeError) as exc:  # RuntimeError: the executor is shut down
+            log.warning("bookie %s: cannot read the disk usage: %s", self._id, exc)
+            return None
+        was_read_only = self._disk.read_only
+        if self._disk.observe(usage):
+            self._log_disk_state(was_read_only)
+        if not self._disk.read_only:
+            self._flush_retry.set()  # a flusher waiting for space may try again
+        return usage
+
+    async def _watch_disk(self) -> None:
+        interval = self._disk.thresholds.check_interval_s
+        while not self._closed:
+            await self._clock.sleep(interval)
+            if not self._closed:
+                await self.check_disk()
+
+    def _disk_full(self, exc: OSError) -> None:
+        """A journal or entry-file write ran out of space (called on the loop)."""
+        was_read_only = self._disk.read_only
+        if self._disk.write_failed(exc):
+            self._log_disk_state(was_read_only)
+
+    def _log_disk_state(self, was_read_only: bool) -> None:
+        if self._disk.read_only and not was_read_only:
+            log.warning(
+                "bookie %s is read-only, new entries are refused: %s",
+                self._id,
+                self._disk.reason,
+            )
+        elif was_read_only and not self._disk.read_only:
+            usage = self._disk.last_usage
+            log.warning(
+                "bookie %s is writable again (disk usage %s)",
+                self._id,
+                "unknown" if usage is None else f"{usage.used_fraction:.1%}",
+            )
 
     @property
     def journal_fsyncs(self) -> int:
@@ -436,6 +604,8 @@ class Bookie:
         _validate_ids(ledger_id, entry_id)
         if len(data) > self._max_entry_size:
             raise EntryTooLarge(f"entry of {len(data)} bytes exceeds {self._max_entry_size}")
+        if self._disk.read_only:
+            raise StorageReadOnly(f"bookie {self._id} is read-only: {self._disk.reason}")
         state = self._ledgers.get(ledger_id)
         if state is not None and state.fenced and not recovery:
             raise LedgerFenced(f"ledger {ledger_id} is fenced on bookie {self._id}")
@@ -543,7 +713,10 @@ class Bookie:
             log.exception("bookie %s: add callback failed", self._id)
 
     def _on_failed(self, tokens: list[object], exc: OSError) -> None:
-        self._error = self._error or exc
+        if is_no_space(exc):
+            self._disk_full(exc)  # the journal goes on once there is space again
+        else:
+            self._error = self._error or exc
         for token in tokens:
             error = StorageIOError(f"bookie {self._id}: disk failed: {exc}")
             if isinstance(token, _Pending) and token.callback is not None:
@@ -571,40 +744,72 @@ class Bookie:
                 token.set_result(None)
 
     def _flush_loop(self) -> None:
-        journal_dir = self._dir / "journal"
         failed = False
         while True:
             item = self._flush_queue.get()
             if isinstance(item, _StopFlusher):
                 return
+            while True:  # until this item is applied, or given up
+                try:
+                    self._flush_item(item, failed)
+                    break
+                except OSError as exc:
+                    if failed or not is_no_space(exc):
+                        log.error("bookie %s: flusher failed: %s", self._id, exc)
+                        failed = True
+                        tokens = item.tokens if isinstance(item, _CheckpointAt) else []
+                        self._call_on_loop(self._on_failed, tokens, exc)
+                        break
+                    # Out of space: the bookie turns read-only, the entries stay in the write
+                    # cache (nothing was evicted), and this item - the oldest not applied - is
+                    # retried when space may be back, so the files stay in journal order.
+                    self._call_on_loop(self._disk_full, exc)
+                    if self._flush_stopping:
+                        self._give_up_flushing(item)
+                        return
+                    self._flush_retry.wait(self._disk.thresholds.check_interval_s)
+                    self._flush_retry.clear()
+
+    def _flush_item(self, item: _FlushBatch | _CheckpointAt, failed: bool) -> None:
+        if isinstance(item, _FlushBatch):
+            _apply(self._files, [p.record for p in item.items])
+            evicted = [
+                (p.record.ledger_id, p.record.entry_id, p.seq)
+                for p in item.items
+                if p.record.kind is RecordKind.ADD
+            ]
+            if evicted:
+                self._call_on_loop(self._evict, evicted)
+        elif failed:
+            # A record may be missing from the entry files: never let a checkpoint claim
+            # otherwise (the journal keeps it; restart replays it).
+            self._call_on_loop(self._on_failed, item.tokens, OSError("flusher failed earlier"))
+        else:
+            # Every record of journal files < journal_seq is applied: make that durable, then
+            # those journal files are no longer needed.
+            self._files.sync()
+            _write_checkpoint(self._dir, item.journal_seq)
+            _delete_journals_before(self._dir / "journal", item.journal_seq)
+            self._call_on_loop(self._resolve, item.tokens)
+
+    def _give_up_flushing(self, item: _FlushBatch | _CheckpointAt) -> None:
+        """The bookie is closing and the disk is still full: leave the rest to the journal (no
+        checkpoint covers it, so the next start replays it) and fail the checkpoints waiting."""
+        log.warning(
+            "bookie %s: closing with entries not yet copied to the entry files; the next start "
+            "replays them from the journal",
+            self._id,
+        )
+        error = OSError(errno.ENOSPC, "no space left to flush before closing")
+        pending: list[object] = [item]
+        while True:
             try:
-                if isinstance(item, _FlushBatch):
-                    _apply(self._files, [p.record for p in item.items])
-                    evicted = [
-                        (p.record.ledger_id, p.record.entry_id, p.seq)
-                        for p in item.items
-                        if p.record.kind is RecordKind.ADD
-                    ]
-                    if evicted:
-                        self._call_on_loop(self._evict, evicted)
-                elif failed:
-                    # A record may be missing from the entry files: never let a checkpoint claim
-                    # otherwise (the journal keeps it; restart replays it).
-                    self._call_on_loop(
-                        self._on_failed, item.tokens, OSError("flusher failed earlier")
-                    )
-                else:
-                    # Every record of journal files < journal_seq is applied: make that durable,
-                    # then those journal files are no longer needed.
-                    self._files.sync()
-                    _write_checkpoint(self._dir, item.journal_seq)
-                    _delete_journals_before(journal_dir, item.journal_seq)
-                    self._call_on_loop(self._resolve, item.tokens)
-            except OSError as exc:
-                log.error("bookie %s: flusher failed: %s", self._id, exc)
-                failed = True
-                tokens = item.tokens if isinstance(item, _CheckpointAt) else []
-                self._call_on_loop(self._on_failed, tokens, exc)
+                pending.append(self._flush_queue.get_nowait())
+            except queue.Empty:
+                break
+        for waiting in pending:
+            if isinstance(waiting, _CheckpointAt):
+                self._call_on_loop(self._on_failed, waiting.tokens, error)
 
     # -- read path -----------------------------------------------------------------------------
     def _lac_info(self, ledger_id: int) -> LacInfo:
@@ -711,10 +916,15 @@ class Bookie:
         if self._closed:
             return
         self._closed = True
+        if self._disk_watch is not None:
+            self._disk_watch.cancel()
         fut: asyncio.Future[None] = self._loop.create_future()
         self._drain_outbox()
         self._journal.request_roll(fut)
         await self._loop.run_in_executor(None, self._journal.stop)
+        # A flusher waiting for space tries once more, then leaves the rest to the journal.
+        self._flush_stopping = True
+        self._flush_retry.set()
         with contextlib.suppress(StorageIOError):
             await fut
         self._flush_queue.put(_StopFlusher())

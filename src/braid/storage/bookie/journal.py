@@ -10,10 +10,18 @@ Journal files are ``<seq>.jnl`` (zero-padded, increasing). The writer rolls to a
 current one passes ``max_file_bytes`` or when asked (checkpoint); a roll is reported to ``on_roll``
 with the new sequence number, after every record of the older files was reported durable. The
 bookie's flusher uses that to checkpoint and delete journal files nobody needs any more.
+
+Running out of space is not fatal: a group whose write or ``fdatasync`` fails with ``ENOSPC``
+(or ``EDQUOT``) is cut off again - the file is truncated back to the end of the last durable
+group, so no byte of it can be replayed - and reported failed, and the next group is tried
+afresh (the bookie refuses new entries meanwhile: it is read-only). Preallocation and new files
+take space only when there is some: without it a group simply extends the file. Any other error
+stops the journal for good, as before (after a failed ``fdatasync`` the file's state is unknown).
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -23,7 +31,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from braid.storage.bookie.ledger_files import fsync_dir
+from braid.storage.bookie.disk import is_no_space
+from braid.storage.bookie.ledger_files import fsync_dir, pwrite_all
 from braid.storage.bookie.records import JOURNAL_MAGIC, JournalRecord, decode_records
 
 log = logging.getLogger(__name__)
@@ -162,12 +171,19 @@ class JournalWriter:
         self._thread.join()
 
     def _create(self, seq: int) -> int:
-        fd = os.open(journal_path(self._dir, seq), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.write(fd, JOURNAL_MAGIC)
-        self._allocated = len(JOURNAL_MAGIC)
-        self._preallocate(fd, len(JOURNAL_MAGIC))
-        os.fdatasync(fd)
-        fsync_dir(self._dir)
+        path = journal_path(self._dir, seq)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            pwrite_all(fd, JOURNAL_MAGIC, 0)
+            self._allocated = len(JOURNAL_MAGIC)
+            self._try_preallocate(fd, len(JOURNAL_MAGIC), len(JOURNAL_MAGIC))
+            os.fdatasync(fd)
+            fsync_dir(self._dir)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
         return fd
 
     def _preallocate(self, fd: int, needed_end: int) -> None:
@@ -177,8 +193,19 @@ class JournalWriter:
         if needed_end <= self._allocated or not self._prealloc:
             return
         new_end = max(needed_end, self._allocated + self._prealloc)
-        os.pwrite(fd, bytes(new_end - self._allocated), self._allocated)
+        pwrite_all(fd, bytes(new_end - self._allocated), self._allocated)
         self._allocated = new_end
+
+    def _try_preallocate(self, fd: int, needed_end: int, data_end: int) -> None:
+        """Preallocate if there is room; without it, cut the zeros back to ``data_end`` (the
+        group then extends the file itself: only its own bytes need space)."""
+        try:
+            self._preallocate(fd, needed_end)
+        except OSError as exc:
+            if not is_no_space(exc):
+                raise
+            os.ftruncate(fd, data_end)
+            self._allocated = data_end
 
     def _run(self) -> None:
         stopping = False
@@ -198,7 +225,11 @@ class JournalWriter:
                 try:
                     self._roll(rolls)
                 except OSError as exc:
-                    self._fail(exc)
+                    if not is_no_space(exc):
+                        self._fail(exc)
+                    # Without room for a new file the journal goes on in this one (the roll is
+                    # tried again with the next group); a checkpoint asked for fails.
+                    self._on_error(rolls, exc)
             elif rolls:
                 self._on_error(rolls, self._failed or OSError("journal failed"))
         os.close(self._fd)
@@ -213,7 +244,7 @@ class JournalWriter:
         try:
             end = self._offset + size
             if size < self._prealloc // 4:
-                self._preallocate(self._fd, end)
+                self._try_preallocate(self._fd, end, self._offset)
             else:
                 # A big group is bandwidth-bound: zero-filling ahead would double its bytes for a
                 # metadata saving that no longer matters, so it simply extends the file.
@@ -225,12 +256,27 @@ class JournalWriter:
             os.fdatasync(self._fd)
             self.fsyncs += 1
         except OSError as exc:
-            # After a failed fsync the file's state is unknown: refuse everything from now on.
-            self._fail(exc)
+            if not (is_no_space(exc) and self._cut_back()):
+                # After a failed fsync the file's state is unknown: refuse everything from now on.
+                self._fail(exc)
             self._on_error(tokens, exc)
             return
         self._offset += size
         self._on_durable(tokens)
+
+    def _cut_back(self) -> bool:
+        """After running out of space mid-group: truncate the file to the end of the last durable
+        group (dropping this group's bytes, none of which was acknowledged, and freeing whatever
+        it allocated) and make that durable. ``False`` if even that failed."""
+        try:
+            os.ftruncate(self._fd, self._offset)
+            os.fdatasync(self._fd)
+        except OSError as exc:
+            log.error("journal: cannot cut a failed group back: %s", exc)
+            return False
+        self._allocated = self._offset
+        log.warning("journal: out of space, group of records refused (the journal goes on)")
+        return True
 
     def _roll(self, tokens: list[object]) -> None:
         new_seq = self._seq + 1

@@ -8,11 +8,19 @@ its files, which returns the space at once (the reason for per-ledger files; see
 These files are written only by the bookie's flusher thread, in journal order, and are fsync'd only
 at a checkpoint; until then the journal is what makes an entry durable. Every method takes one
 lock, so readers (executor threads) never see a file descriptor that a concurrent delete has closed.
+
+Applying records is idempotent *in place*: an add whose slot already points at the same bytes is
+skipped, so replaying a journal after a crash, or retrying a flush that ran out of space, does not
+append the same payloads again (a restart used to need space for a second copy of everything the
+journal still held). A write that fails - typically ``ENOSPC`` after writing what fit - is undone:
+the data file is cut back to where it ended, so no slot is left pointing at half a payload, and
+the caller retries later.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import threading
 from collections import OrderedDict
@@ -44,6 +52,19 @@ class _OpenLedger:
     data_fd: int
     idx_fd: int
     data_end: int
+    idx_end: int  # bytes of index written: slots below it may already point at an entry
+
+
+def pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
+    """``pwrite`` all of ``data`` at ``offset``, resuming after short writes (a file system that
+    runs out of space writes what fits, then fails with ``ENOSPC`` on the next call)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, "pwrite wrote nothing")
+        offset += written
+        view = view[written:]
 
 
 class LedgerFiles:
@@ -86,7 +107,7 @@ class LedgerFiles:
         except BaseException:
             os.close(data_fd)
             raise
-        handle = _OpenLedger(data_fd, idx_fd, os.fstat(data_fd).st_size)
+        handle = _OpenLedger(data_fd, idx_fd, os.fstat(data_fd).st_size, os.fstat(idx_fd).st_size)
         self._open[ledger_id] = handle
         while len(self._open) > self._max_open:
             old_id, old = self._open.popitem(last=False)
@@ -106,11 +127,22 @@ class LedgerFiles:
     # -- writes (flusher thread) -------------------------------------------------------------
     def apply_adds(self, ledger_id: int, records: list[JournalRecord]) -> None:
         """Store entries of one ledger: append their payloads with one write, then point their
-        index slots at them (one write per run of consecutive entry ids)."""
+        index slots at them (one write per run of consecutive entry ids). Records already stored
+        exactly so are skipped; a failed write leaves the files as they were (data cut back).
+
+        Raises:
+            OSError: a write failed (``ENOSPC``...); nothing of this call is visible.
+        """
         with self._lock:
             handle = self._get(ledger_id, create=True)
             assert handle is not None
-            offset = handle.data_end
+            if min(r.entry_id for r in records) * SLOT_SIZE < handle.idx_end:
+                # Some may be there already (a replay, or a retried flush): only the others.
+                records = [r for r in records if not self._stored(handle, r)]
+                if not records:
+                    return
+            start = handle.data_end
+            offset = start
             runs: list[tuple[int, list[bytes]]] = []
             run_first = -2
             run_slots: list[bytes] = []
@@ -128,12 +160,38 @@ class LedgerFiles:
                     run_first, run_slots = rec.entry_id, [slot]
                     runs.append((run_first, run_slots))
             payload = b"".join(rec.data for rec in records)
-            if payload:
-                os.pwrite(handle.data_fd, payload, handle.data_end)
-            handle.data_end = offset
-            for first, slots in runs:
-                os.pwrite(handle.idx_fd, b"".join(slots), first * SLOT_SIZE)
             self._dirty.add(ledger_id)
+            try:
+                if payload:
+                    pwrite_all(handle.data_fd, payload, start)
+                for first, slots in runs:
+                    pwrite_all(handle.idx_fd, b"".join(slots), first * SLOT_SIZE)
+            except OSError:
+                # Slots written so far point past the cut: such an entry reads as damaged until
+                # the retry (or a replay) rewrites its slot - and until then it is served from
+                # the bookie's write cache, which keeps whatever is not flushed.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(handle.data_fd, start)
+                raise
+            handle.data_end = offset
+            last_slot_end = (runs[-1][0] + len(runs[-1][1])) * SLOT_SIZE
+            handle.idx_end = max(handle.idx_end, last_slot_end)
+
+    @staticmethod
+    def _stored(handle: _OpenLedger, rec: JournalRecord) -> bool:
+        """Whether ``rec`` is already stored exactly: its slot and the bytes it points at."""
+        if rec.entry_id * SLOT_SIZE >= handle.idx_end:
+            return False
+        slot = decode_slot(os.pread(handle.idx_fd, SLOT_SIZE, rec.entry_id * SLOT_SIZE))
+        if (
+            slot is None
+            or slot.size != len(rec.data)
+            or slot.last_add_confirmed != rec.last_add_confirmed
+            or slot.length != rec.length
+            or slot.offset + slot.size > handle.data_end
+        ):
+            return False
+        return os.pread(handle.data_fd, slot.size, slot.offset) == rec.data
 
     def apply_fence(self, ledger_id: int) -> None:
         """Persist the fence flag as a marker file."""
