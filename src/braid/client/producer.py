@@ -309,7 +309,12 @@ class AsyncProducer:
         properties: Sequence[Any] | None = None,
         event_times: Sequence[Any] | None = None,
     ) -> None:
-        """Queue a ``send_many`` batch resolving ``completion`` with the list of ids."""
+        """Queue a ``send_many`` batch resolving ``completion`` with the list of ids.
+
+        All or nothing: if one message is invalid (or its value does not fit the schema), none
+        is queued and ``completion`` fails with that message's error.
+        """
+        first_call = self._call_no
         try:
             if self._closing:
                 raise AlreadyClosedError(f"producer on {self.topic} is closed")
@@ -337,6 +342,11 @@ class AsyncProducer:
                 for i in range(count)
             ]
         except BraidError as exc:
+            # Forget the messages of this call registered before the invalid one: they were
+            # never queued, and a flush or close must not wait for them.
+            for call_no in range(first_call, self._call_no):
+                self._unresolved.pop(call_no, None)
+            self._after_resolve()
             if not completion.done():
                 completion.set_exception(exc)
             return
