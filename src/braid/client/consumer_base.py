@@ -164,9 +164,14 @@ class ConsumerBase:
 
     # -- fan-in -------------------------------------------------------------------------------
 
-    def _enqueue(self, seg: SegmentConsumer, messages: list[Message]) -> None:
-        with self._lock:
-            seg.queued += len(messages)
+    def _enqueue(
+        self, seg: SegmentConsumer, messages: list[Message], *, counted: bool = False
+    ) -> None:
+        """Make ``messages`` receivable (``counted``: already in ``seg.queued``, as entries a
+        segment held while it learnt their writer schema are)."""
+        if not counted:
+            with self._lock:
+                seg.queued += len(messages)
         self._queue.put_many(messages)
 
     def _purge(self, seg: SegmentConsumer) -> None:

@@ -318,17 +318,21 @@ class SegmentConsumer:
     def _deliver(self, messages: list[Message]) -> None:
         """Queue an entry's messages for the application, behind any entry still waiting for
         its writer schema definition."""
-        held = self._held
         decoder = self.parent.decoder
-        if held is None and (
+        if self._held is None and (
             decoder is None or not decoder.needs_writer(messages[0]._wire_schema_version)
         ):
             self.parent._enqueue(self, messages)
             return
         with self.parent._lock:
             self.queued += len(messages)  # in the consumer's hands: not drained yet
-        if held is not None:
-            held.append(messages)
+        self._hold(messages)
+
+    def _hold(self, messages: list[Message]) -> None:
+        """Keep ``messages`` (counted in :attr:`queued`) until their writer definition is
+        known; the first entry held starts the GET_SCHEMA."""
+        if self._held is not None:
+            self._held.append(messages)
             return
         self._held = [messages]
         version = messages[0]._wire_schema_version
@@ -340,12 +344,11 @@ class SegmentConsumer:
 
     async def _fetch_writer(self, version: bytes, generation: int) -> None:
         """Learn the definition of schema ``version`` (GET_SCHEMA), then release the held
-        entries in order. A version the broker does not know decodes with the consumer's own
+        entries in order. A version the broker does not have decodes with the consumer's own
         definition (``Message.value`` raises if that cannot read it)."""
         decoder = self.parent.decoder
         assert decoder is not None
         backoff = self.ctx.backoff()
-        definition: bytes | None = None
         while not self.closed and version not in decoder.writers:
             try:
                 conn = await self.ctx.connection_for(self.route)
@@ -353,34 +356,37 @@ class SegmentConsumer:
                 response = await conn.request(
                     commands.get_schema(self.route.topic, request_id, version), request_id
                 )
-                answer = response.getSchemaResponse
-                if answer.HasField("error_code"):
-                    log.warning(
-                        "schema version %s of %s is unavailable (%s): decoding with the "
-                        "consumer's schema",
-                        version.hex(),
-                        self.route.topic,
-                        answer.error_message,
-                    )
-                else:
-                    definition = bytes(answer.schema.schema_data)
-                break
             except Exception as exc:
-                if not is_transient(exc):
-                    log.warning("GET_SCHEMA on %s failed: %s", self.route.topic, exc)
-                    break
-                await asyncio.sleep(backoff.next_delay())
-        decoder.writers.setdefault(version, definition)
+                if is_transient(exc):
+                    await asyncio.sleep(backoff.next_delay())
+                    continue
+                log.warning("GET_SCHEMA on %s failed: %s", self.route.topic, exc)
+                decoder.writers.setdefault(version, None)
+                break
+            answer = response.getSchemaResponse
+            if answer.HasField("error_code"):
+                log.warning(
+                    "schema version %s of %s is unavailable (%s): decoding with the "
+                    "consumer's schema",
+                    version.hex(),
+                    self.route.topic,
+                    answer.error_message,
+                )
+                decoder.writers.setdefault(version, None)
+            else:
+                decoder.writers.setdefault(version, bytes(answer.schema.schema_data))
         if generation != self._held_generation:
             return  # the held entries were purged meanwhile (the broker redelivers them)
         held, self._held = self._held or [], None
         for messages in held:
-            with self.parent._lock:
-                self.queued -= len(messages)
             if self.closed or self.paused:
-                continue  # never delivered, so never acknowledged: redelivered to the next owner
-            # Delivered, or held again behind another version to learn (order kept).
-            self._deliver(messages)
+                # Never delivered, so never acknowledged: redelivered (to the next owner).
+                with self.parent._lock:
+                    self.queued -= len(messages)
+            elif self._held is None and not decoder.needs_writer(messages[0]._wire_schema_version):
+                self.parent._enqueue(self, messages, counted=True)
+            else:
+                self._hold(messages)  # behind another version to learn: order kept
 
     def _drop_held(self) -> None:
         held, self._held = self._held, None
