@@ -26,6 +26,7 @@ from braid.client import (
     Message,
     Producer,
     QueueConsumer,
+    Schema,
     StreamConsumer,
 )
 from braid.client.errors import (
@@ -51,6 +52,7 @@ from braid.client.errors import (
     ProducerBusyError,
     ProducerFencedError,
     ProducerQueueFullError,
+    SchemaSerializationError,
     TimeoutError,
     TopicTerminatedError,
     TransactionConflictError,
@@ -95,6 +97,8 @@ __all__ = [
     "ProducerFencedError",
     "ProducerQueueFullError",
     "QueueConsumer",
+    "Schema",
+    "SchemaSerializationError",
     "StreamConsumer",
     "TimeoutError",
     "TopicTerminatedError",

@@ -9,8 +9,8 @@ Module map: ``async_client`` / ``blocking`` (the two facades), ``producer`` and
 ``segment_producer`` (routing, per-segment producers, reroute), ``stream_consumer``,
 ``queue_consumer``, ``checkpoint_consumer`` (on ``consumer_base`` and ``segment_consumer``),
 ``layout_source`` (DAG watch or synthetic layout), ``assignment_session`` (controller
-registration), ``connection`` / ``pool`` / ``lookup`` (transport), ``message``,
-``batch_encoder``, ``errors``.
+registration), ``connection`` / ``pool`` / ``lookup`` (transport), ``message``, ``schema``
+(value codecs), ``batch_encoder``, ``errors``.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
 from braid.client.message import Message
 from braid.client.producer import AsyncProducer
 from braid.client.queue_consumer import AsyncQueueConsumer
+from braid.client.schema import Schema
 from braid.client.stream_consumer import AsyncStreamConsumer
 
 __all__ = [
@@ -40,5 +41,6 @@ __all__ = [
     "Message",
     "Producer",
     "QueueConsumer",
+    "Schema",
     "StreamConsumer",
 ]

@@ -20,6 +20,7 @@ from braid.client.errors import AlreadyClosedError, InvalidConfigurationError
 from braid.client.layout_source import LayoutSources
 from braid.client.producer import AsyncProducer, check_options
 from braid.client.queue_consumer import AsyncQueueConsumer
+from braid.client.schema import Schema, check_schema
 from braid.client.settings import ClientSettings, parse_service_url
 from braid.client.stream_consumer import AsyncStreamConsumer
 from braid.core.checkpoint import Checkpoint
@@ -113,17 +114,21 @@ class AsyncClient:
         batching: bool = True,
         compression: str | None = None,
         send_timeout: float = 30.0,
+        schema: Schema | None = None,
         **options: Any,
     ) -> AsyncProducer:
         """A producer for ``topic`` (``topic://``, ``persistent://`` or a short name).
 
-        Further options: ``batching_max_messages``, ``batching_max_bytes``,
-        ``batching_max_delay``, ``max_pending_messages``, ``initial_sequence_id``.
+        ``schema`` (a :class:`~braid.client.schema.Schema`, default bytes) encodes every value
+        and is registered with the topic's schema. Further options: ``batching_max_messages``,
+        ``batching_max_bytes``, ``batching_max_delay``, ``max_pending_messages``,
+        ``initial_sequence_id``.
 
         Raises:
             InvalidConfigurationError, InvalidTopicNameError: bad arguments.
             NotFoundError: the topic does not exist and may not be auto-created.
             ProducerBusyError, ProducerFencedError: an exclusive mode could not be acquired.
+            IncompatibleSchemaError: the topic's schema rules refuse ``schema``.
             FeatureNotSupportedError: a ``topic://`` name on a broker without scalable topics.
         """
         ctx, sources = self._context()
@@ -133,6 +138,7 @@ class AsyncClient:
             batching=batching,
             compression=compression,
             send_timeout=send_timeout,
+            schema=schema,
             **options,
         )
         producer = await AsyncProducer.create(ctx, sources, topic, opts)
@@ -148,16 +154,21 @@ class AsyncClient:
         consumer_name: str | None = None,
         initial_position: str = "latest",
         receiver_queue_size: int = 1000,
+        schema: Schema | None = None,
     ) -> AsyncStreamConsumer:
         """An ordered consumer with cumulative acknowledgment (load shared across the
-        subscription's consumers, per-key order kept)."""
+        subscription's consumers, per-key order kept).
+
+        ``schema`` decodes ``Message.value`` (default bytes); the broker checks that it can
+        read the topic's schema (``IncompatibleSchemaError``)."""
         ctx, sources = self._context()
         position = _initial_position(initial_position)
         _check_name("subscription", subscription)
         size = _check_queue_size(receiver_queue_size)
+        value_schema = check_schema(schema)
         source = await sources.acquire(topic)
         consumer = AsyncStreamConsumer(
-            ctx, sources, source, subscription, consumer_name, position, size
+            ctx, sources, source, subscription, consumer_name, position, size, value_schema
         )
         return await self._started(consumer)
 
@@ -169,8 +180,10 @@ class AsyncClient:
         initial_position: str = "latest",
         receiver_queue_size: int = 1000,
         negative_ack_delay: float = 1.0,
+        schema: Schema | None = None,
     ) -> AsyncQueueConsumer:
-        """A parallel consumer with individual and negative acknowledgment."""
+        """A parallel consumer with individual and negative acknowledgment (``schema``: as
+        for :meth:`subscribe_stream`)."""
         ctx, sources = self._context()
         position = _initial_position(initial_position)
         _check_name("subscription", subscription)
@@ -179,9 +192,18 @@ class AsyncClient:
             raise InvalidConfigurationError(
                 f"negative_ack_delay must be >= 0: {negative_ack_delay!r}"
             )
+        value_schema = check_schema(schema)
         source = await sources.acquire(topic)
         consumer = AsyncQueueConsumer(
-            ctx, sources, source, subscription, consumer_name, position, size, negative_ack_delay
+            ctx,
+            sources,
+            source,
+            subscription,
+            consumer_name,
+            position,
+            size,
+            negative_ack_delay,
+            value_schema,
         )
         return await self._started(consumer)
 
@@ -192,9 +214,11 @@ class AsyncClient:
         group: str | None = None,
         consumer_name: str | None = None,
         receiver_queue_size: int = 1000,
+        schema: Schema | None = None,
     ) -> AsyncCheckpointConsumer:
         """A consumer with a client-held position, starting at ``start``
-        (default :meth:`Checkpoint.latest`); ``group`` shares the topic among members."""
+        (default :meth:`Checkpoint.latest`); ``group`` shares the topic among members
+        (``schema``: as for :meth:`subscribe_stream`)."""
         ctx, sources = self._context()
         if start is None:
             start = Checkpoint.latest()
@@ -205,8 +229,11 @@ class AsyncClient:
         if group is not None:
             _check_name("group", group)
         size = _check_queue_size(receiver_queue_size)
+        value_schema = check_schema(schema)
         source = await sources.acquire(topic)
-        consumer = AsyncCheckpointConsumer(ctx, sources, source, start, group, consumer_name, size)
+        consumer = AsyncCheckpointConsumer(
+            ctx, sources, source, start, group, consumer_name, size, value_schema
+        )
         return await self._started(consumer)
 
     async def _started(self, consumer: C) -> C:

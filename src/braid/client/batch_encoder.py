@@ -14,7 +14,8 @@ Layouts (field numbers of ``PulsarApi.proto``)::
                            8 sequence_id
     MessageMetadata:       1 producer_name, 2 sequence_id, 3 publish_time, 4 properties,
                            6 partition_key, 8 compression, 9 uncompressed_size,
-                           11 num_messages_in_batch, 12 event_time, 24 highest_sequence_id,
+                           11 num_messages_in_batch, 12 event_time, 16 schema_version,
+                           24 highest_sequence_id,
                            33 entry_hash_min, 34 entry_hash_max
 """
 
@@ -40,8 +41,13 @@ def varint(value: int) -> bytes:
     return bytes(out)
 
 
-def _field_bytes(tag: int, data: bytes) -> bytes:
-    return _SMALL[tag] + varint(len(data)) + data
+def _field_bytes(tag: int | bytes, data: bytes) -> bytes:
+    prefix = tag if isinstance(tag, bytes) else _SMALL[tag]
+    return prefix + varint(len(data)) + data
+
+
+#: Field 16 (``schema_version``), length-delimited: a two-byte tag.
+_SCHEMA_VERSION_TAG = b"\x82\x01"
 
 
 def _string(tag: int, text: str) -> bytes:
@@ -126,11 +132,13 @@ def entry_metadata(
     properties: Mapping[str, str] | None = None,
     event_time: int | None = None,
     entry_hash_range: tuple[int, int] | None = None,
+    schema_version: bytes | None = None,
 ) -> bytes:
     """``[u32 metadataSize][MessageMetadata]`` of one entry.
 
     ``num_messages`` set = a batch (``num_messages_in_batch``); the key, properties and event
-    time belong on the outer metadata only for an unbatched message.
+    time belong on the outer metadata only for an unbatched message. ``schema_version`` is the
+    version PRODUCER_SUCCESS gave the producer (every message of an entry shares it).
     """
     parts = [
         name_field,
@@ -148,6 +156,8 @@ def entry_metadata(
         parts.append(b"\x58" + varint(num_messages))
     if event_time:
         parts.append(b"\x60" + varint(event_time))
+    if schema_version is not None:
+        parts.append(_field_bytes(_SCHEMA_VERSION_TAG, schema_version))
     if highest_sequence_id is not None:
         parts.append(b"\xc0\x01" + varint(highest_sequence_id))
     if entry_hash_range is not None:

@@ -203,7 +203,7 @@ class Producer:
 
     def send(
         self,
-        value: bytes,
+        value: Any,
         key: str | None = None,
         properties: Mapping[str, str] | None = None,
         event_time: int | None = None,
@@ -214,7 +214,7 @@ class Producer:
 
     def send_async(
         self,
-        value: bytes,
+        value: Any,
         key: str | None = None,
         properties: Mapping[str, str] | None = None,
         event_time: int | None = None,
@@ -231,7 +231,7 @@ class Producer:
 
     def send_many(
         self,
-        values: Sequence[bytes],
+        values: Sequence[Any],
         keys: Sequence[str | None] | None = None,
         properties: Sequence[Mapping[str, str] | None] | None = None,
         event_times: Sequence[int | None] | None = None,
@@ -241,7 +241,7 @@ class Producer:
 
     def send_many_async(
         self,
-        values: Sequence[bytes],
+        values: Sequence[Any],
         keys: Sequence[str | None] | None = None,
         properties: Sequence[Mapping[str, str] | None] | None = None,
         event_times: Sequence[int | None] | None = None,

@@ -34,6 +34,7 @@ from braid.client.context import ClientContext
 from braid.client.errors import FeatureNotSupportedError
 from braid.client.layout_source import LayoutSource, LayoutSources
 from braid.client.message import Message
+from braid.client.schema import Schema
 from braid.client.segment_consumer import ReaderStart, SegmentConsumer, SubscriptionSpec
 from braid.core.checkpoint import (
     DRAINED,
@@ -66,8 +67,9 @@ class AsyncCheckpointConsumer(ConsumerBase):
         group: str | None,
         consumer_name: str | None,
         receiver_queue_size: int,
+        schema: Schema | None = None,
     ) -> None:
-        super().__init__(ctx, sources, source, consumer_name)
+        super().__init__(ctx, sources, source, consumer_name, schema)
         self.group = group
         self._start_checkpoint = start
         # Per segment: the position reading resumes after (None = from the beginning),

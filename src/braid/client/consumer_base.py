@@ -25,6 +25,7 @@ from braid.client.errors import AlreadyClosedError, InvalidConfigurationError, N
 from braid.client.layout_source import LayoutSource, LayoutSources
 from braid.client.message import Message
 from braid.client.receive_queue import ReceiveQueue
+from braid.client.schema import PayloadDecoder, Schema
 from braid.client.segment_consumer import ReaderStart, SegmentConsumer
 from braid.core.checkpoint import SegmentCursor
 from braid.core.message_id import MessageId, message_position
@@ -56,11 +57,17 @@ class ConsumerBase:
         sources: LayoutSources,
         source: LayoutSource,
         consumer_name: str | None,
+        schema: Schema | None = None,
     ) -> None:
         self._ctx = ctx
         self._sources = sources
         self._source = source
         self.consumer_name = consumer_name or f"braid-{uuid.uuid4().hex[:10]}"
+        self.schema = schema or Schema.BYTES
+        #: What every per-segment SUBSCRIBE carries (None: no schema, bytes).
+        self.wire_schema = None if self.schema.is_bytes else self.schema.to_wire()
+        #: Decodes every segment's payloads (None: the bytes schema, payloads are values).
+        self.decoder = None if self.schema.is_bytes else PayloadDecoder(self.schema)
         self._loop_thread = threading.get_ident()
         self._queue = ReceiveQueue(ctx.loop, f"{self.kind} on {source.topic}")
         self._lock = threading.Lock()
@@ -157,9 +164,14 @@ class ConsumerBase:
 
     # -- fan-in -------------------------------------------------------------------------------
 
-    def _enqueue(self, seg: SegmentConsumer, messages: list[Message]) -> None:
-        with self._lock:
-            seg.queued += len(messages)
+    def _enqueue(
+        self, seg: SegmentConsumer, messages: list[Message], *, counted: bool = False
+    ) -> None:
+        """Make ``messages`` receivable (``counted``: already in ``seg.queued``, as entries a
+        segment held while it learnt their writer schema are)."""
+        if not counted:
+            with self._lock:
+                seg.queued += len(messages)
         self._queue.put_many(messages)
 
     def _purge(self, seg: SegmentConsumer) -> None:

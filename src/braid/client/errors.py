@@ -53,6 +53,11 @@ class IncompatibleSchemaError(BraidError):
     """The schema is not compatible with the topic's."""
 
 
+class SchemaSerializationError(InvalidInputError):
+    """A value does not fit the schema (send), or a payload does not decode with it
+    (``Message.value``)."""
+
+
 class ConnectError(ServiceUnavailableError):
     """The client could not connect to a broker (retried internally with backoff)."""
 
@@ -198,6 +203,7 @@ __all__ = [
     "ProducerBusyError",
     "ProducerFencedError",
     "ProducerQueueFullError",
+    "SchemaSerializationError",
     "ServiceNotReadyError",
     "TimeoutError",
     "TopicTerminatedError",

@@ -14,7 +14,7 @@ right segment without a lookup, and the delivery token of the Stream consumer's 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from braid.core.message_id import MessageId, unchecked_message_id
 from braid.protocol.batch import decompress
@@ -22,22 +22,28 @@ from braid.protocol.errors import CorruptPayload
 from braid.protocol.frames import decode_message_body
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
+if TYPE_CHECKING:
+    from braid.client.schema import PayloadDecoder
+
 _U32 = int.from_bytes
+_UNDECODED = object()
 
 
 class Message:
     """One message received from a topic.
 
-    Attributes (read-only): ``value`` and ``data`` (the payload bytes; Braid's client carries
-    bytes), ``key``, ``properties``, ``message_id``, ``publish_time`` and ``event_time``
-    (milliseconds since the Unix epoch; ``event_time`` is ``None`` when unset),
-    ``sequence_id``, ``producer_name``, ``topic``, ``redelivery_count``, ``size``,
-    ``replicated_from``.
+    Attributes (read-only): ``value`` (the payload decoded with the consumer's schema; the
+    payload bytes with the default bytes schema) and ``data`` (the payload bytes), ``key``,
+    ``properties``, ``message_id``, ``publish_time`` and ``event_time`` (milliseconds since
+    the Unix epoch; ``event_time`` is ``None`` when unset), ``sequence_id``,
+    ``producer_name``, ``topic``, ``redelivery_count``, ``size``, ``replicated_from``,
+    ``schema_version``.
     """
 
     __slots__ = (
         "_batch_index",
         "_batch_size",
+        "_decoder",
         "_entry_id",
         "_ledger_id",
         "_meta",
@@ -49,6 +55,7 @@ class Message:
         "_single",
         "_token",
         "_topic",
+        "_value",
     )
 
     def __init__(
@@ -64,8 +71,11 @@ class Message:
         batch_size: int,
         redelivery: int,
         owner: Any = None,
+        decoder: PayloadDecoder | None = None,
     ) -> None:
         self._payload = payload
+        self._decoder = decoder
+        self._value: Any = _UNDECODED
         self._meta = meta
         self._single = single
         self._topic = topic
@@ -80,9 +90,33 @@ class Message:
         self._props: dict[str, str] | None = None
 
     @property
-    def value(self) -> bytes:
-        """The payload (the client's schema is bytes, so the same as :attr:`data`)."""
-        return self._payload
+    def value(self) -> Any:
+        """The payload decoded with the consumer's schema (decoded once, on first access; the
+        payload bytes themselves with the bytes schema).
+
+        Raises:
+            SchemaSerializationError: the payload does not decode with the schema.
+        """
+        decoder = self._decoder
+        if decoder is None:
+            return self._payload
+        value = self._value
+        if value is _UNDECODED:
+            value = self._value = decoder.decode(self._payload, self._wire_schema_version)
+        return value
+
+    @property
+    def schema_version(self) -> int | None:
+        """The version of the topic's schema the message was written with (``None``: written
+        without a schema)."""
+        raw = self._wire_schema_version
+        return None if raw is None else int.from_bytes(raw, "big", signed=True)
+
+    @property
+    def _wire_schema_version(self) -> bytes | None:
+        """The schema version as the broker sent it (opaque bytes, Pulsar's wire form)."""
+        meta = self._meta
+        return meta.schema_version or None if meta.HasField("schema_version") else None
 
     @property
     def data(self) -> bytes:
@@ -172,6 +206,7 @@ def decode_entry(
     entry_id: int,
     redelivery: int,
     owner: Any,
+    decoder: PayloadDecoder | None = None,
 ) -> tuple[list[Message], int]:
     """The messages of one dispatched entry, in batch order (compacted-out ones skipped), and
     how many messages the entry holds (what the broker counted against the flow permits).
@@ -196,6 +231,7 @@ def decode_entry(
                 1,
                 redelivery,
                 owner,
+                decoder,
             )
         ], 1
     count = meta.num_messages_in_batch
@@ -237,6 +273,7 @@ def decode_entry(
                 count,
                 redelivery,
                 owner,
+                decoder,
             )
         )
     return out, count

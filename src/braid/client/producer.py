@@ -42,15 +42,19 @@ from braid.client.errors import (
     InvalidConfigurationError,
     ProducerQueueFullError,
     TopicTerminatedError,
+    error_for_code,
+    is_transient,
 )
 from braid.client.layout_source import LayoutSource, LayoutSources
 from braid.client.pending import PendingMessage, SendGroup, fail
 from braid.client.producer_options import ProducerOptions
+from braid.client.schema import Schema
 from braid.client.segment_producer import SegmentProducer, generated_name
 from braid.core.errors import BraidError, DeadlineExceededError, InvalidInputError
 from braid.core.message_id import MessageId
 from braid.core.routing import SegmentRouter
 from braid.core.topic_layout import TopicLayout
+from braid.protocol import commands
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +78,12 @@ class AsyncProducer:
         self._source = source
         self._options = options
         self._loop = ctx.loop
+        schema = options.schema or Schema.BYTES
+        self.schema = schema
+        #: Encodes a value (None: the bytes schema, values are payloads).
+        self._encode: Callable[[Any], bytes] | None = None if schema.is_bytes else schema.encode
+        #: What every per-segment PRODUCER carries (None: no schema, bytes).
+        self.wire_schema = None if schema.is_bytes else schema.to_wire()
         layout = source.current
         self._router = SegmentRouter(layout)
         self._segments: dict[int, SegmentProducer] = {}
@@ -138,7 +148,44 @@ class AsyncProducer:
             except BaseException:
                 await producer._abort()
                 raise
+        elif producer.wire_schema is not None:
+            # Segments attach lazily; the schema is checked (and registered) now, so an
+            # incompatible one fails create_producer as on a classic topic (C11).
+            try:
+                await producer._register_schema(layout)
+            except BaseException:
+                await producer._abort()
+                raise
         return producer
+
+    async def _register_schema(self, layout: TopicLayout) -> None:
+        """GET_OR_CREATE_SCHEMA of the producer's schema on the topic (by one of its segments:
+        every segment shares the topic's schema), retried while the broker is unreachable.
+
+        Raises:
+            IncompatibleSchemaError: the topic's rules refuse the schema.
+        """
+        assert self.wire_schema is not None
+        route = layout.route(layout.active_ids[0])
+        backoff = self._ctx.backoff()
+        deadline = self._ctx.deadline()
+        while True:
+            try:
+                conn = await self._ctx.connection_for(route)
+                request_id = conn.new_request_id()
+                response = await conn.request(
+                    commands.get_or_create_schema(route.topic, request_id, self.wire_schema),
+                    request_id,
+                )
+            except Exception as exc:
+                if not is_transient(exc) or self._loop.time() >= deadline:
+                    raise
+                await asyncio.sleep(backoff.next_delay())
+                continue
+            answer = response.getOrCreateSchemaResponse
+            if answer.HasField("error_code"):
+                raise error_for_code(answer.error_code, answer.error_message, context=self.topic)
+            return
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -177,7 +224,7 @@ class AsyncProducer:
 
     def send_async(
         self,
-        value: bytes,
+        value: Any,
         key: str | None = None,
         properties: Mapping[str, str] | None = None,
         event_time: int | None = None,
@@ -194,7 +241,7 @@ class AsyncProducer:
 
     async def send(
         self,
-        value: bytes,
+        value: Any,
         key: str | None = None,
         properties: Mapping[str, str] | None = None,
         event_time: int | None = None,
@@ -212,7 +259,7 @@ class AsyncProducer:
 
     async def send_many(
         self,
-        values: Sequence[bytes],
+        values: Sequence[Any],
         keys: Sequence[str | None] | None = None,
         properties: Sequence[Mapping[str, str] | None] | None = None,
         event_times: Sequence[int | None] | None = None,
@@ -262,7 +309,12 @@ class AsyncProducer:
         properties: Sequence[Any] | None = None,
         event_times: Sequence[Any] | None = None,
     ) -> None:
-        """Queue a ``send_many`` batch resolving ``completion`` with the list of ids."""
+        """Queue a ``send_many`` batch resolving ``completion`` with the list of ids.
+
+        All or nothing: if one message is invalid (or its value does not fit the schema), none
+        is queued and ``completion`` fails with that message's error.
+        """
+        first_call = self._call_no
         try:
             if self._closing:
                 raise AlreadyClosedError(f"producer on {self.topic} is closed")
@@ -290,6 +342,11 @@ class AsyncProducer:
                 for i in range(count)
             ]
         except BraidError as exc:
+            # Forget the messages of this call registered before the invalid one: they were
+            # never queued, and a flush or close must not wait for them.
+            for call_no in range(first_call, self._call_no):
+                self._unresolved.pop(call_no, None)
+            self._after_resolve()
             if not completion.done():
                 completion.set_exception(exc)
             return
@@ -307,6 +364,8 @@ class AsyncProducer:
         completion: Any,
         index: int,
     ) -> PendingMessage:
+        if self._encode is not None:
+            value = self._encode(value)
         if not (
             type(value) is bytes
             and key is None

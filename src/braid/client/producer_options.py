@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from braid.client.errors import InvalidConfigurationError
+from braid.client.schema import Schema, check_schema
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 ACCESS_MODES: dict[str, int] = {
@@ -41,6 +42,8 @@ class ProducerOptions:
             awaiting forms) or fail with ``ProducerQueueFullError`` (``send_async``).
         initial_sequence_id: the first sequence id is this plus one (default: continue from
             what the broker reports for the producer name, else 0).
+        schema: how values are encoded (:class:`~braid.client.schema.Schema`; ``None``:
+            bytes), sent on every per-segment PRODUCER.
     """
 
     producer_name: str | None = None
@@ -53,8 +56,10 @@ class ProducerOptions:
     send_timeout: float = 30.0
     max_pending_messages: int = 50_000
     initial_sequence_id: int | None = None
+    schema: Schema | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "schema", check_schema(self.schema))
         mode = (
             self.access_mode.replace("-", "_").lower() if isinstance(self.access_mode, str) else ""
         )

@@ -19,6 +19,7 @@ from braid.client.consumer_base import ConsumerBase
 from braid.client.context import ClientContext
 from braid.client.layout_source import LayoutSource, LayoutSources
 from braid.client.message import Message
+from braid.client.schema import Schema
 from braid.client.segment_consumer import SegmentConsumer, SubscriptionSpec
 from braid.core.message_id import MessageId
 from braid.core.topic_layout import TopicLayout
@@ -42,8 +43,9 @@ class AsyncQueueConsumer(ConsumerBase):
         initial_position: int,
         receiver_queue_size: int,
         negative_ack_delay: float,
+        schema: Schema | None = None,
     ) -> None:
-        super().__init__(ctx, sources, source, consumer_name)
+        super().__init__(ctx, sources, source, consumer_name, schema)
         self.subscription = subscription
         self._spec = SubscriptionSpec(
             subscription,

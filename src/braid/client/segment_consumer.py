@@ -22,7 +22,11 @@ standard consumer protocol for its segment:
   the receive queue (the broker redelivers them, a reader resumes after the last delivered one)
   and the consumer re-attaches; acknowledgments recorded meanwhile are sent once it is back;
 * **half-acknowledged entries** - when an entry comes back (a negative ack, a reconnect) only
-  its messages the application has not acknowledged are delivered again.
+  its messages the application has not acknowledged are delivered again;
+* **schema** - SUBSCRIBE carries the consumer's schema (the broker checks it); an entry
+  written with a schema version whose definition the consumer's schema needs and does not
+  know yet (Avro) is held, with every later entry of the segment, until GET_SCHEMA answers,
+  so the segment's order is kept and ``Message.value`` never needs the network.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from braid.client.backoff import Backoff
 from braid.client.connection import BrokerConnection
 from braid.client.context import ClientContext
 from braid.client.errors import AlreadyClosedError, ConsumerBusyError, is_transient
-from braid.client.message import decode_entry
+from braid.client.message import Message, decode_entry
 from braid.core.checkpoint import SegmentCursor
 from braid.core.errors import BraidError
 from braid.core.topic_layout import SegmentRoute
@@ -123,6 +127,10 @@ class SegmentConsumer:
         self._batches: dict[tuple[int, int], set[int]] = {}
         self._nacks: dict[tuple[int, int], None] = {}
         self._nack_timer: asyncio.TimerHandle | None = None
+        # Entries waiting for a writer schema definition (None: nothing waits), and the
+        # generation that drops them when the segment's undelivered messages are purged.
+        self._held: list[list[Message]] | None = None
+        self._held_generation = 0
 
     # -- attach -------------------------------------------------------------------------------
 
@@ -209,6 +217,7 @@ class SegmentConsumer:
             durable=spec.durable,
             start_message_id=start_id,
             key_shared_meta=self.key_shared,
+            schema=self.parent.wire_schema,
         )
         conn.register_consumer(consumer_id, self)
         try:
@@ -271,6 +280,7 @@ class SegmentConsumer:
                 entry_id=mid.entryId,
                 redelivery=message.redelivery_count,
                 owner=self,
+                decoder=self.parent.decoder,
             )
         except BraidError as exc:
             log.error(
@@ -303,7 +313,87 @@ class SegmentConsumer:
             # still used permits: grant them back now, or the broker stops dispatching.
             self._permits_back(dispatched - len(messages))
         if messages:
+            self._deliver(messages)
+
+    def _deliver(self, messages: list[Message]) -> None:
+        """Queue an entry's messages for the application, behind any entry still waiting for
+        its writer schema definition."""
+        decoder = self.parent.decoder
+        if self._held is None and (
+            decoder is None or not decoder.needs_writer(messages[0]._wire_schema_version)
+        ):
             self.parent._enqueue(self, messages)
+            return
+        with self.parent._lock:
+            self.queued += len(messages)  # in the consumer's hands: not drained yet
+        self._hold(messages)
+
+    def _hold(self, messages: list[Message]) -> None:
+        """Keep ``messages`` (counted in :attr:`queued`) until their writer definition is
+        known; the first entry held starts the GET_SCHEMA."""
+        if self._held is not None:
+            self._held.append(messages)
+            return
+        self._held = [messages]
+        version = messages[0]._wire_schema_version
+        assert version is not None
+        self.ctx.spawn(
+            self._fetch_writer(version, self._held_generation),
+            f"schema version of {self.route.topic}",
+        )
+
+    async def _fetch_writer(self, version: bytes, generation: int) -> None:
+        """Learn the definition of schema ``version`` (GET_SCHEMA), then release the held
+        entries in order. A version the broker does not have decodes with the consumer's own
+        definition (``Message.value`` raises if that cannot read it)."""
+        decoder = self.parent.decoder
+        assert decoder is not None
+        backoff = self.ctx.backoff()
+        while not self.closed and version not in decoder.writers:
+            try:
+                conn = await self.ctx.connection_for(self.route)
+                request_id = conn.new_request_id()
+                response = await conn.request(
+                    commands.get_schema(self.route.topic, request_id, version), request_id
+                )
+            except Exception as exc:
+                if is_transient(exc):
+                    await asyncio.sleep(backoff.next_delay())
+                    continue
+                log.warning("GET_SCHEMA on %s failed: %s", self.route.topic, exc)
+                decoder.writers.setdefault(version, None)
+                break
+            answer = response.getSchemaResponse
+            if answer.HasField("error_code"):
+                log.warning(
+                    "schema version %s of %s is unavailable (%s): decoding with the "
+                    "consumer's schema",
+                    version.hex(),
+                    self.route.topic,
+                    answer.error_message,
+                )
+                decoder.writers.setdefault(version, None)
+            else:
+                decoder.writers.setdefault(version, bytes(answer.schema.schema_data))
+        if generation != self._held_generation:
+            return  # the held entries were purged meanwhile (the broker redelivers them)
+        held, self._held = self._held or [], None
+        for messages in held:
+            if self.closed or self.paused:
+                # Never delivered, so never acknowledged: redelivered (to the next owner).
+                with self.parent._lock:
+                    self.queued -= len(messages)
+            elif self._held is None and not decoder.needs_writer(messages[0]._wire_schema_version):
+                self.parent._enqueue(self, messages, counted=True)
+            else:
+                self._hold(messages)  # behind another version to learn: order kept
+
+    def _drop_held(self) -> None:
+        held, self._held = self._held, None
+        self._held_generation += 1
+        if held:
+            with self.parent._lock:
+                self.queued -= sum(len(m) for m in held)
 
     def _permits_back(self, count: int) -> None:
         with self.parent._lock:
@@ -459,6 +549,7 @@ class SegmentConsumer:
         with self.parent._lock:
             self._consumed = 0
             self._flow_pending = False
+        self._drop_held()
         self.parent._purge(self)
         if not self.closed:
             self._spawn_attach()
@@ -471,6 +562,7 @@ class SegmentConsumer:
             return
         self._flush_acks()
         self.closed = True
+        self._drop_held()
         if self._nack_timer is not None:
             self._nack_timer.cancel()
         conn, self.conn = self.conn, None

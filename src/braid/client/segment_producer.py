@@ -116,6 +116,8 @@ class SegmentProducer:
         self._started = False
         self._attached: asyncio.Future[None] = ctx.loop.create_future()
         self._name_field = b""
+        #: The schema version PRODUCER_SUCCESS gave, stamped on every entry (None: bytes).
+        self._schema_version: bytes | None = None
         self._max_size = 5 * 1024 * 1024
         # PIP-486 entry buckets only where the broker advertised them (entry_buckets: the
         # layout lists bucket boundaries); then every managed segment's entries are stamped
@@ -178,6 +180,7 @@ class SegmentProducer:
             producer_name=self.name,
             access_mode=self.options.wire_access_mode,  # type: ignore[arg-type]
             epoch=self._epoch,
+            schema=self.owner.wire_schema,
         )
         waiting = self.options.access_mode == "wait_for_exclusive"
         try:
@@ -196,6 +199,9 @@ class SegmentProducer:
         self.producer_id = producer_id
         self.name = success.producer_name
         self._name_field = producer_name_field(success.producer_name)
+        self._schema_version = (
+            bytes(success.schema_version) or None if self.owner.wire_schema is not None else None
+        )
         self._max_size = conn.max_message_size
         self.owner._seen_last_sequence(success.last_sequence_id)
         self.ready = True
@@ -320,6 +326,7 @@ class SegmentProducer:
                 uncompressed_size=uncompressed,
                 highest_sequence_id=highest,
                 entry_hash_range=stamp,
+                schema_version=self._schema_version,
             )
             + payload
         )
@@ -340,6 +347,7 @@ class SegmentProducer:
                 key=record.key,
                 properties=record.properties,
                 event_time=record.event_time,
+                schema_version=self._schema_version,
             )
             + payload
         )

@@ -34,6 +34,7 @@ from braid.client.context import ClientContext
 from braid.client.errors import InvalidConfigurationError
 from braid.client.layout_source import LayoutSource, LayoutSources
 from braid.client.message import Message
+from braid.client.schema import Schema
 from braid.client.segment_consumer import ACK_GROUP_TIME, SegmentConsumer, SubscriptionSpec
 from braid.core.consumer_assignment import AssignedSegment, AssignmentDiff
 from braid.core.message_id import MessageId, message_position
@@ -60,8 +61,9 @@ class AsyncStreamConsumer(ConsumerBase):
         consumer_name: str | None,
         initial_position: int,
         receiver_queue_size: int,
+        schema: Schema | None = None,
     ) -> None:
-        super().__init__(ctx, sources, source, consumer_name)
+        super().__init__(ctx, sources, source, consumer_name, schema)
         self.subscription = subscription
         self._initial = initial_position
         self._queue_size = receiver_queue_size

@@ -438,8 +438,10 @@ def producer(
     producer_name: str | None = None,
     access_mode: pb.ProducerAccessMode.ValueType = pb.Shared,
     epoch: int | None = None,
+    schema: pb.Schema | None = None,
 ) -> pb.BaseCommand:
-    """PRODUCER; ``epoch`` counts the client's reconnections of this producer (Pulsar's)."""
+    """PRODUCER; ``epoch`` counts the client's reconnections of this producer (Pulsar's), and
+    ``schema`` is the producer's (none: bytes)."""
     r = pb.CommandProducer(
         topic=topic,
         producer_id=producer_id,
@@ -448,6 +450,8 @@ def producer(
     )
     if epoch is not None:
         r.epoch = epoch
+    if schema is not None:
+        r.schema.CopyFrom(schema)
     if producer_name is not None:
         r.producer_name = producer_name
         r.user_provided_producer_name = True
@@ -468,8 +472,10 @@ def subscribe(
     durable: bool = True,
     start_message_id: pb.MessageIdData | None = None,
     key_shared_meta: pb.KeySharedMeta | None = None,
+    schema: pb.Schema | None = None,
 ) -> pb.BaseCommand:
-    """SUBSCRIBE; a reader is ``durable=False`` with an optional ``start_message_id``."""
+    """SUBSCRIBE; a reader is ``durable=False`` with an optional ``start_message_id``;
+    ``schema`` is the consumer's (none: bytes)."""
     r = pb.CommandSubscribe(
         topic=topic,
         subscription=subscription,
@@ -486,6 +492,8 @@ def subscribe(
         r.start_message_id.CopyFrom(start_message_id)
     if key_shared_meta is not None:
         r.keySharedMeta.CopyFrom(key_shared_meta)
+    if schema is not None:
+        r.schema.CopyFrom(schema)
     return wrap(r)
 
 
@@ -522,6 +530,20 @@ def redeliver_unacknowledged_messages(
 def get_last_message_id(consumer_id: int, request_id: int) -> pb.BaseCommand:
     """GET_LAST_MESSAGE_ID of the consumer's topic."""
     return wrap(pb.CommandGetLastMessageId(consumer_id=consumer_id, request_id=request_id))
+
+
+def get_schema(topic: str, request_id: int, schema_version: bytes | None = None) -> pb.BaseCommand:
+    """GET_SCHEMA: the topic's schema at ``schema_version`` (none: the latest)."""
+    r = pb.CommandGetSchema(request_id=request_id, topic=topic)
+    if schema_version is not None:
+        r.schema_version = schema_version
+    return wrap(r)
+
+
+def get_or_create_schema(topic: str, request_id: int, schema: pb.Schema) -> pb.BaseCommand:
+    """GET_OR_CREATE_SCHEMA: register ``schema`` on the topic (or find it) under the topic's
+    compatibility rules, as a PRODUCER with it would."""
+    return wrap(pb.CommandGetOrCreateSchema(request_id=request_id, topic=topic, schema=schema))
 
 
 def unsubscribe(consumer_id: int, request_id: int) -> pb.BaseCommand:
@@ -725,6 +747,8 @@ __all__ = [
     "flow",
     "get_last_message_id",
     "get_last_message_id_response",
+    "get_or_create_schema",
+    "get_schema",
     "inner",
     "lookup",
     "lookup_response",

@@ -505,8 +505,65 @@ def test_c10_a_keys_ids_compare_in_publish_order_across_a_split(
     assert [braid.MessageId.from_bytes(i.to_bytes()) for i in ids] == ids
 
 
-@pytest.mark.skip(reason="C11 schema: the broker has no schema registry yet (docs/broker.md)")
-def test_c11_incompatible_schema_is_a_typed_error() -> None: ...
+READING = {
+    "type": "record",
+    "name": "Reading",
+    "fields": [{"name": "sensor", "type": "string"}, {"name": "value", "type": "int"}],
+}
+
+
+def test_c11_one_topic_level_schema_survives_a_split(
+    scalable_broker: ScalableBroker, sclient: braid.Client, scalable_topic: str
+) -> None:
+    create(scalable_broker, scalable_topic, 1)
+    schema = braid.Schema.avro(READING)
+    stream = sclient.subscribe_stream(
+        scalable_topic, "readers", initial_position="earliest", schema=schema
+    )
+    producer = sclient.create_producer(scalable_topic, schema=schema)
+    keys = [f"sensor-{i}" for i in range(8)]
+    producer.send_many([{"sensor": k, "value": 0} for k in keys], keys=keys)
+    split(scalable_broker, scalable_topic, 0)
+    wait_for(lambda: layout_seen_by(producer).active_ids != (0,))
+    # The children's per-segment producers register the same schema: the same version.
+    producer.send_many([{"sensor": k, "value": 1} for k in keys], keys=keys)
+    got = receive(stream, 16, ack=True)
+    assert sorted((m.value["sensor"], m.value["value"]) for m in got) == sorted(
+        (k, v) for k in keys for v in (0, 1)
+    )
+    assert {m.schema_version for m in got} == {0}
+    assert {segment_of(m) for m in got} - {0}, "nothing was read from the split's children"
+    assert all(m.data == schema.encode(m.value) for m in got)
+    registry = scalable_broker.service.schemas.registry
+    versions = scalable_broker.call(registry.get_all(scalable_topic.removeprefix("topic://")))
+    assert [v.version for v in versions] == [0]
+
+
+def test_c11_incompatible_schema_is_a_typed_error(
+    scalable_broker: ScalableBroker, sclient: braid.Client, scalable_topic: str
+) -> None:
+    create(scalable_broker, scalable_topic, 2)
+    sclient.create_producer(scalable_topic, schema=braid.Schema.avro(READING)).send(
+        {"sensor": "s", "value": 1}
+    )
+    clashing = braid.Schema.avro(
+        {
+            **READING,
+            "fields": [{"name": "sensor", "type": "string"}, {"name": "value", "type": "string"}],
+        }
+    )
+    for schema in (clashing, braid.Schema.STRING, braid.Schema.json(READING)):
+        with pytest.raises(braid.IncompatibleSchemaError) as refused:
+            sclient.create_producer(scalable_topic, schema=schema)
+        assert not refused.value.retriable
+        with pytest.raises(braid.IncompatibleSchemaError):
+            sclient.subscribe_stream(scalable_topic, "s", schema=schema)
+        with pytest.raises(braid.IncompatibleSchemaError):
+            sclient.subscribe_queue(scalable_topic, "q", schema=schema)
+    # The topic is unharmed: a compatible producer and a bytes consumer still work.
+    sclient.create_producer(scalable_topic, schema=braid.Schema.avro(READING)).send(
+        {"sensor": "s", "value": 2}
+    )
 
 
 def test_c12_a_missing_scalable_topic_is_not_found_or_auto_created_as_the_policy_says(

@@ -61,6 +61,7 @@ def test_single_message_header_matches_protobuf(
     st.sampled_from([pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD]),
     st.one_of(st.none(), u63),
     st.one_of(st.none(), st.tuples(st.integers(0, 0xFFFF), st.integers(0, 0xFFFF))),
+    st.one_of(st.none(), st.binary(max_size=200)),
 )
 def test_batch_entry_metadata_matches_the_reference_encoder(
     name: str,
@@ -70,6 +71,7 @@ def test_batch_entry_metadata_matches_the_reference_encoder(
     codec: int,
     highest: int | None,
     bucket: tuple[int, int] | None,
+    schema_version: bytes | None,
 ) -> None:
     ref = pb.MessageMetadata(producer_name=name, sequence_id=seq, publish_time=publish)
     ref.num_messages_in_batch = count
@@ -80,6 +82,8 @@ def test_batch_entry_metadata_matches_the_reference_encoder(
         ref.highest_sequence_id = highest
     if bucket is not None:
         ref.entry_hash_min, ref.entry_hash_max = bucket
+    if schema_version is not None:
+        ref.schema_version = schema_version
     data = ref.SerializeToString()
     ours = entry_metadata(
         producer_name_field(name),
@@ -90,15 +94,26 @@ def test_batch_entry_metadata_matches_the_reference_encoder(
         uncompressed_size=1234 if codec != pb.NONE else 0,
         highest_sequence_id=highest,
         entry_hash_range=bucket,
+        schema_version=schema_version,
     )
     assert ours == struct.pack(">I", len(data)) + data
 
 
 @given(
-    st.text(min_size=1, max_size=10), u63, st.one_of(st.none(), text), props, st.integers(0, 2**40)
+    st.text(min_size=1, max_size=10),
+    u63,
+    st.one_of(st.none(), text),
+    props,
+    st.integers(0, 2**40),
+    st.one_of(st.none(), st.binary(min_size=8, max_size=8)),
 )
 def test_unbatched_entry_matches_build_single_entry(
-    name: str, seq: int, key: str | None, properties: dict[str, str], event_time: int
+    name: str,
+    seq: int,
+    key: str | None,
+    properties: dict[str, str],
+    event_time: int,
+    schema_version: bytes | None,
 ) -> None:
     ref = pb.MessageMetadata(producer_name=name, sequence_id=seq, publish_time=7)
     for k, v in properties.items():
@@ -107,9 +122,17 @@ def test_unbatched_entry_matches_build_single_entry(
         ref.partition_key = key
     if event_time:
         ref.event_time = event_time
+    if schema_version is not None:
+        ref.schema_version = schema_version
     body = batch.build_single_entry(ref, b"payload")
     ours = entry_metadata(
-        producer_name_field(name), seq, 7, key=key, properties=properties, event_time=event_time
+        producer_name_field(name),
+        seq,
+        7,
+        key=key,
+        properties=properties,
+        event_time=event_time,
+        schema_version=schema_version,
     )
     assert ours + b"payload" == body
 

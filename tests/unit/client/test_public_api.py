@@ -80,6 +80,15 @@ def test_documented_signatures() -> None:
         assert hasattr(cls, "acknowledge") and hasattr(cls, "negative_acknowledge")
     for cls in (braid.CheckpointConsumer, braid.AsyncCheckpointConsumer):
         assert hasattr(cls, "checkpoint")
+    for name in (
+        "create_producer",
+        "subscribe_stream",
+        "subscribe_queue",
+        "create_checkpoint_consumer",
+    ):
+        schema = inspect.signature(getattr(braid.AsyncClient, name)).parameters["schema"]
+        assert schema.default is None and schema.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    assert isinstance(braid.Schema.STRING, braid.Schema)
 
 
 def test_message_exposes_the_data_model_fields() -> None:
@@ -96,6 +105,7 @@ def test_message_exposes_the_data_model_fields() -> None:
         "topic",
         "redelivery_count",
         "size",
+        "schema_version",
     }
     assert fields <= {n for n, v in vars(braid.Message).items() if isinstance(v, property)}
 
