@@ -23,6 +23,11 @@ microseconds per entry and the figure is the broker's. Rows:
 * **client**: the official ``pulsar-client`` with batching off, N = 1, 2, 4 producer processes
   (``send_async``, at most 1000 pending each): total msg/s.
 
+``--segment`` runs the broker rows against ``segment://`` topics (each the one segment of a new
+scalable topic) with a key on every message, so the segment topics' key-hash sampling
+(``scalableTopicKeyHashSampleInterval``) is on the measured path; compare with
+``--broker-env scalableTopicKeyHashSampleInterval=0`` for its cost.
+
 ``--repeat`` runs the whole set several times and prints, per row, the best run and the spread
 (the machine is shared: figures move with its load, which is printed before and after).
 
@@ -50,7 +55,7 @@ import time
 import urllib.request
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -84,6 +89,7 @@ class Job:
     topic: str
     window: int  # entries in flight (max) for this worker
     batched: bool
+    keyed: bool = False  # every message carries a partition key (segment topics)
     paced_rate: float = 0.0  # > 0: open loop at this rate, window ignored
     warmup: float = 0.5
     seconds: float = 4.0
@@ -105,18 +111,26 @@ def _payload(size: int) -> bytes:
     return bytes((i * 31 + 7) & 0xFF for i in range(size))
 
 
-def _pulsar_frames(producer_name: str, count: int, batched: bool) -> list[bytes]:
+def _pulsar_frames(producer_name: str, count: int, batched: bool, keyed: bool) -> list[bytes]:
     """``count`` SEND frames with sequence ids 0..count-1 (reused round-robin: no dedup)."""
     payload = _payload(MESSAGE)
     frames = []
     now_ms = int(time.time() * 1000)
     single = pb.SingleMessageMetadata(payload_size=MESSAGE)
+    singles = [
+        pb.SingleMessageMetadata(payload_size=MESSAGE, partition_key=f"key-{i}")
+        if keyed
+        else single
+        for i in range(BATCH)
+    ]
     for seq in range(count):
         meta = pb.MessageMetadata(
             producer_name=producer_name, sequence_id=seq * BATCH, publish_time=now_ms
         )
+        if keyed:
+            meta.partition_key = f"key-{seq % 997}"
         if batched:
-            body = build_entry(meta, [(single, payload)] * BATCH)
+            body = build_entry(meta, [(one, payload) for one in singles])
             cmd = commands.send(1, seq * BATCH, num_messages=BATCH)
         else:
             body = encode_message_body(meta, payload)
@@ -295,7 +309,7 @@ def _raw_worker(job: Job, index: int, ready: Connection, go_at: Any, out: Connec
         if job.kind == "pulsar":
             name = f"bench-{os.getpid()}-{index}"
             _pulsar_handshake(sock, job.topic, name)
-            ring = Ring(_pulsar_frames(name, ring_size, job.batched))
+            ring = Ring(_pulsar_frames(name, ring_size, job.batched, job.keyed))
             counter: Any = _PulsarReceipts()
         else:
             ring = Ring(_redis_frames(job.topic, ring_size, job.batched))
@@ -535,7 +549,7 @@ def broker_rows(args: argparse.Namespace, data_dir: Path, run_id: int) -> list[R
                 ),
             )
         )
-        if not args.no_client:
+        if not args.no_client and not args.segment:
             for n in (1, 2, 4):
                 plan.append(
                     (
@@ -554,10 +568,25 @@ def broker_rows(args: argparse.Namespace, data_dir: Path, run_id: int) -> list[R
                 )
         for name, jobs in plan:
             if args.only is None or args.only in name:
+                if args.segment:
+                    name, jobs = f"{name} (segment)", [_on_segment(job, web) for job in jobs]
                 rows.append(run_load(name, jobs, pid, web))
     finally:
         broker.stop()
     return rows
+
+
+def _on_segment(job: Job, web: str) -> Job:
+    """The same job on the one segment of a new scalable topic named after its topic, keyed."""
+    local = job.topic.rsplit("/", 1)[1]
+    request = urllib.request.Request(
+        f"{web}/admin/v2/scalable/public/default/{local}",
+        data=json.dumps({"numInitialSegments": 1}).encode(),
+        headers={"content-type": "application/json"},
+        method="PUT",
+    )
+    urllib.request.urlopen(request, timeout=30).close()
+    return replace(job, topic=f"segment://public/default/{local}/0000-ffff-0", keyed=True)
 
 
 def redis_rows(args: argparse.Namespace, data_dir: Path, run_id: int) -> list[Row]:
@@ -722,6 +751,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-redis", action="store_true")
     parser.add_argument("--no-client", action="store_true")
     parser.add_argument("--broker-env", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--segment", action="store_true", help="broker rows on keyed segment:// topics"
+    )
     parser.add_argument("--json", type=Path, help="also write every run's rows here")
     args = parser.parse_args(argv)
     print(f"load average before: {_loadavg()}  ({os.cpu_count()} cores)", flush=True)

@@ -51,12 +51,15 @@ async def open_broker_stack(
     *,
     clock: Clock | None = None,
     broker_clock: Clock | None = None,
+    metadata_clock: Clock | None = None,
     **config: Any,
 ) -> BrokerStack:
     """Start a broker on ``data_dir`` (reopening keeps data); ``config`` overrides BrokerConfig.
 
     ``broker_clock`` drives only the broker's own timers (keep-alive), so a test can hold a
-    ``ManualClock`` there while storage keeps real time.
+    ``ManualClock`` there while storage keeps real time. ``metadata_clock`` stamps the metadata
+    store's created/modified times (and drives its session reaper): give it the scalable layer's
+    ``ManualClock`` so a load record's modified time and the controller's "now" agree.
     """
     clock = clock or SystemClock()
     await asyncio.to_thread(data_dir.mkdir, parents=True, exist_ok=True)
@@ -69,7 +72,7 @@ async def open_broker_stack(
     settings.setdefault("metadata_store_url", f"sqlite:///{data_dir / 'metadata.db'}")
     settings.update(config)
     broker_config = BrokerConfig(**settings)
-    metadata = await open_store(broker_config.metadata_store_url, clock=clock)
+    metadata = await open_store(broker_config.metadata_store_url, clock=metadata_clock or clock)
     storage = await open_local_cluster(metadata, data_dir / "storage", "standalone", clock=clock)
     factory = DefaultManagedLedgerFactory(metadata, StorageRouter([storage]), clock=clock)
     resources = BrokerResources(metadata)

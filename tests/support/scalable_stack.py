@@ -3,9 +3,10 @@
 :func:`open_scalable_stack` is :func:`~tests.support.broker_stack.open_broker_stack` plus
 :func:`~braid.scalable.install.install_scalable_topics` (what ``braid standalone`` wires), with the
 scalable layer's timers on their own clock so a test can hold grace periods and GC ticks on a
-``ManualClock`` while storage keeps real time. :func:`second_service` starts another
-:class:`~braid.scalable.service.ScalableTopicService` on the same metadata store and data-plane
-broker: a second broker's control plane, for leader-failover tests.
+``ManualClock`` while storage keeps real time (pass the same clock as ``metadata_clock`` when the
+test reads store times, as the auto-scaler's merge window does). :func:`second_service` starts
+another :class:`~braid.scalable.service.ScalableTopicService` on the same metadata store and
+data-plane broker: a second broker's control plane, for leader-failover tests.
 """
 
 from __future__ import annotations

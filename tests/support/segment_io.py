@@ -24,9 +24,11 @@ async def produce(
     payloads: list[bytes],
     *,
     key: str = "k",
+    keys: list[str] | None = None,
     publish_time_ms: int = 1_700_000_000_000,
 ) -> None:
-    """Publish ``payloads`` to ``topic`` (each one entry) and wait for every receipt."""
+    """Publish ``payloads`` to ``topic`` (each one entry) and wait for every receipt; message
+    ``i`` carries ``keys[i]`` when given, else ``key``."""
     producer_id, request_id = next(_ids), next(_ids)
     answer = await request(
         raw,
@@ -39,7 +41,7 @@ async def produce(
             producer_name=f"p{producer_id}",
             sequence_id=sequence_id,
             publish_time=publish_time_ms,
-            partition_key=key,
+            partition_key=key if keys is None else keys[sequence_id],
         )
         await raw.send(commands.send(producer_id, sequence_id), encode_message_body(meta, payload))
         receipt = await raw.next_command(

@@ -20,8 +20,9 @@ support modules (``braid.clock``, ``braid.filelock``: ADR 0003) import only ``co
 usable by every I/O layer, ``client`` and ``spark`` included, but not by the pure ``core`` and
 ``protocol``. The package root ``braid`` is the client's public facade: it may import the client
 side (``braid.Client``), and no module imports it. The admin REST client
-(``braid.admin.client``: httpx and ``core`` only; DESIGN.md §2 lists "the admin client" with the
-client) is client-side too: ``spark`` plans partitions from the segment DAG it reads.
+(``braid.admin.client`` and its errors: httpx and ``core`` only; DESIGN.md §2 lists "the admin
+client" with the client) is client-side too: ``spark`` plans partitions from the segment DAG it
+reads.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ _SUPPORT = {"braid.clock", "braid.filelock"}
 #: import the client side and what the client may; no module of Braid imports it.
 _FACADE = "braid"
 _CLIENT_SIDE = {"client", "spark"}
-#: The admin REST client module: client-side code that lives beside the admin server.
-_ADMIN_CLIENT = "braid.admin.client"
+#: The admin REST client modules: client-side code that lives beside the admin server.
+_ADMIN_CLIENT = {"braid.admin.client", "braid.admin.client_errors"}
 _PURE = {"core", "protocol"}
 
 
@@ -130,7 +131,7 @@ def _layer(module: str) -> str:
         return "facade"
     if module in _SUPPORT:
         return "support"
-    if module == _ADMIN_CLIENT:
+    if module in _ADMIN_CLIENT:
         return "admin_client"
     return module.split(".")[1]
 
@@ -147,7 +148,7 @@ def _may_import(importer: str, imported: str) -> bool:
     if importer == "support":
         return imported == "core"
     if importer == "admin_client":
-        return imported == "core"
+        return imported in ("core", "admin_client")
     if imported == "admin_client":
         return importer not in _PURE
     if importer in _CLIENT_SIDE:

@@ -1,10 +1,13 @@
-"""The admin REST API (FastAPI): tenants, namespaces, persistent topics and health.
+"""The admin REST API (FastAPI): tenants, namespaces, persistent topics, health and ``/metrics``.
 
 Paths and status codes follow Pulsar's ``/admin/v2`` API so ``pulsar-admin``-style tooling and
 habits carry over. Tenants and namespaces go to :class:`~braid.broker.resources.BrokerResources`;
 topic operations go to the broker (:class:`TopicAdmin`, implemented by ``BrokerService``), which
 runs in the same event loop. Errors are JSON ``{"reason": ...}`` (see :mod:`braid.admin.errors`).
-The OpenAPI document is at ``/openapi.json`` and browsable at ``/docs``.
+The OpenAPI document is at ``/openapi.json`` and browsable at ``/docs``. ``/metrics`` is the
+Prometheus text exposition (:mod:`braid.admin.metrics`). A namespace's PIP-483
+``scalableTopicAutoScalePolicy`` override is served here (validated against the broker's
+``broker.conf`` policy); the topic-level one with the scalable-topic endpoints.
 """
 
 from __future__ import annotations
@@ -17,10 +20,15 @@ from typing import Annotated, Any, Protocol
 from fastapi import APIRouter, Body, FastAPI, Response
 from fastapi.encoders import jsonable_encoder
 from fastapi.responses import PlainTextResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
 from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_error_handlers
+from braid.admin.lookup import LookupService, lookup_router
+from braid.admin.metrics import metrics_registry
+from braid.admin.partitioned import PartitionAdmin, partitioned_router
 from braid.admin.scalable import scalable_router
+from braid.admin.schemas import schemas_router
 from braid.broker.config import BrokerConfig
 from braid.broker.errors import TopicNotFound
 from braid.broker.gc_policy import GC_STATS
@@ -32,12 +40,20 @@ from braid.broker.resources import (
     TenantInfo,
     check_name,
 )
+from braid.broker.schemas.topic_schemas import TopicSchemas
+from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.names import TopicDomain, TopicName
+from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.service import ScalableTopicService
 
 
-class TopicAdmin(Protocol):
+class TopicAdmin(PartitionAdmin, LookupService, Protocol):
     """What the admin API needs from the broker (``BrokerService`` provides it)."""
+
+    @property
+    def topics(self) -> Mapping[str, Any]:
+        """The loaded topics, by name (``/metrics`` reads their counters)."""
+        ...
 
     async def list_topics(self, namespace: str) -> list[str]: ...
 
@@ -54,6 +70,8 @@ class TopicAdmin(Protocol):
     async def compaction_status(self, name: str) -> tuple[enum.Enum, str]: ...
 
     def watch_compaction_thresholds(self) -> None: ...
+    @property
+    def schemas(self) -> TopicSchemas: ...
 
 
 class TenantInfoBody(BaseModel):
@@ -282,6 +300,56 @@ def create_app(
         await resources.set_compaction_threshold(tenant, namespace, None)
         return Response(status_code=204)
 
+    # PIP-483: the namespace's auto-scale override (checked against broker.conf's policy).
+    if scalable is not None:
+        policies = scalable.auto_scale.policies
+    else:
+        policies = AutoScalePolicies(
+            AutoScalePolicy.from_broker_config(config.scalable_topic_settings),
+            lambda tenant, namespace: _no_override(),
+        )
+
+    @v2.get(
+        "/namespaces/{tenant}/{namespace}/scalableTopicAutoScalePolicy",
+        tags=["namespaces"],
+        summary="The namespace's auto-scale policy override of its scalable topics (or null)",
+    )
+    async def get_scalable_auto_scale(tenant: str, namespace: str) -> Any:
+        stored = await resources.get_namespace_policies(tenant, namespace)
+        override = stored.scalable_topic_auto_scale_policy
+        return None if override is None else dict(override)
+
+    @v2.post(
+        "/namespaces/{tenant}/{namespace}/scalableTopicAutoScalePolicy",
+        status_code=204,
+        tags=["namespaces"],
+        summary="Set the namespace's auto-scale override (PIP-483 AutoScalePolicyOverride)",
+    )
+    async def set_scalable_auto_scale(
+        tenant: str, namespace: str, body: Annotated[Any, Body()]
+    ) -> Response:
+        override = policies.check_namespace_override(body).to_json()
+        await resources.update_namespace_policies(
+            tenant,
+            namespace,
+            lambda p: dataclasses.replace(p, scalable_topic_auto_scale_policy=override),
+        )
+        return Response(status_code=204)
+
+    @v2.delete(
+        "/namespaces/{tenant}/{namespace}/scalableTopicAutoScalePolicy",
+        status_code=204,
+        tags=["namespaces"],
+        summary="Remove the namespace's auto-scale override (broker.conf applies)",
+    )
+    async def delete_scalable_auto_scale(tenant: str, namespace: str) -> Response:
+        await resources.update_namespace_policies(
+            tenant,
+            namespace,
+            lambda p: dataclasses.replace(p, scalable_topic_auto_scale_policy=None),
+        )
+        return Response(status_code=204)
+
     # --- persistent topics ---
 
     @v2.get("/persistent/{tenant}/{namespace}", tags=["topics"], summary="List topics")
@@ -298,6 +366,8 @@ def create_app(
         name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
         if str(name) in await list_topics(tenant, namespace):
             raise TopicAlreadyExists(f"topic {name} already exists")
+        if await broker.partitioned.partitions(name):
+            raise TopicAlreadyExists(f"{name} is a partitioned topic")
         await broker.get_or_create_topic(str(name), create=True)
         return Response(status_code=204)
 
@@ -360,15 +430,38 @@ def create_app(
     async def runtime_stats() -> dict[str, object]:
         return {"gc": GC_STATS.snapshot()}
 
+    v2.include_router(schemas_router(broker.schemas, resources, resources.namespace_exists))
+    v2.include_router(
+        partitioned_router(
+            broker, resources, auto_creation_default=config.allow_auto_topic_creation
+        )
+    )
     if scalable is not None:
         v2.include_router(scalable_router(scalable, scalable.segments, resources.namespace_exists))
     app.include_router(v2)
+    app.include_router(lookup_router(broker))
 
     @app.get("/health", tags=["brokers"], summary="Liveness of the process")
     async def health() -> dict[str, str]:
         return {"status": "ok"}
 
+    registry = metrics_registry(broker.topics, config.cluster_name, scalable)
+
+    @app.get(
+        "/metrics",
+        tags=["brokers"],
+        summary="Prometheus metrics: topic counters, backlogs, PIP-483 auto-scale counters",
+        response_class=PlainTextResponse,
+    )
+    async def metrics() -> Response:
+        # Runs on the broker's loop (async handler), so the collector reads consistent state.
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
     return app
+
+
+async def _no_override() -> None:
+    return None
 
 
 __all__ = ["TopicAdmin", "create_app"]

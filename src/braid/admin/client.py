@@ -10,7 +10,8 @@ One method per endpoint, grouped as the REST API and the ``braid admin`` command
         admin.scalable_topics.merge("topic://public/default/orders", [3, 4, 5])
 
 Groups: :attr:`AdminClient.tenants`, :attr:`~AdminClient.namespaces`, :attr:`~AdminClient.topics`
-(``persistent://``), :attr:`~AdminClient.scalable_topics` (``topic://``) and
+(``persistent://``, partitioned or not), :attr:`~AdminClient.schemas` (a topic's schema
+versions), :attr:`~AdminClient.scalable_topics` (``topic://``) and
 :attr:`~AdminClient.segments` (``segment://``), plus :meth:`AdminClient.health`,
 :meth:`~AdminClient.broker_health` and :meth:`~AdminClient.clusters`.
 
@@ -42,24 +43,27 @@ and the CLI load it quickly.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
 
-from braid.core.errors import (
-    AlreadyExistsError,
-    AuthorizationError,
-    BraidError,
-    ConflictError,
-    DeadlineExceededError,
-    IllegalStateError,
-    InvalidInputError,
-    NotFoundError,
-    ServiceUnavailableError,
-    TopicTerminatedError,
+from braid.admin.client_errors import (
+    AdminAlreadyExistsError,
+    AdminAuthorizationError,
+    AdminConflictError,
+    AdminError,
+    AdminIllegalStateError,
+    AdminInvalidInputError,
+    AdminNotFoundError,
+    AdminTimeoutError,
+    AdminTopicTerminatedError,
+    AdminUnavailableError,
+    error_from_response,
 )
+from braid.core.errors import InvalidInputError
 from braid.core.names import SegmentTopicName, TopicDomain, TopicName
 
 #: Where ``braid standalone`` serves the admin API by default.
@@ -69,124 +73,6 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 SUBSCRIPTION_TYPES = ("STREAM", "QUEUE", "CHECKPOINT")
 #: Where a new subscription's cursors start on the segments.
 INITIAL_POSITIONS = ("Earliest", "Latest")
-
-_MAX_REASON = 2000
-
-
-# --- errors -----------------------------------------------------------------------------------
-
-
-class AdminError(BraidError):
-    """The admin API refused a request, failed, or could not be reached.
-
-    Attributes:
-        reason: the server's ``reason`` (or what went wrong on the way).
-        status: the HTTP status, ``None`` when no answer came.
-        method, url: the request.
-    """
-
-    def __init__(
-        self,
-        reason: str,
-        *,
-        status: int | None = None,
-        method: str | None = None,
-        url: str | None = None,
-    ) -> None:
-        self.reason = reason
-        self.status = status
-        self.method = method
-        self.url = url
-        super().__init__(reason if status is None else f"{reason} (HTTP {status})")
-
-
-class AdminNotFoundError(AdminError, NotFoundError):
-    """404: the tenant, namespace, topic, segment or subscription does not exist."""
-
-
-class AdminAlreadyExistsError(AdminError, AlreadyExistsError):
-    """409: creating something that exists."""
-
-
-class AdminConflictError(AdminError, ConflictError):
-    """409: a concurrent change won (an operation in flight, a lost compare-and-swap). Retriable."""
-
-
-class AdminIllegalStateError(AdminError, IllegalStateError):
-    """409: not valid in the current state (a sealed segment, segments not adjacent, in use)."""
-
-
-class AdminTopicTerminatedError(AdminError, TopicTerminatedError):
-    """409: the topic or segment is terminated."""
-
-
-class AdminInvalidInputError(AdminError, InvalidInputError):
-    """400/412/422: an invalid name, body or parameter."""
-
-
-class AdminAuthorizationError(AdminError, AuthorizationError):
-    """401/403: not permitted."""
-
-
-class AdminUnavailableError(AdminError, ServiceUnavailableError):
-    """503 (no controller leader right now, shutting down) or no broker answers. Retriable."""
-
-
-class AdminTimeoutError(AdminError, DeadlineExceededError):
-    """No answer before the client's timeout. Retriable."""
-
-
-# The category a Braid broker names in its error body (``braid.admin.errors``), most useful
-# when one status covers several categories (409).
-_BY_CATEGORY: dict[str, type[AdminError]] = {
-    "NotFound": AdminNotFoundError,
-    "AlreadyExists": AdminAlreadyExistsError,
-    "Conflict": AdminConflictError,
-    "IllegalState": AdminIllegalStateError,
-    "TopicTerminated": AdminTopicTerminatedError,
-    "InvalidInput": AdminInvalidInputError,
-    "PreconditionFailed": AdminInvalidInputError,
-    "Authorization": AdminAuthorizationError,
-    "ServiceUnavailable": AdminUnavailableError,
-    "Timeout": AdminTimeoutError,
-}
-
-_BY_STATUS: dict[int, type[AdminError]] = {
-    400: AdminInvalidInputError,
-    401: AdminAuthorizationError,
-    403: AdminAuthorizationError,
-    404: AdminNotFoundError,
-    405: AdminInvalidInputError,
-    409: AdminConflictError,
-    412: AdminInvalidInputError,
-    422: AdminInvalidInputError,
-    503: AdminUnavailableError,
-    504: AdminTimeoutError,
-}
-
-
-def _error_from_response(response: httpx.Response) -> AdminError:
-    status = response.status_code
-    reason: str | None = None
-    category: object = None
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if isinstance(body, dict):
-        if isinstance(body.get("reason"), str):
-            reason = body["reason"]
-        category = body.get("category")
-    if not reason:
-        reason = response.text.strip()[:_MAX_REASON] or response.reason_phrase or "error"
-    cls: type[AdminError] = AdminError
-    if status < 500 or status in (503, 504):
-        cls = _BY_STATUS.get(status, AdminError)
-        if isinstance(category, str) and category in _BY_CATEGORY and status < 500:
-            cls = _BY_CATEGORY[category]
-    request = response.request
-    return cls(reason, status=status, method=request.method, url=str(request.url))
-
 
 # --- names ------------------------------------------------------------------------------------
 
@@ -292,7 +178,7 @@ class _Http:
                 f"{method} {target} failed: {type(exc).__name__}: {exc}", method=method, url=target
             ) from exc
         if response.status_code >= 400:
-            raise _error_from_response(response)
+            raise error_from_response(response)
         if response.status_code == 204 or not response.content:
             return None
         if response.headers.get("content-type", "").startswith("application/json"):
@@ -428,6 +314,53 @@ class Namespaces:
             "DELETE", f"/admin/v2/namespaces/{_namespace_path(namespace)}/deduplication"
         )
 
+    def get_scalable_topic_auto_scale_policy(self, namespace: str) -> dict[str, Any] | None:
+        """The namespace's PIP-483 auto-scale override of its scalable topics (``None``: none)."""
+        result: dict[str, Any] | None = self._http.call(
+            "GET", f"/admin/v2/namespaces/{_namespace_path(namespace)}/scalableTopicAutoScalePolicy"
+        )
+        return result
+
+    def set_scalable_topic_auto_scale_policy(
+        self, namespace: str, policy: Mapping[str, Any]
+    ) -> None:
+        """Set the namespace's ``AutoScalePolicyOverride``: camelCase knobs, each optional, e.g.
+        ``{"enabled": False}`` or ``{"maxSegments": 16, "splitCooldownMs": 30000}``.
+
+        Raises:
+            AdminInvalidInputError: an unknown key, a value out of range, or values inconsistent
+                with ``broker.conf`` (the message names the keys).
+        """
+        self._http.call(
+            "POST",
+            f"/admin/v2/namespaces/{_namespace_path(namespace)}/scalableTopicAutoScalePolicy",
+            body=_policy(policy),
+        )
+
+    def remove_scalable_topic_auto_scale_policy(self, namespace: str) -> None:
+        """Drop the namespace's override: ``broker.conf`` applies again."""
+        self._http.call(
+            "DELETE",
+            f"/admin/v2/namespaces/{_namespace_path(namespace)}/scalableTopicAutoScalePolicy",
+        )
+
+    def get_schema_compatibility_strategy(self, namespace: str) -> str:
+        """The namespace's schema compatibility strategy (``"UNDEFINED"``: the broker's)."""
+        result: str = self._http.call(
+            "GET",
+            f"/admin/v2/namespaces/{_namespace_path(namespace)}/schemaCompatibilityStrategy",
+        )
+        return result
+
+    def set_schema_compatibility_strategy(self, namespace: str, strategy: str) -> None:
+        """Set it: ``ALWAYS_COMPATIBLE``, ``ALWAYS_INCOMPATIBLE``, ``BACKWARD``, ``FORWARD``,
+        ``FULL``, a ``_TRANSITIVE`` form, or ``UNDEFINED`` (use the broker's)."""
+        self._http.call(
+            "PUT",
+            f"/admin/v2/namespaces/{_namespace_path(namespace)}/schemaCompatibilityStrategy",
+            body=strategy,
+        )
+
 
 class Topics:
     """``/admin/v2/persistent``: classic ``persistent://`` topics."""
@@ -461,6 +394,100 @@ class Topics:
         """Counters, storage, publishers and subscriptions (with backlog) of the topic."""
         result: dict[str, Any] = self._http.call("GET", f"{self._path(topic)}/stats")
         return result
+
+    def list_partitioned(self, namespace: str) -> builtins.list[str]:
+        """The namespace's partitioned topics (full names, without partition suffixes)."""
+        result: builtins.list[str] = self._http.call(
+            "GET", f"/admin/v2/persistent/{_namespace_path(namespace)}/partitioned"
+        )
+        return result
+
+    def create_partitioned(self, topic: str | TopicName, partitions: int) -> None:
+        """Create a partitioned topic with ``partitions`` partitions (409 if the name is taken)."""
+        self._http.call("PUT", f"{self._path(topic)}/partitions", body=_partitions(partitions))
+
+    def get_partitioned_metadata(self, topic: str | TopicName) -> dict[str, Any]:
+        """``{"partitions": N}`` (0 for a topic that is not partitioned)."""
+        result: dict[str, Any] = self._http.call("GET", f"{self._path(topic)}/partitions")
+        return result
+
+    def update_partitioned(self, topic: str | TopicName, partitions: int) -> None:
+        """Raise the number of partitions to ``partitions`` (it can only grow)."""
+        self._http.call("POST", f"{self._path(topic)}/partitions", body=_partitions(partitions))
+
+    def delete_partitioned(self, topic: str | TopicName, *, force: bool = False) -> None:
+        """Delete a partitioned topic and its partitions (``force``: even with clients)."""
+        self._http.call(
+            "DELETE",
+            f"{self._path(topic)}/partitions",
+            params={"force": "true"} if force else None,
+        )
+
+
+def _partitions(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"the number of partitions is an integer >= 1, got {value!r}")
+    return value
+
+
+class Schemas:
+    """``/admin/v2/schemas``: a topic's schema versions (shared by its partitions or segments)."""
+
+    def __init__(self, http: _Http) -> None:
+        self._http = http
+
+    @staticmethod
+    def _path(topic: str | TopicName) -> str:
+        name = topic if isinstance(topic, TopicName) else TopicName.parse(topic)
+        if name.domain is TopicDomain.SEGMENT:
+            name = name.as_segment().parent
+        return f"/admin/v2/schemas/{_topic_path(name)}"
+
+    def get(self, topic: str | TopicName, version: int | None = None) -> dict[str, Any]:
+        """The latest version (or ``version``): ``{"version", "type", "timestamp", "data",
+        "properties"}``; 404 when the topic has no schema."""
+        suffix = "" if version is None else f"/{_version(version)}"
+        result: dict[str, Any] = self._http.call("GET", f"{self._path(topic)}/schema{suffix}")
+        return result
+
+    def get_all(self, topic: str | TopicName) -> list[dict[str, Any]]:
+        """Every version since the schema was last deleted, oldest first."""
+        result: dict[str, Any] = self._http.call("GET", f"{self._path(topic)}/schemas")
+        versions: list[dict[str, Any]] = result.get("getSchemaResponses", [])
+        return versions
+
+    def upload(
+        self,
+        topic: str | TopicName,
+        schema_type: str,
+        definition: str,
+        properties: Mapping[str, str] | None = None,
+    ) -> int:
+        """Register a schema (``"AVRO"``, ``"JSON"``, ``"STRING"``, ...) and return its version;
+        an incompatible one is refused (409) under the namespace's strategy."""
+        result: dict[str, Any] = self._http.call(
+            "POST",
+            f"{self._path(topic)}/schema",
+            body={"type": schema_type, "schema": definition, "properties": dict(properties or {})},
+        )
+        return int(result["version"]["version"])
+
+    def delete(self, topic: str | TopicName, *, force: bool = False) -> int | None:
+        """Delete the schema; returns the delete's version (``None`` with ``force``, which
+        removes every version and its ledger)."""
+        result: dict[str, Any] = self._http.call(
+            "DELETE",
+            f"{self._path(topic)}/schema",
+            params={"force": "true"} if force else None,
+        )
+        version = result.get("version")
+        return None if version is None else int(version)
+
+
+def _version(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidInputError(f"a schema version is an integer >= 0, got {value!r}")
+    return value
 
 
 class ScalableTopics:
@@ -588,6 +615,35 @@ class ScalableTopics:
             result = self._http.call("POST", f"{self._path(topic)}/merge", body={"segmentIds": ids})
         return result
 
+    def get_auto_scale_policy(self, topic: str | TopicName) -> dict[str, Any] | None:
+        """The topic's PIP-483 auto-scale override (``None``: the namespace's or broker's
+        policy applies). ``stats`` shows the resolved effective policy."""
+        result: dict[str, Any] | None = self._http.call(
+            "GET", f"{self._path(topic)}/autoScalePolicy"
+        )
+        return result
+
+    def set_auto_scale_policy(self, topic: str | TopicName, policy: Mapping[str, Any]) -> None:
+        """Set the topic's ``AutoScalePolicyOverride`` (camelCase knobs, each optional; e.g.
+        ``{"enabled": False}``, ``{"splitMsgRateInThreshold": 2000, "maxSegments": 8}``).
+
+        Raises:
+            AdminInvalidInputError: an unknown key, a value out of range, or a policy that is
+                inconsistent once resolved over the namespace's override and ``broker.conf``
+                (the message names the keys and where each value came from).
+        """
+        self._http.call("POST", f"{self._path(topic)}/autoScalePolicy", body=_policy(policy))
+
+    def remove_auto_scale_policy(self, topic: str | TopicName) -> None:
+        """Drop the topic's override."""
+        self._http.call("DELETE", f"{self._path(topic)}/autoScalePolicy")
+
+
+def _policy(policy: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(policy, Mapping):
+        raise InvalidInputError(f"an auto-scale policy is a mapping of knobs, got {policy!r}")
+    return dict(policy)
+
 
 def _subscription(name: str) -> str:
     if not isinstance(name, str) or not name:
@@ -658,6 +714,7 @@ class AdminClient:
         self.tenants = Tenants(http)
         self.namespaces = Namespaces(http)
         self.topics = Topics(http)
+        self.schemas = Schemas(http)
         self.scalable_topics = ScalableTopics(http)
         self.segments = Segments(http)
 
@@ -674,6 +731,12 @@ class AdminClient:
     def clusters(self) -> list[str]:
         """The cluster names this broker knows."""
         result: list[str] = self._http.call("GET", "/admin/v2/clusters")
+        return result
+
+    def metrics(self) -> str:
+        """``GET /metrics``: the Prometheus text exposition (topic counters, backlogs, PIP-483
+        auto-scale counters)."""
+        result: str = self._http.call("GET", "/metrics")
         return result
 
     def close(self) -> None:
@@ -707,6 +770,7 @@ __all__ = [
     "AdminUnavailableError",
     "Namespaces",
     "ScalableTopics",
+    "Schemas",
     "Segments",
     "Tenants",
     "Topics",

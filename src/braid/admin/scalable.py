@@ -9,7 +9,10 @@ leader when this broker is not it. Shapes other tools rely on:
 * create takes ``{"numInitialSegments": N, "properties": {...}}`` (N defaults to 1);
 * GET of a topic returns the ``ScalableTopicMetadata`` JSON; split and merge return the new one;
 * split accepts an optional ``{"splitHash": H}`` (the first hash of the upper child), merge also
-  ``POST .../merge`` with ``{"segmentIds": [a, b, c]}``.
+  ``POST .../merge`` with ``{"segmentIds": [a, b, c]}``;
+* ``GET/POST/DELETE .../autoScalePolicy`` is the topic's PIP-483 ``AutoScalePolicyOverride``
+  (camelCase knobs, each optional; checked after resolution against the namespace's override and
+  ``broker.conf``: 400 naming the keys when inconsistent or unknown).
 
 Errors are JSON ``{"reason": ...}``: 404 unknown topic/segment, 409 a conflicting state (sealed
 segment, operation in flight, topic in use), 412 invalid names, 503 no controller leader reachable
@@ -278,6 +281,38 @@ def scalable_router(
             topic_name(tenant, namespace, topic), body.segmentIds, forwarded=forwarded is not None
         )
         return layout_to_metadata(layout)
+
+    # --- the topic's auto-scale override (PIP-483) ---
+
+    @router.get(
+        "/scalable/{tenant}/{namespace}/{topic}/autoScalePolicy",
+        tags=["scalable topics"],
+        summary="The topic's auto-scale policy override (null when it has none)",
+    )
+    async def get_auto_scale_policy(tenant: str, namespace: str, topic: str) -> Any:
+        return await service.auto_scale.get_topic_override(topic_name(tenant, namespace, topic))
+
+    @router.post(
+        "/scalable/{tenant}/{namespace}/{topic}/autoScalePolicy",
+        status_code=204,
+        tags=["scalable topics"],
+        summary="Set the topic's auto-scale override (PIP-483 AutoScalePolicyOverride)",
+    )
+    async def set_auto_scale_policy(
+        tenant: str, namespace: str, topic: str, body: Annotated[Any, Body()]
+    ) -> Response:
+        await service.auto_scale.set_topic_override(topic_name(tenant, namespace, topic), body)
+        return Response(status_code=204)
+
+    @router.delete(
+        "/scalable/{tenant}/{namespace}/{topic}/autoScalePolicy",
+        status_code=204,
+        tags=["scalable topics"],
+        summary="Remove the topic's auto-scale override (the namespace's or broker's applies)",
+    )
+    async def remove_auto_scale_policy(tenant: str, namespace: str, topic: str) -> Response:
+        await service.auto_scale.remove_topic_override(topic_name(tenant, namespace, topic))
+        return Response(status_code=204)
 
     # --- segments ---
 

@@ -32,6 +32,11 @@ from typing import Any
 
 from braid.broker.dispatch_settings import DispatchSettings
 from braid.broker.gc_policy import BROKER_DEFAULT_THRESHOLDS, GcPolicy
+from braid.broker.schemas.model import (
+    DEFAULT_STRATEGY,
+    InvalidSchemaSetting,
+    SchemaCompatibilityStrategy,
+)
 from braid.core.autoscale_policy import (
     BROKER_CONFIG_KEYS,
     AutoScalePolicy,
@@ -117,6 +122,9 @@ class BrokerConfig:
     scalable_topic_consumer_session_grace_seconds: int = 60
     #: How often the controller leader garbage-collects drained sealed segments (0 = never).
     scalable_topic_gc_interval_seconds: int = 60
+    #: Braid-specific: a segment topic samples the key of one published entry in this many for
+    #: its key-hash histogram (where a load-driven split cuts); 0 turns sampling off.
+    scalable_topic_key_hash_sample_interval: int = 8
     #: Raw PIP-483 ``scalableTopic*`` keys (other than ``scalableTopicEnabled``) as written.
     scalable_topic_settings: Mapping[str, str] = field(default_factory=_empty_settings)
     #: Braid-specific (CPython has a cyclic GC, Pulsar's JVM keys do not apply): freeze the
@@ -124,6 +132,16 @@ class BrokerConfig:
     python_gc_freeze_after_startup: bool = True
     #: ``gc.set_threshold`` for a high-allocation server (CPython's default is 700,10,10).
     python_gc_thresholds: tuple[int, int, int] = BROKER_DEFAULT_THRESHOLDS
+    #: The schema compatibility strategy of namespaces that set none (Pulsar's default FULL).
+    schema_compatibility_strategy: SchemaCompatibilityStrategy = DEFAULT_STRATEGY
+    #: Refuse producers without a schema on topics that have one.
+    is_schema_validation_enforced: bool = False
+    #: What auto-creation creates: ``non-partitioned`` or ``partitioned`` topics.
+    allow_auto_topic_creation_type: str = "non-partitioned"
+    #: Partitions of an auto-created partitioned topic.
+    default_num_partitions: int = 1
+    #: ``name:pulsar://host:port`` entries: the URL a LOOKUP with ``listener_name`` gets.
+    advertised_listeners: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         # Resolve the derived defaults once so every reader sees the same values.
@@ -140,6 +158,15 @@ class BrokerConfig:
                 "scalable_topic_settings",
                 MappingProxyType(dict(self.scalable_topic_settings)),
             )
+
+    def listener_urls(self) -> dict[str, str]:
+        """``advertisedListeners`` as listener name -> ``pulsar://`` URL."""
+        urls: dict[str, str] = {}
+        for entry in self.advertised_listeners:
+            name, _, url = entry.partition(":")
+            if url.startswith("pulsar://"):
+                urls.setdefault(name, url)
+        return urls
 
     @property
     def web_service_url(self) -> str:
@@ -257,6 +284,35 @@ def _parse_gc_thresholds(text: str) -> tuple[int, int, int]:
     return values[0], values[1], values[2]
 
 
+def _parse_strategy(text: str) -> SchemaCompatibilityStrategy:
+    try:
+        strategy = SchemaCompatibilityStrategy.parse(text)
+    except InvalidSchemaSetting as exc:
+        raise ValueError(str(exc)) from None
+    if strategy is SchemaCompatibilityStrategy.UNDEFINED:
+        raise ValueError("the broker's strategy cannot be UNDEFINED")
+    return strategy
+
+
+def _parse_topic_type(text: str) -> str:
+    if text not in ("non-partitioned", "partitioned"):
+        raise ValueError("expected non-partitioned or partitioned")
+    return text
+
+
+_LISTENER = re.compile(r"^[A-Za-z0-9_.\-]+:pulsar(\+ssl)?://[A-Za-z0-9._\-\[\]:]+:\d+$")
+
+
+def _parse_listeners(text: str) -> tuple[str, ...]:
+    entries = tuple(p.strip() for p in text.split(",") if p.strip())
+    for entry in entries:
+        if not _LISTENER.match(entry):
+            raise ValueError(
+                f"expected name:pulsar://host:port entries separated by commas, got {entry!r}"
+            )
+    return entries
+
+
 @dataclass(frozen=True)
 class _Key:
     name: str  # camelCase, as in broker.conf
@@ -337,8 +393,18 @@ KEYS: tuple[_Key, ...] = (
         _parse_int(0),
     ),
     _Key("scalableTopicGcIntervalSeconds", "scalable_topic_gc_interval_seconds", _parse_int(0)),
+    _Key(
+        "scalableTopicKeyHashSampleInterval",
+        "scalable_topic_key_hash_sample_interval",
+        _parse_int(0),
+    ),
     _Key("pythonGcFreezeAfterStartup", "python_gc_freeze_after_startup", _parse_bool),
     _Key("pythonGcThresholds", "python_gc_thresholds", _parse_gc_thresholds),
+    _Key("schemaCompatibilityStrategy", "schema_compatibility_strategy", _parse_strategy),
+    _Key("isSchemaValidationEnforced", "is_schema_validation_enforced", _parse_bool),
+    _Key("allowAutoTopicCreationType", "allow_auto_topic_creation_type", _parse_topic_type),
+    _Key("defaultNumPartitions", "default_num_partitions", _parse_int(1, 10_000)),
+    _Key("advertisedListeners", "advertised_listeners", _parse_listeners),
 )
 
 _BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}
@@ -469,6 +535,8 @@ def _check_auto_scale_settings(settings: Mapping[str, str]) -> None:
 
 
 def _text(value: object) -> str:
+    if isinstance(value, SchemaCompatibilityStrategy):
+        return value.value
     if isinstance(value, tuple):
         return ",".join(str(v) for v in value)
     return str(value)

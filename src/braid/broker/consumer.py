@@ -3,8 +3,9 @@
 The dispatcher decides *what* a consumer gets; the consumer keeps the per-consumer books Pulsar
 keeps: FLOW permits counted in messages (a batch entry costs ``num_messages_in_batch``), the
 entries delivered but not yet acknowledged (so they can be redelivered when the consumer asks or
-leaves), and counters for stats. Sending goes through :class:`ConsumerTransport`, implemented
-by the connection.
+leaves), and counters for stats - its own and its topic's (:attr:`Consumer.topic_counters`, which
+outlive the consumer). Sending goes through :class:`ConsumerTransport`, implemented by the
+connection.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from braid.broker.rates import TrafficCounters
 from braid.broker.sticky_keys import KeySharedPolicy
 from braid.ledger.api import Entry, Position
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -92,6 +94,8 @@ class Consumer:
         self.told_end_of_topic = False
         self.messages_out = 0
         self.bytes_out = 0
+        #: The topic's counters (set when it attaches), so dispatch rates survive the consumer.
+        self.topic_counters = TrafficCounters()
 
     def add_permits(self, permits: int) -> None:
         self.permits += permits
@@ -100,11 +104,18 @@ class Consumer:
         """Send ``deliveries`` to the client and charge their messages against the permits."""
         if not deliveries or self.closed:
             return
+        messages = size = 0
+        pending = self.pending
         for d in deliveries:
-            self.permits -= d.messages
-            self.pending[d.entry.position] = d.messages
-            self.messages_out += d.messages
-            self.bytes_out += len(d.entry.data)
+            pending[d.entry.position] = d.messages
+            messages += d.messages
+            size += len(d.entry.data)
+        self.permits -= messages
+        self.messages_out += messages
+        self.bytes_out += size
+        topic = self.topic_counters
+        topic.messages_out += messages
+        topic.bytes_out += size
         self.transport.send_messages(self.consumer_id, deliveries)
 
     def acknowledged(self, positions: Sequence[Position]) -> None:

@@ -120,6 +120,12 @@ class ServiceNotReady(BrokerError, ServiceUnavailableError):
     code = ServerError.ServiceNotReady
 
 
+class UnknownListener(BrokerError, NotFoundError):
+    """A lookup named a listener that is not one of the broker's ``advertisedListeners``."""
+
+    code = ServerError.MetadataError
+
+
 class DuplicateInFlight(BrokerError, IllegalStateError):
     """A resend of a message whose first copy is still being persisted (Pulsar's
     ``MessageDupUnknownException``): the producer is closed so the client resends later."""
@@ -174,5 +180,6 @@ __all__ = [
     "SubscriptionNotFound",
     "TopicNotFound",
     "TopicTerminated",
+    "UnknownListener",
     "to_server_error",
 ]

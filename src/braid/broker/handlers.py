@@ -33,6 +33,8 @@ from braid.broker.errors import (
 )
 from braid.broker.producer import Producer
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
+from braid.broker.schemas.model import SchemaData
+from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.broker.sticky_keys import KeySharedPolicy
 from braid.broker.subscription import BatchIndexAck, Subscription
 from braid.broker.topic import PersistentTopic
@@ -84,13 +86,16 @@ def _fully_acked(mid: pb.MessageIdData) -> bool:
 class TopicService(Protocol):
     """What the topic commands need from the broker (implemented by ``BrokerService``)."""
 
-    @property
-    def service_url(self) -> str:
-        """``pulsar://host:port`` that LOOKUP answers with."""
+    def lookup_url(self, listener: str | None = None) -> str:
+        """``pulsar://host:port`` that LOOKUP answers with (for ``listener``, if named)."""
         ...
 
     async def check_topic(self, name: str) -> TopicName:
         """Validate a topic name and its namespace."""
+        ...
+
+    async def partitioned_metadata(self, name: str, *, auto_create: bool = True) -> int:
+        """The topic's number of partitions (0: not partitioned), maybe auto-creating it."""
         ...
 
     async def get_or_create_topic(
@@ -105,6 +110,11 @@ class TopicService(Protocol):
 
     def generate_producer_name(self) -> str:
         """A producer name unique across this broker's restarts."""
+        ...
+
+    @property
+    def schemas(self) -> TopicSchemas:
+        """The schema rules PRODUCER and SUBSCRIBE apply."""
         ...
 
 
@@ -228,7 +238,9 @@ class TopicCommands:
 
         async def run() -> None:
             try:
-                await self._service.check_topic(req.topic)
+                partitions = await self._service.partitioned_metadata(
+                    req.topic, auto_create=req.metadata_auto_creation_enabled
+                )
             except Exception as exc:
                 code, message = to_server_error(exc)
                 self._channel.send(
@@ -237,8 +249,8 @@ class TopicCommands:
                     )
                 )
                 return
-            # Braid has no partitioned topics: 0 tells the client to use the topic as it is.
-            self._channel.send(commands.partitioned_metadata_response(req.request_id, 0))
+            # 0 tells the client to use the topic as it is; N to use its N partitions.
+            self._channel.send(commands.partitioned_metadata_response(req.request_id, partitions))
 
         self._channel.spawn(run(), request_id=req.request_id)
 
@@ -248,6 +260,7 @@ class TopicCommands:
         async def run() -> None:
             try:
                 await self._service.check_topic(req.topic)
+                url = self._service.lookup_url(req.advertised_listener_name or None)
             except Exception as exc:
                 code, message = to_server_error(exc)
                 if code in (ServerError.ServiceNotReady, ServerError.TooManyRequests):
@@ -258,21 +271,8 @@ class TopicCommands:
                 )
                 return
             self._channel.send(
-                commands.lookup_response(
-                    req.request_id,
-                    broker_service_url=self._service.service_url,
-                    authoritative=True,
-                )
+                commands.lookup_response(req.request_id, broker_service_url=url, authoritative=True)
             )
-
-        self._channel.spawn(run(), request_id=req.request_id)
-
-    def on_topics_of_namespace(self, event: CommandReceived) -> None:
-        req = event.command.getTopicsOfNamespace
-
-        async def run() -> None:
-            topics = await self._service.list_topics(req.namespace)
-            self._channel.send(commands.topics_of_namespace_response(req.request_id, topics))
 
         self._channel.spawn(run(), request_id=req.request_id)
 
@@ -287,7 +287,10 @@ class TopicCommands:
             producer, topic = existing
             channel.send(
                 commands.producer_success(
-                    req.request_id, producer.name, topic.last_sequence_id(producer.name)
+                    req.request_id,
+                    producer.name,
+                    topic.last_sequence_id(producer.name),
+                    schema_version=producer.schema_version,
                 )
             )
             return
@@ -296,6 +299,9 @@ class TopicCommands:
 
         async def run() -> None:
             topic = await self._service.get_or_create_topic(req.topic)
+            schema_version = await self._service.schemas.for_producer(
+                TopicName.parse(topic.name), _schema_of(req)
+            )
             user_named = req.HasField("producer_name") and bool(req.producer_name)
             name = req.producer_name if user_named else self._service.generate_producer_name()
             producer = Producer(
@@ -305,6 +311,7 @@ class TopicCommands:
                 self,
                 user_provided_name=user_named,
             )
+            producer.schema_version = schema_version
 
             def waiting() -> None:
                 channel.send(
@@ -317,7 +324,12 @@ class TopicCommands:
                 return
             self._producers[req.producer_id] = (producer, topic)
             channel.send(
-                commands.producer_success(req.request_id, name, topic.last_sequence_id(name))
+                commands.producer_success(
+                    req.request_id,
+                    name,
+                    topic.last_sequence_id(name),
+                    schema_version=schema_version,
+                )
             )
 
         task = asyncio.ensure_future(run())
@@ -395,6 +407,9 @@ class TopicCommands:
             if not req.subscription:
                 raise NotSupported("a subscription name is required")
             topic = await self._service.get_or_create_topic(req.topic)
+            await self._service.schemas.for_consumer(
+                TopicName.parse(topic.name), _schema_of(req), topic_in_use=_in_use(topic)
+            )
             consumer = Consumer(
                 req.consumer_id,
                 req.consumer_name or f"consumer-{req.consumer_id}",
@@ -582,6 +597,20 @@ class TopicCommands:
         )
 
 
+def _schema_of(req: pb.CommandProducer | pb.CommandSubscribe) -> SchemaData | None:
+    """The schema a PRODUCER or SUBSCRIBE carries, if any."""
+    return SchemaData.from_wire(req.schema) if req.HasField("schema") else None
+
+
+def _in_use(topic: PersistentTopic) -> bool:
+    """Producers, consumers or messages: a consumer's schema may no longer define the topic's."""
+    return (
+        bool(topic.producers)
+        or topic.ledger.number_of_entries > 0
+        or any(sub.consumers for sub in topic.subscriptions.values())
+    )
+
+
 def _error_for(request_id: int) -> _ConsumerRefusal:
     """The refusal of a request that has no response command of its own: an ``ERROR``."""
 
@@ -595,7 +624,6 @@ def _error_for(request_id: int) -> _ConsumerRefusal:
 _HANDLERS: dict[CommandType, CommandHandler[TopicCommands]] = {
     pb.BaseCommand.PARTITIONED_METADATA: TopicCommands.on_partitioned_metadata,
     pb.BaseCommand.LOOKUP: TopicCommands.on_lookup,
-    pb.BaseCommand.GET_TOPICS_OF_NAMESPACE: TopicCommands.on_topics_of_namespace,
     pb.BaseCommand.PRODUCER: TopicCommands.on_producer,
     pb.BaseCommand.SEND: TopicCommands.on_send,
     pb.BaseCommand.CLOSE_PRODUCER: TopicCommands.on_close_producer,

@@ -97,6 +97,8 @@ class Producer:
         self.access_mode = access_mode
         self.transport = transport
         self.user_provided_name = user_provided_name
+        #: The schema version PRODUCER_SUCCESS gave it (``None``: no schema).
+        self.schema_version: bytes | None = None
         self.closed = False
         self.messages_in = 0
         self.bytes_in = 0

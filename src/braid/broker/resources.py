@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from braid.broker.schemas.model import InvalidSchemaSetting, SchemaCompatibilityStrategy
 from braid.core.errors import (
     AlreadyExistsError,
     BraidError,
@@ -162,16 +163,21 @@ class RetentionPolicies:
 
 @dataclass(frozen=True)
 class AutoTopicCreationOverride:
-    """Namespace override of the broker's ``allowAutoTopicCreation``."""
+    """Namespace override of the broker's ``allowAutoTopicCreation``,
+    ``allowAutoTopicCreationType`` and ``defaultNumPartitions``."""
 
     allow_auto_topic_creation: bool
     topic_type: str = "non-partitioned"
+    default_num_partitions: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc: dict[str, Any] = {
             "allowAutoTopicCreation": self.allow_auto_topic_creation,
             "topicType": self.topic_type,
         }
+        if self.default_num_partitions is not None:
+            doc["defaultNumPartitions"] = self.default_num_partitions
+        return doc
 
     @classmethod
     def from_json(cls, doc: object) -> AutoTopicCreationOverride:
@@ -184,7 +190,12 @@ class AutoTopicCreationOverride:
             raise InvalidPolicies(
                 f"topicType must be non-partitioned or partitioned: {topic_type!r}"
             )
-        return cls(doc["allowAutoTopicCreation"], topic_type)
+        partitions = doc.get("defaultNumPartitions")
+        if partitions is not None and (
+            isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1
+        ):
+            raise InvalidPolicies(f"defaultNumPartitions must be an integer >= 1: {partitions!r}")
+        return cls(doc["allowAutoTopicCreation"], topic_type, partitions)
 
 
 _MODELLED = (
@@ -193,7 +204,28 @@ _MODELLED = (
     "retention_policies",
     "scalableTopicAutoScalePolicy",
     "compaction_threshold",
+    "schema_compatibility_strategy",
+    "is_allow_auto_update_schema",
+    "schema_validation_enforced",
 )
+
+
+def _optional_bool(doc: Mapping[str, Any], key: str) -> bool | None:
+    value = doc.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise InvalidPolicies(f"{key} must be a boolean, got {value!r}")
+    return value
+
+
+def _strategy(doc: Mapping[str, Any]) -> SchemaCompatibilityStrategy | None:
+    value = doc.get("schema_compatibility_strategy")
+    if value is None:
+        return None
+    try:
+        strategy = SchemaCompatibilityStrategy.parse(value)
+    except InvalidSchemaSetting as exc:
+        raise InvalidPolicies(str(exc)) from None
+    return None if strategy is SchemaCompatibilityStrategy.UNDEFINED else strategy
 
 
 @dataclass(frozen=True)
@@ -210,6 +242,12 @@ class NamespacePolicies:
     scalable_topic_auto_scale_policy: Mapping[str, Any] | None = None
     #: Bytes after a topic's compaction horizon that trigger compaction (0: never).
     compaction_threshold: int | None = None
+    #: Pulsar's ``schema_compatibility_strategy`` (``None`` = the broker's
+    #: ``schemaCompatibilityStrategy``), ``is_allow_auto_update_schema`` (``None`` = true) and
+    #: ``schema_validation_enforced`` (``None`` = the broker's ``isSchemaValidationEnforced``).
+    schema_compatibility_strategy: SchemaCompatibilityStrategy | None = None
+    is_allow_auto_update_schema: bool | None = None
+    schema_validation_enforced: bool | None = None
     extra: Mapping[str, Any] = field(default_factory=_empty)
 
     def to_json(self) -> dict[str, Any]:
@@ -225,6 +263,12 @@ class NamespacePolicies:
             doc["scalableTopicAutoScalePolicy"] = dict(self.scalable_topic_auto_scale_policy)
         if self.compaction_threshold is not None:
             doc["compaction_threshold"] = self.compaction_threshold
+        if self.schema_compatibility_strategy is not None:
+            doc["schema_compatibility_strategy"] = self.schema_compatibility_strategy.value
+        if self.is_allow_auto_update_schema is not None:
+            doc["is_allow_auto_update_schema"] = self.is_allow_auto_update_schema
+        if self.schema_validation_enforced is not None:
+            doc["schema_validation_enforced"] = self.schema_validation_enforced
         return doc
 
     @classmethod
@@ -251,6 +295,9 @@ class NamespacePolicies:
             retention=None if retention is None else RetentionPolicies.from_json(retention),
             scalable_topic_auto_scale_policy=None if scale is None else _frozen(scale),
             compaction_threshold=threshold,
+            schema_compatibility_strategy=_strategy(doc),
+            is_allow_auto_update_schema=_optional_bool(doc, "is_allow_auto_update_schema"),
+            schema_validation_enforced=_optional_bool(doc, "schema_validation_enforced"),
             extra=_frozen({k: v for k, v in doc.items() if k not in _MODELLED}),
         )
 

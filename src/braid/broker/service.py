@@ -37,14 +37,38 @@ from braid.broker.config import (
     retention_minutes_to_seconds,
 )
 from braid.broker.connection import SERVER_VERSION, BrokerConnection
-from braid.broker.errors import InvalidTopicName, ServiceNotReady, TopicNotFound
+from braid.broker.errors import (
+    InvalidTopicName,
+    NotSupported,
+    ServiceNotReady,
+    TopicNotFound,
+    UnknownListener,
+)
 from braid.broker.handlers import topic_commands
+from braid.broker.key_sampler import KeyHashSampler
+from braid.broker.partitions import (
+    PartitionedTopicExists,
+    PartitionedTopicNotFound,
+    PartitionedTopics,
+)
 from braid.broker.registry import CommandRegistry
 from braid.broker.resources import BrokerResources, NamespacePolicies
+from braid.broker.schemas.commands import schema_commands
+from braid.broker.schemas.model import schema_id_of
+from braid.broker.schemas.registry import SchemaRegistry
+from braid.broker.schemas.storage import SchemaStorage
+from braid.broker.schemas.topic_schemas import SchemaPolicy, TopicSchemas
 from braid.broker.topic import PersistentTopic
+from braid.broker.topic_list import TopicEvents, topic_list_commands
 from braid.clock import Clock
 from braid.core import names
-from braid.core.names import TopicDomain, TopicName
+from braid.core.names import NamespaceName, TopicDomain, TopicName
+from braid.core.partitions import (
+    PARTITION_SUFFIX,
+    partition_index,
+    partition_name,
+    partitioned_topic_of,
+)
 from braid.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from braid.metadata.api import MetadataStore
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -107,12 +131,24 @@ class BrokerService:
         # matters with deduplication (a reused name would inherit old sequence ids).
         self._producer_tag = secrets.token_hex(4)
         self._producer_counter = itertools.count()
+        self._listeners = config.listener_urls()
         #: Which command family serves which command; extend it with ``commands.register``.
         self.commands = CommandRegistry()
         self.commands.register(topic_commands(self))
+        #: Topic-level schemas: versions in ledgers, locators in the metadata store.
+        self.schemas = TopicSchemas(
+            SchemaRegistry(SchemaStorage(metadata, ml_factory.storage, clock)),
+            self._schema_policy,
+        )
+        self.commands.register(schema_commands(self))
+        #: Partition counts of partitioned topics (their partitions are ordinary topics).
+        self.partitioned = PartitionedTopics(metadata)
+        #: Topic creations and deletions, for topic-list watchers.
+        self.topic_events = TopicEvents(ml_factory)
+        self.commands.register(topic_list_commands(self, self.topic_events))
         #: What CONNECTED advertises; layers above set their flags (``supports_scalable_topics``)
         #: before clients connect.
-        self.feature_flags = pb.FeatureFlags()
+        self.feature_flags = pb.FeatureFlags(supports_topic_watchers=True)
         #: Called with ``(topic name, subscription)`` when a subscription has consumed all of a
         #: terminated topic (the scalable-topic layer's drain events).
         self.drain_listeners: list[Callable[[str, str], None]] = []
@@ -151,6 +187,29 @@ class BrokerService:
         host = self.config.advertised_address or self.config.bind_address
         return f"pulsar://{host}:{self.port}"
 
+    def lookup_url(self, listener: str | None = None) -> str:
+        """The ``pulsar://`` URL a LOOKUP is answered with.
+
+        With ``advertisedListeners`` configured, a lookup naming a listener gets that listener's
+        URL, and one naming none the first listener's (Pulsar's default internal listener);
+        without them, :attr:`service_url`.
+
+        Raises:
+            UnknownListener: ``listener`` is not one of ``advertisedListeners``.
+        """
+        listeners = self._listeners
+        if listener:
+            url = listeners.get(listener)
+            if url is None:
+                known = ", ".join(listeners) or "none configured"
+                raise UnknownListener(
+                    f"the broker does not have listener {listener!r} (advertisedListeners: {known})"
+                )
+            return url
+        if listeners:
+            return next(iter(listeners.values()))
+        return self.service_url
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing:
             writer.close()
@@ -177,6 +236,7 @@ class BrokerService:
             return
         self._closing = True
         await self.compaction_monitor.close()
+        self.topic_events.close()
         if self._server is not None:
             self._server.close()
         for conn in list(self._connections):
@@ -207,6 +267,30 @@ class BrokerService:
         if not await self.resources.namespace_exists(topic.tenant, topic.namespace):
             raise TopicNotFound(f"namespace {topic.namespace_name} does not exist")
         return await self.resources.get_namespace_policies(topic.tenant, topic.namespace)
+
+    async def _schema_policy(self, topic: TopicName) -> SchemaPolicy:
+        """The namespace's schema settings over the broker's defaults."""
+        policies = await self.namespace_policies(topic)
+        return SchemaPolicy(
+            strategy=policies.schema_compatibility_strategy
+            or self.config.schema_compatibility_strategy,
+            allow_auto_update=policies.is_allow_auto_update_schema is not False,
+            validation_enforced=(
+                self.config.is_schema_validation_enforced
+                if policies.schema_validation_enforced is None
+                else policies.schema_validation_enforced
+            ),
+        )
+
+    async def check_namespace(self, namespace: str) -> NamespaceName:
+        """Validate ``tenant/ns`` and check that it exists (``TopicNotFound`` naming it if not)."""
+        try:
+            name = NamespaceName.parse(namespace)
+        except names.InvalidTopicName as exc:
+            raise InvalidTopicName(str(exc)) from exc
+        if not await self.resources.namespace_exists(name.tenant, name.namespace):
+            raise TopicNotFound(f"namespace {name} does not exist")
+        return name
 
     async def check_topic(self, name: str) -> TopicName:
         """Validate a name and its namespace (what LOOKUP and PARTITIONED_METADATA need)."""
@@ -251,6 +335,8 @@ class BrokerService:
             # Only the scalable-topic controller creates segments (with their subscriptions'
             # cursors); a client's producer or consumer never does.
             allowed = False
+        elif topic.domain is TopicDomain.PERSISTENT:
+            allowed = await self._partition_rule(topic, allowed, ml_name)
         if create is not None:
             allowed = create
         if not allowed and not await self.ml_factory.exists(ml_name):
@@ -278,9 +364,113 @@ class BrokerService:
         if self._closing:
             await loaded.close()
             raise ServiceNotReady("the broker is shutting down")
+        every = self.config.scalable_topic_key_hash_sample_interval
+        if topic.domain is TopicDomain.SEGMENT and every > 0:
+            # Where the segment's keys hash: the scalable layer's split point (load reports).
+            loaded.key_sampler = KeyHashSampler.for_segment(str(topic), every=every)
         self._topics[str(topic)] = loaded
         log.info("loaded topic %s (managed ledger %s)", topic, ml_name)
         return loaded
+
+    async def _partition_rule(self, topic: TopicName, allowed: bool, ml_name: str) -> bool:
+        """Whether a missing ``persistent://`` topic may be created, partitions considered: a
+        partition of a partitioned topic always may (below its count, never above it); the
+        partitioned name itself is never served as a topic."""
+        index = partition_index(topic.local_name)
+        if index >= 0:
+            base = TopicName(
+                topic.domain, topic.tenant, topic.namespace, partitioned_topic_of(topic.local_name)
+            )
+            count = await self.partitioned.partitions(base)
+            return allowed if count == 0 else index < count
+        if await self.partitioned.partitions(topic) and not await self.ml_factory.exists(ml_name):
+            raise NotSupported(
+                f"{topic} is a partitioned topic: produce to and consume from its partitions "
+                f"({topic.local_name}{PARTITION_SUFFIX}N), as Pulsar clients do after "
+                "PARTITIONED_METADATA"
+            )
+        return allowed
+
+    def _auto_creation_type(self, policies: NamespacePolicies) -> tuple[str, int]:
+        """What auto-creation creates here: topic type and partitions (namespace over broker)."""
+        override = policies.auto_topic_creation
+        if override is None:
+            return self.config.allow_auto_topic_creation_type, self.config.default_num_partitions
+        return (
+            override.topic_type,
+            override.default_num_partitions or self.config.default_num_partitions,
+        )
+
+    async def partitioned_metadata(self, name: str, *, auto_create: bool = True) -> int:
+        """PARTITIONED_METADATA: the topic's partition count (0: not partitioned).
+
+        A missing topic is created as a partitioned topic when auto-creation is allowed and its
+        type is ``partitioned`` (namespace ``autoTopicCreationOverride``, else the broker's
+        ``allowAutoTopicCreationType`` / ``defaultNumPartitions``), unless ``auto_create`` is off.
+        """
+        topic = await self.check_topic(name)
+        if topic.domain is not TopicDomain.PERSISTENT or partition_index(topic.local_name) >= 0:
+            return 0
+        count = await self.partitioned.partitions(topic)
+        if count or not auto_create or await self.topic_exists(str(topic)):
+            return count
+        policies = await self.namespace_policies(topic)
+        if not policies.is_auto_topic_creation_allowed(self.config.allow_auto_topic_creation):
+            return 0
+        topic_type, partitions = self._auto_creation_type(policies)
+        if topic_type != "partitioned":
+            return 0
+        try:
+            await self.create_partitioned_topic(str(topic), partitions)
+        except PartitionedTopicExists:
+            pass  # created concurrently (another client or broker)
+        return await self.partitioned.partitions(topic)
+
+    async def create_partitioned_topic(self, name: str, partitions: int) -> None:
+        """Create a partitioned topic and its partitions.
+
+        Raises:
+            PartitionedTopicExists: the name is taken by a partitioned or a plain topic.
+        """
+        topic = parse_topic_name(name)
+        await self.namespace_policies(topic)
+        if await self.topic_exists(str(topic)):
+            raise PartitionedTopicExists(f"a non-partitioned topic {topic} already exists")
+        await self.partitioned.create(topic, partitions)
+        await self._create_partitions(topic, 0, partitions)
+
+    async def update_partitioned_topic(self, name: str, partitions: int) -> None:
+        """Grow a partitioned topic to ``partitions`` partitions (creating the new ones)."""
+        topic = parse_topic_name(name)
+        before = await self.partitioned.grow(topic, partitions)
+        await self._create_partitions(topic, before, partitions)
+
+    async def _create_partitions(self, topic: TopicName, start: int, end: int) -> None:
+        for index in range(start, end):
+            partition = TopicName(
+                topic.domain, topic.tenant, topic.namespace, partition_name(topic.local_name, index)
+            )
+            await self.get_or_create_topic(str(partition), create=True)
+
+    async def delete_partitioned_topic(self, name: str) -> None:
+        """Delete a partitioned topic: its partitions (clients are disconnected), its partition
+        count and its schema.
+
+        Raises:
+            PartitionedTopicNotFound: it is not a partitioned topic.
+        """
+        topic = parse_topic_name(name)
+        count = await self.partitioned.partitions(topic)
+        if count == 0:
+            raise PartitionedTopicNotFound(f"{topic} is not a partitioned topic")
+        for index in range(count):
+            partition = TopicName(
+                topic.domain, topic.tenant, topic.namespace, partition_name(topic.local_name, index)
+            )
+            if await self.topic_exists(str(partition)):
+                await self._delete_topic_data(partition)
+        await self.partitioned.delete(topic)
+        await self.schemas.registry.delete_all(schema_id_of(topic))
 
     def _ledger_config(self, policies: NamespacePolicies) -> ManagedLedgerConfig:
         config = self.config.managed_ledger_config()
@@ -314,8 +504,14 @@ class BrokerService:
         return await self.ml_factory.exists(managed_ledger_name(topic))
 
     async def delete_topic(self, name: str) -> None:
-        """Delete a topic and its data: connected clients are disconnected first."""
+        """Delete a topic and its data (connected clients are disconnected first), and its schema
+        unless it is one partition of a partitioned topic (the others share the schema)."""
         topic = parse_topic_name(name)
+        await self._delete_topic_data(topic)
+        if topic.domain is TopicDomain.PERSISTENT and partition_index(topic.local_name) < 0:
+            await self.schemas.registry.delete_all(schema_id_of(topic))
+
+    async def _delete_topic_data(self, topic: TopicName) -> None:
         key = str(topic)
         ml_name = managed_ledger_name(topic)
         if key not in self._topics and await self.ml_factory.exists(ml_name):

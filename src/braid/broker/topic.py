@@ -9,6 +9,11 @@ cursors, created on first subscribe at the requested initial position and restor
 managed ledger after a restart. Termination seals the ledger: sends fail with
 ``TopicTerminatedError`` and new producers are refused. A topic's compaction (the compacted ledger
 read-compacted consumers start from) is its :attr:`PersistentTopic.compaction`.
+
+Traffic is counted in :attr:`PersistentTopic.counters` (messages - every message of a batch - and
+bytes, in and out; :mod:`braid.broker.rates`), and a segment topic may carry a
+:class:`~braid.broker.key_sampler.KeyHashSampler` that looks at one entry in every few on the SEND
+path to learn where its keys hash (where a split would halve the load).
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ from braid.broker.errors import (
     SubscriptionNotFound,
     TopicTerminated,
 )
+from braid.broker.key_sampler import KeyHashSampler
 from braid.broker.producer import AccessMode, PendingReceipt, Producer
+from braid.broker.rates import TrafficCounters
 from braid.broker.subscription import Subscription
 from braid.clock import Clock, SystemClock
 from braid.core.errors import BraidError
@@ -85,8 +92,10 @@ class PersistentTopic:
         self._sub_lock = asyncio.Lock()
         self._background: set[asyncio.Future[None]] = set()
         self.closed = False
-        self.messages_in = 0
-        self.bytes_in = 0
+        #: Messages and bytes in and out since the topic was loaded (never go backwards).
+        self.counters = TrafficCounters()
+        #: Samples published keys' hashes (segment topics only; see the module docstring).
+        self.key_sampler: KeyHashSampler | None = None
 
     @classmethod
     async def load(
@@ -250,10 +259,18 @@ class PersistentTopic:
                 )
                 return
         size = len(data)
-        producer.messages_in += 1
+        # A batch SEND carries several messages: its receipt covers sequence_id..last_sequence_id.
+        messages = max(receipt.last_sequence_id - receipt.sequence_id + 1, 1)
+        producer.messages_in += messages
         producer.bytes_in += size
-        self.messages_in += 1
-        self.bytes_in += size
+        counters = self.counters
+        counters.messages_in += messages
+        counters.bytes_in += size
+        sampler = self.key_sampler
+        if sampler is not None:
+            sampler.countdown -= 1
+            if sampler.countdown <= 0:
+                sampler.sample(data)
         try:
             self.ledger.append_with_callback(data, self._appended, receipt)
         except BraidError as exc:  # the ledger refused at once (closed, fenced, terminated)
@@ -320,6 +337,7 @@ class PersistentTopic:
                 self.subscriptions[subscription_name] = sub
                 if durable:
                     self._check_drained(sub)
+            consumer.topic_counters = self.counters
             sub.add_consumer(consumer)
             return sub
 
@@ -491,8 +509,10 @@ class PersistentTopic:
 
     def stats(self) -> dict[str, object]:
         return {
-            "msgInCounter": self.messages_in,
-            "bytesInCounter": self.bytes_in,
+            "msgInCounter": self.counters.messages_in,
+            "bytesInCounter": self.counters.bytes_in,
+            "msgOutCounter": self.counters.messages_out,
+            "bytesOutCounter": self.counters.bytes_out,
             "storageSize": self.ledger.total_size,
             "numberOfEntries": self.ledger.number_of_entries,
             "lastConfirmedEntry": str(self.ledger.last_confirmed_position),

@@ -24,6 +24,7 @@ import time
 from typing import Any, TextIO
 
 from braid.cli import admin_commands as cmd
+from braid.cli import admin_compat
 from braid.core.errors import BraidError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -42,8 +43,10 @@ command groups:
   scalable-topics  topic:// topics: create with N segments, split, merge, subscriptions, stats
   segments         segment:// topics of a scalable topic (the controller's tools)
   tenants          tenants, their admin roles and allowed clusters
-  namespaces       namespaces (tenant/namespace) and their policies (deduplication, ...)
-  topics           classic persistent:// topics
+  namespaces       namespaces (tenant/namespace) and their policies (deduplication, schema
+                   compatibility strategy, ...)
+  topics           classic persistent:// topics, partitioned or not
+  schemas          a topic's schema versions: get, upload, delete
   health           is a broker answering at --url?
 
 Run `braid admin <group> --help` for the commands of a group.
@@ -243,6 +246,7 @@ def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     _add_tenants(builder)
     _add_namespaces(builder)
     _add_topics(builder)
+    admin_compat.add_schemas_group(builder.group, _command, _topic_arg)
     health = builder.groups.add_parser(
         "health",
         help="check that a broker answers at --url (and reaches its metadata store)",
@@ -272,6 +276,7 @@ def _add_scalable_topics(builder: _Builder) -> None:
   braid admin scalable-topics merge topic://public/default/orders 3 4 5
   braid admin scalable-topics create-subscription orders billing --initial-position earliest
   braid admin scalable-topics stats topic://public/default/orders
+  braid admin scalable-topics set-auto-scale-policy orders --max-segments 16 --split-cooldown 30s
   braid admin scalable-topics delete topic://public/default/orders --force
 """,
     )
@@ -462,6 +467,81 @@ def _add_scalable_topics(builder: _Builder) -> None:
         "segments", metavar="SEGMENT_ID", type=_segment_id, nargs="+", help="two or more ids"
     )
 
+    p = _command(
+        commands,
+        "set-auto-scale-policy",
+        cmd.st_set_policy,
+        "override the auto split/merge policy of one topic (PIP-483)",
+        description="Set the topic's AutoScalePolicyOverride: every setting is optional and an "
+        "unset one falls through to the namespace's override, then broker.conf. The result is "
+        "checked after resolution (split thresholds above merge thresholds, min <= max "
+        "segments). Setting replaces the topic's previous override.",
+        examples="""\
+  braid admin scalable-topics set-auto-scale-policy orders --enabled off
+  braid admin scalable-topics set-auto-scale-policy orders --max-segments 16 \\
+      --split-msg-rate-in-threshold 2000 --merge-msg-rate-in-threshold 200 --split-cooldown 30s
+  braid admin scalable-topics set-auto-scale-policy orders --json '{"maxSegments": 8}'
+""",
+    )
+    _topic_arg(p)
+    _policy_args(p)
+    p = _command(
+        commands,
+        "get-auto-scale-policy",
+        cmd.st_get_policy,
+        "show the topic's auto-scale override (stats shows the effective policy)",
+        examples="  braid admin scalable-topics get-auto-scale-policy orders\n",
+    )
+    _topic_arg(p)
+    p = _command(
+        commands,
+        "remove-auto-scale-policy",
+        cmd.st_remove_policy,
+        "drop the topic's auto-scale override (the namespace's or broker's applies)",
+        examples="  braid admin scalable-topics remove-auto-scale-policy orders\n",
+    )
+    _topic_arg(p)
+
+
+_KIND_METAVAR = {
+    "bool": "on|off",
+    "int": "N",
+    "duration": "DURATION",
+    "rate": "PER_SECOND",
+    "bytes": "BYTES",
+    "fraction": "FRACTION",
+}
+_KIND_HELP = {
+    "duration": " (30s, 5m, 250ms; a bare number is seconds)",
+    "bytes": " per second (50MB, 64MiB or bytes)",
+    "fraction": " (25%% or 0.25)",
+    "rate": " per second",
+}
+
+
+def _policy_args(parser: argparse.ArgumentParser) -> None:
+    """One flag per PIP-483 knob (from the policy's knob table), plus --json."""
+    from braid.core.autoscale_policy import KNOBS
+
+    group = parser.add_argument_group("policy settings (each optional)")
+    for knob in KNOBS:
+        name = knob.json_key.removesuffix("Ms")
+        flag = "--" + "".join("-" + c.lower() if c.isupper() else c for c in name)
+        group.add_argument(
+            flag,
+            dest=f"knob_{knob.field}",
+            metavar=_KIND_METAVAR[knob.kind],
+            default=None,
+            help=f"{knob.conf_key} for this level{_KIND_HELP.get(knob.kind, '')}",
+        )
+    group.add_argument(
+        "--json",
+        dest="policy_json",
+        metavar="DOC",
+        default=None,
+        help="the override as JSON (camelCase keys, durations in ms); flags win over it",
+    )
+
 
 def _add_segments(builder: _Builder) -> None:
     commands = builder.group(
@@ -591,6 +671,7 @@ def _add_namespaces(builder: _Builder) -> None:
 {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}}'
   braid admin namespaces get acme/orders
   braid admin namespaces set-deduplication acme/orders off
+  braid admin namespaces set-scalable-topic-auto-scale-policy acme/orders --max-segments 8
   braid admin namespaces delete acme/orders
 """,
     )
@@ -660,6 +741,38 @@ def _add_namespaces(builder: _Builder) -> None:
         examples="  braid admin namespaces remove-deduplication public/default\n",
     )
     _namespace_arg(p)
+    p = _command(
+        commands,
+        "set-scalable-topic-auto-scale-policy",
+        cmd.ns_set_policy,
+        "override the auto split/merge policy of the namespace's scalable topics (PIP-483)",
+        description="Set the namespace's AutoScalePolicyOverride: every setting is optional; "
+        "unset ones fall through to broker.conf, and a topic's own override wins over this one. "
+        "Checked against broker.conf (split thresholds above merge thresholds, min <= max).",
+        examples="""\
+  braid admin namespaces set-scalable-topic-auto-scale-policy acme/orders --enabled off
+  braid admin namespaces set-scalable-topic-auto-scale-policy public/default --max-segments 8
+""",
+    )
+    _namespace_arg(p)
+    _policy_args(p)
+    p = _command(
+        commands,
+        "get-scalable-topic-auto-scale-policy",
+        cmd.ns_get_policy,
+        "show the namespace's auto-scale override",
+        examples="  braid admin namespaces get-scalable-topic-auto-scale-policy public/default\n",
+    )
+    _namespace_arg(p)
+    p = _command(
+        commands,
+        "remove-scalable-topic-auto-scale-policy",
+        cmd.ns_remove_policy,
+        "drop the namespace's auto-scale override (broker.conf applies)",
+        examples="  braid admin namespaces remove-scalable-topic-auto-scale-policy acme/orders\n",
+    )
+    _namespace_arg(p)
+    admin_compat.add_schema_strategy_commands(commands, _command, _namespace_arg)
 
 
 def _add_topics(builder: _Builder) -> None:
@@ -705,6 +818,7 @@ def _add_topics(builder: _Builder) -> None:
             examples=f"  braid admin topics {name} persistent://public/default/events\n",
         )
         _topic_arg(p, "persistent topic")
+    admin_compat.add_partitioned_topic_commands(commands, _command, _topic_arg, _namespace_arg)
 
 
 # --- entry point ---------------------------------------------------------------------------------

@@ -296,6 +296,80 @@ def ns_remove_dedup(admin: AdminClient, args: argparse.Namespace, p: Printer) ->
     p.done(f"Removed the deduplication setting of {args.namespace} (the broker default applies).")
 
 
+_BOOL_WORDS = {"on": "true", "off": "false", "yes": "true", "no": "false"}
+
+
+def _policy_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The override a set-*-auto-scale-policy command asks for: --json, then the flags."""
+    from braid.core.autoscale_policy import KNOBS, AutoScalePolicyOverride
+
+    doc: dict[str, Any] = {}
+    if args.policy_json is not None:
+        try:
+            parsed = json.loads(args.policy_json)
+        except ValueError as exc:
+            raise InvalidInputError(f"--json is not valid JSON: {exc}") from None
+        doc.update(AutoScalePolicyOverride.from_json(parsed).to_json())
+    texts = {
+        knob.field: _BOOL_WORDS.get(text.strip().lower(), text) if knob.kind == "bool" else text
+        for knob in KNOBS
+        if (text := getattr(args, f"knob_{knob.field}", None)) is not None
+    }
+    doc.update(AutoScalePolicyOverride.from_text(texts).to_json())
+    if not doc:
+        raise InvalidInputError(
+            "give at least one setting (e.g. --enabled off, --max-segments 16) or --json"
+        )
+    return doc
+
+
+def _show_policy(p: Printer, where: str, policy: dict[str, Any] | None, fallback: str) -> None:
+    if p.json:
+        p.data(policy)
+    elif not policy:
+        p.line(f"{where}: no auto-scale override ({fallback} applies)")
+    else:
+        p.line(out.key_values([("override of", where), *sorted(policy.items())]))
+
+
+def st_set_policy(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
+    name = _scalable_name(args.topic)
+    policy = _policy_from_args(args)
+    admin.scalable_topics.set_auto_scale_policy(name, policy)
+    p.done(f"Auto-scale override of {name} set: {json.dumps(policy, sort_keys=True)}")
+
+
+def st_get_policy(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
+    name = _scalable_name(args.topic)
+    policy = admin.scalable_topics.get_auto_scale_policy(name)
+    _show_policy(p, name, policy, "the namespace's override or broker.conf")
+
+
+def st_remove_policy(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
+    name = _scalable_name(args.topic)
+    admin.scalable_topics.remove_auto_scale_policy(name)
+    p.done(f"Removed the auto-scale override of {name}.")
+
+
+def ns_set_policy(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
+    policy = _policy_from_args(args)
+    admin.namespaces.set_scalable_topic_auto_scale_policy(args.namespace, policy)
+    p.done(
+        f"Auto-scale override of {args.namespace}'s scalable topics set: "
+        f"{json.dumps(policy, sort_keys=True)}"
+    )
+
+
+def ns_get_policy(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
+    policy = admin.namespaces.get_scalable_topic_auto_scale_policy(args.namespace)
+    _show_policy(p, args.namespace, policy, "broker.conf")
+
+
+def ns_remove_policy(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
+    admin.namespaces.remove_scalable_topic_auto_scale_policy(args.namespace)
+    p.done(f"Removed the auto-scale override of {args.namespace} (broker.conf applies).")
+
+
 def topics_list(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
     p.names(admin.topics.list(args.namespace), f"no persistent topics in {args.namespace}")
 

@@ -8,7 +8,9 @@ The DAG tree puts root segments first (hash order) and each child indented under
 merged segment, which has several parents, is listed in full under its first parent and
 referenced under the others. Nodes show id, hash range, state, created/sealed epochs, and — for
 ``stats`` — the segment's message counters and rates when the broker reports them, and the backlog
-of each subscription.
+of each subscription. ``stats`` then shows PIP-483's view: each active segment's latest load
+record (rates, age, where a split would cut), the effective auto-scale policy and its overrides,
+and the auto-scaler's last decision with its reason.
 """
 
 from __future__ import annotations
@@ -287,10 +289,181 @@ def render_layout(doc: Mapping[str, Any], topic: str) -> str:
 
 def render_stats(doc: Mapping[str, Any]) -> str:
     """``scalable-topics stats``: the DAG with per-segment stats, then subscriptions with their
-    consumers and assignments, then the controller."""
+    consumers and assignments, then the controller, then auto split/merge (load records, policy,
+    last decision)."""
     parts = [layout_summary(doc), "", dag_tree(doc.get("segments"), with_stats=True)]
     parts += ["", _render_subscriptions(doc), "", _render_controller(doc.get("controller"))]
+    if "autoScale" in doc:
+        parts += ["", render_auto_scale(doc)]
     return "\n".join(parts)
+
+
+def _age(ms: object) -> str:
+    if isinstance(ms, bool) or not isinstance(ms, int | float) or ms < 0:
+        return DASH
+    seconds = int(ms) // 1000
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h"
+
+
+def _hash(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return DASH
+    return f"0x{value:04x}"
+
+
+def _load_rows(segments: object) -> list[list[str]]:
+    rows = []
+    for node in sorted(_nodes(segments).values(), key=_key):
+        load = node.doc.get("load")
+        if not node.active:
+            continue
+        if not isinstance(load, Mapping):
+            rows.append([str(node.id), node.range, "no load record yet"])
+            continue
+        if "error" in load:
+            rows.append([str(node.id), node.range, f"unreadable record: {load['error']}"])
+            continue
+        rows.append(
+            [
+                str(node.id),
+                node.range,
+                rate(load.get("msgRateIn")),
+                size(load.get("bytesRateIn")) + "/s",
+                rate(load.get("msgRateOut")),
+                size(load.get("bytesRateOut")) + "/s",
+                _age(load.get("ageMs")),
+                _hash(load.get("balancedSplitHash")),
+            ]
+        )
+    return rows
+
+
+def render_auto_scale(doc: Mapping[str, Any]) -> str:
+    """PIP-483's part of ``scalable-topics stats``: why the controller did or did not act."""
+    section = doc.get("autoScale")
+    if not isinstance(section, Mapping):
+        return "Auto split/merge: unknown"
+    lines = ["Auto split/merge"]
+    decision = section.get("lastDecision")
+    pairs: list[tuple[str, object]] = [("loop running", section.get("running"))]
+    if isinstance(decision, Mapping):
+        action = str(decision.get("action", DASH))
+        ids = _ids(decision.get("segmentIds"))
+        if ids:
+            action += " " + ", ".join(map(str, ids))
+        if isinstance(decision.get("splitHash"), int):
+            action += f" at {_hash(decision['splitHash'])}"
+        pairs += [
+            ("last decision", f"{action} ({decision.get('reason', DASH)})"),
+            ("  why", decision.get("detail")),
+            ("  when", f"{when(decision.get('atMs'))} ({decision.get('trigger', DASH)})"),
+        ]
+    else:
+        pairs.append(("last decision", "none yet (decided by the controller leader)"))
+    counters = section.get("counters")
+    if isinstance(counters, Mapping):
+        pairs.append(
+            (
+                "auto splits / merges",
+                f"{count(counters.get('autoSplits'))} / {count(counters.get('autoMerges'))}",
+            )
+        )
+        pairs.append(
+            (
+                "suppressed",
+                f"{count(counters.get('splitSuppressedMaxSegments'))} splits at maxSegments, "
+                f"{count(counters.get('mergeSuppressedMaxDepth'))} merges at maxDagDepth",
+            )
+        )
+    lines += ["  " + line for line in key_values(pairs).splitlines()]
+    rows = _load_rows(doc.get("segments"))
+    if rows:
+        lines += [
+            "",
+            "Load records (60 s rolling rates, written on material change)",
+            table(
+                [
+                    "segment",
+                    "range",
+                    "msg in",
+                    "bytes in",
+                    "msg out",
+                    "bytes out",
+                    "age",
+                    "split at",
+                ],
+                rows,
+            ),
+        ]
+    policy = section.get("effectivePolicy")
+    overrides = section.get("overrides")
+    lines += ["", "Effective policy (broker.conf <- namespace <- topic)"]
+    if isinstance(policy, Mapping):
+        lines.append(_policy_text(policy))
+    else:
+        lines.append(f"  invalid, auto split/merge is off: {section.get('policyError', DASH)}")
+    if isinstance(overrides, Mapping):
+        for level in ("namespace", "topic"):
+            value = overrides.get(level)
+            shown = json.dumps(value, sort_keys=True) if value else "none"
+            lines.append(f"  {level} override: {shown}")
+    return "\n".join(lines)
+
+
+def _policy_text(policy: Mapping[str, Any]) -> str:
+    def pair(split: str, merge: str, unit: str) -> str:
+        upper, lower = _number(policy.get(split)), _number(policy.get(merge))
+        return f"split > {upper}{unit}, merge < {lower}{unit}"
+
+    pairs: list[tuple[str, object]] = [
+        ("enabled", policy.get("enabled")),
+        ("segments", f"{policy.get('minSegments', DASH)}..{policy.get('maxSegments', DASH)}"),
+        ("max DAG depth", policy.get("maxDagDepth")),
+        ("msg rate in", pair("splitMsgRateInThreshold", "mergeMsgRateInThreshold", "/s")),
+        ("bytes rate in", pair("splitBytesRateInThreshold", "mergeBytesRateInThreshold", " B/s")),
+        ("msg rate out", pair("splitMsgRateOutThreshold", "mergeMsgRateOutThreshold", "/s")),
+        (
+            "bytes rate out",
+            pair("splitBytesRateOutThreshold", "mergeBytesRateOutThreshold", " B/s"),
+        ),
+        (
+            "cooldowns",
+            f"split {_ms(policy.get('splitCooldownMs'))}, "
+            f"merge {_ms(policy.get('mergeCooldownMs'))}, "
+            f"merge window {_ms(policy.get('mergeWindowMs'))}",
+        ),
+        (
+            "intervals",
+            f"evaluation {_ms(policy.get('autoScaleIntervalMs'))}, load report "
+            f"{_ms(policy.get('loadReportIntervalMs'))} "
+            f"(rewrite on > {_number(_percent(policy.get('loadReportRateChangeThreshold')))}%)",
+        ),
+    ]
+    return "\n".join("  " + line for line in key_values(pairs).splitlines())
+
+
+def _number(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return DASH
+    return f"{value:g}" if isinstance(value, float) and not value.is_integer() else str(int(value))
+
+
+def _percent(value: object) -> object:
+    return value * 100 if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _ms(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return DASH
+    if value % 60_000 == 0 and value:
+        return f"{value // 60_000}m"
+    if value % 1000 == 0:
+        return f"{value // 1000}s"
+    return f"{value}ms"
 
 
 def _render_subscriptions(doc: Mapping[str, Any]) -> str:

@@ -49,7 +49,7 @@ class InvalidAutoScalePolicy(InvalidInputError):
 
 
 @dataclass(frozen=True)
-class _Knob:
+class Knob:
     """One setting of the policy under its three names, with its kind and integer range."""
 
     field: str  # Python attribute name on AutoScalePolicy / AutoScalePolicyOverride
@@ -62,9 +62,9 @@ class _Knob:
 
 # broker.conf durations carry their own units (``1m``), so their keys have no ``Ms`` suffix; the
 # JSON override's durations are plain milliseconds (``splitCooldownMs``).
-_KNOBS: tuple[_Knob, ...] = (
-    _Knob("enabled", "scalableTopicAutoScaleEnabled", "enabled", "bool"),
-    _Knob(
+_KNOBS: tuple[Knob, ...] = (
+    Knob("enabled", "scalableTopicAutoScaleEnabled", "enabled", "bool"),
+    Knob(
         "auto_scale_interval_ms",
         "scalableTopicAutoScaleInterval",
         "autoScaleIntervalMs",
@@ -72,7 +72,7 @@ _KNOBS: tuple[_Knob, ...] = (
         minimum=1,
     ),
     # The ring has RING_SIZE hash positions, so no layout can hold more active segments.
-    _Knob(
+    Knob(
         "max_segments",
         "scalableTopicMaxSegments",
         "maxSegments",
@@ -80,67 +80,67 @@ _KNOBS: tuple[_Knob, ...] = (
         minimum=1,
         maximum=RING_SIZE,
     ),
-    _Knob("min_segments", "scalableTopicMinSegments", "minSegments", "int", minimum=1),
-    _Knob("max_dag_depth", "scalableTopicMaxDagDepth", "maxDagDepth", "int"),
-    _Knob("split_cooldown_ms", "scalableTopicSplitCooldown", "splitCooldownMs", "duration"),
-    _Knob("merge_cooldown_ms", "scalableTopicMergeCooldown", "mergeCooldownMs", "duration"),
-    _Knob("merge_window_ms", "scalableTopicMergeWindow", "mergeWindowMs", "duration"),
-    _Knob(
+    Knob("min_segments", "scalableTopicMinSegments", "minSegments", "int", minimum=1),
+    Knob("max_dag_depth", "scalableTopicMaxDagDepth", "maxDagDepth", "int"),
+    Knob("split_cooldown_ms", "scalableTopicSplitCooldown", "splitCooldownMs", "duration"),
+    Knob("merge_cooldown_ms", "scalableTopicMergeCooldown", "mergeCooldownMs", "duration"),
+    Knob("merge_window_ms", "scalableTopicMergeWindow", "mergeWindowMs", "duration"),
+    Knob(
         "split_msg_rate_in_threshold",
         "scalableTopicSplitMsgRateInThreshold",
         "splitMsgRateInThreshold",
         "rate",
     ),
-    _Knob(
+    Knob(
         "split_bytes_rate_in_threshold",
         "scalableTopicSplitBytesRateInThreshold",
         "splitBytesRateInThreshold",
         "bytes",
     ),
-    _Knob(
+    Knob(
         "split_msg_rate_out_threshold",
         "scalableTopicSplitMsgRateOutThreshold",
         "splitMsgRateOutThreshold",
         "rate",
     ),
-    _Knob(
+    Knob(
         "split_bytes_rate_out_threshold",
         "scalableTopicSplitBytesRateOutThreshold",
         "splitBytesRateOutThreshold",
         "bytes",
     ),
-    _Knob(
+    Knob(
         "merge_msg_rate_in_threshold",
         "scalableTopicMergeMsgRateInThreshold",
         "mergeMsgRateInThreshold",
         "rate",
     ),
-    _Knob(
+    Knob(
         "merge_bytes_rate_in_threshold",
         "scalableTopicMergeBytesRateInThreshold",
         "mergeBytesRateInThreshold",
         "bytes",
     ),
-    _Knob(
+    Knob(
         "merge_msg_rate_out_threshold",
         "scalableTopicMergeMsgRateOutThreshold",
         "mergeMsgRateOutThreshold",
         "rate",
     ),
-    _Knob(
+    Knob(
         "merge_bytes_rate_out_threshold",
         "scalableTopicMergeBytesRateOutThreshold",
         "mergeBytesRateOutThreshold",
         "bytes",
     ),
-    _Knob(
+    Knob(
         "load_report_interval_ms",
         "scalableTopicLoadReportInterval",
         "loadReportIntervalMs",
         "duration",
         minimum=1,
     ),
-    _Knob(
+    Knob(
         "load_report_rate_change_threshold",
         "scalableTopicLoadReportRateChangeThreshold",
         "loadReportRateChangeThreshold",
@@ -152,6 +152,9 @@ _KNOBS: tuple[_Knob, ...] = (
 METRICS = ("msg_rate_in", "bytes_rate_in", "msg_rate_out", "bytes_rate_out")
 #: The same four rates as spelled in JSON (``SegmentLoadStats`` keys, messages).
 METRIC_JSON_KEYS = ("msgRateIn", "bytesRateIn", "msgRateOut", "bytesRateOut")
+
+#: Every knob, in the order of PIP-483's configuration table (CLI flags and docs are built from it).
+KNOBS = _KNOBS
 
 _KNOB_BY_JSON_KEY = {knob.json_key: knob for knob in _KNOBS}
 _KNOB_BY_FIELD = {knob.field: knob for knob in _KNOBS}
@@ -180,7 +183,7 @@ _CONF_PARSERS: dict[str, Callable[[str], object]] = {
 }
 
 
-def _check_knob_value(knob: _Knob, value: object, name: str) -> object:
+def _check_knob_value(knob: Knob, value: object, name: str) -> object:
     """Type- and range-check one knob value alone; returns it normalised (rates -> float).
 
     Raises:
@@ -445,6 +448,27 @@ class AutoScalePolicyOverride:
         }
 
     @classmethod
+    def from_text(cls, settings: Mapping[str, str]) -> AutoScalePolicyOverride:
+        """Parse ``{field: text}`` as a person types it, with ``broker.conf``'s units: durations
+        ``30s``/``5m``/``250ms`` (a bare number is seconds), sizes ``50MB``, fractions ``25%``,
+        booleans ``true``/``on``, plain numbers.
+
+        Raises:
+            InvalidAutoScalePolicy: an unknown field, a value that does not parse or is out of
+                range (the message names the JSON key).
+        """
+        values: dict[str, Any] = {}
+        for field, text in settings.items():
+            knob = _KNOB_BY_FIELD.get(field)
+            if knob is None:
+                raise InvalidAutoScalePolicy(f"unknown auto-scale policy setting {field!r}")
+            try:
+                values[field] = _CONF_PARSERS[knob.kind](text)
+            except units.InvalidConfigValueError as exc:
+                raise InvalidAutoScalePolicy(f"{knob.json_key}: {exc}", (field,)) from exc
+        return cls(**values)
+
+    @classmethod
     def from_json(cls, doc: object) -> AutoScalePolicyOverride:
         """Parse the JSON object form (already decoded to Python values).
 
@@ -517,11 +541,13 @@ def resolve_policy(
 
 __all__ = [
     "BROKER_CONFIG_KEYS",
+    "KNOBS",
     "METRICS",
     "METRIC_JSON_KEYS",
     "AutoScalePolicy",
     "AutoScalePolicyOverride",
     "InvalidAutoScalePolicy",
+    "Knob",
     "broker_config_key",
     "check_rate",
     "resolve_policy",

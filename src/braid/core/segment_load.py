@@ -5,7 +5,9 @@ segment-owning broker writes at ``/topics/{tenant}/{ns}/{topic}/segments/{id}/lo
 metadata store's last-modified time of the record, from which the merge window is measured.
 :func:`is_material_change` is the reporter's rule for rewriting the record: only on a change
 beyond ``scalableTopicLoadReportRateChangeThreshold``, so a steady segment writes once and goes
-silent. Pure: no I/O, no clock.
+silent. A record may also carry Braid's key-hash histogram (``keyHashBuckets``, see
+:mod:`braid.core.split_point`), which says where a split would halve the load; it never triggers a
+write by itself. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from braid.core.autoscale_policy import (
     InvalidAutoScalePolicy,
     check_rate,
 )
+from braid.core.split_point import InvalidKeyHistogram, check_histogram
+
+#: JSON key of the optional key-hash histogram (Braid's addition to ``SegmentLoadStats``).
+KEY_HASH_BUCKETS_JSON_KEY = "keyHashBuckets"
 
 
 @dataclass(frozen=True)
@@ -31,10 +37,12 @@ class SegmentLoad:
     four rates; ``modified_ms`` comes from the metadata store's ``Stat`` and is what the merge
     window is measured from (a record still "cold" that was last written at ``modified_ms`` proves
     the segment has been cold since then, because the reporter rewrites on material change).
+    ``key_hash_buckets`` is the broker's decayed key-hash histogram over the segment's range
+    (empty when it sent none), for :func:`braid.core.split_point.balanced_split_hash`.
 
     Raises:
-        InvalidAutoScalePolicy: a rate is negative, not finite or not a number, or
-            ``modified_ms`` is not an integer.
+        InvalidAutoScalePolicy: a rate is negative, not finite or not a number, ``modified_ms``
+            is not an integer, or the histogram is malformed.
     """
 
     msg_rate_in: float
@@ -42,10 +50,19 @@ class SegmentLoad:
     msg_rate_out: float
     bytes_rate_out: float
     modified_ms: int
+    key_hash_buckets: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         for attr, name in zip(METRICS, METRIC_JSON_KEYS, strict=True):
             object.__setattr__(self, attr, check_rate(f"load {name}", getattr(self, attr)))
+        if self.key_hash_buckets:
+            try:
+                buckets = check_histogram(self.key_hash_buckets)
+            except InvalidKeyHistogram as exc:
+                raise InvalidAutoScalePolicy(f"load {KEY_HASH_BUCKETS_JSON_KEY}: {exc}") from None
+            object.__setattr__(self, "key_hash_buckets", buckets)
+        else:
+            object.__setattr__(self, "key_hash_buckets", ())
         if isinstance(self.modified_ms, bool) or not isinstance(self.modified_ms, int):
             raise InvalidAutoScalePolicy(
                 f"load modified time must be integer ms, got {self.modified_ms!r}"
@@ -56,9 +73,13 @@ class SegmentLoad:
         """The four rates in :data:`METRICS` order."""
         return (self.msg_rate_in, self.bytes_rate_in, self.msg_rate_out, self.bytes_rate_out)
 
-    def to_json(self) -> dict[str, float]:
-        """The ``SegmentLoadStats`` document (no timestamp: the store's Stat has it)."""
-        return dict(zip(METRIC_JSON_KEYS, self.rates, strict=True))
+    def to_json(self) -> dict[str, object]:
+        """The ``SegmentLoadStats`` document (no timestamp: the store's Stat has it), with
+        ``keyHashBuckets`` only when there is a histogram."""
+        doc: dict[str, object] = dict(zip(METRIC_JSON_KEYS, self.rates, strict=True))
+        if self.key_hash_buckets:
+            doc[KEY_HASH_BUCKETS_JSON_KEY] = list(self.key_hash_buckets)
+        return doc
 
     def encode(self) -> bytes:
         """The record as stored: compact UTF-8 JSON."""
@@ -68,10 +89,12 @@ class SegmentLoad:
     def from_json(cls, doc: object, modified_ms: int) -> SegmentLoad:
         """Parse a decoded ``SegmentLoadStats`` object; ``modified_ms`` is the store's Stat time.
 
-        All four rates are required. Unknown keys are ignored, so a newer broker may add fields.
+        All four rates are required; ``keyHashBuckets`` is optional. Unknown keys are ignored,
+        so a newer broker may add fields.
 
         Raises:
-            InvalidAutoScalePolicy: not an object, a rate missing, or a rate of the wrong type.
+            InvalidAutoScalePolicy: not an object, a rate missing, a rate of the wrong type, or a
+                malformed histogram.
         """
         if not isinstance(doc, Mapping):
             raise InvalidAutoScalePolicy(
@@ -81,7 +104,19 @@ class SegmentLoad:
         if missing:
             raise InvalidAutoScalePolicy(f"SegmentLoadStats record lacks {', '.join(missing)}")
         msg_in, bytes_in, msg_out, bytes_out = (doc[name] for name in METRIC_JSON_KEYS)
-        return cls(msg_in, bytes_in, msg_out, bytes_out, modified_ms=modified_ms)
+        buckets = doc.get(KEY_HASH_BUCKETS_JSON_KEY)
+        if buckets is not None and not isinstance(buckets, list):
+            raise InvalidAutoScalePolicy(
+                f"SegmentLoadStats {KEY_HASH_BUCKETS_JSON_KEY} must be a list, got {buckets!r}"
+            )
+        return cls(
+            msg_in,
+            bytes_in,
+            msg_out,
+            bytes_out,
+            modified_ms=modified_ms,
+            key_hash_buckets=tuple(buckets or ()),
+        )
 
     @classmethod
     def decode(cls, data: bytes, modified_ms: int) -> SegmentLoad:
@@ -126,4 +161,4 @@ def is_material_change(
     return False
 
 
-__all__ = ["SegmentLoad", "is_material_change"]
+__all__ = ["KEY_HASH_BUCKETS_JSON_KEY", "SegmentLoad", "is_material_change"]

@@ -290,6 +290,15 @@ class ManagedLedgerFactory(Protocol):
 
     async def close(self) -> None: ...
 
+    @property
+    def storage(self) -> StorageRouting:
+        """The storage clusters the ledgers live on."""
+        ...
+
+    def register_listener(self, listener: Callable[[str, bool], None]) -> Callable[[], None]:
+        """``listener(name, created)`` on every managed ledger created or deleted."""
+        ...
+
 
 class InvalidManagedLedgerName(ManagedLedgerError, InvalidInputError):
     """A managed-ledger name that cannot be mapped onto a metadata path (empty segment, ``..``,

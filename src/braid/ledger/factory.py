@@ -8,7 +8,7 @@ work) and forgets an instance once it is closed, deleted or fenced by another ow
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from braid.clock import Clock, SystemClock
 from braid.ledger.api import (
@@ -21,7 +21,7 @@ from braid.ledger.managed_ledger import ManagedLedgerImpl
 from braid.ledger.names import decode_segment, ledger_path, validate_ledger_name
 from braid.ledger.opening import open_managed_ledger
 from braid.ledger.routing import StorageRouting
-from braid.metadata.api import InvalidPath, MetadataStore
+from braid.metadata.api import InvalidPath, MetadataStore, Notification, NotificationType
 from braid.metadata.paths import validate_writable_path
 
 DEFAULT_ROOT = "/managed-ledgers"
@@ -108,6 +108,29 @@ class DefaultManagedLedgerFactory:
     def _forget(self, ml: ManagedLedgerImpl) -> None:
         if self._ledgers.get(ml.name) is ml:
             del self._ledgers[ml.name]
+
+    @property
+    def storage(self) -> StorageRouting:
+        """The storage clusters this factory's ledgers live on (also what other ledger users of
+        the broker, such as the schema registry, write to)."""
+        return self._storage
+
+    def register_listener(self, listener: Callable[[str, bool], None]) -> Callable[[], None]:
+        """Call ``listener(name, created)`` whenever a managed ledger is created (``True``) or
+        deleted (``False``) in the metadata store, by this process or another sharing the store.
+        Returns a function that unregisters it."""
+        prefix = f"{self._root}/"
+
+        def on_notification(notification: Notification) -> None:
+            path = notification.path
+            if not path.startswith(prefix) or "/" in path[len(prefix) :]:
+                return  # not a managed ledger's node (a cursor, the root itself)
+            if notification.type is NotificationType.CREATED:
+                listener(decode_segment(path[len(prefix) :]), True)
+            elif notification.type is NotificationType.DELETED:
+                listener(decode_segment(path[len(prefix) :]), False)
+
+        return self._metadata.register_listener(on_notification)
 
     async def exists(self, name: str) -> bool:
         """True when managed ledger ``name`` exists in the metadata store."""

@@ -102,6 +102,9 @@ class ScalableTopicController:
         self.last_split_at_ms: int | None = None
         self.last_merge_at_ms: int | None = None
         self.membership_listeners: list[Callable[[], None]] = []
+        #: Called with True once a take-over finished (leader duties begin) and with False when
+        #: they stop (leadership lost, or close); the auto-scaler follows them.
+        self.leadership_listeners: list[Callable[[bool], None]] = []
 
     # -- state ---------------------------------------------------------------------------------
 
@@ -114,6 +117,11 @@ class ScalableTopicController:
         if self._layout is None:
             raise NotLeader(f"the controller of {self.topic} has not loaded its layout yet")
         return self._layout
+
+    @property
+    def operation_running(self) -> bool:
+        """A split, merge, subscription change or GC prune holds the operation lock."""
+        return self._op_lock.locked()
 
     @property
     def leader_url(self) -> str | None:
@@ -165,6 +173,14 @@ class ScalableTopicController:
         for coordinator in self._coordinators.values():
             coordinator.close()
         self._coordinators.clear()
+        self._leadership_changed(False)
+
+    def _leadership_changed(self, leading: bool) -> None:
+        for listener in list(self.leadership_listeners):
+            try:
+                listener(leading)
+            except Exception:
+                log.exception("controller of %s: leadership listener failed", self.topic)
 
     async def _take_over(self) -> None:
         """Finish what a previous leader left, then restore every consumer session."""
@@ -184,6 +200,8 @@ class ScalableTopicController:
                 await self._restore_sessions()
             if self._gc_interval_s > 0 and self._retention_ms is not None:
                 self._gc_task = asyncio.ensure_future(self._gc_loop())
+            if self.is_leader:
+                self._leadership_changed(True)
         except asyncio.CancelledError:
             raise
         except Exception:

@@ -4,13 +4,16 @@
 over the in-process broker (segments through :class:`~braid.scalable.segments.LocalSegmentAdmin`,
 namespace policies through the broker's resources), registers the ``scalable-topics`` command
 family on the broker's command registry, advertises ``supports_scalable_topics`` in CONNECTED,
-and routes the broker's drain events to the service.
+routes the broker's drain events to the service, and gives it the broker's
+:class:`~braid.scalable.load_reporter.SegmentLoadReporter` (PIP-483: the load of the segment
+topics served here, pushed to the metadata store).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from braid.broker.resources import BrokerResources
 from braid.broker.service import BrokerService
@@ -19,6 +22,7 @@ from braid.core.autoscale_policy import AutoScalePolicy
 from braid.scalable.controller import StepHook
 from braid.scalable.faults import pause_hook_from_env
 from braid.scalable.handlers import scalable_topic_commands
+from braid.scalable.load_reporter import SegmentLoadReporter
 from braid.scalable.segments import LocalSegmentAdmin
 from braid.scalable.service import (
     NamespacePolicySource,
@@ -47,6 +51,10 @@ class BrokerNamespaces(NamespacePolicySource):
             return None
         return policies.retention.retention_time_in_minutes
 
+    async def auto_scale_override(self, tenant: str, namespace: str) -> Mapping[str, Any] | None:
+        policies = await self._resources.get_namespace_policies(tenant, namespace)
+        return policies.scalable_topic_auto_scale_policy
+
 
 def settings_from_config(broker: BrokerService) -> ScalableTopicSettings:
     config = broker.config
@@ -58,6 +66,7 @@ def settings_from_config(broker: BrokerService) -> ScalableTopicSettings:
         gc_interval_s=float(config.scalable_topic_gc_interval_seconds),
         allow_auto_topic_creation=config.allow_auto_topic_creation,
         default_retention_minutes=config.default_retention_time_in_minutes,
+        auto_scale=policy,
     )
 
 
@@ -74,19 +83,24 @@ async def install_scalable_topics(
     the caller starts it (``await service.start(web_service_url)``) once the admin API is up.
 
     ``step_hook`` defaults to the ``BRAID_FAULT_PAUSE_AT`` fault point, if that is set;
-    ``clock`` (grace periods, GC ticks) defaults to the broker's.
+    ``clock`` (grace periods, GC ticks, load reports, auto-scale ticks) defaults to the broker's.
     """
     settings = settings or settings_from_config(broker)
     if step_hook is None:
         step_hook = pause_hook_from_env(os.environ if environ is None else environ)
+    clock = clock or broker.clock
+    reporter = SegmentLoadReporter(
+        lambda: broker.topics, broker.metadata, clock=clock, policy=settings.auto_scale
+    )
     service = ScalableTopicService(
         store=broker.metadata,
         segments=LocalSegmentAdmin(broker),
         namespaces=BrokerNamespaces(resources, settings.allow_auto_topic_creation),
         broker_url=broker.service_url,
-        clock=clock or broker.clock,
+        clock=clock,
         settings=settings,
         step_hook=step_hook,
+        load_reporter=reporter,
     )
     if settings.enabled:
         broker.commands.register(scalable_topic_commands(service))

@@ -12,7 +12,9 @@ One per broker. It
   (:mod:`braid.scalable.dag_watch`): one metadata listener for the whole broker, dispatching by
   path to the sessions and controllers of the topic that changed,
 * turns the broker's "subscription drained a sealed segment" events into rebalances,
-* resumes, at start, any split or merge a crashed leader left recorded.
+* resumes, at start, any split or merge a crashed leader left recorded,
+* runs PIP-483's auto split/merge (:mod:`braid.scalable.autoscale_service`): the broker's load
+  reporter and an auto-scaler per controller.
 
 Client-facing protocol handlers (commands 70-82) live in :mod:`braid.scalable.handlers`; the admin
 REST API in :mod:`braid.admin.scalable`.
@@ -25,12 +27,13 @@ import contextlib
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
 from braid.broker.service import managed_ledger_name
 from braid.clock import Clock
+from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.errors import IllegalStateError, InvalidInputError
 from braid.core.layout import SegmentLayout
 from braid.core.layout_codec import layout_from_metadata
@@ -46,6 +49,8 @@ from braid.ledger.names import MAX_NAME_LENGTH
 from braid.metadata.api import MetadataStore, Notification, NotificationType
 from braid.metadata.election import read_leader
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.scalable.autoscale_policies import AutoScalePolicies
+from braid.scalable.autoscale_service import AutoScaleService
 from braid.scalable.controller import ScalableTopicController, StepHook
 from braid.scalable.coordinator import AssignmentTransport, ConsumerAssignmentView
 from braid.scalable.dag_watch import (
@@ -57,6 +62,7 @@ from braid.scalable.dag_watch import (
 )
 from braid.scalable.errors import NotLeader, ScalableTopicsDisabled
 from braid.scalable.forwarding import BrokerRegistry, LeaderForwarder
+from braid.scalable.load_reporter import SegmentLoadReporter
 from braid.scalable.resources import (
     TOPICS_ROOT,
     ScalableTopicAlreadyExists,
@@ -81,6 +87,7 @@ class ScalableTopicSettings:
     allow_auto_topic_creation: bool = True  # allowAutoTopicCreation (broker default)
     default_retention_minutes: int = 0  # defaultRetentionTimeInMinutes
     max_initial_segments: int = 64  # scalableTopicMaxSegments (PIP-483's cap)
+    auto_scale: AutoScalePolicy = field(default_factory=AutoScalePolicy)  # PIP-483's keys
 
 
 class NamespacePolicySource:
@@ -96,6 +103,10 @@ class NamespacePolicySource:
         """The namespace's retention override in minutes, or ``None`` for the broker default."""
         raise NotImplementedError
 
+    async def auto_scale_override(self, tenant: str, namespace: str) -> Mapping[str, Any] | None:
+        """The namespace's ``scalableTopicAutoScalePolicy`` document, or ``None``."""
+        return None
+
 
 class ScalableTopicService:
     """Scalable topics on one broker."""
@@ -110,6 +121,7 @@ class ScalableTopicService:
         clock: Clock,
         settings: ScalableTopicSettings | None = None,
         step_hook: StepHook | None = None,
+        load_reporter: SegmentLoadReporter | None = None,
     ) -> None:
         self.resources = ScalableTopicResources(store)
         self.settings = settings or ScalableTopicSettings()
@@ -132,6 +144,13 @@ class ScalableTopicService:
         self._background: set[asyncio.Task[Any]] = set()
         self._unregister_listener: Any = None
         self._closed = False
+        self.auto_scale = AutoScaleService(
+            store=store,
+            resources=self.resources,
+            policies=AutoScalePolicies(self.settings.auto_scale, namespaces.auto_scale_override),
+            clock=clock,
+            reporter=load_reporter,
+        )
 
     @property
     def broker_url(self) -> str:
@@ -150,6 +169,7 @@ class ScalableTopicService:
         self._unregister_listener = self._store.register_listener(self._on_notification)
         if self.settings.enabled:
             await self._resume_pending_operations()
+            self.auto_scale.start()
 
     async def _resume_pending_operations(self) -> None:
         """Start the controller of every topic whose last split or merge did not finish."""
@@ -175,6 +195,7 @@ class ScalableTopicService:
             task.cancel()
         for task in list(self._starting.values()):
             task.cancel()
+        await self.auto_scale.close()
         for controller in list(self._controllers.values()):
             with contextlib.suppress(Exception):
                 await controller.close()
@@ -226,10 +247,12 @@ class ScalableTopicService:
             gc_interval_s=self.settings.gc_interval_s,
             step_hook=self._step_hook,
         )
+        self.auto_scale.attach(controller)
         try:
             await controller.start()
         except BaseException:
             await controller.close()
+            self.auto_scale.detach(topic)
             raise
         if self._closed:
             await controller.close()
@@ -241,6 +264,7 @@ class ScalableTopicService:
         controller = self._controllers.pop(str(topic), None)
         if controller is not None:
             await controller.close()
+            self.auto_scale.detach(topic)
 
     def local_controller(self, topic: TopicName) -> ScalableTopicController | None:
         return self._controllers.get(str(topic))
@@ -315,6 +339,7 @@ class ScalableTopicService:
         if not force:
             await self._refuse_if_in_use(topic, layout)
         await self.release_controller(topic)
+        self.auto_scale.detach(topic, deleted=True)
         await self._delete_segments(topic, layout)
         await self.resources.delete_topic(topic)
         log.info("deleted scalable topic %s", topic)
@@ -442,15 +467,15 @@ class ScalableTopicService:
         """Topic stats from the leader (its coordinators know the live sessions)."""
         controller = await self.controller(topic)
         if controller.is_leader or forwarded:
-            return await controller.stats()
+            return await self.auto_scale.describe(topic, await controller.stats())
         leader = await controller.read_leader_url()
         if leader is None or leader == self._broker_url:
-            return await controller.stats()
+            return await self.auto_scale.describe(topic, await controller.stats())
         try:
             result: dict[str, Any] = await self._forwarder.call(leader, "GET", topic, "/stats")
             return result
         except NotLeader:
-            return await controller.stats()
+            return await self.auto_scale.describe(topic, await controller.stats())
 
     async def _leader_or_refuse(
         self, topic: TopicName, forwarded: bool

@@ -5,11 +5,9 @@ one run of the installed command as a child process."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,16 +16,6 @@ from braid.cli.admin import parse_time
 from braid.cli.main import main
 from braid.core.layout_codec import layout_from_metadata
 from tests.support.standalone import StandaloneProcess, free_port
-
-
-@pytest.fixture(autouse=True)
-def _keep_logging() -> Iterator[None]:
-    """``main`` configures the root logger for a process; put the test run's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ from braid.admin.client import (
     AdminInvalidInputError,
     AdminNotFoundError,
     AdminUnavailableError,
-    _error_from_response,
 )
+from braid.admin.client_errors import error_from_response
 from braid.core.errors import (
     AlreadyExistsError,
     ConflictError,
@@ -391,13 +391,13 @@ def test_statuses_and_categories_map_to_core_errors(
     status: int, category: str | None, expected: type[Exception]
 ) -> None:
     body = {"reason": "why"} | ({"category": category} if category else {})
-    error = _error_from_response(_answer(status, body))
+    error = error_from_response(_answer(status, body))
     assert isinstance(error, expected) and isinstance(error, AdminError)
     assert (error.reason, error.status) == ("why", status)
 
 
 def test_a_server_error_keeps_its_reason_and_is_not_mistyped() -> None:
-    error = _error_from_response(_answer(500, {"reason": "boom", "category": "NotFound"}))
+    error = error_from_response(_answer(500, {"reason": "boom", "category": "NotFound"}))
     assert type(error) is AdminError
     assert str(error) == "boom (HTTP 500)"
 

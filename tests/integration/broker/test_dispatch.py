@@ -244,7 +244,7 @@ async def test_consumer_stats_answer_with_the_consumer_books(holder: StackHolder
 
 async def test_unsupported_commands_are_answered_with_not_allowed(holder: StackHolder) -> None:
     raw = await holder.raw()
-    answer = await request(raw, commands.wrap(pb.CommandGetSchema(request_id=5, topic=TOPIC)), 5)
+    answer = await request(raw, commands.wrap(pb.CommandNewTxn(request_id=5)), 5)
     assert answer.type == pb.BaseCommand.ERROR
     assert answer.error.error == pb.NotAllowedError
 

@@ -50,7 +50,9 @@ async def test_due_messages_come_out_in_position_order_and_one_timer_is_armed() 
 async def test_the_tick_bounds_how_often_the_timer_fires() -> None:
     clock = ManualClock()
     fired: list[float] = []
-    tracker = DelayedDeliveryTracker(clock, tick_s=1.0, on_due=lambda: fired.append(clock.monotonic()))
+    tracker = DelayedDeliveryTracker(
+        clock, tick_s=1.0, on_due=lambda: fired.append(clock.monotonic())
+    )
     now = clock.now_ms()
     tracker.hold(Position(1, 0), now + 100)
     tracker.hold(Position(1, 1), now + 200)

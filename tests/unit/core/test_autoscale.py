@@ -936,3 +936,44 @@ def test_load_record_needs_an_integer_modified_time() -> None:
         SegmentLoad(1.0, 1.0, 1.0, 1.0, modified_ms=1.5)  # type: ignore[arg-type]
     with pytest.raises(InvalidAutoScalePolicy, match="modified time"):
         SegmentLoad.from_json(PIP_EXAMPLE_LOAD, modified_ms=None)  # type: ignore[arg-type]
+
+
+def test_an_override_parses_from_text_with_broker_conf_units() -> None:
+    override = AutoScalePolicyOverride.from_text(
+        {
+            "enabled": "false",
+            "split_cooldown_ms": "30s",
+            "merge_window_ms": "250ms",
+            "max_segments": "16",
+            "split_bytes_rate_in_threshold": "20MB",
+            "merge_msg_rate_in_threshold": "200",
+            "load_report_rate_change_threshold": "10%",
+        }
+    )
+    assert override.to_json() == {
+        "enabled": False,
+        "maxSegments": 16,
+        "splitCooldownMs": 30_000,
+        "mergeWindowMs": 250,
+        "splitBytesRateInThreshold": 20_000_000.0,
+        "mergeMsgRateInThreshold": 200.0,
+        "loadReportRateChangeThreshold": 0.1,
+    }
+    assert AutoScalePolicyOverride.from_text({}) == AutoScalePolicyOverride()
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        ({"split_cooldown_ms": "soon"}, "splitCooldownMs"),
+        ({"max_segments": "-3"}, "maxSegments"),
+        ({"enabled": "maybe"}, "enabled"),
+        ({"merge_bytes_rate_in_threshold": "5 parsecs"}, "mergeBytesRateInThreshold"),
+    ],
+)
+def test_an_override_from_bad_text_names_its_key(settings: dict[str, str], named: str) -> None:
+    with pytest.raises(InvalidAutoScalePolicy, match=named) as caught:
+        AutoScalePolicyOverride.from_text(settings)
+    assert caught.value.fields == (next(iter(settings)),)
+    with pytest.raises(InvalidAutoScalePolicy, match="unknown auto-scale policy setting 'bogus'"):
+        AutoScalePolicyOverride.from_text({"bogus": "1"})

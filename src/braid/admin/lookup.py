@@ -1,0 +1,84 @@
+"""HTTP lookup: what a Pulsar client with an ``http://`` service URL asks the web service.
+
+Such a client does no binary lookup at all; it asks over HTTP and then connects to the broker URL
+it is given:
+
+* ``GET /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}`` (``?listenerName=`` or the
+  ``X-Pulsar-ListenerName`` header to name an advertised listener) answers Pulsar's
+  ``LookupData``: ``{"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl"}``;
+* the partition count comes from ``GET /admin/v2/persistent/.../partitions`` and schemas from
+  ``/admin/v2/schemas/...`` (their own modules);
+* a regex consumer lists topics with ``GET /admin/v2/namespaces/{tenant}/{namespace}/topics``
+  (``?mode=PERSISTENT|NON_PERSISTENT|ALL``; partitions listed by their ``-partition-N`` names).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Protocol
+
+from fastapi import APIRouter, Header, Query, Request
+
+from braid.core.names import NamespaceName, TopicName
+
+
+class LookupService(Protocol):
+    """What HTTP lookup needs from the broker (``BrokerService``)."""
+
+    async def check_topic(self, name: str) -> TopicName: ...
+
+    async def check_namespace(self, namespace: str) -> NamespaceName: ...
+
+    async def list_topics(self, namespace: str) -> list[str]: ...
+
+    def lookup_url(self, listener: str | None = None) -> str: ...
+
+
+def lookup_router(broker: LookupService) -> APIRouter:
+    """``/lookup/v2/topic/...`` and ``/admin/v2/namespaces/{tenant}/{namespace}/topics``."""
+    router = APIRouter()
+
+    @router.get(
+        "/lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic:path}",
+        tags=["lookup"],
+        summary="The broker serving a topic (Pulsar's HTTP lookup)",
+    )
+    async def lookup_topic(
+        request: Request,
+        domain: str,
+        tenant: str,
+        namespace: str,
+        topic: str,
+        listenerName: Annotated[str | None, Query()] = None,
+        x_pulsar_listenername: Annotated[str | None, Header()] = None,
+    ) -> dict[str, Any]:
+        name = await broker.check_topic(f"{domain}://{tenant}/{namespace}/{topic}")
+        url = broker.lookup_url(listenerName or x_pulsar_listenername or None)
+        web = str(request.base_url).rstrip("/")
+        return {
+            "brokerUrl": url,
+            "brokerUrlTls": "",
+            "httpUrl": web,
+            "httpUrlTls": "",
+            "nativeUrl": url,
+            "topic": str(name),
+        }
+
+    @router.get(
+        "/admin/v2/namespaces/{tenant}/{namespace}/topics",
+        tags=["namespaces"],
+        summary="The namespace's topics (partitions by their -partition-N names)",
+    )
+    async def namespace_topics(
+        tenant: str,
+        namespace: str,
+        mode: Annotated[str, Query(pattern="^(PERSISTENT|NON_PERSISTENT|ALL)$")] = "PERSISTENT",
+    ) -> list[str]:
+        name = await broker.check_namespace(f"{tenant}/{namespace}")
+        if mode == "NON_PERSISTENT":
+            return []
+        return await broker.list_topics(str(name))
+
+    return router
+
+
+__all__ = ["LookupService", "lookup_router"]

@@ -1,0 +1,115 @@
+"""``braid admin topics *-partitioned-topic``, ``braid admin schemas`` and the namespace schema
+compatibility strategy commands against a real ``braid standalone`` process."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from braid.cli.main import main
+from tests.support.standalone import StandaloneProcess
+
+
+@pytest.fixture(autouse=True)
+def _keep_logging() -> Iterator[None]:
+    """``main`` configures the root logger for a process; put the test run's back afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture
+def url(standalone_subprocess: StandaloneProcess) -> str:
+    return standalone_subprocess.web_url
+
+
+def run(capsys: pytest.CaptureFixture[str], url: str, *argv: str) -> tuple[int, str, str]:
+    code = main(["admin", "--url", url, *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_partitioned_topic_commands(capsys: pytest.CaptureFixture[str], url: str) -> None:
+    topic = "persistent://public/default/cli-parts"
+    code, out, err = run(capsys, url, "topics", "create-partitioned-topic", topic, "-p", "2")
+    assert (code, err) == (0, "")
+    assert out.strip() == f"Created {topic} with 2 partitions."
+    code, out, _ = run(capsys, url, "topics", "get-partitioned-topic-metadata", topic)
+    assert out.strip() == f"{topic}: 2 partitions"
+    assert run(capsys, url, "topics", "update-partitioned-topic", topic, "-p", "4")[0] == 0
+    code, out, _ = run(
+        capsys, url, "--output", "json", "topics", "get-partitioned-topic-metadata", topic
+    )
+    assert json.loads(out) == {"partitions": 4}
+    code, out, _ = run(capsys, url, "topics", "list-partitioned-topics", "public/default")
+    assert topic in out.splitlines()
+    code, out, err = run(capsys, url, "topics", "update-partitioned-topic", topic, "-p", "3")
+    assert code == 1
+    assert err.startswith("braid admin: error:") and "can only grow" in err
+    assert run(capsys, url, "topics", "delete-partitioned-topic", topic)[0] == 0
+    code, out, _ = run(capsys, url, "topics", "get-partitioned-topic-metadata", topic)
+    assert out.strip() == f"{topic}: not partitioned"
+
+
+def test_schema_commands(capsys: pytest.CaptureFixture[str], url: str, tmp_path: Path) -> None:
+    topic = "persistent://public/default/cli-schemas"
+    definition = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
+    payload = tmp_path / "order.json"
+    payload.write_text(
+        json.dumps({"type": "AVRO", "schema": json.dumps(definition), "properties": {}})
+    )
+    code, out, err = run(capsys, url, "schemas", "upload", topic, "--filename", str(payload))
+    assert (code, err) == (0, "")
+    assert out.strip() == f"Registered a AVRO schema for {topic}: version 0."
+    code, out, _ = run(capsys, url, "schemas", "get", topic)
+    assert "version:" in out and "AVRO" in out and '"long"' in out
+    code, out, _ = run(capsys, url, "--output", "json", "schemas", "get", topic, "--version", "0")
+    assert json.loads(json.loads(out)["data"]) == definition
+
+    avsc = tmp_path / "order.avsc"
+    avsc.write_text(json.dumps({**definition, "fields": [{"name": "id", "type": "string"}]}))
+    code, _, err = run(
+        capsys, url, "schemas", "upload", topic, "--type", "AVRO", "--schema", f"@{avsc}"
+    )
+    assert code == 1 and "Incompatible" in err and "(HTTP 409)" in err
+
+    code, out, _ = run(
+        capsys,
+        url,
+        "namespaces",
+        "set-schema-compatibility-strategy",
+        "public/default",
+        "always_compatible",
+    )
+    assert code == 0
+    code, out, _ = run(
+        capsys, url, "namespaces", "get-schema-compatibility-strategy", "public/default"
+    )
+    assert out.strip() == "public/default: schema compatibility strategy ALWAYS_COMPATIBLE"
+    code, out, _ = run(
+        capsys, url, "schemas", "upload", topic, "--type", "AVRO", "--schema", f"@{avsc}"
+    )
+    assert out.strip().endswith("version 1.")
+    code, out, _ = run(capsys, url, "schemas", "get-all", topic)
+    assert [line.split()[0] for line in out.splitlines()[1:]] == ["0", "1"]
+    run(
+        capsys,
+        url,
+        "namespaces",
+        "set-schema-compatibility-strategy",
+        "public/default",
+        "UNDEFINED",
+    )
+
+    code, out, _ = run(capsys, url, "schemas", "delete", topic)
+    assert out.strip() == f"Deleted the schema of {topic} (version 2 marks the delete)."
+    code, _, err = run(capsys, url, "schemas", "get", topic)
+    assert code == 1 and "(HTTP 404)" in err
+    code, _, err = run(capsys, url, "schemas", "upload", topic)
+    assert code == 1 and "--filename" in err
