@@ -159,3 +159,28 @@ def test_a_durable_read_compacted_subscription_resumes_after_its_cumulative_ack(
     assert got == [b"a2", b"c1"]
     with pytest.raises(pulsar.Timeout):
         again.receive(timeout_millis=300)
+
+
+def test_compacting_a_partitioned_topic_compacts_its_partitions_and_a_table_view_reads_them(
+    admin_url: str, client: pulsar.Client, topic: str
+) -> None:
+    assert httpx.put(admin_url + _path(topic) + "/partitions", json=2).status_code == 204
+    producer = client.create_producer(topic, batching_enabled=False)
+    keys = [f"key-{i}" for i in range(8)]
+    _publish(producer, [(k, b"old") for k in keys])
+    _publish(producer, [(k, b"new") for k in keys[:6]] + [(k, b"") for k in keys[6:]])
+    assert httpx.put(admin_url + _path(topic) + "/compaction").status_code == 204
+    partitions = [f"{topic}-partition-{i}" for i in range(2)]
+
+    def done(part: str) -> bool:
+        return httpx.get(admin_url + _path(part) + "/compaction").json()["status"] == "SUCCESS"
+
+    wait_for(lambda: all(done(p) for p in partitions), message="every partition compacted")
+    compacted = [kv for p in partitions for kv in _read_all(client, p, compacted=True)]
+    assert sorted(compacted) == [(k, b"new") for k in keys[:6]]
+    view = client.create_table_view(topic)
+    entries: dict[str, bytes] = {}
+    wait_for(lambda: len(view) == 6, message="the table view to load both partitions")
+    view.for_each(lambda k, v: entries.__setitem__(k, v))
+    assert entries == {k: b"new" for k in keys[:6]}
+    view.close()

@@ -43,6 +43,7 @@ from braid.broker.resources import (
 from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.names import TopicDomain, TopicName
+from braid.core.partitions import partition_name
 from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.service import ScalableTopicService
 
@@ -395,9 +396,21 @@ def create_app(
         "/persistent/{tenant}/{namespace}/{topic}/compaction",
         status_code=204,
         tags=["topics"],
-        summary="Trigger compaction (409 while one is running)",
+        summary="Trigger compaction (of every partition of a partitioned topic; 409 while one is "
+        "running)",
     )
     async def trigger_compaction(tenant: str, namespace: str, topic: str) -> Response:
+        name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
+        existing = await list_topics(tenant, namespace)
+        if str(name) not in existing and (count := await broker.partitioned.partitions(name)):
+            # A partitioned topic: compact each partition that holds data, as Pulsar does.
+            for index in range(count):
+                part = TopicName(
+                    TopicDomain.PERSISTENT, tenant, namespace, partition_name(topic, index)
+                )
+                if str(part) in existing:
+                    await broker.compact_topic(str(part))
+            return Response(status_code=204)
         name = await existing_topic(tenant, namespace, topic)
         await broker.compact_topic(str(name))
         return Response(status_code=204)
