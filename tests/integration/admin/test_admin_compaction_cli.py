@@ -91,4 +91,4 @@ def test_namespace_compaction_threshold(
     assert refused.value.code == 2 and "expected 0 or more bytes" in capsys.readouterr().err
     assert run(capsys, url, "namespaces", "remove-compaction-threshold", ns)[0] == 0
     code, out, _ = run(capsys, url, "namespaces", "get-compaction-threshold", ns)
-    assert "not set" in out
+    assert code == 0 and "not set" in out
