@@ -20,34 +20,22 @@ import pytest
 
 from braid.cli.process import StandaloneProcess
 from tests.support.polling import wait_for
-from tests.support.standalone import standalone_process  # noqa: F401 - pytest fixture
+from tests.support.standalone import (  # noqa: F401 - standalone_process is a pytest fixture
+    metadata_barrier,
+    official_client,
+    standalone_process,
+)
 
 TOPIC_BASE = "persistent://public/default"
 
 
-def _client(process: StandaloneProcess) -> pulsar.Client:
-    return pulsar.Client(
-        process.service_url,
-        operation_timeout_seconds=30,
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
-    )
-
-
 @pytest.fixture
 def client(standalone_process: StandaloneProcess) -> Iterator[pulsar.Client]:  # noqa: F811
-    c = _client(standalone_process)
+    c = official_client(standalone_process)
     try:
         yield c
     finally:
         c.close()
-
-
-def _metadata_barrier(process: StandaloneProcess, tag: str) -> None:
-    """Make every cursor write the broker has applied durable before a crash (two metadata
-    writes queue behind a coalesced cursor write: see test_standalone_restart.py)."""
-    for i in range(2):
-        response = httpx.put(f"{process.web_url}/admin/v2/tenants/barrier-{tag}-{i}")
-        assert response.status_code == 204, response.text
 
 
 def _kill_and_restart(process: StandaloneProcess) -> None:
@@ -80,7 +68,7 @@ def test_deliver_after_two_seconds_arrives_no_sooner_and_survives_a_sigkill(
         with pytest.raises(pulsar.Timeout):
             early = consumer.receive(timeout_millis=left_ms)
             raise AssertionError(f"delivered early: {early.data()!r}")
-    _metadata_barrier(standalone_process, "delayed")
+    metadata_barrier(standalone_process, "delayed")
     _kill_and_restart(standalone_process)
     # The same consumer reconnects; the restarted broker finds the message unacknowledged,
     # holds it again, and delivers it at its time.
@@ -129,7 +117,7 @@ def test_batch_ack_sets_and_the_compaction_horizon_survive_a_sigkill(
     wait_for(lambda: httpx.get(path).json()["status"] == "SUCCESS", message="compaction")
 
     # The client flushes grouped acks on close; the barrier makes the broker's write durable.
-    _metadata_barrier(standalone_process, "batch")
+    metadata_barrier(standalone_process, "batch")
     _kill_and_restart(standalone_process)
 
     again = client.subscribe(
