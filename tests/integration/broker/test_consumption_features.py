@@ -148,6 +148,37 @@ async def test_a_leaving_consumer_hands_its_keys_over_in_order(classic_split: St
     assert handed == [0, 1, 2]
 
 
+async def test_reading_stops_while_the_replay_queue_holds_the_look_ahead_limit(
+    tmp_path: Path,
+) -> None:
+    # keySharedLookAheadMsgInReplayThresholdPerSubscription: a key whose consumer does not keep
+    # up may not make the broker read (and buffer) the whole backlog behind it.
+    holder = StackHolder(
+        tmp_path / "b",
+        subscription_key_shared_use_consistent_hashing=False,
+        key_shared_look_ahead_msg_in_replay_threshold_per_subscription=3,
+    )
+    await holder.start()
+    try:
+        pub, slow, fast = await holder.raw(), await holder.raw(), await holder.raw()
+        await _producer(pub)
+        await _subscribe(slow, 1, KEY_SHARED, name="c1")
+        await _subscribe(fast, 2, KEY_SHARED, name="c2")
+        await fast.send(commands.flow(2, 100))
+        await slow.send(commands.flow(1, 1))
+        stays = next(k for k in (f"o{i}" for i in range(1000)) if sticky_key_hash(k) > 32768)
+        for seq in range(5):
+            await _send(pub, seq, f"{seq}".encode(), key=stays)  # c1's: 1 delivered, 4 held
+        assert (await _message(slow)).message_id.entryId == 0
+        await _send(pub, 5, b"for c2", key=MOVING_KEY)
+        assert await _no_message(fast), "read past a full replay queue"
+        await slow.send(commands.flow(1, 100))
+        assert [(await _message(slow)).message_id.entryId for _ in range(4)] == [1, 2, 3, 4]
+        assert (await _message(fast)).message_id.entryId == 5
+    finally:
+        await holder.close()
+
+
 @pytest.mark.parametrize(
     ("meta", "error"),
     [
