@@ -344,3 +344,38 @@ async def test_compacted_reads_start_at_the_compacted_ledger_after_the_topic_was
         assert await _no_message(reader)
     finally:
         await holder.close()
+
+
+async def test_a_delayed_message_is_held_again_after_a_restart_until_its_time(
+    tmp_path: Path,
+) -> None:
+    # The tracker lives in memory: after a restart the dispatcher meets the unacknowledged
+    # message again when it re-reads the cursor, holds it again, and delivers it at its time.
+    clock = ManualClock()
+    holder = StackHolder(tmp_path / "b", broker_clock=clock, keep_alive_interval_seconds=86_400)
+    await holder.start()
+    try:
+        raw = await holder.raw()
+        await _producer(raw)
+        await _subscribe(raw, 1, pb.CommandSubscribe.Shared, name="c")
+        await raw.send(commands.flow(1, 100))
+        due = clock.now_ms() + 60_000
+        await _send(raw, 0, b"later", deliver_at_time=due)
+        now = await _send(raw, 1, b"now")
+        got = await _message(raw)
+        assert got.message_id.entryId == now.message_id.entryId
+        await raw.send(commands.ack(1, [got.message_id]))
+        assert await _no_message(raw)
+
+        await holder.restart()
+        raw = await holder.raw()
+        await _subscribe(raw, 1, pb.CommandSubscribe.Shared, name="c")
+        await raw.send(commands.flow(1, 100))
+        assert await _no_message(raw), "a delayed message was delivered early after a restart"
+        clock.advance(59)
+        assert await _no_message(raw), "a delayed message was delivered early after a restart"
+        clock.advance(1)
+        late = await _message(raw)
+        assert late.message_id.entryId == now.message_id.entryId - 1
+    finally:
+        await holder.close()
