@@ -105,14 +105,23 @@ def _number(message: pulsar.Message) -> int:
     return int(message.data()[:8])
 
 
-def _drain(consumer: pulsar.Consumer, *, within: float = 3.0) -> set[int]:
-    """Every message the consumer can receive now (acknowledged as received)."""
+def _drain(
+    consumer: pulsar.Consumer, expected: set[int], *, quiet: float = 3.0, within: float = 60.0
+) -> set[int]:
+    """Every message the consumer receives (acknowledged as received) until it holds
+    ``expected`` and then stays quiet for ``quiet`` seconds, or ``within`` seconds pass - a slow
+    first delivery on a loaded machine (a broker just restarted) is waited for, not taken as
+    loss; the caller's ``>=`` check then names what is missing."""
     got: set[int] = set()
+    deadline = time.monotonic() + within
     while True:
+        wait = quiet if got >= expected else max(0.1, min(quiet, deadline - time.monotonic()))
         try:
-            message = consumer.receive(timeout_millis=int(within * 1000))
+            message = consumer.receive(timeout_millis=int(wait * 1000))
         except pulsar.Timeout:
-            return got
+            if got >= expected or time.monotonic() >= deadline:
+                return got
+            continue
         got.add(_number(message))
         consumer.acknowledge(message)
 
@@ -167,7 +176,7 @@ def test_a_full_disk_costs_writes_only_and_the_broker_recovers_without_a_restart
         # Read-only, and every acknowledged message is readable while the disk is full.
         wait_for(lambda: _health(broker)[0]["status"] == "degraded", within=5)
         _assert_read_only(broker)
-        assert _drain(consumer) >= set(acked)
+        assert _drain(consumer, set(acked)) >= set(acked)
         # The Braid client's producer gets its typed error within its send_timeout too.
         sent_at = time.monotonic()
         with pytest.raises(DeadlineExceededError):
@@ -191,7 +200,7 @@ def test_a_full_disk_costs_writes_only_and_the_broker_recovers_without_a_restart
                 break
             except DeadlineExceededError:
                 assert time.monotonic() < deadline, "the Braid producer never came back"
-        assert _drain(consumer) >= set(range(100_000, 100_021))
+        assert _drain(consumer, set(range(100_000, 100_021))) >= set(range(100_000, 100_021))
         acked += list(range(100_000, 100_021))
     finally:
         braid_client.close()
@@ -209,12 +218,12 @@ def test_a_full_disk_costs_writes_only_and_the_broker_recovers_without_a_restart
     client = _client(broker)
     try:
         audit = client.subscribe(TOPIC, "audit")
-        assert _drain(audit) >= set(acked)
+        assert _drain(audit, set(acked)) >= set(acked)
         # And freeing space brings it back once more.
         ballast.release()
         wait_for(lambda: _health(broker)[0]["status"] == "ok", within=10)
         producer = client.create_producer(TOPIC, batching_enabled=False)
         producer.send(b"%08d" % 200_000 + PAYLOAD)
-        assert 200_000 in _drain(audit)
+        assert 200_000 in _drain(audit, {200_000})
     finally:
         client.close()

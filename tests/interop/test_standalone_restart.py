@@ -22,22 +22,18 @@ import pytest
 
 from braid.cli.process import StandaloneProcess, StandaloneStartError
 from tests.support.polling import wait_for
-from tests.support.standalone import standalone_process  # noqa: F401 - pytest fixture
+from tests.support.standalone import (  # noqa: F401 - standalone_process is a pytest fixture
+    metadata_barrier,
+    official_client,
+    standalone_process,
+)
 
 TOPIC_BASE = "persistent://public/default"
 
 
-def _client(process: StandaloneProcess) -> pulsar.Client:
-    return pulsar.Client(
-        process.service_url,
-        operation_timeout_seconds=30,
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
-    )
-
-
 @pytest.fixture
 def client(standalone_process: StandaloneProcess) -> Iterator[pulsar.Client]:  # noqa: F811
-    c = _client(standalone_process)
+    c = official_client(standalone_process)
     try:
         yield c
     finally:
@@ -51,20 +47,6 @@ def _backlog(process: StandaloneProcess, topic: str, subscription: str) -> int |
         return None
     sub = response.json()["subscriptions"].get(subscription)
     return None if sub is None else int(sub["msgBacklog"])
-
-
-def _metadata_barrier(process: StandaloneProcess, tag: str) -> None:
-    """Make the broker's acknowledged cursor state durable before a crash, without sleeping.
-
-    The metadata store applies writes one at a time, in order. A cursor coalesces its writes: at
-    most one in flight plus one queued behind it, submitted when the first completes. A tenant
-    created through the admin API is a write queued behind the in-flight one; by the time its
-    response arrives the queued cursor write has been submitted too, so a second admin write
-    queues behind that. Once both return, every ack the broker had applied is on disk.
-    """
-    for i in range(2):
-        response = httpx.put(f"{process.web_url}/admin/v2/tenants/barrier-{tag}-{i}")
-        assert response.status_code == 204, response.text
 
 
 def _receive_exactly(consumer: pulsar.Consumer, expected: list[str]) -> list[str]:
@@ -123,7 +105,7 @@ def test_consumer_resumes_from_its_cursor_after_broker_restart(
     if how == "sigterm":
         assert standalone_process.stop() == 0
     else:
-        _metadata_barrier(standalone_process, how)
+        metadata_barrier(standalone_process, how)
         assert standalone_process.kill() == -signal.SIGKILL
     standalone_process.start()
 
@@ -144,7 +126,7 @@ def test_new_consumer_after_crash_gets_every_unacknowledged_message(
     standalone_process: StandaloneProcess,  # noqa: F811
 ) -> None:
     topic = f"{TOPIC_BASE}/crash-new-consumer"
-    client = _client(standalone_process)
+    client = official_client(standalone_process)
     consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
     producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=50)
     payloads = [f"b-{i:04d}" for i in range(500)]
@@ -159,7 +141,7 @@ def test_new_consumer_after_crash_gets_every_unacknowledged_message(
     assert standalone_process.kill() == -signal.SIGKILL
     standalone_process.start()
 
-    client = _client(standalone_process)
+    client = official_client(standalone_process)
     try:
         consumer = client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Latest)
         received = _receive_exactly(consumer, payloads)
@@ -174,7 +156,7 @@ def test_dedup_producer_resends_after_broker_kill_and_topic_holds_each_message_o
     dedup = f"{standalone_process.web_url}/admin/v2/namespaces/public/default/deduplication"
     assert httpx.post(dedup, json=True).status_code == 204
     topic = f"{TOPIC_BASE}/dedup-kill"
-    client = _client(standalone_process)
+    client = official_client(standalone_process)
     try:
         # Subscribe before producing: with retention 0, messages no subscription holds are trimmed.
         reader = client.subscribe(topic, "verify", initial_position=pulsar.InitialPosition.Earliest)

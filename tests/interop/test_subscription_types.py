@@ -135,11 +135,6 @@ def test_shared_subscription_spreads_messages_and_delivers_each_once(
     assert all(len(v) > 0 for v in received.values()), {k: len(v) for k, v in received.items()}
 
 
-def test_key_shared_is_refused_with_a_clear_error(client: pulsar.Client, topic: str) -> None:
-    with pytest.raises(pulsar.NotAllowedError):
-        client.subscribe(topic, "ks", consumer_type=pulsar.ConsumerType.KeyShared)
-
-
 def test_unsubscribe_deletes_the_subscription(
     broker: BackgroundBroker, client: pulsar.Client, topic: str
 ) -> None:

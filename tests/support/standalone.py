@@ -11,7 +11,9 @@ Fixtures (import them explicitly into a test module)::
     from tests.support.standalone import standalone_process  # noqa: F401 - pytest fixture
 
 ``standalone_process`` yields a started process on ``tmp_path / "data"``; whatever state the test
-leaves it in, the fixture stops it (and fails loudly if it cannot).
+leaves it in, the fixture stops it (and fails loudly if it cannot). :func:`official_client` connects
+the official ``pulsar-client`` to such a process, and :func:`metadata_barrier` makes the cursor
+state the broker has applied durable before a test kills it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
+import pulsar
 import pytest
 
 from braid.broker.config import BrokerConfig
@@ -28,6 +32,8 @@ __all__ = [
     "StandaloneProcess",
     "StandaloneStartError",
     "free_port",
+    "metadata_barrier",
+    "official_client",
     "standalone_config",
     "standalone_process",
 ]
@@ -42,6 +48,29 @@ def standalone_config(data_dir: Path, **overrides: object) -> BrokerConfig:
         **overrides,
     }
     return BrokerConfig(**values)  # type: ignore[arg-type]
+
+
+def official_client(process: StandaloneProcess) -> pulsar.Client:
+    """The official client on ``process``, patient enough to ride out a restart of it."""
+    return pulsar.Client(
+        process.service_url,
+        operation_timeout_seconds=30,
+        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
+    )
+
+
+def metadata_barrier(process: StandaloneProcess, tag: str) -> None:
+    """Make the broker's acknowledged cursor state durable before a crash, without sleeping.
+
+    The metadata store applies writes one at a time, in order. A cursor coalesces its writes: at
+    most one in flight plus one queued behind it, submitted when the first completes. A tenant
+    created through the admin API is a write queued behind the in-flight one; by the time its
+    response arrives the queued cursor write has been submitted too, so a second admin write
+    queues behind that. Once both return, every ack the broker had applied is on disk.
+    """
+    for i in range(2):
+        response = httpx.put(f"{process.web_url}/admin/v2/tenants/barrier-{tag}-{i}")
+        assert response.status_code == 204, response.text
 
 
 @pytest.fixture

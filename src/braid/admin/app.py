@@ -45,6 +45,7 @@ from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.errors import ServiceUnavailableError
 from braid.core.names import TopicDomain, TopicName
+from braid.core.partitions import partition_name
 from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.service import ScalableTopicService
 
@@ -67,6 +68,11 @@ class TopicAdmin(PartitionAdmin, LookupService, Protocol):
 
     def topic_stats(self, name: str) -> Mapping[str, object]: ...
 
+    async def compact_topic(self, name: str) -> None: ...
+
+    async def compaction_status(self, name: str) -> tuple[enum.Enum, str]: ...
+
+    def watch_compaction_thresholds(self) -> None: ...
     @property
     def schemas(self) -> TopicSchemas: ...
 
@@ -272,6 +278,41 @@ def create_app(
         await resources.set_deduplication(tenant, namespace, None)
         return Response(status_code=204)
 
+    @v2.get(
+        "/namespaces/{tenant}/{namespace}/compactionThreshold",
+        tags=["namespaces"],
+        summary="Bytes after a topic's compaction horizon that trigger compaction (null = broker "
+        "default, 0 = never)",
+    )
+    async def get_compaction_threshold(tenant: str, namespace: str) -> int | None:
+        return (await resources.get_namespace_policies(tenant, namespace)).compaction_threshold
+
+    @v2.put(
+        "/namespaces/{tenant}/{namespace}/compactionThreshold",
+        status_code=204,
+        tags=["namespaces"],
+        summary="Set the namespace's compaction threshold in bytes (body: a number, 0 = never)",
+    )
+    async def put_compaction_threshold(
+        tenant: str, namespace: str, threshold: Annotated[Any, Body()]
+    ) -> Response:
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
+            raise PreconditionFailed(f"compactionThreshold must be 0 or more, got {threshold!r}")
+        await resources.set_compaction_threshold(tenant, namespace, threshold)
+        if threshold > 0:
+            broker.watch_compaction_thresholds()
+        return Response(status_code=204)
+
+    @v2.delete(
+        "/namespaces/{tenant}/{namespace}/compactionThreshold",
+        status_code=204,
+        tags=["namespaces"],
+        summary="Remove the namespace setting (use brokerServiceCompactionThresholdInBytes)",
+    )
+    async def delete_compaction_threshold(tenant: str, namespace: str) -> Response:
+        await resources.set_compaction_threshold(tenant, namespace, None)
+        return Response(status_code=204)
+
     # PIP-483: the namespace's auto-scale override (checked against broker.conf's policy).
     if scalable is not None:
         policies = scalable.auto_scale.policies
@@ -362,6 +403,39 @@ def create_app(
     async def terminate_topic(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Any:
         name = await existing_topic(tenant, namespace, topic)
         return _message_id_json(await broker.terminate_topic(str(name)))
+
+    @v2.put(
+        "/persistent/{tenant}/{namespace}/{topic}/compaction",
+        status_code=204,
+        tags=["topics"],
+        summary="Trigger compaction (of every partition of a partitioned topic; 409 while one is "
+        "running)",
+    )
+    async def trigger_compaction(tenant: str, namespace: str, topic: str) -> Response:
+        name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
+        existing = await list_topics(tenant, namespace)
+        if str(name) not in existing and (count := await broker.partitioned.partitions(name)):
+            # A partitioned topic: compact each partition that holds data, as Pulsar does.
+            for index in range(count):
+                part = TopicName(
+                    TopicDomain.PERSISTENT, tenant, namespace, partition_name(topic, index)
+                )
+                if str(part) in existing:
+                    await broker.compact_topic(str(part))
+            return Response(status_code=204)
+        name = await existing_topic(tenant, namespace, topic)
+        await broker.compact_topic(str(name))
+        return Response(status_code=204)
+
+    @v2.get(
+        "/persistent/{tenant}/{namespace}/{topic}/compaction",
+        tags=["topics"],
+        summary="Status of the last compaction (Pulsar's LongRunningProcessStatus)",
+    )
+    async def compaction_status(tenant: str, namespace: str, topic: str) -> dict[str, str]:
+        name = await existing_topic(tenant, namespace, topic)
+        status, last_error = await broker.compaction_status(str(name))
+        return {"status": str(status.value), "lastError": last_error}
 
     @v2.get(
         "/persistent/{tenant}/{namespace}/{topic}/stats",

@@ -361,6 +361,30 @@ class Namespaces:
             body=strategy,
         )
 
+    def get_compaction_threshold(self, namespace: str) -> int | None:
+        """Bytes after a topic's compaction horizon that trigger compaction (``None``: the
+        broker's ``brokerServiceCompactionThresholdInBytes``; 0: never)."""
+        result: int | None = self._http.call(
+            "GET", f"/admin/v2/namespaces/{_namespace_path(namespace)}/compactionThreshold"
+        )
+        return result
+
+    def set_compaction_threshold(self, namespace: str, threshold: int) -> None:
+        """Set the namespace's compaction threshold in bytes (0: never compact automatically)."""
+        if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
+            raise InvalidInputError(f"a compaction threshold is 0 or more bytes, got {threshold!r}")
+        self._http.call(
+            "PUT",
+            f"/admin/v2/namespaces/{_namespace_path(namespace)}/compactionThreshold",
+            body=threshold,
+        )
+
+    def remove_compaction_threshold(self, namespace: str) -> None:
+        """Drop the namespace's threshold: the broker's applies again."""
+        self._http.call(
+            "DELETE", f"/admin/v2/namespaces/{_namespace_path(namespace)}/compactionThreshold"
+        )
+
 
 class Topics:
     """``/admin/v2/persistent``: classic ``persistent://`` topics."""
@@ -393,6 +417,15 @@ class Topics:
     def stats(self, topic: str | TopicName) -> dict[str, Any]:
         """Counters, storage, publishers and subscriptions (with backlog) of the topic."""
         result: dict[str, Any] = self._http.call("GET", f"{self._path(topic)}/stats")
+        return result
+
+    def compact(self, topic: str | TopicName) -> None:
+        """Start compacting the topic (the run continues on the broker; 409 while one runs)."""
+        self._http.call("PUT", f"{self._path(topic)}/compaction")
+
+    def compaction_status(self, topic: str | TopicName) -> dict[str, Any]:
+        """``{"status": "NOT_RUN" | "RUNNING" | "SUCCESS" | "ERROR", "lastError": ...}``."""
+        result: dict[str, Any] = self._http.call("GET", f"{self._path(topic)}/compaction")
         return result
 
     def list_partitioned(self, namespace: str) -> builtins.list[str]:

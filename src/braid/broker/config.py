@@ -30,6 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from braid.broker.dispatch_settings import DispatchSettings
 from braid.broker.gc_policy import BROKER_DEFAULT_THRESHOLDS, GcPolicy
 from braid.broker.malloc_policy import DEFAULT_MMAP_THRESHOLD
 from braid.broker.schemas.model import (
@@ -113,6 +114,17 @@ class BrokerConfig:
     managed_ledger_max_size_per_ledger_mbytes: int = 2048
     managed_ledger_max_ledger_rollover_time_minutes: int = 240
     dispatcher_max_read_batch_size: int = 100
+    #: PIP-54 batch-index acknowledgements (Pulsar's default since 4.1, PIP-391).
+    acknowledgment_at_batch_index_level_enabled: bool = True
+    delayed_delivery_enabled: bool = True
+    delayed_delivery_tick_time_millis: int = 1000
+    subscription_key_shared_enable: bool = True
+    subscription_key_shared_use_consistent_hashing: bool = True
+    subscription_key_shared_consistent_hashing_replica_points: int = 100
+    key_shared_look_ahead_msg_in_replay_threshold_per_subscription: int = 20_000
+    #: Compact a topic once its data after the compaction horizon exceeds this (0 = never).
+    broker_service_compaction_threshold_in_bytes: int = 0
+    broker_service_compaction_monitor_interval_in_seconds: int = 60
     scalable_topic_enabled: bool = True
     #: How long a disconnected STREAM/CHECKPOINT consumer keeps its segments (PIP-468 session).
     scalable_topic_consumer_session_grace_seconds: int = 60
@@ -189,6 +201,19 @@ class BrokerConfig:
     def gc_policy(self) -> GcPolicy:
         """The process's garbage-collection policy."""
         return GcPolicy(self.python_gc_freeze_after_startup, self.python_gc_thresholds)
+
+    def dispatch_settings(self) -> DispatchSettings:
+        """What every subscription's dispatcher follows."""
+        return DispatchSettings(
+            read_batch=self.dispatcher_max_read_batch_size,
+            batch_index_ack=self.acknowledgment_at_batch_index_level_enabled,
+            delayed_delivery=self.delayed_delivery_enabled,
+            delayed_tick_s=self.delayed_delivery_tick_time_millis / 1000.0,
+            key_shared_enabled=self.subscription_key_shared_enable,
+            key_shared_consistent_hashing=self.subscription_key_shared_use_consistent_hashing,
+            key_shared_replica_points=self.subscription_key_shared_consistent_hashing_replica_points,
+            key_shared_look_ahead=self.key_shared_look_ahead_msg_in_replay_threshold_per_subscription,
+        )
 
     def managed_ledger_config(self) -> ManagedLedgerConfig:
         """The broker-wide managed-ledger settings (retention from the broker defaults).
@@ -366,6 +391,39 @@ KEYS: tuple[_Key, ...] = (
         _parse_int(1),
     ),
     _Key("dispatcherMaxReadBatchSize", "dispatcher_max_read_batch_size", _parse_int(1)),
+    _Key(
+        "acknowledgmentAtBatchIndexLevelEnabled",
+        "acknowledgment_at_batch_index_level_enabled",
+        _parse_bool,
+    ),
+    _Key("delayedDeliveryEnabled", "delayed_delivery_enabled", _parse_bool),
+    _Key("delayedDeliveryTickTimeMillis", "delayed_delivery_tick_time_millis", _parse_int(1)),
+    _Key("subscriptionKeySharedEnable", "subscription_key_shared_enable", _parse_bool),
+    _Key(
+        "subscriptionKeySharedUseConsistentHashing",
+        "subscription_key_shared_use_consistent_hashing",
+        _parse_bool,
+    ),
+    _Key(
+        "subscriptionKeySharedConsistentHashingReplicaPoints",
+        "subscription_key_shared_consistent_hashing_replica_points",
+        _parse_int(1, 10_000),
+    ),
+    _Key(
+        "keySharedLookAheadMsgInReplayThresholdPerSubscription",
+        "key_shared_look_ahead_msg_in_replay_threshold_per_subscription",
+        _parse_int(1),
+    ),
+    _Key(
+        "brokerServiceCompactionThresholdInBytes",
+        "broker_service_compaction_threshold_in_bytes",
+        _parse_int(0),
+    ),
+    _Key(
+        "brokerServiceCompactionMonitorIntervalInSeconds",
+        "broker_service_compaction_monitor_interval_in_seconds",
+        _parse_int(1),
+    ),
     _Key("scalableTopicEnabled", "scalable_topic_enabled", _parse_bool),
     _Key(
         "scalableTopicConsumerSessionGraceSeconds",

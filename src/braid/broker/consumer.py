@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from braid.broker.rates import TrafficCounters
+from braid.broker.sticky_keys import KeySharedPolicy
 from braid.ledger.api import Entry, Position
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
@@ -25,11 +26,16 @@ SubType = pb.CommandSubscribe.SubType
 
 @dataclass(frozen=True, slots=True)
 class Delivery:
-    """One entry handed to a consumer, with how often it was delivered before."""
+    """One entry handed to a consumer, with how often it was delivered before.
+
+    ``messages`` is what it costs in permits; ``ack_set`` (PIP-54 bit words, empty = all) names the
+    batch messages the client is to deliver - the others were acknowledged or compacted away.
+    """
 
     entry: Entry
     redelivery_count: int
     messages: int
+    ack_set: tuple[int, ...] = ()
 
 
 class ConsumerTransport(Protocol):
@@ -68,12 +74,19 @@ class Consumer:
         sub_type: SubType.ValueType,
         priority_level: int,
         transport: ConsumerTransport,
+        *,
+        read_compacted: bool = False,
+        key_shared: KeySharedPolicy | None = None,
     ) -> None:
         self.consumer_id = consumer_id
         self.consumer_name = consumer_name
         self.sub_type = sub_type
         self.priority_level = priority_level
         self.transport = transport
+        #: Reads the compacted ledger up to the compaction horizon (Exclusive/Failover only).
+        self.read_compacted = read_compacted
+        #: The ``KeySharedMeta`` it subscribed with (Key_Shared only).
+        self.key_shared = key_shared
         self.permits = 0
         #: Delivered, not yet acknowledged: position -> number of messages in that entry.
         self.pending: dict[Position, int] = {}

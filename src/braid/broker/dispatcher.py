@@ -1,36 +1,140 @@
 """Delivery of a subscription's entries to its consumers (Pulsar's dispatchers).
 
 One dispatcher per subscription runs one task that reads from the subscription's cursor in batches
-and hands entries to consumers that have permits:
+and hands entries to consumers that have permits. The subscription type picks the class:
 
-* **single active** (Exclusive, Failover): every entry goes to the one active consumer. Failover's
-  active consumer is the first by (priority level, consumer name), as Pulsar orders them; when it
-  changes, consumers are told (ACTIVE_CONSUMER_CHANGE) and the cursor is rewound so the new active
-  consumer gets everything still unacknowledged, in order.
-* **shared** (Shared): entries are spread round-robin over consumers with permits; entries to
-  redeliver (negative acks, a departed consumer's unacknowledged entries) sit in a replay set
-  that is served before new entries.
+* :class:`SingleActiveDispatcher` (Exclusive, Failover): every entry goes to the one active
+  consumer. Failover's active consumer is the first by (priority level, consumer name), as Pulsar
+  orders them; when it changes, consumers are told (ACTIVE_CONSUMER_CHANGE) and the cursor is
+  rewound so the new active consumer gets everything still unacknowledged, in order. A consumer
+  that subscribed with ``read_compacted`` reads the compacted ledger up to the compaction horizon
+  first (:mod:`braid.broker.compaction`), then the topic after it.
+* :class:`SharedDispatcher` (Shared): entries are spread round-robin over consumers with permits;
+  entries to deliver again (negative acks, a departed consumer's unacknowledged entries, entries
+  held back) sit in a :class:`ReplayQueue` served before new entries. Entries whose
+  ``deliver_at_time`` has not come wait in a :class:`~braid.broker.delayed.DelayedDeliveryTracker`.
+* ``KeySharedDispatcher`` (:mod:`braid.broker.key_shared`): a shared dispatcher routing by key.
+
+Every delivery carries the entry's remaining batch-index ack set (PIP-54) when part of a batch was
+acknowledged, so the client skips those messages, and is charged only the messages it will see.
 
 All cursor moves (read, rewind, reset) happen under :attr:`Dispatcher.lock`, so a seek or rewind
 never races a read in flight. The task sleeps on an event woken by FLOW, new entries, consumer
-changes and redelivery requests: no polling.
+changes, acknowledgements, redelivery requests and delayed messages coming due: no polling.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from braid.broker.consumer import Consumer, Delivery, SubType
-from braid.broker.entries import messages_in_entry
-from braid.ledger.api import Entry, ManagedCursor, ManagedLedger, ManagedLedgerClosed, Position
+from braid.broker.delayed import DelayedDeliveryTracker
+from braid.broker.dispatch_settings import DispatchSettings
+from braid.broker.entries import CorruptEntry, parse_metadata
+from braid.clock import Clock
+from braid.core import ack_set
+from braid.ledger.api import (
+    EARLIEST,
+    Entry,
+    ManagedCursor,
+    ManagedLedger,
+    ManagedLedgerClosed,
+    Position,
+)
+from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 
+class CompactedReader(Protocol):
+    """What a read-compacted consumer's dispatcher needs from the topic's compaction."""
+
+    @property
+    def horizon(self) -> Position | None:
+        """The last position the compacted ledger covers (``None``: never compacted)."""
+        ...
+
+    async def read_from(
+        self, start: Position, max_entries: int
+    ) -> list[tuple[Entry, ack_set.AckSet]]:
+        """Compacted entries with positions at or after ``start``, each with the ack set of the
+        batch messages it keeps (empty: all of them)."""
+        ...
+
+
+def _metadata(entry: Entry) -> pb.MessageMetadata | None:
+    try:
+        return parse_metadata(entry.data)
+    except CorruptEntry:
+        return None
+
+
+def _messages(meta: pb.MessageMetadata | None) -> int:
+    if meta is not None and meta.HasField("num_messages_in_batch"):
+        return max(meta.num_messages_in_batch, 1)
+    return 1
+
+
+class ReplayQueue:
+    """Positions to deliver (again) before new entries, each with its sticky-key hash when known
+    (a Key_Shared dispatcher must not let a newer entry of a hash overtake a held one)."""
+
+    def __init__(self) -> None:
+        self._hash: dict[Position, int | None] = {}
+        self._per_hash: Counter[int] = Counter()
+
+    def __len__(self) -> int:
+        return len(self._hash)
+
+    def __bool__(self) -> bool:
+        return bool(self._hash)
+
+    def __contains__(self, position: object) -> bool:
+        return position in self._hash
+
+    def add(self, position: Position, key_hash: int | None = None) -> None:
+        if position in self._hash:
+            return
+        self._hash[position] = key_hash
+        if key_hash is not None:
+            self._per_hash[key_hash] += 1
+
+    def holds_hash(self, key_hash: int) -> bool:
+        """Whether an entry of ``key_hash`` is waiting here."""
+        return self._per_hash[key_hash] > 0
+
+    def take(self, count: int) -> list[tuple[Position, int | None]]:
+        """Remove and return the ``count`` lowest positions, in order."""
+        taken = sorted(self._hash)[:count]
+        return [(p, self._remove(p)) for p in taken]
+
+    def discard(self, position: Position) -> None:
+        if position in self._hash:
+            self._remove(position)
+
+    def discard_up_to(self, position: Position) -> None:
+        for p in [p for p in self._hash if p <= position]:
+            self._remove(p)
+
+    def clear(self) -> None:
+        self._hash.clear()
+        self._per_hash.clear()
+
+    def _remove(self, position: Position) -> int | None:
+        key_hash = self._hash.pop(position)
+        if key_hash is not None:
+            self._per_hash[key_hash] -= 1
+            if self._per_hash[key_hash] <= 0:
+                del self._per_hash[key_hash]
+        return key_hash
+
+
 class Dispatcher:
-    """Reads a subscription's cursor and delivers entries to its consumers."""
+    """Reads a subscription's cursor and delivers entries to its consumers (the common part)."""
 
     def __init__(
         self,
@@ -38,24 +142,22 @@ class Dispatcher:
         cursor: ManagedCursor,
         sub_type: SubType.ValueType,
         *,
-        read_batch: int = 100,
+        settings: DispatchSettings,
+        clock: Clock,
         description: str = "",
     ) -> None:
         self._ledger = ledger
         self._cursor = cursor
         self.sub_type = sub_type
-        self._single_active = sub_type in (SubType.Exclusive, SubType.Failover)
-        self._read_batch = max(1, read_batch)
+        self._settings = settings
+        self._clock = clock
+        self._read_batch = max(1, settings.read_batch)
         self._description = description
         self.consumers: list[Consumer] = []
-        self._active: Consumer | None = None
-        self._replay: set[Position] = set()
         self._redeliveries: dict[Position, int] = {}
-        self._rewind_pending = False
         self._wake = asyncio.Event()
         self.lock = asyncio.Lock()
         self._closed = False
-        self._rr = 0
         self._messages_per_entry = 1.0
         self._task: asyncio.Task[None] | None = None
 
@@ -74,20 +176,22 @@ class Dispatcher:
             await asyncio.gather(self._task, return_exceptions=True)
 
     def wake(self) -> None:
+        """New entries may be readable."""
+        self._wake.set()
+
+    def unblock(self) -> None:
+        """Something changed that may let held-back entries go (permits, acks, consumers)."""
         self._wake.set()
 
     # -- consumers -----------------------------------------------------------------------------
 
     @property
     def active_consumer(self) -> Consumer | None:
-        return self._active if self._single_active else None
+        return None
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
-        if self._single_active and not self._pick_active() and self.sub_type == SubType.Failover:
-            # The active consumer stays: only the newcomer needs to hear that it is standing by.
-            asyncio.get_running_loop().call_soon(self._notify_standby, consumer)
-        self.wake()
+        self.unblock()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Detach ``consumer``; its unacknowledged entries are redelivered to the others."""
@@ -95,47 +199,17 @@ class Dispatcher:
         if consumer in self.consumers:
             self.consumers.remove(consumer)
         self._requeue(consumer.take_pending())
-        if self._single_active:
-            self._pick_active()
-        self.wake()
-
-    def _pick_active(self) -> bool:
-        """Choose the active consumer; ``True`` if it changed (everyone is then told)."""
-        new = min(self.consumers, key=lambda c: (c.priority_level, c.consumer_name), default=None)
-        old = self._active
-        if new is old:
-            return False
-        self._active = new
-        if old is not None and not old.closed:
-            # Whatever the old active consumer has not acknowledged goes to the new one.
-            self._requeue(old.take_pending())
-        if self.sub_type == SubType.Failover:
-            # Told on the next loop turn, so a new consumer hears of it after its SUBSCRIBE's
-            # SUCCESS rather than before.
-            asyncio.get_running_loop().call_soon(self._notify_active, new)
-        return True
-
-    def _notify_standby(self, consumer: Consumer) -> None:
-        if not consumer.closed and consumer is not self._active:
-            consumer.transport.send_active_consumer_change(consumer.consumer_id, False)
-
-    def _notify_active(self, active: Consumer | None) -> None:
-        if active is not self._active:
-            return  # changed again meanwhile; that change notifies
-        for c in self.consumers:
-            if not c.closed:
-                c.transport.send_active_consumer_change(c.consumer_id, c is active)
+        self.unblock()
 
     # -- flow, acks, redelivery ----------------------------------------------------------------
 
     def on_flow(self, consumer: Consumer, permits: int) -> None:
         consumer.add_permits(permits)
-        self.wake()
+        self.unblock()
 
     def on_acked(self, positions: Iterable[Position]) -> None:
         """Forget delivery books for individually acknowledged positions."""
         for pos in positions:
-            self._replay.discard(pos)
             self._redeliveries.pop(pos, None)
             for c in self.consumers:
                 c.pending.pop(pos, None)
@@ -146,40 +220,28 @@ class Dispatcher:
             c.acknowledged_up_to(position)
         for pos in [p for p in self._redeliveries if p <= position]:
             del self._redeliveries[pos]
-        self._replay = {p for p in self._replay if p > position}
 
     def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None:
-        """Redeliver ``consumer``'s unacknowledged entries (``None`` = all of them).
-
-        A single-active dispatcher always redelivers everything unacknowledged (as Pulsar), which
-        keeps the order for an Exclusive/Failover consumer.
-        """
-        if self._single_active or positions is None:
-            self._requeue(consumer.take_pending())
-        else:
-            self._requeue(consumer.take_pending(positions))
-        self.wake()
+        """Redeliver ``consumer``'s unacknowledged entries (``None`` = all of them)."""
+        self._requeue(consumer.take_pending(positions))
+        self.unblock()
 
     def _requeue(self, positions: Sequence[Position]) -> None:
-        if not positions:
-            return
         for pos in positions:
             self._redeliveries[pos] = self._redeliveries.get(pos, 0) + 1
-        if self._single_active:
-            self._rewind_pending = True
-        else:
-            self._replay.update(positions)
 
     def reset_books(self) -> None:
         """Forget every delivery book (after the cursor was reset by a seek); hold :attr:`lock`."""
-        self._replay.clear()
         self._redeliveries.clear()
-        self._rewind_pending = False
         for c in self.consumers:
             c.pending.clear()
 
     def unacked_count(self) -> int:
         return sum(sum(c.pending.values()) for c in self.consumers)
+
+    def stats(self) -> dict[str, object]:
+        """Dispatcher details for the subscription's stats."""
+        return {}
 
     # -- the dispatch loop ---------------------------------------------------------------------
 
@@ -203,17 +265,142 @@ class Dispatcher:
                 await self._wake.wait()
 
     async def _dispatch_once(self) -> bool:
-        if self._single_active:
-            return await self._dispatch_single_active()
-        return await self._dispatch_shared()
+        """One round; ``True`` when it made progress (another round follows at once)."""
+        raise NotImplementedError
 
-    async def _dispatch_single_active(self) -> bool:
+    def _entries_for(self, permits: int) -> int:
+        """How many entries to read for ``permits`` messages, given the recent batch sizes."""
+        wanted = int(permits / self._messages_per_entry) or 1
+        return max(1, min(wanted, self._read_batch))
+
+    def _delivery(
+        self, entry: Entry, meta: pb.MessageMetadata | None, kept: ack_set.AckSet = ()
+    ) -> Delivery:
+        """What ``entry`` costs and carries: the batch messages still unacknowledged (and, for a
+        compacted entry, kept by compaction) go as its ack set and are the permits it uses."""
+        count = _messages(meta)
+        # A moving average of messages per entry sizes the next read to the permits.
+        self._messages_per_entry += (count - self._messages_per_entry) * 0.1
+        words = kept
+        if self._settings.batch_index_ack and count > 1:
+            remaining = self._cursor.batch_deleted_indexes(entry.position)
+            if remaining is not None:
+                words = remaining if not words else ack_set.intersect(words, remaining)
+        messages = ack_set.cardinality(words, count) if words else count
+        return Delivery(entry, self._redeliveries.get(entry.position, 0), max(messages, 1), words)
+
+    def _check_end_of_topic(self) -> None:
+        if not self._ledger.is_terminated or self._cursor.has_more_entries():
+            return
+        for c in self.consumers:
+            if not c.told_end_of_topic:
+                # Told once; a client that cannot take the notice simply finds no more messages.
+                c.told_end_of_topic = True
+                c.transport.send_reached_end_of_topic(c.consumer_id)
+
+
+class SingleActiveDispatcher(Dispatcher):
+    """Exclusive and Failover: one active consumer gets everything, in order."""
+
+    def __init__(
+        self,
+        ledger: ManagedLedger,
+        cursor: ManagedCursor,
+        sub_type: SubType.ValueType,
+        *,
+        settings: DispatchSettings,
+        clock: Clock,
+        compacted: CompactedReader | None = None,
+        description: str = "",
+    ) -> None:
+        super().__init__(
+            ledger, cursor, sub_type, settings=settings, clock=clock, description=description
+        )
+        self._active: Consumer | None = None
+        self._rewind_pending = False
+        self._compacted = compacted
+        # Where the next compacted read starts (None: derive it from the cursor), and whether the
+        # next read is the first since the consumer started or the cursor was rewound.
+        self._compacted_from: Position | None = None
+        self._first_read = True
+
+    @property
+    def active_consumer(self) -> Consumer | None:
+        return self._active
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+        if not self._pick_active() and self.sub_type == SubType.Failover:
+            # The active consumer stays: only the newcomer needs to hear that it is standing by.
+            asyncio.get_running_loop().call_soon(self._notify_standby, consumer)
+        self.unblock()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        consumer.closed = True
+        if consumer in self.consumers:
+            self.consumers.remove(consumer)
+        self._requeue(consumer.take_pending())
+        self._pick_active()
+        self.unblock()
+
+    def _pick_active(self) -> bool:
+        """Choose the active consumer; ``True`` if it changed (everyone is then told)."""
+        new = min(self.consumers, key=lambda c: (c.priority_level, c.consumer_name), default=None)
+        old = self._active
+        if new is old:
+            return False
+        self._active = new
+        if old is not None and not old.closed:
+            # Whatever the old active consumer has not acknowledged goes to the new one.
+            self._requeue(old.take_pending())
+        self._first_read = True
+        if self.sub_type == SubType.Failover:
+            # Told on the next loop turn, so a new consumer hears of it after its SUBSCRIBE's
+            # SUCCESS rather than before.
+            asyncio.get_running_loop().call_soon(self._notify_active, new)
+        return True
+
+    def _notify_standby(self, consumer: Consumer) -> None:
+        if not consumer.closed and consumer is not self._active:
+            consumer.transport.send_active_consumer_change(consumer.consumer_id, False)
+
+    def _notify_active(self, active: Consumer | None) -> None:
+        if active is not self._active:
+            return  # changed again meanwhile; that change notifies
+        for c in self.consumers:
+            if not c.closed:
+                c.transport.send_active_consumer_change(c.consumer_id, c is active)
+
+    def redeliver(self, consumer: Consumer, positions: Sequence[Position] | None) -> None:
+        """A single-active dispatcher always redelivers everything unacknowledged (as Pulsar),
+        which keeps the order for an Exclusive/Failover consumer."""
+        self._requeue(consumer.take_pending())
+        self.unblock()
+
+    def _requeue(self, positions: Sequence[Position]) -> None:
+        super()._requeue(positions)
+        if positions:
+            self._rewind_pending = True
+
+    def reset_books(self) -> None:
+        super().reset_books()
+        self._rewind_pending = False
+        self._compacted_from = None
+        self._first_read = True
+
+    async def _dispatch_once(self) -> bool:
         if self._rewind_pending:
             self._rewind_pending = False
             self._cursor.rewind()
+            self._compacted_from = None
+            self._first_read = True
         consumer = self._active
         if consumer is None or consumer.permits <= 0:
             return False
+        start = self._compacted_start(consumer)
+        if start is not None:
+            return await self._dispatch_compacted(consumer, start)
+        self._first_read = False
         entries = await self._cursor.read_entries(self._entries_for(consumer.permits))
         if not entries:
             self._check_end_of_topic()
@@ -230,32 +417,158 @@ class Dispatcher:
                 # Batches used the permits up: read the rest again when the client asks for more.
                 await self._cursor.seek(entry.position)
                 break
-            delivery = self._delivery(entry)
+            delivery = self._delivery(entry, _metadata(entry))
             budget -= delivery.messages
             deliveries.append(delivery)
         consumer.deliver(deliveries)
         return True
 
-    async def _dispatch_shared(self) -> bool:
-        available = [c for c in self.consumers if c.permits > 0]
-        if not available:
-            return False
-        if self._replay:
-            entries = await self._read_replay()
-            self._spread(entries)
+    # -- reading the compacted ledger (read_compacted consumers) -------------------------------
+
+    def _compacted_start(self, consumer: Consumer) -> Position | None:
+        """Where to read the compacted ledger from, or ``None`` to read the topic itself."""
+        if not consumer.read_compacted or self._compacted is None:
+            return None
+        horizon = self._compacted.horizon
+        if horizon is None:
+            return None
+        start = self._compacted_from
+        if start is None:
+            mark = self._cursor.mark_delete_position
+            # Pulsar's rule: a consumer that has acknowledged nothing reads the compacted ledger
+            # from its beginning, even where the topic's own ledgers were trimmed already.
+            start = EARLIEST if self._first_read and mark.entry_id == -1 else None
+            if start is None:
+                start = self._cursor.read_position
+        return start if start <= horizon else None
+
+    async def _dispatch_compacted(self, consumer: Consumer, start: Position) -> bool:
+        assert self._compacted is not None
+        self._first_read = False
+        horizon = self._compacted.horizon
+        batch = await self._compacted.read_from(start, self._entries_for(consumer.permits))
+        if consumer is not self._active or consumer.closed or self._rewind_pending:
+            self._rewind_pending = True
             return True
-        budget = sum(c.permits for c in available)
+        if not batch or horizon is None:
+            # Everything up to the horizon was delivered: the topic goes on after it.
+            self._compacted_from = None
+            if horizon is not None:
+                await self._cursor.seek(Position(horizon.ledger_id, horizon.entry_id + 1))
+            return True
+        deliveries: list[Delivery] = []
+        budget = consumer.permits
+        next_start = start
+        for entry, kept in batch:
+            if budget <= 0:
+                break
+            delivery = self._delivery(entry, _metadata(entry), kept)
+            budget -= delivery.messages
+            deliveries.append(delivery)
+            next_start = Position(entry.position.ledger_id, entry.position.entry_id + 1)
+        self._compacted_from = next_start
+        await self._cursor.seek(next_start)
+        consumer.deliver(deliveries)
+        return True
+
+
+class SharedDispatcher(Dispatcher):
+    """Shared: round-robin over consumers with permits, a replay queue, delayed delivery."""
+
+    def __init__(
+        self,
+        ledger: ManagedLedger,
+        cursor: ManagedCursor,
+        sub_type: SubType.ValueType,
+        *,
+        settings: DispatchSettings,
+        clock: Clock,
+        description: str = "",
+    ) -> None:
+        super().__init__(
+            ledger, cursor, sub_type, settings=settings, clock=clock, description=description
+        )
+        self.replay = ReplayQueue()
+        # Replay positions being read right now: an ack arriving meanwhile drops them here.
+        self._replay_reading: set[Position] = set()
+        self._replay_stuck = False
+        self._rr = 0
+        self._delayed = (
+            DelayedDeliveryTracker(clock, tick_s=settings.delayed_tick_s, on_due=self.unblock)
+            if settings.delayed_delivery
+            else None
+        )
+
+    async def close(self) -> None:
+        if self._delayed is not None:
+            self._delayed.close()
+        await super().close()
+
+    def unblock(self) -> None:
+        self._replay_stuck = False
+        super().unblock()
+
+    def on_acked(self, positions: Iterable[Position]) -> None:
+        positions = list(positions)
+        for pos in positions:
+            self.replay.discard(pos)
+            self._replay_reading.discard(pos)
+        if self._delayed is not None:
+            self._delayed.forget(positions)
+        super().on_acked(positions)
+
+    def on_acked_up_to(self, position: Position) -> None:
+        super().on_acked_up_to(position)
+        self.replay.discard_up_to(position)
+
+    def _requeue(self, positions: Sequence[Position]) -> None:
+        super()._requeue(positions)
+        for pos in positions:
+            self.replay.add(pos, self._hash_of_pending(pos))
+
+    def _hash_of_pending(self, position: Position) -> int | None:
+        """The sticky hash of a delivered position (Key_Shared knows it)."""
+        return None
+
+    def reset_books(self) -> None:
+        super().reset_books()
+        self.replay.clear()
+        if self._delayed is not None:
+            self._delayed.clear()
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "msgDelayed": len(self._delayed) if self._delayed is not None else 0,
+            "replayQueueSize": len(self.replay),
+        }
+
+    async def _dispatch_once(self) -> bool:
+        if self._delayed is not None:
+            for pos in self._delayed.take_due():
+                self.replay.add(pos)
+        if not any(c.permits > 0 and not c.closed for c in self.consumers):
+            return False
+        if self.replay and not self._replay_stuck:
+            entries = await self._read_replay()
+            if entries and self._spread(entries, from_replay=True) == 0:
+                # Everything waiting is held back (no permits for its consumer, a draining
+                # key): try new entries, and the queue again once something changes.
+                self._replay_stuck = True
+            return True
+        if len(self.replay) >= self._settings.key_shared_look_ahead:
+            return False
+        budget = sum(c.permits for c in self.consumers if c.permits > 0)
         entries = await self._cursor.read_entries(self._entries_for(budget))
         if not entries:
             self._check_end_of_topic()
             return False
-        self._spread(entries)
+        self._spread(entries, from_replay=False)
         return True
 
     async def _read_replay(self) -> list[Entry]:
-        positions = sorted(self._replay)[: self._read_batch]
-        self._replay.difference_update(positions)
-        wanted = [p for p in positions if not self._cursor.is_deleted(p)]
+        taken = self.replay.take(self._read_batch)
+        wanted = [p for p, _ in taken if not self._cursor.is_deleted(p)]
+        self._replay_reading = set(wanted)
         entries: list[Entry] = []
         # Read runs of consecutive entries of one ledger with one call.
         i = 0
@@ -271,17 +584,29 @@ class Dispatcher:
             keep = set(wanted[i:j])
             entries.extend(e for e in run if e.position in keep)
             i = j
+        # Acknowledged while we read (the consumer that had it acked it, then left): not again.
+        entries = [e for e in entries if e.position in self._replay_reading]
+        self._replay_reading = set()
         return entries
 
-    def _spread(self, entries: Sequence[Entry]) -> None:
+    def _held_for_later(self, entry: Entry, meta: pb.MessageMetadata | None) -> bool:
+        """True when ``entry``'s delivery time has not come (it now waits in the tracker)."""
+        if self._delayed is None or meta is None or not meta.HasField("deliver_at_time"):
+            return False
+        return self._delayed.hold(entry.position, meta.deliver_at_time)
+
+    def _spread(self, entries: Sequence[Entry], *, from_replay: bool) -> int:
+        """Hand ``entries`` out; those nobody can take now go to the replay queue. Returns how
+        many were delivered."""
         available = [c for c in self.consumers if c.permits > 0 and not c.closed]
-        if not available:
-            self._replay.update(e.position for e in entries)
-            return
         budgets = {id(c): c.permits for c in available}
         batches: dict[int, list[Delivery]] = {id(c): [] for c in available}
         n = len(available)
+        delivered = 0
         for entry in entries:
+            meta = _metadata(entry)
+            if self._held_for_later(entry, meta):
+                continue
             target: Consumer | None = None
             for _ in range(n):
                 candidate = available[self._rr % n]
@@ -290,30 +615,12 @@ class Dispatcher:
                     target = candidate
                     break
             if target is None:
-                self._replay.add(entry.position)
+                self.replay.add(entry.position)
                 continue
-            delivery = self._delivery(entry)
+            delivery = self._delivery(entry, meta)
             budgets[id(target)] -= delivery.messages
             batches[id(target)].append(delivery)
+            delivered += 1
         for c in available:
             c.deliver(batches[id(c)])
-
-    def _entries_for(self, permits: int) -> int:
-        """How many entries to read for ``permits`` messages, given the recent batch sizes."""
-        wanted = int(permits / self._messages_per_entry) or 1
-        return max(1, min(wanted, self._read_batch))
-
-    def _delivery(self, entry: Entry) -> Delivery:
-        messages = messages_in_entry(entry.data)
-        # A moving average of messages per entry sizes the next read to the permits.
-        self._messages_per_entry += (messages - self._messages_per_entry) * 0.1
-        return Delivery(entry, self._redeliveries.get(entry.position, 0), messages)
-
-    def _check_end_of_topic(self) -> None:
-        if not self._ledger.is_terminated or self._cursor.has_more_entries():
-            return
-        for c in self.consumers:
-            if not c.told_end_of_topic:
-                # Told once; a client that cannot take the notice simply finds no more messages.
-                c.told_end_of_topic = True
-                c.transport.send_reached_end_of_topic(c.consumer_id)
+        return delivered

@@ -120,6 +120,13 @@ class NotSupported(BrokerError, InvalidInputError):
     code = ServerError.NotAllowedError
 
 
+class ConsumerAssignError(BrokerError, InvalidInputError):
+    """A Key_Shared consumer that cannot be given hashes (STICKY ranges that conflict with
+    another consumer's or are invalid, no range left to split)."""
+
+    code = ServerError.ConsumerAssignError
+
+
 class ServiceNotReady(BrokerError, ServiceUnavailableError):
     """The broker is starting or closing; the client retries."""
 
@@ -174,6 +181,7 @@ def to_server_error(exc: BaseException) -> tuple[ServerErrorCode, str]:
 __all__ = [
     "BrokerError",
     "ChecksumMismatch",
+    "ConsumerAssignError",
     "ConsumerBusy",
     "ConsumerNotFound",
     "DuplicateInFlight",

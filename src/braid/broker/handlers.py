@@ -37,7 +37,8 @@ from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler,
 from braid.broker.schemas.model import SchemaData
 from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.broker.send_validation import SendValidator
-from braid.broker.subscription import Subscription
+from braid.broker.sticky_keys import KeySharedPolicy
+from braid.broker.subscription import BatchIndexAck, Subscription
 from braid.broker.topic import PersistentTopic
 from braid.core.errors import BraidError
 from braid.core.names import TopicName
@@ -219,7 +220,9 @@ class TopicCommands:
         for d in deliveries:
             pos = d.entry.position
             send(
-                commands.message(consumer_id, pos.ledger_id, pos.entry_id, d.redelivery_count),
+                commands.message(
+                    consumer_id, pos.ledger_id, pos.entry_id, d.redelivery_count, d.ack_set
+                ),
                 d.entry.data,
             )
 
@@ -464,6 +467,14 @@ class TopicCommands:
                 req.subType,
                 req.priority_level,
                 self,
+                read_compacted=req.read_compacted,
+                key_shared=(
+                    KeySharedPolicy.from_meta(
+                        req.keySharedMeta if req.HasField("keySharedMeta") else None
+                    )
+                    if req.subType == SubType.Key_Shared
+                    else None
+                ),
             )
             subscription = await topic.subscribe(
                 req.subscription,
@@ -505,21 +516,29 @@ class TopicCommands:
             return
         cumulative = req.ack_type == pb.CommandAck.Cumulative
         positions: list[Position] = []
+        partial: list[BatchIndexAck] = []
         for mid in req.message_id:
             pos = position_of(mid)
             if _fully_acked(mid):
                 positions.append(pos)
-            elif cumulative and pos.entry_id > 0:
+                continue
+            # A batch-index ack (PIP-54): the set bits are the messages still unacknowledged.
+            partial.append((pos, tuple(mid.ack_set)))
+            if cumulative and pos.entry_id > 0:
                 # Part of this batch is still unacknowledged: everything before it is done.
                 positions.append(Position(pos.ledger_id, pos.entry_id - 1))
-        if not positions:
+        if not positions and not partial:
             if has_request:
                 channel.send(commands.ack_response(req.consumer_id, req.request_id))
             return
 
+        binding.subscription.record_acks(binding.consumer, positions, cumulative)
+
         async def run() -> None:
             try:
-                await binding.subscription.acknowledge(binding.consumer, positions, cumulative)
+                await binding.subscription.acknowledge(
+                    binding.consumer, positions, cumulative, partial
+                )
             except Exception as exc:
                 if not has_request:
                     raise
@@ -586,7 +605,9 @@ class TopicCommands:
             return
 
         async def run() -> None:
-            last, batch_index = await binding.topic.last_message_position()
+            last, batch_index = await binding.topic.last_message_position(
+                compacted=binding.consumer.read_compacted
+            )
             mark = binding.subscription.cursor.mark_delete_position
             self._channel.send(
                 commands.get_last_message_id_response(

@@ -203,6 +203,7 @@ _MODELLED = (
     "autoTopicCreationOverride",
     "retention_policies",
     "scalableTopicAutoScalePolicy",
+    "compaction_threshold",
     "schema_compatibility_strategy",
     "is_allow_auto_update_schema",
     "schema_validation_enforced",
@@ -239,6 +240,8 @@ class NamespacePolicies:
     retention: RetentionPolicies | None = None
     #: PIP-483 ``AutoScalePolicyOverride`` as stored (interpreted by the auto-scaler).
     scalable_topic_auto_scale_policy: Mapping[str, Any] | None = None
+    #: Bytes after a topic's compaction horizon that trigger compaction (0: never).
+    compaction_threshold: int | None = None
     #: Pulsar's ``schema_compatibility_strategy`` (``None`` = the broker's
     #: ``schemaCompatibilityStrategy``), ``is_allow_auto_update_schema`` (``None`` = true) and
     #: ``schema_validation_enforced`` (``None`` = the broker's ``isSchemaValidationEnforced``).
@@ -258,6 +261,8 @@ class NamespacePolicies:
             doc["retention_policies"] = self.retention.to_json()
         if self.scalable_topic_auto_scale_policy is not None:
             doc["scalableTopicAutoScalePolicy"] = dict(self.scalable_topic_auto_scale_policy)
+        if self.compaction_threshold is not None:
+            doc["compaction_threshold"] = self.compaction_threshold
         if self.schema_compatibility_strategy is not None:
             doc["schema_compatibility_strategy"] = self.schema_compatibility_strategy.value
         if self.is_allow_auto_update_schema is not None:
@@ -279,6 +284,9 @@ class NamespacePolicies:
         scale = doc.get("scalableTopicAutoScalePolicy")
         if scale is not None and not isinstance(scale, dict):
             raise InvalidPolicies(f"scalableTopicAutoScalePolicy must be an object, got {scale!r}")
+        threshold = doc.get("compaction_threshold")
+        if threshold is not None:
+            check_compaction_threshold(threshold)
         return cls(
             deduplication_enabled=dedup,
             auto_topic_creation=(
@@ -286,6 +294,7 @@ class NamespacePolicies:
             ),
             retention=None if retention is None else RetentionPolicies.from_json(retention),
             scalable_topic_auto_scale_policy=None if scale is None else _frozen(scale),
+            compaction_threshold=threshold,
             schema_compatibility_strategy=_strategy(doc),
             is_allow_auto_update_schema=_optional_bool(doc, "is_allow_auto_update_schema"),
             schema_validation_enforced=_optional_bool(doc, "schema_validation_enforced"),
@@ -296,11 +305,23 @@ class NamespacePolicies:
         """The namespace setting if set, else the broker's ``brokerDeduplicationEnabled``."""
         return broker_default if self.deduplication_enabled is None else self.deduplication_enabled
 
+    def compaction_threshold_or(self, broker_default: int) -> int:
+        """The namespace's ``compaction_threshold`` if set, else the broker's
+        ``brokerServiceCompactionThresholdInBytes``."""
+        return broker_default if self.compaction_threshold is None else self.compaction_threshold
+
     def is_auto_topic_creation_allowed(self, broker_default: bool) -> bool:
         """The namespace override if set, else the broker's ``allowAutoTopicCreation``."""
         if self.auto_topic_creation is None:
             return broker_default
         return self.auto_topic_creation.allow_auto_topic_creation
+
+
+def check_compaction_threshold(value: object) -> int:
+    """A compaction threshold in bytes: an integer, 0 or more (Pulsar answers 412 otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidPolicies(f"compactionThreshold must be 0 or more, got {value!r}")
+    return value
 
 
 def _encode(doc: Mapping[str, Any]) -> bytes:
@@ -460,6 +481,16 @@ class BrokerResources:
             tenant, namespace, lambda p: replace(p, deduplication_enabled=enabled)
         )
 
+    async def set_compaction_threshold(
+        self, tenant: str, namespace: str, threshold: int | None
+    ) -> None:
+        """Set the namespace's compaction threshold (``None`` = follow the broker default)."""
+        if threshold is not None:
+            check_compaction_threshold(threshold)
+        await self.update_namespace_policies(
+            tenant, namespace, lambda p: replace(p, compaction_threshold=threshold)
+        )
+
     async def delete_namespace(
         self, tenant: str, namespace: str, *, topics: Sequence[str] = ()
     ) -> None:
@@ -517,5 +548,6 @@ __all__ = [
     "TenantInfo",
     "TenantNotEmpty",
     "TenantNotFound",
+    "check_compaction_threshold",
     "check_name",
 ]

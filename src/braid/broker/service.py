@@ -12,6 +12,12 @@ service) registers its own command families there (:mod:`braid.broker.registry`)
 Topics load on first use (a lookup, producer, subscription or admin call). Loading checks that the
 namespace exists (else ``TopicNotFound`` naming it) and applies the namespace policies: auto topic
 creation, deduplication and retention, each falling back to the broker's defaults.
+
+A compaction monitor (:class:`~braid.broker.compaction_monitor.CompactionMonitor`, on the injected
+clock) compacts loaded topics whose bytes after their compaction horizon exceed the namespace's
+``compaction_threshold`` or ``brokerServiceCompactionThresholdInBytes``. It runs once there is a
+threshold to watch: the broker's, or a namespace's seen when a topic loads or set through this
+broker's admin API.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ import logging
 import secrets
 from collections.abc import Callable, Mapping
 
+from braid.broker.compaction import CompactionStatus
+from braid.broker.compaction_monitor import CompactionMonitor
 from braid.broker.config import (
     BrokerConfig,
     retention_mb_to_bytes,
@@ -121,6 +129,7 @@ class BrokerService:
         self.ml_factory = ml_factory
         self.resources = resources
         self.clock = clock
+        self._dispatch_settings = config.dispatch_settings()
         self._topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._connections: set[BrokerConnection] = set()
@@ -157,6 +166,12 @@ class BrokerService:
         #: Called with ``(topic name, subscription)`` when a subscription has consumed all of a
         #: terminated topic (the scalable-topic layer's drain events).
         self.drain_listeners: list[Callable[[str, str], None]] = []
+        self.compaction_monitor = CompactionMonitor(
+            self,
+            clock,
+            interval_s=float(config.broker_service_compaction_monitor_interval_in_seconds),
+            broker_threshold=config.broker_service_compaction_threshold_in_bytes,
+        )
 
     # -- server --------------------------------------------------------------------------------
 
@@ -170,6 +185,8 @@ class BrokerService:
         )
         sockets = self._server.sockets
         self._port = int(sockets[0].getsockname()[1]) if sockets else None
+        if self.config.broker_service_compaction_threshold_in_bytes > 0:
+            self.compaction_monitor.start()
         log.info("broker listening on %s", self.service_url)
 
     @property
@@ -264,6 +281,7 @@ class BrokerService:
         if self._closing:
             return
         self._closing = True
+        await self.compaction_monitor.close()
         self.topic_events.close()
         if self._server is not None:
             self._server.close()
@@ -376,6 +394,8 @@ class BrokerService:
 
     async def _load_topic(self, topic: TopicName, create: bool | None) -> PersistentTopic:
         policies = await self.namespace_policies(topic)
+        if policies.compaction_threshold:
+            self.compaction_monitor.start()
         ml_name = managed_ledger_name(topic)
         allowed = policies.is_auto_topic_creation_allowed(self.config.allow_auto_topic_creation)
         if topic.domain is TopicDomain.SEGMENT:
@@ -401,7 +421,8 @@ class BrokerService:
                 dedup_enabled=policies.is_deduplication_enabled(
                     self.config.broker_deduplication_enabled
                 ),
-                read_batch=self.config.dispatcher_max_read_batch_size,
+                settings=self._dispatch_settings,
+                clock=self.clock,
                 on_drained=self._subscription_drained,
             )
         except BaseException:
@@ -559,13 +580,35 @@ class BrokerService:
 
     async def _delete_topic_data(self, topic: TopicName) -> None:
         key = str(topic)
-        loaded = self._topics.pop(key, None)
         ml_name = managed_ledger_name(topic)
+        if key not in self._topics and await self.ml_factory.exists(ml_name):
+            # Loaded so that what it keeps beside its managed ledger (a compacted ledger) goes too.
+            await self.get_or_create_topic(key, create=False)
+        loaded = self._topics.pop(key, None)
         if loaded is not None:
+            await loaded.compaction.delete()
             await loaded.close()
         elif not await self.ml_factory.exists(ml_name):
             raise TopicNotFound(f"topic {topic} does not exist")
         await self.ml_factory.delete(ml_name)
+
+    async def compact_topic(self, name: str) -> None:
+        """Start compacting a topic (Pulsar's ``PUT .../compaction``).
+
+        Raises:
+            TopicNotFound, CompactionInProgress.
+        """
+        topic = await self.get_or_create_topic(name, create=False)
+        topic.compaction.trigger()
+
+    def watch_compaction_thresholds(self) -> None:
+        """Make sure the compaction monitor runs (a namespace threshold was just set)."""
+        self.compaction_monitor.start()
+
+    async def compaction_status(self, name: str) -> tuple[CompactionStatus, str]:
+        """The last compaction's status and error (Pulsar's ``LongRunningProcessStatus``)."""
+        topic = await self.get_or_create_topic(name, create=False)
+        return topic.compaction.status, topic.compaction.last_error
 
     def topic_stats(self, name: str) -> dict[str, object]:
         """Stats of a loaded topic (the admin API loads it first)."""

@@ -1,10 +1,12 @@
 """A durable subscription: a named cursor on a topic's managed ledger plus its consumers.
 
-The subscription admits consumers (Exclusive: one; Failover and Shared: many of the same type),
-turns acknowledgements into cursor operations (individual -> ``delete``, cumulative ->
-``mark_delete``), handles seek (reset the cursor, then close the consumers so they re-subscribe at
-the new position, as Pulsar does) and unsubscribe (delete the cursor). Delivery is the
-:class:`~braid.broker.dispatcher.Dispatcher`'s job.
+The subscription admits consumers (Exclusive: one; Failover, Shared and Key_Shared: many of the
+same type), turns acknowledgements into cursor operations (individual -> ``delete``, cumulative ->
+``mark_delete``, a part of a batch -> ``delete_batch_indexes`` when batch-index acknowledgement is
+on), handles seek (reset the cursor, then close the consumers so they re-subscribe at the new
+position, as Pulsar does) and unsubscribe (delete the cursor). Delivery is the dispatcher's job
+(:mod:`braid.broker.dispatcher`, :mod:`braid.broker.key_shared`), chosen by the type of the first
+consumer.
 """
 
 from __future__ import annotations
@@ -14,9 +16,21 @@ import logging
 from collections.abc import Callable, Sequence
 
 from braid.broker.consumer import Consumer, SubType
-from braid.broker.dispatcher import Dispatcher
+from braid.broker.dispatch_settings import DispatchSettings
+from braid.broker.dispatcher import (
+    CompactedReader,
+    Dispatcher,
+    SharedDispatcher,
+    SingleActiveDispatcher,
+)
 from braid.broker.errors import ConsumerBusy, NotSupported
+from braid.broker.key_shared import KeySharedDispatcher
+from braid.broker.sticky_keys import KeySharedPolicy
+from braid.clock import Clock, SystemClock
 from braid.ledger.api import InvalidPosition, ManagedCursor, ManagedLedger, Position
+
+#: A batch-index acknowledgement: the entry and the ack-set words of its messages still unacked.
+BatchIndexAck = tuple[Position, Sequence[int]]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +46,9 @@ class Subscription:
         cursor: ManagedCursor,
         *,
         read_batch: int = 100,
+        settings: DispatchSettings | None = None,
+        clock: Clock | None = None,
+        compacted: CompactedReader | None = None,
         durable: bool = True,
         on_empty: Callable[[Subscription], None] | None = None,
         on_cursor_moved: Callable[[Subscription], None] | None = None,
@@ -44,7 +61,9 @@ class Subscription:
         self.name = name
         self.ledger = ledger
         self.cursor = cursor
-        self._read_batch = read_batch
+        self.settings = settings or DispatchSettings(read_batch=read_batch)
+        self._clock = clock or SystemClock()
+        self._compacted = compacted
         self.dispatcher: Dispatcher | None = None
         # Cursor writes for acks are applied one at a time, in arrival order.
         self._ack_lock = asyncio.Lock()
@@ -60,11 +79,21 @@ class Subscription:
         return list(self.dispatcher.consumers) if self.dispatcher is not None else []
 
     def add_consumer(self, consumer: Consumer) -> None:
-        """Attach ``consumer`` or raise :class:`ConsumerBusy` saying why it cannot attach."""
-        if consumer.sub_type == SubType.Key_Shared:
+        """Attach ``consumer`` or raise saying why it cannot attach.
+
+        Raises:
+            ConsumerBusy: another type, a second Exclusive consumer, another Key_Shared policy.
+            NotSupported: Key_Shared disabled by the broker; ``read_compacted`` on a shared type.
+            ConsumerAssignError: STICKY hash ranges that conflict with another consumer's.
+        """
+        if consumer.sub_type == SubType.Key_Shared and not self.settings.key_shared_enabled:
+            raise NotSupported("Key_Shared subscriptions are disabled by the broker")
+        if consumer.read_compacted and consumer.sub_type not in (
+            SubType.Exclusive,
+            SubType.Failover,
+        ):
             raise NotSupported(
-                "Key_Shared subscriptions are not supported by Braid yet; use Exclusive, Failover "
-                "or Shared"
+                "read compacted is only allowed on Exclusive or Failover subscriptions"
             )
         current = self.dispatcher
         if current is not None:
@@ -88,16 +117,40 @@ class Subscription:
             # A new dispatcher knows nothing of what the old one read: start from the first
             # unacknowledged entry so nothing read-but-undelivered is skipped.
             self.cursor.rewind()
-            current = Dispatcher(
-                self.ledger,
-                self.cursor,
-                consumer.sub_type,
-                read_batch=self._read_batch,
-                description=f"{self.topic_name}/{self.name}",
-            )
+            current = self._new_dispatcher(consumer)
             self.dispatcher = current
             current.start()
         current.add_consumer(consumer)
+
+    def _new_dispatcher(self, first: Consumer) -> Dispatcher:
+        description = f"{self.topic_name}/{self.name}"
+        if first.sub_type == SubType.Key_Shared:
+            return KeySharedDispatcher(
+                self.ledger,
+                self.cursor,
+                first.key_shared or KeySharedPolicy(),
+                settings=self.settings,
+                clock=self._clock,
+                description=description,
+            )
+        if first.sub_type == SubType.Shared:
+            return SharedDispatcher(
+                self.ledger,
+                self.cursor,
+                first.sub_type,
+                settings=self.settings,
+                clock=self._clock,
+                description=description,
+            )
+        return SingleActiveDispatcher(
+            self.ledger,
+            self.cursor,
+            first.sub_type,
+            settings=self.settings,
+            clock=self._clock,
+            compacted=self._compacted,
+            description=description,
+        )
 
     def remove_consumer(self, consumer: Consumer) -> None:
         if self.dispatcher is not None:
@@ -115,28 +168,53 @@ class Subscription:
         if self.dispatcher is not None:
             self.dispatcher.redeliver(consumer, positions)
 
-    async def acknowledge(
+    def record_acks(
         self, consumer: Consumer, positions: Sequence[Position], cumulative: bool
     ) -> None:
-        """Record acks now (so they are never redelivered) and persist them in order."""
+        """Take acknowledged positions off the delivery books at once, so no redelivery can pick
+        them up while the acknowledgement is being persisted. The ACK handler calls this before
+        it hands the persisting to a task (the dispatcher may run first); :meth:`acknowledge`
+        calls it again, which changes nothing."""
+        dispatcher = self.dispatcher
+        if dispatcher is None or not positions:
+            return
+        if not cumulative:
+            dispatcher.on_acked(positions)
+        elif consumer.sub_type not in (SubType.Shared, SubType.Key_Shared):
+            dispatcher.on_acked_up_to(max(positions))
+
+    async def acknowledge(
+        self,
+        consumer: Consumer,
+        positions: Sequence[Position],
+        cumulative: bool,
+        batch_indexes: Sequence[BatchIndexAck] = (),
+    ) -> None:
+        """Record acks now (so they are never redelivered) and persist them in order.
+
+        ``batch_indexes`` acknowledge single messages of batch entries (PIP-54); they are applied
+        only when ``acknowledgmentAtBatchIndexLevelEnabled`` is on (else such an entry stays
+        unacknowledged until all of it is, as before PIP-54).
+        """
+        partial = list(batch_indexes) if self.settings.batch_index_ack else []
         if cumulative:
-            if consumer.sub_type == SubType.Shared:
+            if consumer.sub_type in (SubType.Shared, SubType.Key_Shared):
                 raise NotSupported(
-                    "cumulative acknowledgement is not allowed on a Shared subscription"
+                    "cumulative acknowledgement is not allowed on a "
+                    f"{SubType.Name(consumer.sub_type)} subscription"
                 )
-            position = max(positions)
-            if self.dispatcher is not None:
-                self.dispatcher.on_acked_up_to(position)
+            position = max(positions) if positions else None
+            self.record_acks(consumer, positions, cumulative)
             async with self._ack_lock:
-                if position > self.cursor.mark_delete_position:
+                if position is not None and position > self.cursor.mark_delete_position:
                     try:
                         await self.cursor.mark_delete(position)
                     except InvalidPosition as exc:
                         log.info("ignoring cumulative ack %s on %s: %s", position, self.name, exc)
+                await self._delete_batch_indexes(partial)
             self._cursor_moved()
             return
-        if self.dispatcher is not None:
-            self.dispatcher.on_acked(positions)
+        self.record_acks(consumer, positions, cumulative)
         async with self._ack_lock:
             mark = self.cursor.mark_delete_position
             fresh = [p for p in positions if p > mark]
@@ -145,7 +223,24 @@ class Subscription:
                     await self.cursor.delete(fresh)
                 except InvalidPosition as exc:
                     log.info("ignoring ack of %s on %s: %s", fresh, self.name, exc)
+            await self._delete_batch_indexes(partial)
         self._cursor_moved()
+
+    async def _delete_batch_indexes(self, acks: Sequence[BatchIndexAck]) -> None:
+        """Apply batch-index acks (hold :attr:`_ack_lock`); entries they complete are forgotten
+        by the dispatcher like whole-entry acks."""
+        mark = self.cursor.mark_delete_position
+        fresh = [(p, words) for p, words in acks if p > mark]
+        if not fresh:
+            return
+        try:
+            await self.cursor.delete_batch_indexes(fresh)
+        except InvalidPosition as exc:
+            log.info("ignoring batch-index ack of %s on %s: %s", fresh, self.name, exc)
+            return
+        done = [p for p, _ in fresh if self.cursor.is_deleted(p)]
+        if done and self.dispatcher is not None:
+            self.dispatcher.on_acked(done)
 
     def _cursor_moved(self) -> None:
         if self._on_cursor_moved is not None:
@@ -190,4 +285,5 @@ class Subscription:
             "unackedMessages": dispatcher.unacked_count() if dispatcher is not None else 0,
             "activeConsumerName": active.consumer_name if active is not None else None,
             "consumers": [c.stats() for c in self.consumers],
+            **(dispatcher.stats() if dispatcher is not None else {}),
         }

@@ -7,7 +7,8 @@ callback answers the producer's receipt queue, in order, from the bookie's group
 Deduplication, when on, filters resends before they reach the ledger. Subscriptions are durable
 cursors, created on first subscribe at the requested initial position and restored with the
 managed ledger after a restart. Termination seals the ledger: sends fail with
-``TopicTerminatedError`` and new producers are refused.
+``TopicTerminatedError`` and new producers are refused. A topic's compaction (the compacted ledger
+read-compacted consumers start from) is its :attr:`PersistentTopic.compaction`.
 
 Traffic is counted in :attr:`PersistentTopic.counters` (messages - every message of a batch - and
 bytes, in and out; :mod:`braid.broker.rates`), and a segment topic may carry a
@@ -21,8 +22,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from braid.broker.compaction import COMPACTION_CURSOR, TopicCompaction
 from braid.broker.consumer import Consumer
 from braid.broker.dedup import DEDUP_CURSOR_NAME, DupStatus, MessageDeduplication
+from braid.broker.dispatch_settings import DispatchSettings
 from braid.broker.entries import messages_in_entry, publish_time_of
 from braid.broker.errors import (
     ConsumerBusy,
@@ -36,6 +39,7 @@ from braid.broker.key_sampler import KeyHashSampler
 from braid.broker.producer import AccessMode, PendingReceipt, Producer
 from braid.broker.rates import TrafficCounters
 from braid.broker.subscription import Subscription
+from braid.clock import Clock, SystemClock
 from braid.core.errors import BraidError
 from braid.ledger.api import (
     EARLIEST,
@@ -51,7 +55,7 @@ from braid.ledger.api import (
 log = logging.getLogger(__name__)
 
 #: Cursor names the broker uses for itself; never listed or attachable as subscriptions.
-SYSTEM_CURSORS = frozenset({DEDUP_CURSOR_NAME})
+SYSTEM_CURSORS = frozenset({DEDUP_CURSOR_NAME, COMPACTION_CURSOR})
 #: Cursors of non-durable subscriptions (readers) carry this prefix: they live only while a reader
 #: is attached, and any left behind by a crash are deleted when the topic loads.
 READER_CURSOR_PREFIX = "braid.reader."
@@ -67,12 +71,17 @@ class PersistentTopic:
         dedup: MessageDeduplication | None,
         *,
         read_batch: int = 100,
+        settings: DispatchSettings | None = None,
+        clock: Clock | None = None,
         on_drained: Callable[[str, str], None] | None = None,
     ) -> None:
         self.name = name
         self.ledger = ledger
         self.dedup = dedup
-        self._read_batch = read_batch
+        self.settings = settings or DispatchSettings(read_batch=read_batch)
+        self.clock = clock or SystemClock()
+        self.compaction = TopicCompaction.load(name, ledger, self.clock)
+        self.compaction.listeners.append(self._wake_dispatchers)
         self._on_drained = on_drained
         # Subscriptions already reported drained (reported again only after moving back).
         self._drained: set[str] = set()
@@ -96,6 +105,8 @@ class PersistentTopic:
         *,
         dedup_enabled: bool,
         read_batch: int = 100,
+        settings: DispatchSettings | None = None,
+        clock: Clock | None = None,
         on_drained: Callable[[str, str], None] | None = None,
     ) -> PersistentTopic:
         """Wrap an opened managed ledger; rebuilds dedup state and the durable subscriptions.
@@ -111,7 +122,15 @@ class PersistentTopic:
             await ledger.delete_cursor(DEDUP_CURSOR_NAME)
         for leftover in [c for c in ledger.cursors if c.startswith(READER_CURSOR_PREFIX)]:
             await ledger.delete_cursor(leftover)
-        topic = cls(name, ledger, dedup, read_batch=read_batch, on_drained=on_drained)
+        topic = cls(
+            name,
+            ledger,
+            dedup,
+            read_batch=read_batch,
+            settings=settings,
+            clock=clock,
+            on_drained=on_drained,
+        )
         for cursor_name, cursor in ledger.cursors.items():
             if cursor_name not in SYSTEM_CURSORS:
                 topic.subscriptions[cursor_name] = topic._new_subscription(cursor_name, cursor)
@@ -130,7 +149,9 @@ class PersistentTopic:
             name,
             self.ledger,
             cursor,
-            read_batch=self._read_batch,
+            settings=self.settings,
+            clock=self.clock,
+            compacted=self.compaction,
             durable=durable,
             on_empty=on_empty,
             on_cursor_moved=self._check_drained if durable else None,
@@ -398,9 +419,23 @@ class PersistentTopic:
 
     # -- positions -----------------------------------------------------------------------------
 
-    async def last_message_position(self) -> tuple[Position, int]:
-        """The last entry's position and the batch index of its last message (-1: not a batch)."""
+    def _wake_dispatchers(self) -> None:
+        for sub in self.subscriptions.values():
+            if sub.dispatcher is not None:
+                sub.dispatcher.unblock()
+
+    async def last_message_position(self, *, compacted: bool = False) -> tuple[Position, int]:
+        """The last entry's position and the batch index of its last message (-1: not a batch).
+
+        For a read-compacted consumer, when nothing was published after the compaction horizon,
+        the last message is the compacted ledger's (``(-1, -1)`` when it is empty), as Pulsar
+        answers: what the topic ends with may have been compacted away.
+        """
         last = self.ledger.last_confirmed_position
+        horizon = self.compaction.horizon
+        if compacted and horizon is not None and (last.entry_id < 0 or last <= horizon):
+            found = await self.compaction.last_compacted()
+            return found if found is not None else (Position(-1, -1), -1)
         if last.entry_id < 0:
             return last, -1
         entries = await self.ledger.read(last, 1)
@@ -464,6 +499,7 @@ class PersistentTopic:
             producer.transport.send_close_producer(producer.producer_id)
         for sub in list(self.subscriptions.values()):
             await sub.close()
+        await self.compaction.close()
         if self.dedup is not None:
             try:
                 await self.dedup.close()
@@ -482,6 +518,7 @@ class PersistentTopic:
             "lastConfirmedEntry": str(self.ledger.last_confirmed_position),
             "terminated": self.is_terminated,
             "deduplicationEnabled": self.dedup is not None,
+            "compaction": self.compaction.stats(),
             "publishers": [p.stats() for p in self.producers.values()],
             "subscriptions": {name: s.stats() for name, s in self.subscriptions.items()},
         }

@@ -24,7 +24,7 @@ import time
 from typing import Any, TextIO
 
 from braid.cli import admin_commands as cmd
-from braid.cli import admin_compat
+from braid.cli import admin_compaction, admin_compat
 from braid.core.errors import BraidError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -773,6 +773,7 @@ def _add_namespaces(builder: _Builder) -> None:
     )
     _namespace_arg(p)
     admin_compat.add_schema_strategy_commands(commands, _command, _namespace_arg)
+    admin_compaction.add_namespace_compaction_commands(commands, _command, _namespace_arg)
 
 
 def _add_topics(builder: _Builder) -> None:
@@ -819,6 +820,7 @@ def _add_topics(builder: _Builder) -> None:
         )
         _topic_arg(p, "persistent topic")
     admin_compat.add_partitioned_topic_commands(commands, _command, _topic_arg, _namespace_arg)
+    admin_compaction.add_topic_compaction_commands(commands, _command, _topic_arg)
 
 
 # --- entry point ---------------------------------------------------------------------------------

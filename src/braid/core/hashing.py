@@ -62,6 +62,22 @@ def hash16(key: str | bytes | bytearray | memoryview) -> int:
     return murmur3_32(key_bytes(key)) >> 16
 
 
+#: Key_Shared hashes keys onto ``0..KEY_SHARED_HASH_RANGE - 1`` (Pulsar's ``DEFAULT_RANGE_SIZE``).
+KEY_SHARED_HASH_RANGE = 1 << 16
+
+
+def sticky_key_hash(key: str | bytes | bytearray | memoryview) -> int:
+    """The Key_Shared hash of a message's sticky key, as Pulsar's broker computes it.
+
+    ``(murmur3_32(key) & 0x7FFFFFFF) % 65536`` (``StickyKeyConsumerSelectorUtils``), which is the
+    *low* 16 bits of the raw hash - the half :func:`hash16` leaves free - except that 0 becomes 1,
+    because Pulsar's dispatchers reserve 0 for "no hash". Consumers' STICKY ``hashRanges`` are
+    ranges of these values.
+    """
+    value = (murmur3_32(key_bytes(key)) & _INT32_MAX) % KEY_SHARED_HASH_RANGE
+    return value or 1
+
+
 def sign_safe_mod(dividend: int, divisor: int) -> int:
     """Pulsar's ``MathUtils.signSafeMod``: a remainder in ``0..divisor-1`` even for negative input.
 
@@ -93,10 +109,12 @@ def legacy_partition(key: str | bytes, num_partitions: int) -> int:
 
 
 __all__ = [
+    "KEY_SHARED_HASH_RANGE",
     "hash16",
     "key_bytes",
     "legacy_hash32",
     "legacy_partition",
     "murmur3_32",
     "sign_safe_mod",
+    "sticky_key_hash",
 ]

@@ -16,9 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from braid.ledger.routing import StorageRouting
-
 from braid.core.errors import (
     AlreadyClosedError,
     BraidError,
@@ -28,6 +25,9 @@ from braid.core.errors import (
     NotFoundError,
     TopicTerminatedError,
 )
+
+if TYPE_CHECKING:
+    from braid.ledger.routing import StorageRouting
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -154,6 +154,15 @@ class ManagedCursor(Protocol):
         """Acknowledge individual positions; contiguous ones advance the mark-delete position."""
         ...
 
+    async def delete_batch_indexes(self, acks: Sequence[tuple[Position, Sequence[int]]]) -> None:
+        """Acknowledge messages of batch entries (PIP-54): each ack set keeps set the bits of the
+        messages still unacknowledged; an entry is deleted once the AND of its sets is empty."""
+        ...
+
+    def batch_deleted_indexes(self, position: Position) -> tuple[int, ...] | None:
+        """A partly acknowledged batch entry's ack-set words (set bits: still to deliver)."""
+        ...
+
     def is_deleted(self, position: Position) -> bool: ...
 
     async def seek(self, position: Position) -> None:
@@ -205,6 +214,17 @@ class ManagedLedger(Protocol):
 
     @property
     def total_size(self) -> int: ...
+
+    @property
+    def storage(self) -> StorageRouting:
+        """The storage clusters behind this log: a side ledger the owner keeps for it (a
+        compacted topic's) is created on ``storage.active`` and read by its cluster's name."""
+        ...
+
+    @property
+    def config(self) -> ManagedLedgerConfig:
+        """The settings the log was opened with (ensemble and quorums for side ledgers)."""
+        ...
 
     async def append(self, data: bytes) -> Position:
         """Append; returns the entry's position once it is durable.

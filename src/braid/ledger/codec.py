@@ -37,10 +37,16 @@ class ManagedCursorInfo:
     ``cursors_ledger_id`` / ``bookie_cluster_name`` (PIP-470's ``ManagedCursorInfo``) name the
     ledger holding newer snapshots and its storage cluster; ``-1`` / ``None`` when the node itself
     is the latest state (after a clean close or a takeover).
+
+    ``batch_deleted_indexes`` are Pulsar's ``batchedEntryDeletionIndexInfo`` (PIP-54): for a batch
+    entry acknowledged only in part, the ``deleteSet`` bit words of the messages still
+    *unacknowledged* (bit ``i`` of word ``i // 64`` set = message ``i`` is still to be delivered),
+    signed 64-bit words as the wire's ``ack_set`` carries them.
     """
 
     mark_delete: Position
     individually_deleted: tuple[tuple[Position, Position], ...] = ()
+    batch_deleted_indexes: tuple[tuple[Position, tuple[int, ...]], ...] = ()
     properties: Mapping[str, int] = field(default_factory=dict)
     last_active_ms: int = 0
     cursors_ledger_id: int = -1
@@ -163,12 +169,36 @@ def encode_cursor_info(info: ManagedCursorInfo) -> bytes:
             [first.ledger_id, first.entry_id, last.entry_id]
             for first, last in info.individually_deleted
         ],
+        "batchedEntryDeletionIndexInfo": [
+            {"position": _position_json(position), "deleteSet": list(words)}
+            for position, words in info.batch_deleted_indexes
+        ],
         "properties": dict(info.properties),
         "lastActive": info.last_active_ms,
         "cursorsLedgerId": info.cursors_ledger_id,
         "bookieClusterName": info.bookie_cluster_name,
     }
     return json.dumps(doc, separators=(",", ":")).encode()
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _batch_deleted_indexes(raw: Any) -> tuple[tuple[Position, tuple[int, ...]], ...]:
+    if not isinstance(raw, list):
+        raise _fail("'batchedEntryDeletionIndexInfo' must be a list")
+    out: list[tuple[Position, tuple[int, ...]]] = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise _fail(f"bad batch deletion index {item!r}")
+        words = item.get("deleteSet")
+        if not isinstance(words, list) or not all(
+            isinstance(w, int) and not isinstance(w, bool) and _INT64_MIN <= w <= _INT64_MAX
+            for w in words
+        ):
+            raise _fail(f"'deleteSet' must be a list of 64-bit integers, got {words!r}")
+        out.append((_position(item.get("position")), tuple(words)))
+    return tuple(out)
 
 
 def decode_cursor_info(data: bytes) -> ManagedCursorInfo:
@@ -193,6 +223,7 @@ def decode_cursor_info(data: bytes) -> ManagedCursorInfo:
             raise _fail(f"bad deleted range {raw!r}")
         ranges.append((Position(raw[0], raw[1]), Position(raw[0], raw[2])))
     properties = doc.get("properties", {})
+    batch_indexes = _batch_deleted_indexes(doc.get("batchedEntryDeletionIndexInfo", []))
     if not isinstance(properties, dict) or not all(
         isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
         for k, v in properties.items()
@@ -204,6 +235,7 @@ def decode_cursor_info(data: bytes) -> ManagedCursorInfo:
     return ManagedCursorInfo(
         mark_delete=Position(_int(doc, "markDeleteLedgerId"), _int(doc, "markDeleteEntryId")),
         individually_deleted=tuple(ranges),
+        batch_deleted_indexes=batch_indexes,
         properties=properties,
         last_active_ms=_int(doc, "lastActive", 0),
         cursors_ledger_id=_int(doc, "cursorsLedgerId", -1),

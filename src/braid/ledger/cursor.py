@@ -1,8 +1,10 @@
 """A durable cursor over a managed ledger: a subscription's acknowledgements and read position.
 
 State: the cumulative *mark-delete* position (everything at or before it is acknowledged), the
-individually deleted ranges above it (a :class:`PositionRangeSet`), properties stored with the
-mark-delete (the broker's deduplication state) and an in-memory read position.
+individually deleted ranges above it (a :class:`PositionRangeSet`), the batch entries acknowledged
+only in part (PIP-54: per entry, the ack-set words of the messages still unacknowledged, the AND of
+every partial acknowledgement; the entry counts as deleted once no bit is left), properties stored
+with the mark-delete (the broker's deduplication state) and an in-memory read position.
 
 Persistence (ADR 0012, ``cursor_store.py``): the state is a JSON snapshot appended to the cursor's
 own ledger, which its metadata node points at. Acknowledgements are frequent, so writes are
@@ -19,6 +21,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from braid.core import ack_set
 from braid.core.errors import BraidError, InvalidInputError
 from braid.ledger.api import (
     EARLIEST,
@@ -42,6 +45,9 @@ log = logging.getLogger(__name__)
 #: Most individually deleted ranges a snapshot keeps (the node must stay well under 1 MB). Ranges
 #: beyond are dropped from the snapshot: after a restart those messages are redelivered.
 MAX_PERSISTED_RANGES = 10_000
+#: Most partly acknowledged batch entries a snapshot keeps (Pulsar's
+#: ``maxBatchDeletedIndexToPersist``); the others are redelivered whole after a restart.
+MAX_PERSISTED_BATCH_INDEXES = 10_000
 
 
 def _check_properties(properties: Mapping[str, int]) -> dict[str, int]:
@@ -68,6 +74,7 @@ class ManagedCursorImpl:
         self._store = store
         self._mark_delete = info.mark_delete
         self._deleted = PositionRangeSet(info.individually_deleted)
+        self._batch_deleted: dict[Position, ack_set.AckSet] = dict(info.batch_deleted_indexes)
         self._properties = dict(info.properties)
         self._read_position = ml.next_position(self._mark_delete)
         # Bumped by seek/reset/rewind so a read in flight does not overwrite a new position.
@@ -127,6 +134,11 @@ class ManagedCursorImpl:
     @property
     def individually_deleted(self) -> Sequence[tuple[Position, Position]]:
         return self._deleted.ranges()
+
+    def batch_deleted_indexes(self, position: Position) -> ack_set.AckSet | None:
+        """The ack-set words of a batch entry acknowledged in part (bits set: messages still to
+        deliver), or ``None`` when no message of it was acknowledged on its own."""
+        return self._batch_deleted.get(position)
 
     def is_deleted(self, position: Position) -> bool:
         """True when ``position`` is acknowledged (cumulatively or individually)."""
@@ -236,6 +248,36 @@ class ManagedCursorImpl:
         for position in positions:
             if position > self._mark_delete:
                 self._deleted.add(position)
+                self._batch_deleted.pop(position, None)
+        self._advance_mark_delete()
+        self._after_move(previous)
+        await self._persist()
+
+    async def delete_batch_indexes(self, acks: Sequence[tuple[Position, Sequence[int]]]) -> None:
+        """Acknowledge messages of batch entries (PIP-54): each ``(position, words)`` keeps set
+        only the bits of the messages still unacknowledged; the entry's stored set becomes the AND
+        of everything acknowledged so far, and the entry is deleted once no bit is left.
+
+        Raises:
+            InvalidPosition: a position that names no entry.
+            InvalidInputError: a word that is not a signed 64-bit integer.
+        """
+        self._check_usable()
+        checked = [(position, ack_set.check_words(words)) for position, words in acks]
+        for position, _ in checked:
+            if position.entry_id < 0 or not self._ml.is_acknowledgeable(position):
+                raise InvalidPosition(f"cannot acknowledge {position}: no such entry")
+        previous = self._mark_delete
+        for position, words in checked:
+            if self.is_deleted(position):
+                continue
+            held = self._batch_deleted.get(position)
+            remaining = words if held is None else ack_set.intersect(held, words)
+            if ack_set.is_empty(remaining):
+                self._batch_deleted.pop(position, None)
+                self._deleted.add(position)
+            else:
+                self._batch_deleted[position] = remaining
         self._advance_mark_delete()
         self._after_move(previous)
         await self._persist()
@@ -249,6 +291,9 @@ class ManagedCursorImpl:
                 break
             self._mark_delete = head[1]
             self._deleted.pop_first()
+        if self._batch_deleted:
+            for position in [p for p in self._batch_deleted if p <= self._mark_delete]:
+                del self._batch_deleted[position]
         if self._read_position <= self._mark_delete:
             self._read_position = self._ml.next_position(self._mark_delete)
 
@@ -291,6 +336,7 @@ class ManagedCursorImpl:
         previous = self._mark_delete
         self._mark_delete = mark_delete
         self._deleted.clear()
+        self._batch_deleted.clear()
         self._read_position = self._ml.next_position(mark_delete)
         self._read_epoch += 1
         self._after_move(previous)
@@ -307,6 +353,9 @@ class ManagedCursorImpl:
         return ManagedCursorInfo(
             mark_delete=self._mark_delete,
             individually_deleted=tuple(self._deleted.ranges()[:MAX_PERSISTED_RANGES]),
+            batch_deleted_indexes=tuple(
+                sorted(self._batch_deleted.items())[:MAX_PERSISTED_BATCH_INDEXES]
+            ),
             properties=dict(self._properties),
             last_active_ms=self._ml.clock.now_ms(),
         )

@@ -195,6 +195,11 @@ class ManagedLedgerImpl:
         return sum(info.size for info in self._view())
 
     @property
+    def storage(self) -> StorageRouting:
+        """The storage clusters this log's ledgers live on."""
+        return self._storage
+
+    @property
     def properties(self) -> Mapping[str, str]:
         """The log's stored properties."""
         return dict(self._properties)

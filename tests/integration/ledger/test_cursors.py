@@ -219,3 +219,34 @@ async def test_delete_cursor_removes_its_state(env: LedgerEnv) -> None:
     factory = await env.restart()
     reopened = await factory.open(TOPIC, KEEP)
     assert dict(reopened.cursors) == {}
+
+
+async def test_partly_acknowledged_batches_keep_their_ack_sets_across_restart(
+    env: LedgerEnv,
+) -> None:
+    assert env.factory is not None
+    ml = await env.factory.open(TOPIC, KEEP)
+    cursor = await ml.open_cursor("sub", EARLIEST)
+    positions = [await ml.append(f"batch{i}".encode()) for i in range(3)]
+    # Batches of 3 messages: message 1 of entry 0 acknowledged, then message 0 of it.
+    await cursor.delete_batch_indexes([(positions[0], [0b101])])
+    await cursor.delete_batch_indexes([(positions[0], [0b110]), (positions[2], [0b011])])
+    assert cursor.batch_deleted_indexes(positions[0]) == (0b100,)
+    assert cursor.batch_deleted_indexes(positions[2]) == (0b011,)
+    assert not cursor.is_deleted(positions[0])
+
+    factory = await env.restart()
+    ml = await factory.open(TOPIC, KEEP)
+    restored = ml.cursors["sub"]
+    assert restored.batch_deleted_indexes(positions[0]) == (0b100,)
+    assert restored.batch_deleted_indexes(positions[2]) == (0b011,)
+    # The last message of entry 0 acknowledged: the entry is gone and mark-delete moves on.
+    await restored.delete_batch_indexes([(positions[0], [0b011])])
+    assert restored.mark_delete_position == positions[0]
+    assert restored.batch_deleted_indexes(positions[0]) is None
+    # A whole-entry ack drops the partial state; a reset forgets all of it.
+    await restored.delete([positions[2]])
+    assert restored.batch_deleted_indexes(positions[2]) is None
+    await restored.delete_batch_indexes([(positions[1], [1])])
+    await restored.reset(EARLIEST)
+    assert restored.batch_deleted_indexes(positions[1]) is None

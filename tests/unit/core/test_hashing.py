@@ -16,6 +16,7 @@ from braid.core.hashing import (
     legacy_partition,
     murmur3_32,
     sign_safe_mod,
+    sticky_key_hash,
 )
 
 
@@ -200,3 +201,18 @@ def test_bad_hash_input_is_refused_word_for_word(build: Callable[[], object], me
     with pytest.raises(InvalidInputError) as info:
         build()
     assert str(info.value) == message
+
+
+def test_sticky_key_hash_is_pulsars_key_shared_hash() -> None:
+    # (murmur3 & Integer.MAX_VALUE) % 65536 over the reference implementation, 0 mapped to 1.
+    for key in ["", "a", "key-1", "orders/42", "ключ", "x" * 37]:
+        raw = reference_murmur3_x86_32(key.encode())
+        expected = (raw & 0x7FFFFFFF) % 65536 or 1
+        assert sticky_key_hash(key) == expected
+        assert sticky_key_hash(key) == (raw & 0xFFFF or 1)  # the low half hash16 leaves free
+
+
+def test_sticky_key_hash_never_returns_the_reserved_zero() -> None:
+    # "k179888" is a key whose raw hash has a zero low half: it maps to 1, not 0.
+    assert reference_murmur3_x86_32(b"k179888") & 0xFFFF == 0
+    assert sticky_key_hash("k179888") == 1

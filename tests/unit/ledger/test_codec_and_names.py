@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -102,6 +104,18 @@ def test_cursor_info_round_trips() -> None:
     assert decode_cursor_info(encode_cursor_info(info)) == info
 
 
+def test_batch_deletion_indexes_are_stored_under_pulsars_names() -> None:
+    info = ManagedCursorInfo(
+        mark_delete=Position(3, 4),
+        batch_deleted_indexes=((Position(3, 7), (0b101, -(2**63))),),
+    )
+    doc = json.loads(encode_cursor_info(info))
+    assert doc["batchedEntryDeletionIndexInfo"] == [
+        {"position": {"ledgerId": 3, "entryId": 7}, "deleteSet": [5, -(2**63)]}
+    ]
+    assert decode_cursor_info(encode_cursor_info(info)) == info
+
+
 @pytest.mark.parametrize(
     "doc",
     [
@@ -126,6 +140,9 @@ def test_corrupt_ledger_documents_raise_a_typed_error(doc: bytes) -> None:
         b"{}",
         b'{"markDeleteLedgerId": 1, "markDeleteEntryId": 0, "individualDeletedMessages": [[1, 5]]}',
         b'{"markDeleteLedgerId": 1, "markDeleteEntryId": 0, "properties": {"a": "b"}}',
+        b'{"markDeleteLedgerId": 1, "markDeleteEntryId": 0, "batchedEntryDeletionIndexInfo": {}}',
+        b'{"markDeleteLedgerId": 1, "markDeleteEntryId": 0, "batchedEntryDeletionIndexInfo":'
+        b' [{"position": {"ledgerId": 1, "entryId": 2}, "deleteSet": [18446744073709551615]}]}',
         b"\xff",
     ],
 )
