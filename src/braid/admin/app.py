@@ -284,7 +284,7 @@ def create_app(
         summary="Bytes after a topic's compaction horizon that trigger compaction (null = broker "
         "default, 0 = never)",
     )
-    async def get_compaction_threshold(tenant: str, namespace: str) -> int | None:
+    async def get_compaction_threshold(tenant: Tenant, namespace: Namespace) -> int | None:
         return (await resources.get_namespace_policies(tenant, namespace)).compaction_threshold
 
     @v2.put(
@@ -294,7 +294,7 @@ def create_app(
         summary="Set the namespace's compaction threshold in bytes (body: a number, 0 = never)",
     )
     async def put_compaction_threshold(
-        tenant: str, namespace: str, threshold: Annotated[Any, Body()]
+        tenant: Tenant, namespace: Namespace, threshold: Annotated[Any, Body()]
     ) -> Response:
         if isinstance(threshold, bool) or not isinstance(threshold, int) or threshold < 0:
             raise PreconditionFailed(f"compactionThreshold must be 0 or more, got {threshold!r}")
@@ -309,7 +309,7 @@ def create_app(
         tags=["namespaces"],
         summary="Remove the namespace setting (use brokerServiceCompactionThresholdInBytes)",
     )
-    async def delete_compaction_threshold(tenant: str, namespace: str) -> Response:
+    async def delete_compaction_threshold(tenant: Tenant, namespace: Namespace) -> Response:
         await resources.set_compaction_threshold(tenant, namespace, None)
         return Response(status_code=204)
 
@@ -411,7 +411,9 @@ def create_app(
         summary="Trigger compaction (of every partition of a partitioned topic; 409 while one is "
         "running)",
     )
-    async def trigger_compaction(tenant: str, namespace: str, topic: str) -> Response:
+    async def trigger_compaction(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName
+    ) -> Response:
         name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
         existing = await list_topics(tenant, namespace)
         if str(name) not in existing and (count := await broker.partitioned.partitions(name)):
@@ -432,7 +434,9 @@ def create_app(
         tags=["topics"],
         summary="Status of the last compaction (Pulsar's LongRunningProcessStatus)",
     )
-    async def compaction_status(tenant: str, namespace: str, topic: str) -> dict[str, str]:
+    async def compaction_status(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName
+    ) -> dict[str, str]:
         name = await existing_topic(tenant, namespace, topic)
         status, last_error = await broker.compaction_status(str(name))
         return {"status": str(status.value), "lastError": last_error}
