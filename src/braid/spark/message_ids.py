@@ -4,10 +4,13 @@ A read yields thousands of messages per entry batch; ``MessageId.to_bytes()`` re
 varints of every message. :class:`MessageIdBytes` keeps the version/kind/segment/ledger/entry
 prefix of the current entry and the ``batch_index + 1`` / ``batch_size`` suffixes it has seen,
 and produces byte-for-byte the same value as ``MessageId.to_bytes()`` (format version 1, pinned
-by a test against the core encoder).
+by a test against the core encoder). :meth:`MessageIdBytes.encode_columns` does it for the
+position columns of a :class:`braid.MessageColumns` chunk.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from braid.core.message_id import FORMAT_VERSION, MessagePosition
 from braid.core.varint import encode_uvarint
@@ -49,6 +52,41 @@ class MessageIdBytes:
             if len(self._suffixes) < 65536:
                 self._suffixes[tail_key] = tail
         return self._prefix + tail
+
+    def encode_columns(
+        self,
+        segment_id: int,
+        ledger_ids: Sequence[int],
+        entry_ids: Sequence[int],
+        batch_indexes: Sequence[int],
+        batch_sizes: Sequence[int],
+    ) -> list[bytes]:
+        """The ``MessageId`` bytes of every row of a chunk's position columns."""
+        out: list[bytes] = []
+        append = out.append
+        suffixes = self._suffixes
+        entry_key = self._entry
+        if entry_key is not None and entry_key[0] != segment_id:
+            entry_key = None
+        prefix = self._prefix
+        for ledger, entry, index, size in zip(
+            ledger_ids, entry_ids, batch_indexes, batch_sizes, strict=True
+        ):
+            if entry_key is None or entry_key[2] != entry or entry_key[1] != ledger:
+                entry_key = (segment_id, ledger, entry)
+                head = bytearray((FORMAT_VERSION, _POSITION_KIND))
+                encode_uvarint(segment_id, head)
+                encode_uvarint(ledger, head)
+                encode_uvarint(entry, head)
+                prefix = bytes(head)
+            tail = suffixes.get((index, size))
+            if tail is None:
+                tail = _uvarint(index + 1) + _uvarint(size)
+                if len(suffixes) < 65536:
+                    suffixes[(index, size)] = tail
+            append(prefix + tail)
+        self._entry, self._prefix = entry_key, prefix
+        return out
 
 
 __all__ = ["MessageIdBytes"]

@@ -121,12 +121,10 @@ def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordB
     ) as reader:
         ids = MessageIdBytes()
         while True:
-            messages, positions = reader.next_chunk(ROWS_PER_BATCH)
-            if not messages:
+            cols = reader.next_columns(ROWS_PER_BATCH)
+            if not len(cols):
                 return
-            batch = to_record_batch(
-                messages, positions, rng.topic, ids, options.min_publish_time_ms
-            )
+            batch = to_record_batch(cols, ids, options.min_publish_time_ms)
             if batch.num_rows:
                 yield batch
 
@@ -282,7 +280,7 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
             while remaining > 0 and open_readers:
                 share = budget_rounds(remaining, open_readers)
                 for reader in list(open_readers):
-                    took = len(reader.next_messages(min(share, remaining)))
+                    took = len(reader.next_columns(min(share, remaining)))
                     remaining -= took
                     if reader.done or took == 0:
                         open_readers.remove(reader)
