@@ -30,6 +30,7 @@ from braid.client.errors import NotFoundError
 from braid.core.checkpoint import SegmentCursor
 from braid.core.errors import DeadlineExceededError
 from braid.spark.errors import BraidDataLossError
+from braid.spark.options import DEFAULT_RECEIVER_QUEUE_SIZE
 from braid.spark.planning import SegmentRange, beyond, reaches
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class SegmentRangeReader:
         fail_on_data_loss: bool = True,
         segment_exists: SegmentExists | None = None,
         read_timeout: float = 120.0,
-        receiver_queue_size: int = 2000,
+        receiver_queue_size: int = DEFAULT_RECEIVER_QUEUE_SIZE,
     ) -> None:
         self.range = rng
         self._fail_on_data_loss = fail_on_data_loss

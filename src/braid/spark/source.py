@@ -117,7 +117,11 @@ def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordB
     client = shared_client(options.service_url)
     exists = _segment_exists_via(options.admin_url) if is_scalable(rng.topic) else None
     with SegmentRangeReader(
-        client, rng, fail_on_data_loss=options.fail_on_data_loss, segment_exists=exists
+        client,
+        rng,
+        fail_on_data_loss=options.fail_on_data_loss,
+        segment_exists=exists,
+        receiver_queue_size=options.receiver_queue_size,
     ) as reader:
         ids = MessageIdBytes()
         while True:
@@ -271,7 +275,12 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         client = self.driver.client
         capped: dict[tuple[str, int], SegmentProgress] = {}
         readers = [
-            SegmentRangeReader(client, r, fail_on_data_loss=self.options.fail_on_data_loss)
+            SegmentRangeReader(
+                client,
+                r,
+                fail_on_data_loss=self.options.fail_on_data_loss,
+                receiver_queue_size=self.options.receiver_queue_size,
+            )
             for r in ranges
         ]
         try:
