@@ -273,18 +273,23 @@ class AsyncSegmentReader:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def _take(self, max_messages: int) -> MessageColumns | None:
-        """Up to ``max_messages`` rows off the buffer (call with the lock held), or ``None``."""
+    def _take(self, max_messages: int) -> tuple[MessageColumns | None, bool]:
+        """Up to ``max_messages`` rows off the buffer (call with the lock held), or ``None``;
+        and whether flow permits are due (then call :meth:`_grant` once the lock is released:
+        granting takes the same lock)."""
         if not len(self._buffer):
-            return None
+            return None, False
         taken = self._buffer.take_front(max_messages)
         self._last = taken.position(len(taken) - 1)
         seg = self._seg
         assert seg is not None
         seg.queued -= len(taken)
-        if seg.count_delivered(len(taken)):
+        return taken, seg.count_delivered(len(taken))
+
+    def _grant(self) -> None:
+        seg = self._seg
+        if seg is not None:
             self._call_in_loop(seg.send_flow)
-        return taken
 
     def _call_in_loop(self, fn: Any) -> None:
         if self._on_loop_thread():
@@ -316,7 +321,9 @@ class AsyncSegmentReader:
         while True:
             self._check_open()
             with self._lock:
-                taken = self._take(max_messages)
+                taken, grant = self._take(max_messages)
+            if grant:
+                self._grant()
             if taken is not None:
                 return taken
             if self.drained:
@@ -341,15 +348,16 @@ class AsyncSegmentReader:
         with self._cond:
             while True:
                 self._check_open()
-                taken = self._take(max_messages)
-                if taken is not None:
-                    return taken
-                if self.drained:
-                    return self._empty()
+                taken, grant = self._take(max_messages)
+                if taken is not None or self.drained:
+                    break
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
-                    return self._empty()
+                    break
                 self._cond.wait(remaining)
+        if grant:
+            self._grant()
+        return self._empty() if taken is None else taken
 
     # -- closing ------------------------------------------------------------------------------
 

@@ -183,3 +183,27 @@ def test_bad_arguments_and_unknown_segments_are_typed_errors(
     reader.close()
     with pytest.raises(braid.AlreadyClosedError):
         reader.read_columns(1, timeout=0)
+
+
+async def test_the_async_reader_grants_permits_on_the_loop_as_rows_are_taken(
+    aclient: braid.AsyncClient, topic: str
+) -> None:
+    producer = await aclient.create_producer(topic, batching=False)
+    for i in range(60):
+        await producer.send(b"%d" % i, key=f"k{i % 4}")
+    consumer = await aclient.create_checkpoint_consumer(topic, start=braid.Checkpoint.earliest())
+    first = await consumer.receive(timeout=10)
+    assert first is not None
+    sid = segment_of(first)
+    await consumer.close()
+    # A queue of 10: the 60 messages arrive only if taking rows grants permits back (on the
+    # loop, where this reader runs).
+    async with await aclient.create_segment_reader(topic, sid, receiver_queue_size=10) as reader:
+        values: list[bytes] = []
+        while len(values) < 60:
+            cols = await reader.read_columns(7, timeout=10)
+            assert 0 < len(cols) <= 7
+            values += cols.values
+        assert values == [b"%d" % i for i in range(60)]
+        assert len(await reader.read_columns(7, timeout=0.05)) == 0
+        assert not reader.drained
