@@ -8,6 +8,7 @@ docs/client.md and docs/decisions/0022-client-layout-driven.md.
 Module map: ``async_client`` / ``blocking`` (the two facades), ``producer`` and
 ``segment_producer`` (routing, per-segment producers, reroute), ``stream_consumer``,
 ``queue_consumer``, ``checkpoint_consumer`` (on ``consumer_base`` and ``segment_consumer``),
+``segment_reader`` and ``columns`` (one segment read as column chunks, ADR 0031),
 ``layout_source`` (DAG watch or synthetic layout), ``assignment_session`` (controller
 registration), ``connection`` / ``pool`` / ``lookup`` (transport), ``message``, ``schema``
 (value codecs), ``batch_encoder``, ``errors``.
@@ -24,10 +25,12 @@ from braid.client.blocking import (
     StreamConsumer,
 )
 from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
+from braid.client.columns import MessageColumns
 from braid.client.message import Message
 from braid.client.producer import AsyncProducer
 from braid.client.queue_consumer import AsyncQueueConsumer
 from braid.client.schema import Schema
+from braid.client.segment_reader import AsyncSegmentReader, SegmentReader
 from braid.client.stream_consumer import AsyncStreamConsumer
 
 __all__ = [
@@ -35,12 +38,15 @@ __all__ = [
     "AsyncClient",
     "AsyncProducer",
     "AsyncQueueConsumer",
+    "AsyncSegmentReader",
     "AsyncStreamConsumer",
     "CheckpointConsumer",
     "Client",
     "Message",
+    "MessageColumns",
     "Producer",
     "QueueConsumer",
     "Schema",
+    "SegmentReader",
     "StreamConsumer",
 ]

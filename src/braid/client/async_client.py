@@ -21,9 +21,11 @@ from braid.client.layout_source import LayoutSources
 from braid.client.producer import AsyncProducer, check_options
 from braid.client.queue_consumer import AsyncQueueConsumer
 from braid.client.schema import Schema, check_schema
+from braid.client.segment_reader import AsyncSegmentReader, start_cursor
 from braid.client.settings import ClientSettings, parse_service_url
 from braid.client.stream_consumer import AsyncStreamConsumer
-from braid.core.checkpoint import Checkpoint
+from braid.core.checkpoint import Checkpoint, SegmentCursor
+from braid.core.message_id import MessageId
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -88,6 +90,7 @@ class AsyncClient:
         self._sources: LayoutSources | None = None
         self._producers: set[AsyncProducer] = set()
         self._consumers: set[ConsumerBase] = set()
+        self._readers: set[AsyncSegmentReader] = set()
         self._closed = False
         self._close_task: asyncio.Future[None] | None = None
 
@@ -236,6 +239,35 @@ class AsyncClient:
         )
         return await self._started(consumer)
 
+    async def create_segment_reader(
+        self,
+        topic: str,
+        segment_id: int,
+        start: SegmentCursor | MessageId | None = None,
+        receiver_queue_size: int = 1000,
+    ) -> AsyncSegmentReader:
+        """A reader of one segment of ``topic``, from just after ``start`` (``None``: its
+        beginning), returning column chunks (:class:`~braid.client.columns.MessageColumns`).
+
+        Raises:
+            InvalidConfigurationError: a bad ``segment_id``, ``start`` or queue size.
+            NotFoundError: the topic, or the segment in its layout, does not exist.
+        """
+        ctx, sources = self._context()
+        if isinstance(segment_id, bool) or not isinstance(segment_id, int) or segment_id < 0:
+            raise InvalidConfigurationError(f"segment_id must be an int >= 0: {segment_id!r}")
+        cursor = start_cursor(start, segment_id)
+        size = _check_queue_size(receiver_queue_size)
+        source = await sources.acquire(topic)
+        reader = AsyncSegmentReader(ctx, sources, source, segment_id, cursor, size)
+        try:
+            await reader._start()
+        except BaseException:
+            await reader.close()
+            raise
+        self._readers.add(reader)
+        return reader
+
     async def _started(self, consumer: C) -> C:
         try:
             await consumer._start()
@@ -258,8 +290,10 @@ class AsyncClient:
         self._closed = True
         producers, self._producers = list(self._producers), set()
         consumers, self._consumers = list(self._consumers), set()
+        readers, self._readers = list(self._readers), set()
         await asyncio.gather(*(p.close() for p in producers), return_exceptions=True)
         await asyncio.gather(*(c.close() for c in consumers), return_exceptions=True)
+        await asyncio.gather(*(r.close() for r in readers), return_exceptions=True)
         if self._sources is not None:
             await self._sources.close()
         if self._ctx is not None:

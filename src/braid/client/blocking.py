@@ -34,8 +34,9 @@ from braid.client.message import Message
 from braid.client.pending import SharedConditionFuture
 from braid.client.producer import AsyncProducer
 from braid.client.queue_consumer import AsyncQueueConsumer
+from braid.client.segment_reader import SegmentReader
 from braid.client.stream_consumer import AsyncStreamConsumer
-from braid.core.checkpoint import Checkpoint
+from braid.core.checkpoint import Checkpoint, SegmentCursor
 from braid.core.message_id import MessageId
 
 T = TypeVar("T")
@@ -151,6 +152,20 @@ class Client:
         return CheckpointConsumer(
             self,
             self._run(self._async.create_checkpoint_consumer(topic, start, group, **options)),
+        )
+
+    def create_segment_reader(
+        self,
+        topic: str,
+        segment_id: int,
+        start: SegmentCursor | MessageId | None = None,
+        **options: Any,
+    ) -> SegmentReader:
+        """A reader of one segment as column chunks, from just after ``start`` (default: the
+        segment's beginning); same arguments as ``AsyncClient.create_segment_reader``."""
+        return SegmentReader(
+            self,
+            self._run(self._async.create_segment_reader(topic, segment_id, start, **options)),
         )
 
     def close(self) -> None:

@@ -138,18 +138,14 @@ def plan_next(
 
 @dataclass(frozen=True, slots=True)
 class SegmentRange:
-    """Read one segment from just after ``start`` through ``end`` (to its end when drained).
-
-    ``known_ids`` are the segment ids of the plan: the reader treats every other known segment
-    as already read (see :mod:`braid.spark.segment_reader`).
-    """
+    """Read one segment from just after ``start`` through ``end`` (to its end when drained),
+    as planned against the layout at ``epoch``."""
 
     topic: str
     segment_id: int
     start: SegmentProgress
     end: SegmentProgress
     epoch: int
-    known_ids: tuple[int, ...]
 
 
 def plan_ranges(start: SourceOffset, end: SourceOffset) -> list[SegmentRange]:
@@ -160,12 +156,11 @@ def plan_ranges(start: SourceOffset, end: SourceOffset) -> list[SegmentRange]:
     ranges: list[SegmentRange] = []
     for topic, end_progress in end.topics.items():
         begin = start.topic(topic)
-        known = tuple(sorted(set(end_progress.segments) | set(begin.segments)))
         for sid, stop in end_progress.segments.items():
             first = begin.get(sid)
             if first.drained or stop.rank() <= first.rank():
                 continue
-            ranges.append(SegmentRange(topic, sid, first, stop, end_progress.epoch, known))
+            ranges.append(SegmentRange(topic, sid, first, stop, end_progress.epoch))
     return ranges
 
 

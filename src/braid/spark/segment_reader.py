@@ -2,26 +2,21 @@
 admission control).
 
 A :class:`~braid.spark.planning.SegmentRange` says: segment ``S`` of a topic, from just after
-``start`` through ``end`` (a position, or the segment's end when ``end`` is drained). The public
-client reads topics, not segments, so :class:`SegmentRangeReader` opens a checkpoint consumer
-whose start checkpoint marks every *other* segment the plan knows (and a margin of ids above
-them, for segments created while it reads) as already drained, and ``S`` as read up to
-``start``. The consumer then reads ``S`` alone, in segment order; any message of another segment
-(one created after the margin) is dropped here. Stop conditions:
+``start`` through ``end`` (a position, or the segment's end when ``end`` is drained).
+:class:`SegmentRangeReader` opens the client's segment reader on ``S`` from ``start``
+(``Client.create_segment_reader``, ADR 0031) and takes column chunks
+(:class:`braid.MessageColumns`) off it, in segment order, cut at ``end``. Stop conditions:
 
 * ``end`` is a position: after the message at ``end`` (a whole entry when its batch index is
   ``WHOLE_ENTRY``), or at the first message beyond it;
-* ``end`` is drained: when the consumer's own checkpoint reports ``S`` drained (sealed, its end
-  reported by the broker, every message delivered).
+* ``end`` is drained: when the segment reader is drained (sealed, its end reported by the
+  broker, every message taken).
 
 Data loss (retention deleted what the range needs) shows as ``S`` draining before ``end`` was
 reached, or ``S`` missing from the topic's layout; it raises
 :class:`~braid.spark.errors.BraidDataLossError`, or logs a warning and ends the range when
 ``fail_on_data_loss`` is false. A range that makes no progress for ``read_timeout`` seconds
 fails with ``DeadlineExceededError`` rather than hanging a task.
-
-The smallest public client addition that would replace the drained-marking trick is noted in
-docs/spark.md ("Client API notes").
 """
 
 from __future__ import annotations
@@ -30,35 +25,22 @@ import logging
 import time
 from collections.abc import Callable
 
-from braid.client import Client, Message
-from braid.core.checkpoint import (
-    DRAINED,
-    CursorKind,
-    SegmentCursor,
-    checkpoint_cursors,
-    checkpoint_of,
-)
+from braid.client import Client, MessageColumns, SegmentReader
+from braid.client.errors import NotFoundError
+from braid.core.checkpoint import SegmentCursor
 from braid.core.errors import DeadlineExceededError
-from braid.core.message_id import MessagePosition, message_position
 from braid.spark.errors import BraidDataLossError
+from braid.spark.options import DEFAULT_RECEIVER_QUEUE_SIZE
 from braid.spark.planning import SegmentRange, beyond, reaches
 
 log = logging.getLogger(__name__)
 
-#: Segment ids above the plan's known ids also marked drained (segments created while reading).
-ID_MARGIN = 64
-#: How long one receive waits before the reader checks whether the segment is drained.
+#: How long one read waits before the reader checks whether the segment is drained.
 POLL_SECONDS = 0.05
 #: Without progress for this long, ask the admin API whether the segment still exists.
 EXISTENCE_CHECK_SECONDS = 3.0
 
 SegmentExists = Callable[[str, int], bool]
-
-
-def _position_of(message: Message) -> MessagePosition:
-    pos = message_position(message.message_id)
-    assert pos is not None  # a received message always has a concrete position
-    return pos
 
 
 class SegmentRangeReader:
@@ -72,90 +54,74 @@ class SegmentRangeReader:
         fail_on_data_loss: bool = True,
         segment_exists: SegmentExists | None = None,
         read_timeout: float = 120.0,
-        receiver_queue_size: int = 2000,
+        receiver_queue_size: int = DEFAULT_RECEIVER_QUEUE_SIZE,
     ) -> None:
         self.range = rng
         self._fail_on_data_loss = fail_on_data_loss
         self._segment_exists = segment_exists
         self._read_timeout = read_timeout
-        sid = rng.segment_id
-        top = max(rng.known_ids, default=sid) + ID_MARGIN
-        cursors: dict[int, SegmentCursor] = dict.fromkeys(range(top + 1), DRAINED)
-        del cursors[sid]
-        if rng.start.after is not None:
-            cursors[sid] = SegmentCursor.after(*rng.start.after)
-        self._consumer = client.create_checkpoint_consumer(
-            rng.topic,
-            start=checkpoint_of(rng.epoch, cursors),
-            receiver_queue_size=receiver_queue_size,
-        )
-        self._buffer: list[Message] = []
-        self._positions: list[MessagePosition] = []
+        self._buffer = MessageColumns(rng.topic, rng.segment_id)
         self._done = False
         self.last_position: tuple[int, int, int] | None = None
         self.count = 0
+        start = None if rng.start.after is None else SegmentCursor.after(*rng.start.after)
+        self._reader: SegmentReader | None = None
+        try:
+            self._reader = client.create_segment_reader(
+                rng.topic, rng.segment_id, start, receiver_queue_size=receiver_queue_size
+            )
+        except NotFoundError as exc:
+            self._lost(f"it no longer exists (deleted by retention): {exc}")
+            self._done = True
 
     @property
     def done(self) -> bool:
         """Whether the whole range was read."""
-        return self._done and not self._buffer
+        return self._done and not len(self._buffer)
 
-    def next_messages(self, max_messages: int) -> list[Message]:
-        """Up to ``max_messages`` next messages of the range; ``[]`` only when it is done."""
-        return self.next_chunk(max_messages)[0]
-
-    def next_chunk(self, max_messages: int) -> tuple[list[Message], list[MessagePosition]]:
-        """Like :meth:`next_messages`, with each message's position."""
-        while not self._buffer and not self._done:
+    def next_columns(self, max_messages: int) -> MessageColumns:
+        """Up to ``max_messages`` next messages of the range; empty only when it is done."""
+        while not len(self._buffer) and not self._done:
             self._fill(max_messages)
-        taken, self._buffer = self._buffer[:max_messages], self._buffer[max_messages:]
-        positions, self._positions = (
-            self._positions[:max_messages],
-            self._positions[max_messages:],
-        )
-        if taken:
-            pos = positions[-1]
-            self.last_position = (pos.ledger_id, pos.entry_id, pos.batch_index)
+        taken = self._buffer.take_front(max_messages)
+        if len(taken):
+            self.last_position = taken.position(len(taken) - 1)
             self.count += len(taken)
-        return taken, positions
+        return taken
 
     def _fill(self, want: int) -> None:
         rng = self.range
         sid = rng.segment_id
         end = rng.end.after
+        reader = self._reader
+        assert reader is not None
         idle_since = time.monotonic()
         checked_at = idle_since
         while True:
-            messages = self._consumer.receive_many(max(want, 1), timeout=POLL_SECONDS)
-            kept = messages
-            kept_at = [_position_of(m) for m in messages]
-            if any(p.segment_id != sid for p in kept_at):
-                mine = [i for i, p in enumerate(kept_at) if p.segment_id == sid]
-                kept, kept_at = [messages[i] for i in mine], [kept_at[i] for i in mine]
-            if end is not None and kept_at and self._at_or_past_end(end, kept_at[-1]):
+            cols = reader.read_columns(max(want, 1), timeout=POLL_SECONDS)
+            n = len(cols)
+            if end is not None and n and self._at_or_past_end(end, cols, n - 1):
                 # Positions grow within a segment: only the chunk's tail can cross the end.
-                cut = len(kept_at)
-                for i, pos in enumerate(kept_at):
-                    here = (pos.ledger_id, pos.entry_id, pos.batch_index)
+                cut = n
+                for i in range(n):
+                    here = cols.position(i)
                     if beyond(end, here):
                         cut = i
                         break
-                    if reaches(end, here, pos.batch_size):
+                    if reaches(end, here, cols.batch_sizes[i]):
                         cut = i + 1
                         break
-                kept, kept_at = kept[:cut], kept_at[:cut]
+                cols = cols.slice(0, cut)
                 self._done = True
-            if kept or self._done:
-                self._buffer.extend(kept)
-                self._positions.extend(kept_at)
+            if len(cols) or self._done:
+                self._buffer.extend(cols)
                 return
-            now = time.monotonic()
-            cursor = (checkpoint_cursors(self._consumer.checkpoint()) or {}).get(sid)
-            if cursor is not None and cursor.kind is CursorKind.DRAINED:
+            if reader.drained:
                 if end is not None:
                     self._lost(f"it ended before position {list(end)} was read")
                 self._done = True
                 return
+            now = time.monotonic()
             if self._segment_exists is not None and now - checked_at >= EXISTENCE_CHECK_SECONDS:
                 checked_at = now
                 if not self._segment_exists(rng.topic, sid):
@@ -169,9 +135,9 @@ class SegmentRangeReader:
                 )
 
     @staticmethod
-    def _at_or_past_end(end: tuple[int, int, int], pos: MessagePosition) -> bool:
-        here = (pos.ledger_id, pos.entry_id, pos.batch_index)
-        return beyond(end, here) or reaches(end, here, pos.batch_size)
+    def _at_or_past_end(end: tuple[int, int, int], cols: MessageColumns, row: int) -> bool:
+        here = cols.position(row)
+        return beyond(end, here) or reaches(end, here, cols.batch_sizes[row])
 
     def _lost(self, why: str) -> None:
         rng = self.range
@@ -186,7 +152,8 @@ class SegmentRangeReader:
         log.warning("%s; continuing after the gap (failOnDataLoss=false)", message)
 
     def close(self) -> None:
-        self._consumer.close()
+        if self._reader is not None:
+            self._reader.close()
 
     def __enter__(self) -> SegmentRangeReader:
         return self
@@ -195,4 +162,4 @@ class SegmentRangeReader:
         self.close()
 
 
-__all__ = ["ID_MARGIN", "SegmentExists", "SegmentRangeReader"]
+__all__ = ["SegmentExists", "SegmentRangeReader"]

@@ -117,16 +117,18 @@ def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordB
     client = shared_client(options.service_url)
     exists = _segment_exists_via(options.admin_url) if is_scalable(rng.topic) else None
     with SegmentRangeReader(
-        client, rng, fail_on_data_loss=options.fail_on_data_loss, segment_exists=exists
+        client,
+        rng,
+        fail_on_data_loss=options.fail_on_data_loss,
+        segment_exists=exists,
+        receiver_queue_size=options.receiver_queue_size,
     ) as reader:
         ids = MessageIdBytes()
         while True:
-            messages, positions = reader.next_chunk(ROWS_PER_BATCH)
-            if not messages:
+            cols = reader.next_columns(ROWS_PER_BATCH)
+            if not len(cols):
                 return
-            batch = to_record_batch(
-                messages, positions, rng.topic, ids, options.min_publish_time_ms
-            )
+            batch = to_record_batch(cols, ids, options.min_publish_time_ms)
             if batch.num_rows:
                 yield batch
 
@@ -273,7 +275,12 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         client = self.driver.client
         capped: dict[tuple[str, int], SegmentProgress] = {}
         readers = [
-            SegmentRangeReader(client, r, fail_on_data_loss=self.options.fail_on_data_loss)
+            SegmentRangeReader(
+                client,
+                r,
+                fail_on_data_loss=self.options.fail_on_data_loss,
+                receiver_queue_size=self.options.receiver_queue_size,
+            )
             for r in ranges
         ]
         try:
@@ -282,7 +289,7 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
             while remaining > 0 and open_readers:
                 share = budget_rounds(remaining, open_readers)
                 for reader in list(open_readers):
-                    took = len(reader.next_messages(min(share, remaining)))
+                    took = len(reader.next_columns(min(share, remaining)))
                     remaining -= took
                     if reader.done or took == 0:
                         open_readers.remove(reader)

@@ -45,6 +45,9 @@ def test_keys_are_case_insensitive_and_topics_canonical() -> None:
         ({**BASE, "maxRecordsPerTrigger": "0"}, True, "maxRecordsPerTrigger"),
         ({**BASE, "maxRecordsPerTrigger": "10"}, False, "maxRecordsPerTrigger"),
         ({**BASE, "failOnDataLoss": "maybe"}, True, "failOnDataLoss"),
+        ({**BASE, "receiverQueueSize": "0"}, True, "receiverQueueSize"),
+        ({**BASE, "receiverQueueSize": "ten"}, False, "receiverQueueSize"),
+        ({**BASE, "receiverQueueSize": "1000001"}, True, "receiverQueueSize"),
         ({**BASE, "admin.url": "ftp://x"}, True, "admin.url"),
         ({**BASE, "startingPosition": '{"version": 9, "topics": {}}'}, True, "startingPosition"),
     ],
@@ -54,6 +57,12 @@ def test_bad_options_fail_naming_the_option(
 ) -> None:
     with pytest.raises(BraidSparkOptionError, match=names):
         source_options(options, streaming=streaming)
+
+
+def test_receiver_queue_size_defaults_and_parses() -> None:
+    assert source_options(BASE, streaming=True).receiver_queue_size == 10_000
+    chosen = source_options({**BASE, "receiverqueuesize": " 500 "}, streaming=False)
+    assert chosen.receiver_queue_size == 500
 
 
 def test_positions_parse_timestamps_checkpoints_and_offsets() -> None:

@@ -131,7 +131,7 @@ def test_ranges_cover_exactly_what_moved_in_topic_and_segment_order() -> None:
         (T, 3),
     ]
     assert ranges[1].start == SegmentProgress((0, 1, 4)) and ranges[1].end == DRAINED
-    assert ranges[2].start == BEGINNING and ranges[2].known_ids == (0, 1, 2, 3)
+    assert ranges[2].start == BEGINNING and ranges[2].epoch == 2
     assert plan_ranges(start, end) == ranges
     assert plan_ranges(end, end) == []
 

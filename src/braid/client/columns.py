@@ -1,0 +1,252 @@
+"""Columnar decoding of dispatched entries: :class:`MessageColumns` and :class:`EntryColumnDecoder`.
+
+The message-at-a-time path (:func:`braid.client.message.decode_entry`) builds one
+:class:`~braid.client.message.Message` per message; an application that turns messages into
+columns anyway (a Spark executor building Arrow batches) then pays for that object, its
+``MessageId`` and its properties copy, and a dozen attribute reads per row. This module decodes
+an entry straight into per-column Python lists, with no object per message:
+
+* the outer ``MessageMetadata`` is parsed once per entry; its producer name, publish time and
+  base sequence id are repeated into their columns with ``list * n``;
+* each batched message's ``SingleMessageMetadata`` is parsed once per *distinct byte string*:
+  the decoder keeps a bounded memo from metadata bytes to the decoded fields, because the
+  metadata of a batch repeats (same key, same size, no per-message event time); parsing is a
+  pure function of the bytes, so a hit is exactly what a parse would give. A batch whose
+  metadata never repeats (e.g. an event time per message) costs one dictionary probe more per
+  message than no memo.
+
+The values are what :class:`~braid.client.message.Message` gives, field for field (pinned by
+``tests/unit/client/test_columns.py`` against ``decode_entry`` on the same entries): ``key``
+(``None`` when unset), ``value``, ``publish_time`` and ``event_time`` (ms; ``None`` when unset),
+``properties`` (read-only mappings; rows without properties share one empty mapping),
+``producer_name``, ``sequence_id`` (the message's own, else the entry's plus the batch index),
+and the position (``ledger_id``, ``entry_id``, ``batch_index`` = -1 for a non-batched entry,
+``batch_size``). Compacted-out messages are skipped but counted in the dispatched total.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from braid.core.message_id import MessageId, unchecked_message_id
+from braid.protocol.batch import decompress
+from braid.protocol.errors import CorruptPayload
+from braid.protocol.frames import decode_message_body
+from braid.protocol.generated import PulsarApi_pb2 as pb
+
+#: The ``properties`` of every row that has none (shared, read-only).
+EMPTY_PROPERTIES: Mapping[str, str] = MappingProxyType({})
+#: Distinct ``SingleMessageMetadata`` byte strings a decoder remembers before it starts over.
+MEMO_SIZE = 4096
+
+_U32 = struct.Struct(">I").unpack_from
+
+#: (payload_size, compacted_out, key, event_time, properties, own sequence id or None)
+_Single = tuple[int, bool, str | None, int | None, Mapping[str, str], int | None]
+
+
+@dataclass(slots=True)
+class MessageColumns:
+    """Messages of one segment of ``topic``, column by column (row ``i`` of every list is
+    message ``i``, in segment order).
+
+    Positions: ``ledger_ids``, ``entry_ids``, ``batch_indexes`` (-1 for a non-batched entry),
+    ``batch_sizes``; :meth:`message_id` builds a row's :class:`~braid.core.message_id.MessageId`.
+    The other columns hold what the same-named :class:`~braid.client.message.Message`
+    attributes return. Treat the lists as read-only: slices share nothing, but a reader hands
+    them out without copying.
+    """
+
+    topic: str
+    segment_id: int
+    ledger_ids: list[int] = field(default_factory=list)
+    entry_ids: list[int] = field(default_factory=list)
+    batch_indexes: list[int] = field(default_factory=list)
+    batch_sizes: list[int] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
+    values: list[bytes] = field(default_factory=list)
+    publish_times: list[int] = field(default_factory=list)
+    event_times: list[int | None] = field(default_factory=list)
+    properties: list[Mapping[str, str]] = field(default_factory=list)
+    producer_names: list[str] = field(default_factory=list)
+    sequence_ids: list[int] = field(default_factory=list)
+
+    #: The list attributes, in declaration order.
+    COLUMNS = (
+        "ledger_ids",
+        "entry_ids",
+        "batch_indexes",
+        "batch_sizes",
+        "keys",
+        "values",
+        "publish_times",
+        "event_times",
+        "properties",
+        "producer_names",
+        "sequence_ids",
+    )
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def position(self, row: int) -> tuple[int, int, int]:
+        """``(ledger_id, entry_id, batch_index)`` of a row."""
+        return self.ledger_ids[row], self.entry_ids[row], self.batch_indexes[row]
+
+    def message_id(self, row: int) -> MessageId:
+        """The :class:`~braid.core.message_id.MessageId` of a row."""
+        return unchecked_message_id(
+            self.segment_id,
+            self.ledger_ids[row],
+            self.entry_ids[row],
+            self.batch_indexes[row],
+            self.batch_sizes[row],
+        )
+
+    def slice(self, start: int, stop: int | None = None) -> MessageColumns:
+        """Rows ``start`` up to ``stop`` (exclusive; default: the end) as new columns."""
+        cut = slice(start, stop)
+        return MessageColumns(
+            self.topic, self.segment_id, *(getattr(self, name)[cut] for name in self.COLUMNS)
+        )
+
+    def take_front(self, count: int) -> MessageColumns:
+        """Remove the first ``count`` rows and return them (all of them without a copy)."""
+        if count >= len(self):
+            taken = MessageColumns(
+                self.topic, self.segment_id, *(getattr(self, n) for n in self.COLUMNS)
+            )
+            for name in self.COLUMNS:
+                setattr(self, name, [])
+            return taken
+        taken = self.slice(0, count)
+        for name in self.COLUMNS:
+            del getattr(self, name)[:count]
+        return taken
+
+    def extend(self, other: MessageColumns) -> None:
+        """Append ``other``'s rows (same topic and segment)."""
+        for name in self.COLUMNS:
+            getattr(self, name).extend(getattr(other, name))
+
+    @classmethod
+    def concat(cls, topic: str, segment_id: int, parts: Iterable[MessageColumns]) -> MessageColumns:
+        """One :class:`MessageColumns` holding every row of ``parts`` in order."""
+        out = cls(topic, segment_id)
+        for part in parts:
+            out.extend(part)
+        return out
+
+
+def _properties(kvs: Sequence[Any]) -> Mapping[str, str]:
+    if not kvs:
+        return EMPTY_PROPERTIES
+    return MappingProxyType({kv.key: kv.value for kv in kvs})
+
+
+class EntryColumnDecoder:
+    """Decodes entries of one segment into :class:`MessageColumns` (one per reader; not
+    thread-safe: its memo is used by one thread, the client's event loop)."""
+
+    __slots__ = ("_memo", "segment_id", "topic")
+
+    def __init__(self, topic: str, segment_id: int) -> None:
+        self.topic = topic
+        self.segment_id = segment_id
+        self._memo: dict[bytes, _Single] = {}
+
+    def _single(self, raw: bytes, index: int) -> _Single:
+        try:
+            single = pb.SingleMessageMetadata.FromString(raw)
+        except Exception as exc:  # protobuf's DecodeError; translated once, here
+            raise CorruptPayload(f"metadata of message {index} does not parse: {exc}") from exc
+        decoded: _Single = (
+            single.payload_size,
+            single.compacted_out,
+            single.partition_key if single.HasField("partition_key") else None,
+            int(single.event_time) if single.event_time else None,
+            _properties(single.properties),
+            int(single.sequence_id) if single.HasField("sequence_id") else None,
+        )
+        memo = self._memo
+        if len(memo) >= MEMO_SIZE:
+            memo.clear()
+        memo[raw] = decoded
+        return decoded
+
+    def decode(self, body: bytes, ledger_id: int, entry_id: int) -> tuple[MessageColumns, int]:
+        """The messages of one dispatched entry as columns, and how many messages the entry
+        holds (what the broker counted against the flow permits).
+
+        Raises:
+            MalformedFrame, CorruptPayload, UnsupportedCompression: the entry does not decode.
+        """
+        meta, payload = decode_message_body(body)
+        if meta.compression != pb.NONE:
+            payload = decompress(meta.compression, payload, meta.uncompressed_size)
+        cols = MessageColumns(self.topic, self.segment_id)
+        if not meta.HasField("num_messages_in_batch"):
+            cols.ledger_ids.append(ledger_id)
+            cols.entry_ids.append(entry_id)
+            cols.batch_indexes.append(-1)
+            cols.batch_sizes.append(1)
+            cols.keys.append(meta.partition_key if meta.HasField("partition_key") else None)
+            cols.values.append(payload)
+            cols.publish_times.append(int(meta.publish_time))
+            cols.event_times.append(int(meta.event_time) if meta.event_time else None)
+            cols.properties.append(_properties(meta.properties))
+            cols.producer_names.append(meta.producer_name)
+            cols.sequence_ids.append(int(meta.sequence_id))
+            return cols, 1
+        count = meta.num_messages_in_batch
+        if count < 0:
+            raise CorruptPayload(f"negative batch size {count}")
+        base_sequence = int(meta.sequence_id)
+        keys = cols.keys
+        values = cols.values
+        event_times = cols.event_times
+        properties = cols.properties
+        sequence_ids = cols.sequence_ids
+        indexes = cols.batch_indexes
+        memo_get = self._memo.get
+        pos = 0
+        end = len(payload)
+        for index in range(count):
+            if end - pos < 4:
+                raise CorruptPayload(f"batch ends before message {index} of {count}")
+            (size,) = _U32(payload, pos)
+            pos += 4
+            if size > end - pos:
+                raise CorruptPayload(f"metadata of message {index} overruns the batch")
+            raw = payload[pos : pos + size]
+            pos += size
+            single = memo_get(raw)
+            if single is None:
+                single = self._single(raw, index)
+            length, compacted, key, event_time, props, sequence_id = single
+            if length < 0 or pos + length > end:
+                raise CorruptPayload(f"payload of message {index} overruns the batch")
+            if compacted:
+                pos += length
+                continue
+            values.append(payload[pos : pos + length])
+            pos += length
+            keys.append(key)
+            event_times.append(event_time)
+            properties.append(props)
+            sequence_ids.append(base_sequence + index if sequence_id is None else sequence_id)
+            indexes.append(index)
+        n = len(values)
+        cols.ledger_ids = [ledger_id] * n
+        cols.entry_ids = [entry_id] * n
+        cols.batch_sizes = [count] * n
+        cols.publish_times = [int(meta.publish_time)] * n
+        cols.producer_names = [meta.producer_name] * n
+        return cols, count
+
+
+__all__ = ["EMPTY_PROPERTIES", "MEMO_SIZE", "EntryColumnDecoder", "MessageColumns"]

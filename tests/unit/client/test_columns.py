@@ -1,0 +1,262 @@
+"""The columnar decode (``braid.client.columns``) gives, row for row, what the message-at-a-time
+path (``braid.client.message.decode_entry``) gives on the same entries: batched and unbatched,
+with and without keys, properties, event times and own sequence ids, every codec, compacted-out
+messages, repeated metadata (the decoder's memo) and corrupt input.
+
+The entries are built by ``braid.protocol.batch`` (the reference encoder, from ``pb`` objects)
+and by the producer's hand-written encoder (``braid.client.batch_encoder``), so the decoder is
+held against two encoders, not against itself.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from braid.client import columns as columns_module
+from braid.client.batch_encoder import entry_metadata, producer_name_field, single_message_header
+from braid.client.columns import EMPTY_PROPERTIES, EntryColumnDecoder, MessageColumns
+from braid.client.message import Message, decode_entry
+from braid.core.errors import BraidError
+from braid.protocol import batch, pb
+from braid.protocol.frames import decode_message_body, encode_message_body
+
+TOPIC = "topic://public/default/columns"
+SEGMENT = 7
+LEDGER, ENTRY = 12, 34
+HAVE_SNAPPY = any(importlib.util.find_spec(m) for m in ("snappy", "cramjam"))
+CODECS = [pb.NONE, pb.LZ4, pb.ZLIB, pb.ZSTD] + ([pb.SNAPPY] if HAVE_SNAPPY else [])
+
+
+def rows_of_messages(messages: list[Message]) -> list[tuple[Any, ...]]:
+    return [
+        (
+            m.message_id,
+            m.key,
+            m.value,
+            m.publish_time,
+            m.event_time,
+            m.properties,
+            m.producer_name,
+            m.sequence_id,
+        )
+        for m in messages
+    ]
+
+
+def rows_of_columns(cols: MessageColumns) -> list[tuple[Any, ...]]:
+    return [
+        (
+            cols.message_id(i),
+            cols.keys[i],
+            cols.values[i],
+            cols.publish_times[i],
+            cols.event_times[i],
+            dict(cols.properties[i]),
+            cols.producer_names[i],
+            cols.sequence_ids[i],
+        )
+        for i in range(len(cols))
+    ]
+
+
+def both(body: bytes, decoder: EntryColumnDecoder | None = None) -> None:
+    """Decode ``body`` both ways and compare every row and the dispatched count."""
+    messages, dispatched = decode_entry(
+        body,
+        topic=TOPIC,
+        segment_id=SEGMENT,
+        ledger_id=LEDGER,
+        entry_id=ENTRY,
+        redelivery=0,
+        owner=None,
+    )
+    decoder = decoder or EntryColumnDecoder(TOPIC, SEGMENT)
+    cols, count = decoder.decode(body, LEDGER, ENTRY)
+    assert count == dispatched
+    assert rows_of_columns(cols) == rows_of_messages(messages)
+    assert {len(getattr(cols, name)) for name in MessageColumns.COLUMNS} == {len(messages)}
+    for i, message in enumerate(messages):
+        assert cols.position(i) == (LEDGER, ENTRY, message._batch_index)
+        assert cols.batch_sizes[i] == message._batch_size
+
+
+OUTER = pb.MessageMetadata(producer_name="prod-1", sequence_id=100, publish_time=1_700_000_000_123)
+
+text = st.text(max_size=8)
+single_meta = st.builds(
+    lambda key, props, event_time, seq: pb.SingleMessageMetadata(
+        **({"partition_key": key} if key is not None else {}),
+        properties=[pb.KeyValue(key=k, value=v) for k, v in props.items()],
+        **({"event_time": event_time} if event_time is not None else {}),
+        **({"sequence_id": seq} if seq is not None else {}),
+    ),
+    st.one_of(st.none(), text),
+    st.dictionaries(text, text, max_size=2),
+    st.one_of(st.none(), st.integers(0, 2**63 - 1)),
+    st.one_of(st.none(), st.integers(0, 2**63 - 1)),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.tuples(single_meta, st.binary(max_size=20)), min_size=1, max_size=12),
+    st.sampled_from(CODECS),
+)
+def test_a_batch_decodes_to_the_same_rows_as_messages(
+    messages: list[tuple[pb.SingleMessageMetadata, bytes]], codec: int
+) -> None:
+    both(batch.build_entry(OUTER, messages, compression=codec))  # type: ignore[arg-type]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.one_of(st.none(), text),
+    st.dictionaries(text, text, max_size=2),
+    st.one_of(st.none(), st.integers(1, 2**63 - 1)),
+    st.binary(max_size=50),
+    st.sampled_from(CODECS),
+)
+def test_an_unbatched_entry_decodes_to_the_same_row(
+    key: str | None, props: dict[str, str], event_time: int | None, value: bytes, codec: int
+) -> None:
+    meta = pb.MessageMetadata()
+    meta.CopyFrom(OUTER)
+    if key is not None:
+        meta.partition_key = key
+    for k, v in props.items():
+        meta.properties.add(key=k, value=v)
+    if event_time is not None:
+        meta.event_time = event_time
+    both(batch.build_single_entry(meta, value, compression=codec))  # type: ignore[arg-type]
+
+
+def producer_entry(rows: list[dict[str, Any]], codec: int = pb.NONE) -> bytes:
+    """An entry exactly as the Braid producer writes it (hand-encoded metadata)."""
+    payload = b"".join(
+        single_message_header(
+            len(r["value"]), r.get("seq"), r.get("key"), r.get("props"), r.get("event_time")
+        )
+        + r["value"]
+        for r in rows
+    )
+    size = len(payload)
+    if codec != pb.NONE:
+        payload = batch.compress(codec, payload)  # type: ignore[arg-type]
+    meta = entry_metadata(
+        producer_name_field("braid-producer"),
+        55,
+        1_700_000_000_999,
+        num_messages=len(rows),
+        compression=codec,
+        uncompressed_size=size,
+    )
+    return meta + payload  # a stored body is [u32 metadataSize][MessageMetadata][payload]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_producer_written_batch_with_repeated_keys_matches(codec: int) -> None:
+    rows = [{"value": b"v%d" % i, "key": f"key-{i % 3}"} for i in range(50)]
+    rows[7]["props"] = {"a": "1", "b": "2"}
+    rows[8]["event_time"] = 1_699_999_999_000
+    rows[9]["seq"] = 9_000
+    rows[10]["key"] = None
+    decoder = EntryColumnDecoder(TOPIC, SEGMENT)
+    body = producer_entry(rows, codec)
+    both(body, decoder)
+    both(body, decoder)  # the second time every metadata is a memo hit
+
+
+def test_compacted_out_messages_are_skipped_but_counted() -> None:
+    body = batch.build_entry(
+        OUTER,
+        [
+            (pb.SingleMessageMetadata(partition_key="a"), b"kept-0"),
+            (pb.SingleMessageMetadata(partition_key="b", compacted_out=True), b"gone"),
+            (pb.SingleMessageMetadata(partition_key="c"), b"kept-2"),
+        ],
+    )
+    both(body)
+    cols, count = EntryColumnDecoder(TOPIC, SEGMENT).decode(body, LEDGER, ENTRY)
+    assert (count, cols.values, cols.batch_indexes) == (3, [b"kept-0", b"kept-2"], [0, 2])
+
+
+def test_rows_without_properties_share_one_read_only_empty_mapping() -> None:
+    body = producer_entry([{"value": b"x"}, {"value": b"y", "props": {"k": "v"}}])
+    cols, _ = EntryColumnDecoder(TOPIC, SEGMENT).decode(body, LEDGER, ENTRY)
+    assert cols.properties[0] is EMPTY_PROPERTIES
+    assert dict(cols.properties[1]) == {"k": "v"}
+    with pytest.raises(TypeError):
+        cols.properties[1]["k"] = "changed"  # type: ignore[index]
+
+
+def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columns_module, "MEMO_SIZE", 4)
+    decoder = EntryColumnDecoder(TOPIC, SEGMENT)
+    body = producer_entry([{"value": b"x", "key": f"k{i}"} for i in range(20)])
+    both(body, decoder)
+    assert len(decoder._memo) <= 4
+
+
+def corrupt_bodies() -> list[bytes]:
+    good = batch.build_entry(
+        OUTER, [(pb.SingleMessageMetadata(partition_key="a"), b"0123456789")] * 3
+    )
+    meta, payload = decode_message_body(good)
+    out = [encode_message_body(meta, payload[:-3]), encode_message_body(meta, payload + b"!")]
+    out.append(encode_message_body(meta, b"\x00\x00\x00\xff" + payload[4:]))
+    out.append(encode_message_body(meta, b"\x00\x00\x00\x02\xff\xff" + payload[6:]))
+    negative = pb.MessageMetadata()
+    negative.CopyFrom(meta)
+    negative.num_messages_in_batch = -1
+    out.append(encode_message_body(negative, payload))
+    more = pb.MessageMetadata()
+    more.CopyFrom(meta)
+    more.num_messages_in_batch = 4
+    out.append(encode_message_body(more, payload))
+    return out
+
+
+@pytest.mark.parametrize("body", corrupt_bodies(), ids=lambda b: f"{len(b)}B")
+def test_a_damaged_entry_fails_or_decodes_as_the_message_path_does(body: bytes) -> None:
+    try:
+        EntryColumnDecoder(TOPIC, SEGMENT).decode(body, LEDGER, ENTRY)
+    except BraidError as by_columns:
+        with pytest.raises(type(by_columns)):
+            decode_entry(
+                body,
+                topic=TOPIC,
+                segment_id=SEGMENT,
+                ledger_id=LEDGER,
+                entry_id=ENTRY,
+                redelivery=0,
+                owner=None,
+            )
+        return
+    both(body)  # not damaged enough to fail (e.g. trailing bytes): the same rows either way
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200))
+def test_arbitrary_bytes_decode_or_raise_a_braid_error(data: bytes) -> None:
+    try:
+        EntryColumnDecoder(TOPIC, SEGMENT).decode(data, LEDGER, ENTRY)
+    except BraidError:
+        pass
+
+
+def test_take_front_slice_and_concat_keep_rows_in_order() -> None:
+    body = producer_entry([{"value": b"%d" % i, "key": f"k{i}"} for i in range(10)])
+    cols, _ = EntryColumnDecoder(TOPIC, SEGMENT).decode(body, LEDGER, ENTRY)
+    whole = rows_of_columns(cols)
+    first = cols.take_front(3)
+    rest = cols.take_front(100)
+    assert len(cols) == 0
+    assert rows_of_columns(first) + rows_of_columns(rest) == whole
+    joined = MessageColumns.concat(TOPIC, SEGMENT, [first, rest])
+    assert rows_of_columns(joined) == whole
+    assert rows_of_columns(joined.slice(4, 6)) == whole[4:6]

@@ -1,0 +1,136 @@
+"""Column chunks become Arrow record batches with exactly the row values of the message path.
+
+Entries are decoded twice - by the client's ``decode_entry`` (``Message`` objects) and by its
+columnar decoder - and every Arrow row is compared with the ``Message`` attributes, converted the
+way Spark sees them (timestamps in microseconds UTC, ``message_id`` = ``MessageId.to_bytes()``).
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pyarrow", reason="the spark extra (make test installs it)")
+pytest.importorskip("pyspark", reason="the spark extra (make test installs it)")
+
+from braid.client.columns import EntryColumnDecoder, MessageColumns
+from braid.client.message import Message, decode_entry
+from braid.protocol import batch, pb
+from braid.spark.message_ids import MessageIdBytes
+from braid.spark.rows import ARROW_SCHEMA, to_record_batch
+
+TOPIC = "topic://public/default/rows"
+SEGMENT = 3
+
+
+def entries() -> list[tuple[int, int, bytes]]:
+    outer = pb.MessageMetadata(producer_name="p", sequence_id=10, publish_time=1_700_000_000_000)
+    late = pb.MessageMetadata(producer_name="q", sequence_id=20, publish_time=1_700_000_005_000)
+    plain = pb.MessageMetadata()
+    plain.CopyFrom(late)
+    plain.partition_key = "solo"
+    plain.event_time = 1_600_000_000_001
+    plain.properties.add(key="x", value="y")
+    return [
+        (
+            5,
+            0,
+            batch.build_entry(
+                outer,
+                [
+                    (pb.SingleMessageMetadata(partition_key=f"k{i % 3}"), b"v%d" % i)
+                    for i in range(6)
+                ],
+            ),
+        ),
+        (
+            5,
+            1,
+            batch.build_entry(
+                late,
+                [
+                    (
+                        pb.SingleMessageMetadata(
+                            event_time=1_650_000_000_000 + i,
+                            properties=[pb.KeyValue(key="n", value=str(i))],
+                        ),
+                        b"w%d" % i,
+                    )
+                    for i in range(4)
+                ],
+                compression=pb.ZSTD,
+            ),
+        ),
+        (6, 0, batch.build_single_entry(plain, b"single")),
+    ]
+
+
+def micros(ms: int | None) -> datetime.datetime | None:
+    if ms is None:
+        return None
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+def expected_row(m: Message) -> dict[str, Any]:
+    return {
+        "key": m.key,
+        "value": m.value,
+        "topic": TOPIC,
+        "message_id": m.message_id.to_bytes(),
+        "publish_time": micros(m.publish_time),
+        "event_time": micros(m.event_time),
+        "properties": sorted(m.properties.items()),
+        "producer_name": m.producer_name,
+        "sequence_id": m.sequence_id,
+    }
+
+
+def decoded() -> tuple[MessageColumns, list[Message]]:
+    decoder = EntryColumnDecoder(TOPIC, SEGMENT)
+    cols = MessageColumns(TOPIC, SEGMENT)
+    messages: list[Message] = []
+    for ledger, entry, body in entries():
+        part, _ = decoder.decode(body, ledger, entry)
+        cols.extend(part)
+        got, _ = decode_entry(
+            body,
+            topic=TOPIC,
+            segment_id=SEGMENT,
+            ledger_id=ledger,
+            entry_id=entry,
+            redelivery=0,
+            owner=None,
+        )
+        messages += got
+    return cols, messages
+
+
+def arrow_rows(record_batch: Any) -> list[dict[str, Any]]:
+    rows = record_batch.to_pylist()
+    for row in rows:
+        row["properties"] = sorted(row["properties"])
+    return rows
+
+
+def test_every_arrow_row_equals_the_message_attributes() -> None:
+    cols, messages = decoded()
+    record_batch = to_record_batch(cols, MessageIdBytes())
+    assert record_batch.schema == ARROW_SCHEMA
+    assert arrow_rows(record_batch) == [expected_row(m) for m in messages]
+
+
+def test_rows_without_properties_take_the_empty_map_path() -> None:
+    cols, messages = decoded()
+    first = cols.slice(0, 6)  # the first entry: no properties anywhere
+    assert arrow_rows(to_record_batch(first, MessageIdBytes())) == [
+        expected_row(m) for m in messages[:6]
+    ]
+
+
+def test_rows_published_before_the_start_time_are_skipped() -> None:
+    cols, messages = decoded()
+    record_batch = to_record_batch(cols, MessageIdBytes(), min_publish_time_ms=1_700_000_001_000)
+    assert arrow_rows(record_batch) == [expected_row(m) for m in messages[6:]]
+    assert to_record_batch(cols.slice(0, 0), MessageIdBytes()).num_rows == 0
