@@ -4,15 +4,17 @@ A full disk makes the bookie read-only: new entries are refused up front with ``
 (nothing half-written, the ledger intact), everything acknowledged stays readable, and freeing
 space makes it writable again with no restart. A bookie killed while its disk was nearly full
 starts again on that same disk: replay applies in place and whatever it has no room to copy is
-served from memory until there is. The metadata store on a full disk reports the cause, not a
-failed rollback; a managed ledger refuses appends while storage is read-only without creating
-ledgers nobody can write to.
+served from memory until there is. The journal never puts a byte over a record it made durable,
+whether its preallocation succeeds or runs out of space. The metadata store on a full disk reports
+the cause, not a failed rollback; a managed ledger refuses appends while storage is read-only
+without creating ledgers nobody can write to.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import signal
 import sys
 from collections.abc import Iterator
@@ -28,6 +30,8 @@ from braid.storage import StorageReadOnly, StorageRouter, open_local_cluster
 from braid.storage.api import StorageError
 from braid.storage.bookie import Bookie
 from braid.storage.bookie.disk import DiskThresholds
+from braid.storage.bookie.journal import JournalWriter, journal_path, replay_file
+from braid.storage.bookie.records import JournalRecord, RecordKind, encode_record_head
 from tests.integration.storage.crash_writer import digest, expected_payload
 from tests.support.polling import eventually
 from tests.support.small_fs import Ballast, free_bytes, small_filesystem
@@ -155,6 +159,48 @@ async def _run_writer(data_dir: Path, acks: int) -> dict[tuple[int, int], str]:
 
 def _tree_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def test_the_journal_keeps_durable_records_when_preallocation_runs_out_of_space(
+    disk: Path,
+) -> None:
+    """Groups committed while the journal cannot preallocate (the disk is nearly full) extend the
+    file themselves; a later preallocation - failing, or succeeding once space is back - must
+    start after them. Before, it started at the end of the last *successful* preallocation and
+    wrote its zeros over those durable, acknowledged records (a failing one kept the zeros it
+    managed to write over existing blocks), so a restart replayed none of them."""
+    directory = disk / "journal"
+    directory.mkdir()
+    reports: queue.SimpleQueue[tuple[list[object], OSError | None]] = queue.SimpleQueue()
+    writer = JournalWriter(
+        directory,
+        0,
+        on_durable=lambda tokens: reports.put((tokens, None)),
+        on_roll=lambda seq, tokens: None,
+        on_error=lambda tokens, exc: reports.put((tokens, exc)),
+    )
+    ballast = Ballast(disk)
+    records = [JournalRecord(RecordKind.ADD, 3, i, i - 1, 0, _payload(i)) for i in range(12)]
+
+    def commit(record: JournalRecord) -> None:
+        writer.submit([encode_record_head(record), record.data], [record.entry_id])
+        tokens, error = reports.get(timeout=10)
+        assert (tokens, error) == ([record.entry_id], None)
+
+    try:
+        # Room for the records, not for a 1 MB preallocation: each group extends the file.
+        ballast.fill(leave_free=256 * 1024)
+        assert free_bytes(disk) < 512 * 1024
+        for record in records[:8]:
+            commit(record)
+        # Space back: the next preallocation succeeds.
+        ballast.release()
+        for record in records[8:]:
+            commit(record)
+    finally:
+        writer.stop()
+        ballast.release()
+    assert list(replay_file(journal_path(directory, 0), 0)) == records
 
 
 async def test_a_bookie_killed_on_a_nearly_full_disk_starts_again_on_it(disk: Path) -> None:

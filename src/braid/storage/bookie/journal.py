@@ -15,8 +15,10 @@ Running out of space is not fatal: a group whose write or ``fdatasync`` fails wi
 (or ``EDQUOT``) is cut off again - the file is truncated back to the end of the last durable
 group, so no byte of it can be replayed - and reported failed, and the next group is tried
 afresh (the bookie refuses new entries meanwhile: it is read-only). Preallocation and new files
-take space only when there is some: without it a group simply extends the file. Any other error
-stops the journal for good, as before (after a failed ``fdatasync`` the file's state is unknown).
+take space only when there is some: without it a group simply extends the file, and the next
+preallocation starts after that group - zeros never go over a byte of a durable record. Any other
+error stops the journal for good, as before (after a failed ``fdatasync`` the file's state is
+unknown).
 """
 
 from __future__ import annotations
@@ -186,21 +188,23 @@ class JournalWriter:
             raise
         return fd
 
-    def _preallocate(self, fd: int, needed_end: int) -> None:
+    def _preallocate(self, fd: int, needed_end: int, data_end: int) -> None:
         # Writing into already-allocated, zero-filled blocks lets fdatasync skip the filesystem's
         # metadata journal (no size or extent change), which makes each group commit cheaper.
         # Zeros also read back as "no record", so a torn tail is still found (see records.py).
+        # The zeros start at or after ``data_end``: every byte before it is a durable record.
         if needed_end <= self._allocated or not self._prealloc:
             return
-        new_end = max(needed_end, self._allocated + self._prealloc)
-        pwrite_all(fd, bytes(new_end - self._allocated), self._allocated)
+        start = max(self._allocated, data_end)
+        new_end = max(needed_end, start + self._prealloc)
+        pwrite_all(fd, bytes(new_end - start), start)
         self._allocated = new_end
 
     def _try_preallocate(self, fd: int, needed_end: int, data_end: int) -> None:
         """Preallocate if there is room; without it, cut the zeros back to ``data_end`` (the
         group then extends the file itself: only its own bytes need space)."""
         try:
-            self._preallocate(fd, needed_end)
+            self._preallocate(fd, needed_end, data_end)
         except OSError as exc:
             if not is_no_space(exc):
                 raise
@@ -262,6 +266,9 @@ class JournalWriter:
             self._on_error(tokens, exc)
             return
         self._offset += size
+        # A group that extended the file past the preallocated zeros (there was no room for
+        # more) moved the allocated end with it: the next preallocation starts after it.
+        self._allocated = max(self._allocated, self._offset)
         self._on_durable(tokens)
 
     def _cut_back(self) -> bool:
