@@ -105,6 +105,15 @@ class DefaultManagedLedgerFactory:
             self._ledgers.setdefault(name, ml)
         return ml
 
+    def opened(self, name: str) -> ManagedLedgerImpl | None:
+        """The managed ledger ``name`` if this process has it open (owns it), else ``None``."""
+        return self._ledgers.get(name)
+
+    @property
+    def root(self) -> str:
+        """The metadata path the managed ledgers live under."""
+        return self._root
+
     def _forget(self, ml: ManagedLedgerImpl) -> None:
         if self._ledgers.get(ml.name) is ml:
             del self._ledgers[ml.name]
