@@ -571,8 +571,6 @@ class StorageClusterService:
                 raise SwitchRejected(
                     f"{name} takes part in the switch in phase {got[0].phase.value}"
                 )
-            if name == self._home.cluster_name:
-                raise SwitchRejected(f"{name} is the cluster this broker started with")
             client = self._clients.pop(name, None)
             if client is None:
                 raise SwitchRejected(f"no client of {name} is open")
