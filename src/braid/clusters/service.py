@@ -237,6 +237,8 @@ class StorageClusterService:
             raise
         previous = self._router.active_name
         self._router.set_active(name)
+        # New writes move to the new cluster now, not when each log's ledger fills up.
+        self._ml_factory.request_rollover_all()
         if record:
             boundary = await client.next_ledger_id()
             self._router.record_switch(previous, boundary, self._clock.now_ms())

@@ -109,6 +109,13 @@ class DefaultManagedLedgerFactory:
         """The managed ledger ``name`` if this process has it open (owns it), else ``None``."""
         return self._ledgers.get(name)
 
+    def request_rollover_all(self) -> int:
+        """Ask every managed ledger open here to roll its current ledger over now (PIP-470:
+        new writes move to the active storage cluster); returns how many were asked."""
+        for ml in self._ledgers.values():
+            ml.request_rollover()
+        return len(self._ledgers)
+
     @property
     def root(self) -> str:
         """The metadata path the managed ledgers live under."""
