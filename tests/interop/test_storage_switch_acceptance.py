@@ -194,7 +194,7 @@ def test_switch_under_load_with_the_official_and_the_braid_client(tmp_path: Path
                 items = state[0].items
                 kinds = {i.kind.value for i in items}
                 assert kinds == {"SCHEMA", "CURSOR"}, items
-                assert not state[0].failed()
+                assert not state[0].failed(), state[0].failed()
                 compared = 0
                 for item in items:
                     if item.status is not ItemStatus.PROMOTED:
@@ -271,5 +271,7 @@ async def _read(
     try:
         last = handle.last_add_confirmed
         return [(e.entry_id, e.data) for e in await handle.read_entries(0, last)]
+    except NoSuchLedger:
+        return None  # dropped between open and read (a promoted cursor moved on)
     finally:
         await handle.close()

@@ -308,12 +308,27 @@ class SwitchOrchestrator:
                     ),
                     result.conflict,
                 )
+            if item.kind is ItemKind.CURSOR and await self._cursor_moved_on(item):
+                # The cursor rolled over (and dropped this ledger) after DISCOVER: its new
+                # ledger is on the active cluster already. Not a failure.
+                await _delete_quietly(self._router, state.target, item.ledger_id)
+                self._metrics.promoted_via_rollover += 1
+                return dataclasses.replace(item, status=ItemStatus.ROLLED_OVER), False
             self._metrics.bump(self._metrics.failed, kind)
             log.warning("BUILD of %s ledger %d failed: %s", kind, item.ledger_id, result.reason)
             return dataclasses.replace(item, status=ItemStatus.FAILED, reason=result.reason), False
 
         results = await asyncio.gather(*(build_one(i) for i in items))
         return [r[0] for r in results], sum(1 for r in results if r[1])
+
+    async def _cursor_moved_on(self, item: MigrationItem) -> bool:
+        root = self._ml_factory.root
+        path = f"{root}/{encode_segment(item.owner)}/{encode_segment(item.cursor)}"
+        got = await self._metadata.get(path)
+        if got is None:
+            return True
+        node = decode_cursor_info(got[0])
+        return node.cursors_ledger_id != item.ledger_id or node.bookie_cluster_name != item.source
 
     # -- PROMOTE / ROLLBACK -----------------------------------------------------------------------
 
