@@ -73,6 +73,7 @@ async def latency_run(root: Path, rate: int, phase_s: float) -> dict[str, list[f
     await server.start()
     samples: dict[str, list[float]] = {"before": [], "during": [], "after": []}
     current = {"phase": "before"}
+    failures: list[str] = []
     try:
         service = server.storage_clusters
         assert service is not None and server.scalable is not None
@@ -102,6 +103,8 @@ async def latency_run(root: Path, rate: int, phase_s: float) -> dict[str, list[f
                         pending.discard(f)
                         if not f.cancelled() and f.exception() is None:
                             samples[label].append((time.perf_counter() - t0) * 1000)
+                        else:
+                            failures.append(label)
 
                     future.add_done_callback(done)
                     pending.add(future)
@@ -126,6 +129,7 @@ async def latency_run(root: Path, rate: int, phase_s: float) -> dict[str, list[f
             await producer.close()
     finally:
         await server.close()
+    samples["failed sends"] = [float(len(failures))]
     return samples
 
 
@@ -206,6 +210,7 @@ async def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
     print(f"switch_bench: rate {args.rate}/s, phases of {args.phase}s, {args.cursors} cursors")
     print(f"{'phase':<8} {'sends':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8}")
+    failed = samples.pop("failed sends")[0]
     for label, values in samples.items():
         print(
             f"{label:<8} {len(values):>7} {_pct(values, 0.5):>8.2f} {_pct(values, 0.99):>8.2f} "
@@ -213,7 +218,7 @@ async def main() -> None:
         )
     before = _pct(samples["before"], 0.99)
     during = _pct(samples["during"], 0.99)
-    print(f"p99 during / before: {during / before:.2f}")
+    print(f"p99 during / before: {during / before:.2f}; failed sends: {failed:.0f}")
     rate = args.cursors / build_s
     print(
         f"BUILD: {args.cursors} cursor ledgers in {build_s:.2f}s = {rate:.0f} ledgers/s, "
