@@ -54,6 +54,7 @@ from braid.core.storage_switch import (
     SwitchPhase,
     SwitchState,
     SwitchTarget,
+    can_roll_back,
     cleanup_deadline_ms,
     new_switch_state,
     next_step,
@@ -449,9 +450,7 @@ class StorageClusterService:
             if got is None or got[0].phase.terminal:
                 raise SwitchRejected("no switch in progress to roll back")
             state = got[0]
-            if state.phase in (SwitchPhase.CLEANUP, SwitchPhase.ROLLBACK) or state.count(
-                ItemStatus.CLEANED
-            ):
+            if state.phase is SwitchPhase.ROLLBACK or not can_roll_back(state):
                 raise SwitchRejected(
                     f"the switch is in phase {state.phase.value}: source copies are being or "
                     f"were deleted, it cannot be rolled back"

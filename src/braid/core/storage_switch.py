@@ -354,6 +354,16 @@ class Step:
     until_ms: int = 0
 
 
+def can_roll_back(state: SwitchState) -> bool:
+    """A rollback is possible until CLEANUP deleted (or starts deleting) a source copy; a
+    request arriving later is ignored by :func:`next_step` and refused by the service."""
+    return (
+        not state.phase.terminal
+        and state.phase is not SwitchPhase.CLEANUP
+        and state.count(ItemStatus.CLEANED) == 0
+    )
+
+
 def cleanup_deadline_ms(state: SwitchState, window_ms: int) -> int:
     """When the dual-read window closes and CLEANUP runs on its own."""
     return state.switched_ms + window_ms
@@ -362,7 +372,7 @@ def cleanup_deadline_ms(state: SwitchState, window_ms: int) -> int:
 def next_step(state: SwitchState, now_ms: int, window_ms: int, concurrency: int) -> Step:
     """What the orchestrator does next (pure: the state, the time, the window, the batch size).
 
-    A rollback request wins over everything but a finished state. BUILD copies at most
+    A rollback request wins over everything while :func:`can_roll_back` holds. BUILD copies at most
     ``concurrency`` pending items per step; PROMOTE takes every built item; CLEANUP waits for
     the window to close or an explicit request (``force`` or past the window), deletes the
     source copies of promoted items (at most ``maxDeletions``, only of ``srcClusterFilter``) and
@@ -373,7 +383,7 @@ def next_step(state: SwitchState, now_ms: int, window_ms: int, concurrency: int)
     phase = state.phase
     if phase.terminal:
         return Step(StepKind.IDLE)
-    if state.rollback_requested or phase is SwitchPhase.ROLLBACK:
+    if phase is SwitchPhase.ROLLBACK or (state.rollback_requested and can_roll_back(state)):
         if phase is not SwitchPhase.ROLLBACK:
             return Step(StepKind.FINISH, phase=SwitchPhase.ROLLBACK)
         promoted = tuple(i for i in state.items if i.status is ItemStatus.PROMOTED)
@@ -521,6 +531,7 @@ __all__ = [
     "SwitchPhase",
     "SwitchState",
     "SwitchTarget",
+    "can_roll_back",
     "cleanup_deadline_ms",
     "final_phase",
     "new_switch_state",

@@ -27,6 +27,7 @@ from braid.core.storage_switch import (
     SwitchPhase,
     SwitchState,
     SwitchTarget,
+    can_roll_back,
     final_phase,
     new_switch_state,
     next_step,
@@ -191,6 +192,18 @@ def test_rollback_wins_and_reverts_only_promoted_items() -> None:
     assert next_step(state, 0, WINDOW, 16).phase is SwitchPhase.ROLLED_BACK
 
 
+def test_a_rollback_request_after_a_deletion_is_ignored() -> None:
+    state = _state(
+        phase=SwitchPhase.AWAIT_CLEANUP,
+        discovered=True,
+        rollback_requested=True,
+        items=(_item(1, ItemStatus.CLEANED), _item(2, ItemStatus.PROMOTED)),
+    )
+    assert not can_roll_back(state)
+    assert next_step(state, 0, WINDOW, 16).kind is StepKind.WAIT
+    assert not can_roll_back(dataclasses.replace(state, phase=SwitchPhase.CLEANUP, items=()))
+
+
 def test_a_switch_to_the_same_target_retries_failed_and_deferred_items() -> None:
     previous = _state(
         phase=SwitchPhase.DONE_WITH_FAILURES,
@@ -258,11 +271,8 @@ def test_every_run_ends_in_a_terminal_phase_and_keeps_the_invariants(
     now = 1000
     built_ever: set[int] = set()
     for turn in range(1000):
-        if (
-            rollback_at is not None
-            and turn == rollback_at
-            and state.phase in (SwitchPhase.BUILD, SwitchPhase.PROMOTE, SwitchPhase.AWAIT_CLEANUP)
-        ):
+        if rollback_at is not None and turn == rollback_at and not state.phase.terminal:
+            # At any time, even after a bounded cleanup deleted copies: then it is ignored.
             state = dataclasses.replace(state, rollback_requested=True)
         step = next_step(state, now, WINDOW, concurrency)
         if step.kind is StepKind.IDLE:
