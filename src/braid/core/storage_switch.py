@@ -110,7 +110,7 @@ class BookieClusterInfo:
             if not isinstance(uri, str):
                 raise TypeError("metadataServiceUri is not a string")
             return cls(validate_registry_name(doc["name"]), uri, ClusterStatus.parse(doc["status"]))
-        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InvalidClusterDocument(f"corrupt storage cluster document: {exc}") from None
 
 
@@ -314,7 +314,7 @@ class SwitchState:
                 cleanup_status_failed=bool(doc.get("cleanupStatusFailed", False)),
                 finished_ms=int(doc.get("finishedMillis", 0)),
             )
-        except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InvalidClusterDocument(f"corrupt switch state: {exc}") from None
 
     def count(self, status: ItemStatus) -> int:
