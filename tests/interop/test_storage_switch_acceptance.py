@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -99,8 +100,15 @@ class OfficialClientTraffic:
             self.errors.append(exc)
 
     def _consume(self) -> None:
+        deadline: float | None = None
         try:
-            while not self._stop.is_set() or len(self.received) < len(self.sent):
+            # After stop: until every sent message arrived (a count would be fooled by a
+            # redelivered duplicate), for at most 60 s.
+            while not self._stop.is_set() or not set(self.received) >= set(self.sent):
+                if self._stop.is_set():
+                    deadline = deadline or time.monotonic() + 60
+                    if time.monotonic() > deadline:
+                        return
                 try:
                     message = self.consumer.receive(timeout_millis=100)
                 except pulsar.Timeout:
