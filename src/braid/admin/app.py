@@ -23,6 +23,7 @@ from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 
+from braid.admin.bookie_clusters import bookie_clusters_router
 from braid.admin.errors import PreconditionFailed, TopicAlreadyExists, install_error_handlers
 from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.metrics import metrics_registry
@@ -42,6 +43,7 @@ from braid.broker.resources import (
     check_name,
 )
 from braid.broker.schemas.topic_schemas import TopicSchemas
+from braid.clusters.service import StorageClusterService
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.errors import ServiceUnavailableError
 from braid.core.names import TopicDomain, TopicName
@@ -118,6 +120,7 @@ def create_app(
     resources: BrokerResources,
     broker: TopicAdmin,
     scalable: ScalableTopicService | None = None,
+    storage_clusters: StorageClusterService | None = None,
 ) -> FastAPI:
     """Build the admin application.
 
@@ -127,6 +130,7 @@ def create_app(
         broker: topic operations.
         scalable: the scalable-topic service; ``None`` leaves ``/scalable`` and ``/segments``
             out (scalable topics disabled).
+        storage_clusters: PIP-470's service; ``None`` leaves ``/bookie-clusters`` out.
     """
     app = FastAPI(
         title="Braid admin API",
@@ -467,6 +471,8 @@ def create_app(
     )
     if scalable is not None:
         v2.include_router(scalable_router(scalable, scalable.segments, resources.namespace_exists))
+    if storage_clusters is not None:
+        v2.include_router(bookie_clusters_router(storage_clusters))
     app.include_router(v2)
     app.include_router(lookup_router(broker))
 
@@ -483,7 +489,7 @@ def create_app(
             return {"status": "ok"}
         return {"status": "degraded", "reason": storage["reason"], "storage": storage}
 
-    registry = metrics_registry(broker.topics, config.cluster_name, scalable)
+    registry = metrics_registry(broker.topics, config.cluster_name, scalable, storage_clusters)
 
     @app.get(
         "/metrics",

@@ -14,6 +14,14 @@ pay nothing (they only bump the integer counters they already keep):
   ``pulsar_scalable_topic_auto_merges_total``,
   ``pulsar_scalable_topic_split_suppressed_max_segments_total`` and
   ``pulsar_scalable_topic_merge_suppressed_max_depth_total``.
+* PIP-470 storage-cluster switching (``braid.clusters.metrics.SwitchMetrics``):
+  ``pulsar_bookie_cluster_active{cluster}`` (1 for the active cluster),
+  ``pulsar_bookie_cluster_switch_total{result}``, ``pulsar_bookie_cluster_rollback_total``,
+  ``migration_ledgers_built_total{kind}``, ``migration_ledgers_failed_total{kind}``,
+  ``migration_ledger_id_conflict_total``, ``migration_ledgers_promoted_total{kind}``,
+  ``migration_ledgers_promoted_via_rollover_total``, ``migration_promote_cas_retries_total``,
+  ``migration_promote_deferred_total``, ``migration_ledgers_cleaned_total`` and
+  ``migration_ledgers_reverted_total``.
 
 Each app gets its own registry (several brokers in one test process do not collide).
 """
@@ -30,6 +38,7 @@ from prometheus_client.registry import Collector
 from braid.core.names import TopicName
 
 if TYPE_CHECKING:
+    from braid.clusters.service import StorageClusterService
     from braid.scalable.service import ScalableTopicService
 
 
@@ -165,13 +174,79 @@ def _namespace(topic_name: str) -> str:
         return ""
 
 
+class StorageSwitchCollector(Collector):
+    """PIP-470's counters, read from the storage-cluster service when scraped."""
+
+    def __init__(self, service: StorageClusterService) -> None:
+        self._service = service
+
+    def collect(self) -> Iterator[Metric]:
+        m = self._service.metrics
+        active = GaugeMetricFamily(
+            "pulsar_bookie_cluster_active",
+            "1 for the storage cluster new ledgers are created on",
+            labels=["cluster"],
+        )
+        active.add_metric([self._service.active_name], 1)
+        yield active
+        switches = CounterMetricFamily(
+            "pulsar_bookie_cluster_switch", "Storage-cluster switches", labels=["result"]
+        )
+        switches.add_metric(["success"], m.switch_success)
+        switches.add_metric(["failure"], m.switch_failure)
+        yield switches
+        plain = (
+            ("pulsar_bookie_cluster_rollback", "Switches rolled back", m.rollbacks),
+            (
+                "migration_ledger_id_conflict",
+                "BUILD found the ledger id taken on the target (LedgerExists)",
+                m.id_conflicts,
+            ),
+            (
+                "migration_ledgers_promoted_via_rollover",
+                "Cursors that rolled over to the new cluster instead of being promoted",
+                m.promoted_via_rollover,
+            ),
+            (
+                "migration_promote_cas_retries",
+                "PROMOTE compare-and-swaps lost and retried",
+                m.promote_cas_retries,
+            ),
+            (
+                "migration_promote_deferred",
+                "Ledgers whose PROMOTE exhausted its retries (retried by the next switch)",
+                m.promote_deferred,
+            ),
+            ("migration_ledgers_cleaned", "Old-cluster copies deleted by CLEANUP", m.cleaned),
+            ("migration_ledgers_reverted", "Attributions returned by ROLLBACK", m.reverted),
+        )
+        for name, doc, value in plain:
+            family = CounterMetricFamily(name, doc)
+            family.add_metric([], value)
+            yield family
+        for name, doc, counts in (
+            ("migration_ledgers_built", "Ledgers copied by BUILD", m.built),
+            ("migration_ledgers_failed", "Ledgers BUILD could not copy", m.failed),
+            ("migration_ledgers_promoted", "Attributions moved by PROMOTE", m.promoted),
+        ):
+            family = CounterMetricFamily(name, doc, labels=["kind"])
+            for kind in ("SCHEMA", "CURSOR"):
+                family.add_metric([kind], counts.get(kind, 0))
+            yield family
+
+
 def metrics_registry(
-    topics: Mapping[str, Any], cluster: str, scalable: ScalableTopicService | None = None
+    topics: Mapping[str, Any],
+    cluster: str,
+    scalable: ScalableTopicService | None = None,
+    storage_clusters: StorageClusterService | None = None,
 ) -> CollectorRegistry:
-    """A registry holding only the broker's collector."""
+    """A registry holding the broker's collector (and PIP-470's, when given)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(BrokerCollector(topics, cluster, scalable))
+    if storage_clusters is not None:
+        registry.register(StorageSwitchCollector(storage_clusters))
     return registry
 
 
-__all__ = ["BrokerCollector", "metrics_registry"]
+__all__ = ["BrokerCollector", "StorageSwitchCollector", "metrics_registry"]

@@ -159,6 +159,15 @@ class BrokerConfig:
     default_num_partitions: int = 1
     #: ``name:pulsar://host:port`` entries: the URL a LOOKUP with ``listener_name`` gets.
     advertised_listeners: tuple[str, ...] = ()
+    #: PIP-470: more storage clusters, ``name=metadataServiceUri`` separated by ``;``, registered
+    #: STANDBY at start (standalone runs their bookies in ``<dataDir>/storage/<name>``).
+    bookie_clusters: tuple[tuple[str, str], ...] = ()
+    #: PIP-470: switch without the I11 idgen precheck (lab/staging only).
+    bookie_cluster_switch_skip_idgen_precheck: bool = False
+    #: PIP-470: the rollback window after a switch, before CLEANUP runs on its own.
+    bookie_cluster_dual_read_timeout_days: int = 15
+    #: PIP-470: ledgers BUILD copies at once.
+    bookie_cluster_switch_concurrency: int = 16
 
     def __post_init__(self) -> None:
         # Resolve the derived defaults once so every reader sees the same values.
@@ -338,6 +347,19 @@ def _parse_topic_type(text: str) -> str:
 _LISTENER = re.compile(r"^[A-Za-z0-9_.\-]+:pulsar(\+ssl)?://[A-Za-z0-9._\-\[\]:]+:\d+$")
 
 
+def _parse_bookie_clusters(text: str) -> tuple[tuple[str, str], ...]:
+    """``name=uri;name2=uri2`` (empty: none)."""
+    out: list[tuple[str, str]] = []
+    for part in text.split(";"):
+        if not part.strip():
+            continue
+        name, sep, uri = part.partition("=")
+        if not sep or not name.strip() or not uri.strip():
+            raise ValueError(f"expected name=metadataServiceUri, got {part.strip()!r}")
+        out.append((_parse_name(name.strip()), _parse_url(uri.strip())))
+    return tuple(out)
+
+
 def _parse_listeners(text: str) -> tuple[str, ...]:
     entries = tuple(p.strip() for p in text.split(",") if p.strip())
     for entry in entries:
@@ -447,6 +469,20 @@ KEYS: tuple[_Key, ...] = (
     _Key("allowAutoTopicCreationType", "allow_auto_topic_creation_type", _parse_topic_type),
     _Key("defaultNumPartitions", "default_num_partitions", _parse_int(1, 10_000)),
     _Key("advertisedListeners", "advertised_listeners", _parse_listeners),
+    _Key("bookieClusters", "bookie_clusters", _parse_bookie_clusters),
+    _Key(
+        "bookieClusterSwitchSkipIdgenPrecheck",
+        "bookie_cluster_switch_skip_idgen_precheck",
+        _parse_bool,
+    ),
+    _Key(
+        "bookieClusterDualReadTimeoutDays",
+        "bookie_cluster_dual_read_timeout_days",
+        _parse_int(0),
+    ),
+    _Key(
+        "bookieClusterSwitchConcurrency", "bookie_cluster_switch_concurrency", _parse_int(1, 1024)
+    ),
 )
 
 _BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}
@@ -586,6 +622,8 @@ def _check_auto_scale_settings(settings: Mapping[str, str]) -> None:
 def _text(value: object) -> str:
     if isinstance(value, SchemaCompatibilityStrategy):
         return value.value
+    if isinstance(value, tuple) and all(isinstance(v, tuple) for v in value):
+        return ";".join("=".join(str(part) for part in v) for v in value)
     if isinstance(value, tuple):
         return ",".join(str(v) for v in value)
     return str(value)

@@ -2,7 +2,8 @@
 
 Groups mirror the API: ``scalable-topics`` (``topic://``: create, split, merge, subscriptions,
 stats as a DAG tree), ``segments`` (``segment://``, the controller's tools), ``tenants``,
-``namespaces`` and ``topics`` (``persistent://``), plus ``health``. This module builds the
+``namespaces`` and ``topics`` (``persistent://``), ``schemas``, ``bookie-clusters`` (PIP-470
+storage-cluster switching), plus ``health``. This module builds the
 argument parser (help with examples at every level) and runs a command; what each command does
 with :class:`braid.admin.client.AdminClient` and how it prints the answer (tables by default,
 ``--output json`` for scripts) is in :mod:`braid.cli.admin_commands`.
@@ -23,8 +24,8 @@ import sys
 import time
 from typing import Any, TextIO
 
+from braid.cli import admin_bookie_clusters, admin_compaction, admin_compat
 from braid.cli import admin_commands as cmd
-from braid.cli import admin_compaction, admin_compat
 from braid.core.errors import BraidError
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -47,6 +48,7 @@ command groups:
                    compatibility strategy, ...)
   topics           classic persistent:// topics, partitioned or not
   schemas          a topic's schema versions: get, upload, delete
+  bookie-clusters  storage clusters: register, precheck, switch, status, rollback, cleanup
   health           is a broker answering at --url?
 
 Run `braid admin <group> --help` for the commands of a group.
@@ -247,6 +249,7 @@ def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     _add_namespaces(builder)
     _add_topics(builder)
     admin_compat.add_schemas_group(builder.group, _command, _topic_arg)
+    admin_bookie_clusters.add_bookie_clusters_group(builder.group, _command)
     health = builder.groups.add_parser(
         "health",
         help="check that a broker answers at --url (and reaches its metadata store)",

@@ -17,6 +17,8 @@ Data dir layout::
     <dataDir>/braid.lock           held (flock) while a process uses the directory
     <dataDir>/metadata/metadata.db the SQLite metadata store (default metadataStoreUrl)
     <dataDir>/bookie-0/            the in-process bookie: journal and ledger files
+    <dataDir>/storage/<name>/      the bookies of another storage cluster (PIP-470,
+                                   ``bookieClusters`` or ``braid admin bookie-clusters register``)
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from braid.metadata import MetadataStore, open_store
 
 if TYPE_CHECKING:
     from braid.broker.service import BrokerService
+    from braid.clusters.service import StorageClusterService
     from braid.ledger.factory import DefaultManagedLedgerFactory
     from braid.scalable.service import ScalableTopicService
 
@@ -65,6 +68,7 @@ class StandaloneServer:
         self.ml_factory: DefaultManagedLedgerFactory | None = None
         self.broker: BrokerService | None = None
         self.scalable: ScalableTopicService | None = None
+        self.storage_clusters: StorageClusterService | None = None
         self.admin: AdminServer | None = None
 
     @property
@@ -92,6 +96,8 @@ class StandaloneServer:
     async def _start(self) -> None:
         # Imported here: these layers are heavy and `braid --help` should stay instant.
         from braid.broker.service import BrokerService
+        from braid.clusters.factory import LocalClusterFactory
+        from braid.clusters.service import StorageClusterService
         from braid.ledger.factory import DefaultManagedLedgerFactory
         from braid.scalable.install import install_scalable_topics
         from braid.storage import StorageRouter, open_local_cluster
@@ -119,6 +125,28 @@ class StandaloneServer:
         router = StorageRouter([storage], active=LOCAL_STORAGE_CLUSTER)
 
         self.ml_factory = DefaultManagedLedgerFactory(self.metadata, router, clock=self.clock)
+        cluster_factory = LocalClusterFactory(
+            config.data_dir,
+            self.metadata,
+            config.metadata_store_url,
+            home_cluster=LOCAL_STORAGE_CLUSTER,
+            clock=self.clock,
+        )
+        self.storage_clusters = StorageClusterService(
+            self.metadata,
+            router,
+            storage,
+            config.metadata_store_url,
+            cluster_factory,
+            self.ml_factory,
+            self.clock,
+            dual_read_timeout_days=config.bookie_cluster_dual_read_timeout_days,
+            concurrency=config.bookie_cluster_switch_concurrency,
+            skip_idgen_precheck=config.bookie_cluster_switch_skip_idgen_precheck,
+        )
+        # Closed after the managed ledgers (their cursors flush through these clients).
+        self._closers.append(("storage clusters", self.storage_clusters.close))
+        await self.storage_clusters.bootstrap(config.bookie_clusters)
         self._closers.append(("managed ledgers", self.ml_factory.close))
 
         self.resources = BrokerResources(self.metadata)
@@ -134,10 +162,12 @@ class StandaloneServer:
             self.scalable = await install_scalable_topics(self.broker, self.resources)
             self._closers.append(("scalable topics", self.scalable.close))
 
-        app = create_app(config, self.resources, self.broker, self.scalable)
+        app = create_app(config, self.resources, self.broker, self.scalable, self.storage_clusters)
         self.admin = AdminServer(app, config.bind_address, config.web_service_port)
         self._closers.append(("admin server", self.admin.stop))
         await self.admin.start()
+        await self.storage_clusters.start(self.web_service_url)
+        self._closers.append(("switch orchestrator", self.storage_clusters.stop))
         if self.scalable is not None:
             await self.scalable.start(self.web_service_url)
         log.info(

@@ -83,6 +83,8 @@ class ManagedCursorImpl:
         self._persisted_gen = 0
         self._persist_task: asyncio.Task[None] | None = None
         self._persist_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        # Serialises store writes with PIP-470 re-attribution (the seed's cursor lock).
+        self._store_lock = asyncio.Lock()
         self._closed = False
         self._advance_mark_delete()
 
@@ -397,7 +399,36 @@ class ManagedCursorImpl:
             self._persist_task = None
 
     async def _write(self, info: ManagedCursorInfo) -> None:
-        await self._store.write(info)
+        async with self._store_lock:
+            await self._store.write(info)
+
+    @property
+    def cursors_ledger_id(self) -> int:
+        """The ledger the cursor's snapshots go to now (-1: none)."""
+        return self._store.cursors_ledger_id
+
+    async def reattribute_storage(
+        self, expected_ledger_id: int, copied_last_entry: int, from_cluster: str, to_cluster: str
+    ) -> bool:
+        """PIP-470 PROMOTE / ROLLBACK of this cursor, under the cursor's write lock.
+
+        Re-points the node at the copy of ``expected_ledger_id`` on ``to_cluster`` when the
+        cursor has not written since it was copied (``True``); otherwise rolls the cursor over to
+        a new ledger on the active cluster and returns ``False`` (promoted via rollover).
+
+        Raises:
+            ManagedLedgerFenced: another owner took the cursor over.
+        """
+        self._check_usable()
+        async with self._store_lock:
+            if await self._store.reattribute(
+                expected_ledger_id, copied_last_entry, from_cluster, to_cluster
+            ):
+                return True
+            if self._store.cursors_ledger_id == expected_ledger_id:
+                self._store.request_rollover()
+                await self._store.write(self._snapshot())
+            return False
 
     async def flush(self) -> None:
         """Write the final state into the node and drop the cursor ledger (the log's close)."""

@@ -12,6 +12,12 @@ the snapshot written when that ledger was started, and the full state after a cl
   ``max_entries`` snapshots so old snapshots are reclaimed.
 * **Write**: append the snapshot. ``LedgerFenced`` means a new owner recovered the ledger.
   Any other storage failure falls back to writing the snapshot into the node.
+* **Re-attribute** (PIP-470 PROMOTE and ROLLBACK, under the cursor's write lock): when the
+  ledger the node points at still holds exactly what a switch copied to another storage cluster
+  (same id, same entry ids), CAS *only* the node's ``bookieClusterName`` (I9) and detach the
+  writer, so the next write starts a ledger on the active cluster; when the cursor wrote since the
+  copy, roll over to a new ledger on the active cluster instead (the seed's
+  promoted-via-rollover).
 * **Load** (a new owner): recover the ledger the node points at - fencing the previous owner's
   writes - read its last snapshot, and CAS that into the node with ``cursorsLedgerId = -1``
   (this *claims* the node: the previous owner's next CAS fails). The recovered ledger is kept,
@@ -125,6 +131,56 @@ class CursorStore:
                 store._stale = (node.cursors_ledger_id, node.bookie_cluster_name)
             return store, claimed
         raise ManagedLedgerFenced(f"cursor {cursor_name!r} keeps changing: another owner is active")
+
+    # -- PIP-470 re-attribution -------------------------------------------------------------------
+
+    async def reattribute(
+        self, expected_ledger_id: int, copied_last_entry: int, from_cluster: str, to_cluster: str
+    ) -> bool:
+        """Point the node at the copy of ``expected_ledger_id`` on ``to_cluster`` (same id, same
+        entry ids), changing only ``bookieClusterName``. The caller holds the cursor's write lock.
+
+        Returns ``True`` when re-attributed (or already attributed to ``to_cluster``), ``False``
+        when the cursor no longer uses that ledger or wrote past ``copied_last_entry`` since it
+        was copied (the caller then rolls the cursor over to the active cluster).
+
+        Raises:
+            ManagedLedgerFenced: another owner took the cursor over.
+        """
+        writer = self._ledger
+        if writer is not None:
+            if writer.ledger_id != expected_ledger_id or writer.cluster_name != from_cluster:
+                return False
+            if writer.last_add_confirmed != copied_last_entry:
+                return False
+        got = await self._ctx.metadata.get(self._path)
+        if got is None:
+            self._fenced(NodeNotFound(self._path))
+        data, stat = got
+        if stat.version != self._version:
+            self._fenced(BadVersion(f"{self._path} changed under its owner"))
+        node = decode_cursor_info(data)
+        if node.cursors_ledger_id != expected_ledger_id:
+            return False
+        if node.bookie_cluster_name == to_cluster:
+            return True
+        if node.bookie_cluster_name != from_cluster:
+            return False
+        await self._write_node(dataclasses.replace(node, bookie_cluster_name=to_cluster))
+        if writer is not None:
+            # The source ledger stays (a rollback needs it; CLEANUP deletes it): close only.
+            try:
+                await writer.close()
+            except BraidError as exc:
+                log.debug("closing cursor ledger %s: %r", writer.ledger_id, exc)
+            self._ledger, self._ledger_entries = None, 0
+        # Once the next write starts a new ledger, this copy is no longer referenced.
+        self._stale = (expected_ledger_id, to_cluster)
+        return True
+
+    def request_rollover(self) -> None:
+        """Make the next write start a new ledger on the active cluster."""
+        self._ledger_entries = self._ctx.max_entries
 
     # -- writing ---------------------------------------------------------------------------------
 

@@ -105,6 +105,22 @@ class DefaultManagedLedgerFactory:
             self._ledgers.setdefault(name, ml)
         return ml
 
+    def opened(self, name: str) -> ManagedLedgerImpl | None:
+        """The managed ledger ``name`` if this process has it open (owns it), else ``None``."""
+        return self._ledgers.get(name)
+
+    def request_rollover_all(self) -> int:
+        """Ask every managed ledger open here to roll its current ledger over now (PIP-470:
+        new writes move to the active storage cluster); returns how many were asked."""
+        for ml in self._ledgers.values():
+            ml.request_rollover()
+        return len(self._ledgers)
+
+    @property
+    def root(self) -> str:
+        """The metadata path the managed ledgers live under."""
+        return self._root
+
     def _forget(self, ml: ManagedLedgerImpl) -> None:
         if self._ledgers.get(ml.name) is ml:
             del self._ledgers[ml.name]

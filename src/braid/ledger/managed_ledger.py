@@ -150,6 +150,8 @@ class ManagedLedgerImpl:
         self._closing = False
         self._closed = False
         self._rollover_requested = False
+        # PIP-470: roll the current ledger over even though it is not full (storage switch).
+        self._roll_now = False
         self._age_task: asyncio.Task[None] | None = None
         if current is not None:
             self._watch_age(current)
@@ -408,7 +410,13 @@ class ManagedLedgerImpl:
                 if self._waiting or self._rollover_requested:
                     self._rollover_requested = False
                     cur = self._current
-                    if cur is None or cur.broken or self._is_full(cur):
+                    roll_now, self._roll_now = self._roll_now, False
+                    if (
+                        cur is None
+                        or cur.broken
+                        or self._is_full(cur)
+                        or (roll_now and cur.issued_entries > 0)
+                    ):
                         await self._rollover()
                         continue
                     while self._waiting and not self._is_full(cur):
@@ -455,6 +463,16 @@ class ManagedLedgerImpl:
                 self._rollover_requested = True
                 self._ensure_control()
                 return
+
+    def request_rollover(self) -> None:
+        """Roll the current ledger over now, full or not (an empty one is left alone), so the
+        next entries go to a ledger of the active storage cluster (PIP-470: after a switch,
+        a log's writes move to the new cluster without waiting for its ledger to fill)."""
+        if self._closed or self._closing or self._fenced or self._terminated:
+            return
+        self._roll_now = True
+        self._rollover_requested = True
+        self._ensure_control()
 
     async def _drain(self, cur: CurrentLedger) -> None:
         """Wait until every add issued to ``cur`` has finished (acknowledged or failed)."""

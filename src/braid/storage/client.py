@@ -178,6 +178,24 @@ class BookKeeperClient:
                 continue
             return
 
+    async def next_ledger_id(self) -> int:
+        """The id the generator hands out next: every id below it may be taken (PIP-470 I11)."""
+        self._check_open()
+        value, _ = await self._read_idgen()
+        return value
+
+    async def raise_ledger_id_floor(self, floor: int) -> int:
+        """Advance the generator to at least ``floor`` (never back); returns its new value.
+
+        What an operator does to a new storage cluster before switching to it (I11), so the ids
+        it allocates cannot collide with ledger ids copied over from the old cluster.
+        """
+        self._check_open()
+        validate_ledger_id(floor)
+        await self._raise_idgen_floor(floor)
+        value, _ = await self._read_idgen()
+        return value
+
     # -- creating ------------------------------------------------------------------------------
     def _ensemble(
         self, ledger_id: int, ensemble: int, write_quorum: int, ack_quorum: int

@@ -3,15 +3,31 @@
 New ledgers are created on :attr:`StorageRouter.active`; a ledger is read through
 :meth:`StorageRouter.client_for` its stamp (``LedgerMetadata.cluster_name`` /
 ``LedgerInfo.bookie_cluster_name``), so ledgers written before a switch stay readable on the cluster
-that holds them. Orchestrating a switch is the job of the layer above (DESIGN.md §2's
-``clusters`` package, not written yet).
+that holds them. Orchestrating a switch is the job of the layer above (``braid.clusters``).
+
+Dual read (PIP-470): the first switch records :class:`DualRead` - the cluster everything was on
+before (``initialClusterName``), the first ledger id the new cluster allocates
+(``switchLedgerIdBoundary``) and when (``switchTimestampMillis``); later switches only refresh the
+time. Routing itself needs none of it (the stamp decides); it is what status reports and the
+dual-read window are measured from.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from braid.storage.api import StorageClient, StorageClusterExists, UnknownStorageCluster
+
+
+@dataclass(frozen=True, slots=True)
+class DualRead:
+    """What the first switch recorded (the seed's ``enableDualRead``)."""
+
+    initial_cluster_name: str
+    switch_ledger_id_boundary: int
+    switch_timestamp_millis: int
 
 
 class StorageRouter:
@@ -26,6 +42,7 @@ class StorageRouter:
         """
         self._clients: dict[str, StorageClient] = {}
         self._active: str | None = None
+        self._dual_read: DualRead | None = None
         for client in clients:
             self.register(client)
         if active is not None:
@@ -75,6 +92,42 @@ class StorageRouter:
         if client is None:
             raise UnknownStorageCluster(f"no storage client for cluster {cluster_name!r}")
         return client
+
+    def has(self, cluster_name: str) -> bool:
+        """Whether a client is registered under ``cluster_name``."""
+        return cluster_name in self._clients
+
+    async def remove(self, cluster_name: str) -> None:
+        """Close and forget a cluster's client (``close-client``); ledgers stamped with it can
+        no longer be read.
+
+        Raises:
+            UnknownStorageCluster: no client is registered under that name.
+            StorageClusterExists: it is the active cluster (a client that is in use).
+        """
+        client = self.client_for(cluster_name)
+        if cluster_name == self._active:
+            raise StorageClusterExists(f"storage cluster {cluster_name!r} is the active one")
+        del self._clients[cluster_name]
+        await client.close()
+
+    @property
+    def dual_read(self) -> DualRead | None:
+        """What the first switch recorded; ``None`` before any switch."""
+        return self._dual_read
+
+    def record_switch(self, previous: str, boundary_ledger_id: int, now_ms: int) -> DualRead:
+        """Record a switch away from ``previous``: the first one enables dual read, later ones
+        refresh only the timestamp (the seed's ``recordSwitchEpoch``)."""
+        if self._dual_read is None:
+            self._dual_read = DualRead(previous, boundary_ledger_id, now_ms)
+        else:
+            self._dual_read = dataclasses.replace(self._dual_read, switch_timestamp_millis=now_ms)
+        return self._dual_read
+
+    def restore_dual_read(self, dual_read: DualRead) -> None:
+        """Set the dual-read record a previous process persisted (restart)."""
+        self._dual_read = dual_read
 
     def cluster_names(self) -> list[str]:
         """Names of the registered clusters, sorted."""

@@ -1,0 +1,106 @@
+"""Opening a client for a registered storage cluster (the seed's ``DynamicBookKeeperClientFactory``
+creating a BK client lazily).
+
+:class:`LocalClusterFactory` is the standalone one: a cluster is a metadata store (its
+``metadataServiceUri``: an SQLite file, a ZooKeeper chroot, or the broker's own store for the
+cluster the broker started with) plus in-process bookies on their own data directory,
+``<dataDir>/storage/<name>/bookie-<i>`` (the starting cluster keeps ``<dataDir>/bookie-0``). So
+two clusters share neither metadata root nor bookie data, and a whole switch runs on one
+machine. Opening fails with a typed error (the store cannot be reached, the data directory is
+in use) and nothing is left open.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from braid.clock import Clock
+from braid.clusters.registry import uri_identity
+from braid.core.storage_switch import BookieClusterInfo
+from braid.metadata import open_store
+from braid.metadata.api import MetadataStore
+from braid.storage.client import BookKeeperClient
+from braid.storage.local import open_local_cluster
+
+
+class StorageClusterFactory(Protocol):
+    """Opens and releases the client of a registered cluster."""
+
+    async def open(self, info: BookieClusterInfo) -> BookKeeperClient:
+        """A client of ``info``'s cluster (its own metadata root and bookies).
+
+        Raises:
+            BraidError: the cluster cannot be reached or opened.
+        """
+        ...
+
+    async def release(self, name: str) -> None:
+        """Close what :meth:`open` opened besides the client (its metadata store)."""
+        ...
+
+
+class LocalClusterFactory:
+    """Storage clusters of in-process bookies under one data directory (standalone)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        broker_store: MetadataStore,
+        broker_store_url: str,
+        *,
+        home_cluster: str,
+        clock: Clock | None = None,
+        bookies: int = 1,
+    ) -> None:
+        """Args:
+        data_dir: the standalone's data directory.
+        broker_store: the broker's metadata store (a cluster registered with its URL uses it).
+        broker_store_url: that store's URL.
+        home_cluster: the cluster the broker started with; its bookies stay in ``data_dir``.
+        """
+        self._data_dir = Path(data_dir)
+        self._broker_store = broker_store
+        self._broker_identity = uri_identity(broker_store_url)
+        self._home = home_cluster
+        self._clock = clock
+        self._bookies = bookies
+        self._stores: dict[str, MetadataStore] = {}
+
+    def bookie_dir(self, name: str) -> Path:
+        """Where the cluster's bookies keep their data."""
+        return self._data_dir if name == self._home else self._data_dir / "storage" / name
+
+    async def open(self, info: BookieClusterInfo) -> BookKeeperClient:
+        owned: MetadataStore | None = None
+        if uri_identity(info.metadata_service_uri) == self._broker_identity:
+            store = self._broker_store
+        else:
+            owned = store = await open_store(info.metadata_service_uri, clock=self._clock)
+        try:
+            client = await open_local_cluster(
+                store,
+                self.bookie_dir(info.name),
+                info.name,
+                clock=self._clock,
+                bookies=self._bookies,
+            )
+        except BaseException:
+            if owned is not None:
+                await owned.close()
+            raise
+        if owned is not None:
+            self._stores[info.name] = owned
+        return client
+
+    async def release(self, name: str) -> None:
+        store = self._stores.pop(name, None)
+        if store is not None:
+            await store.close()
+
+    async def close(self) -> None:
+        for name in list(self._stores):
+            await self.release(name)
+
+
+__all__ = ["LocalClusterFactory", "StorageClusterFactory"]

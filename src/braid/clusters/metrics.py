@@ -1,0 +1,46 @@
+"""Counters of storage-cluster switching (the seed's ``BookieClusterSwitchMetrics``), read by the
+admin ``/metrics`` collector at scrape time. Plain integers: bumping one costs nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass
+class SwitchMetrics:
+    """Everything counted since the process started.
+
+    Exposed (``braid.admin.metrics``) as ``pulsar_bookie_cluster_switch_total{result}``,
+    ``pulsar_bookie_cluster_rollback_total``, ``migration_ledgers_built_total{kind}``,
+    ``migration_ledgers_failed_total{kind}``, ``migration_ledger_id_conflict_total``,
+    ``migration_ledgers_promoted_total{kind}``,
+    ``migration_ledgers_promoted_via_rollover_total``, ``migration_promote_cas_retries_total``,
+    ``migration_promote_deferred_total``, ``migration_ledgers_cleaned_total`` and
+    ``migration_ledgers_reverted_total``, plus the gauge ``pulsar_bookie_cluster_active{cluster}``.
+    """
+
+    switch_success: int = 0
+    switch_failure: int = 0
+    rollbacks: int = 0
+    built: dict[str, int] = dataclasses.field(default_factory=dict)
+    failed: dict[str, int] = dataclasses.field(default_factory=dict)
+    promoted: dict[str, int] = dataclasses.field(default_factory=dict)
+    id_conflicts: int = 0
+    promoted_via_rollover: int = 0
+    promote_cas_retries: int = 0
+    promote_deferred: int = 0
+    cleaned: int = 0
+    reverted: int = 0
+
+    def record_switch_success(self) -> None:
+        self.switch_success += 1
+
+    def record_switch_failure(self) -> None:
+        self.switch_failure += 1
+
+    @staticmethod
+    def bump(counter: dict[str, int], kind: str, by: int = 1) -> None:
+        counter[kind] = counter.get(kind, 0) + by
+
+
+__all__ = ["SwitchMetrics"]

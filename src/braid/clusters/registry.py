@@ -1,0 +1,154 @@
+"""The storage-cluster registry in the broker's metadata store (the seed's Broker-ZK paths).
+
+``/admin/bookie-clusters/<name>`` holds :class:`BookieClusterInfo` JSON; exactly one cluster is
+``ACTIVE``. ``/admin/bookie-clusters/switch-target`` is the switch directive and
+``/admin/bookie-clusters/switch-state`` the orchestrator's persisted state; both are reserved
+names, never listed as clusters. Every write is a compare-and-swap on the version read.
+
+URI collisions (the seed's ``BookieClusterConfigManager``): two clusters may not share a
+metadata-service URI. URIs are compared parsed (``sqlite:////a`` is ``sqlite:///a``; a ZooKeeper
+URI is its host list plus chroot), so co-located clusters on one ZooKeeper must use different
+chroots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from braid.clusters.errors import BookieClusterNotFound, ClusterUriCollision
+from braid.core.errors import InvalidInputError
+from braid.core.storage_switch import (
+    REGISTRY_ROOT,
+    RESERVED_NAMES,
+    SWITCH_STATE_PATH,
+    SWITCH_TARGET_PATH,
+    BookieClusterInfo,
+    ClusterStatus,
+    SwitchState,
+    SwitchTarget,
+    validate_registry_name,
+)
+from braid.metadata.api import BadVersion, InvalidStoreUrl, MetadataStore
+from braid.metadata.url import parse_store_url
+
+
+def uri_identity(uri: str) -> tuple[str, str, str]:
+    """What makes two metadata-service URIs the same store: scheme, location, chroot.
+
+    Raises:
+        InvalidInputError: not a metadata store URL Braid can open.
+    """
+    try:
+        parsed = parse_store_url(uri)
+    except InvalidStoreUrl as exc:
+        raise InvalidInputError(f"invalid metadataServiceUri: {exc}") from None
+    hosts = ",".join(sorted(parsed.location.split(","))) if parsed.scheme == "zk" else None
+    return (parsed.scheme, hosts or parsed.location, parsed.chroot)
+
+
+class BookieClusterRegistry:
+    """Reads and CAS-writes the registry, the switch directive and the switch state."""
+
+    def __init__(self, metadata: MetadataStore) -> None:
+        self._metadata = metadata
+
+    @staticmethod
+    def path(name: str) -> str:
+        return f"{REGISTRY_ROOT}/{validate_registry_name(name)}"
+
+    async def list(self) -> list[BookieClusterInfo]:
+        """Every registered cluster, by name."""
+        names = await self._metadata.children(REGISTRY_ROOT)
+        out = []
+        for name in sorted(n for n in names if n not in RESERVED_NAMES):
+            got = await self._metadata.get(f"{REGISTRY_ROOT}/{name}")
+            if got is not None:
+                out.append(BookieClusterInfo.decode(got[0]))
+        return out
+
+    async def get(self, name: str) -> BookieClusterInfo:
+        """One cluster. Raises :class:`BookieClusterNotFound`."""
+        got = await self._metadata.get(self.path(name))
+        if got is None:
+            raise BookieClusterNotFound(f"storage cluster {name!r} is not registered")
+        return BookieClusterInfo.decode(got[0])
+
+    async def _get_versioned(self, name: str) -> tuple[BookieClusterInfo, int] | None:
+        got = await self._metadata.get(self.path(name))
+        if got is None:
+            return None
+        return BookieClusterInfo.decode(got[0]), got[1].version
+
+    async def register(self, info: BookieClusterInfo) -> BookieClusterInfo:
+        """Add a cluster, or update an existing one's status (same URI only).
+
+        Raises:
+            ClusterUriCollision: another cluster uses the same URI (or ZooKeeper chroot), or the
+                name is registered with a different URI.
+            InvalidInputError: a malformed URI.
+        """
+        identity = uri_identity(info.metadata_service_uri)
+        for other in await self.list():
+            if other.name == info.name:
+                if uri_identity(other.metadata_service_uri) != identity:
+                    raise ClusterUriCollision(
+                        f"storage cluster {info.name!r} is registered with "
+                        f"{other.metadata_service_uri!r}; a URI cannot be changed"
+                    )
+            elif uri_identity(other.metadata_service_uri) == identity:
+                raise ClusterUriCollision(
+                    f"metadataServiceUri {info.metadata_service_uri!r} collides with storage "
+                    f"cluster {other.name!r} ({other.metadata_service_uri!r})"
+                )
+        while True:
+            current = await self._get_versioned(info.name)
+            version = -1 if current is None else current[1]
+            try:
+                await self._metadata.put(self.path(info.name), info.encode(), version)
+            except BadVersion:
+                continue
+            return info
+
+    async def set_status(self, name: str, status: ClusterStatus) -> BookieClusterInfo:
+        """CAS one cluster's status. Raises :class:`BookieClusterNotFound`."""
+        while True:
+            current = await self._get_versioned(name)
+            if current is None:
+                raise BookieClusterNotFound(f"storage cluster {name!r} is not registered")
+            info, version = current
+            updated = dataclasses.replace(info, status=status)
+            try:
+                await self._metadata.put(self.path(name), updated.encode(), version)
+            except BadVersion:
+                continue
+            return updated
+
+    # -- the switch directive and the orchestrator's state ----------------------------------------
+
+    async def switch_target(self) -> tuple[SwitchTarget, int] | None:
+        got = await self._metadata.get(SWITCH_TARGET_PATH)
+        if got is None:
+            return None
+        return SwitchTarget.decode(got[0]), got[1].version
+
+    async def write_switch_target(self, target: SwitchTarget, expected_version: int) -> None:
+        """CAS the directive. Raises ``BadVersion`` when another switch won."""
+        await self._metadata.put(SWITCH_TARGET_PATH, target.encode(), expected_version)
+
+    async def state(self) -> tuple[SwitchState, int] | None:
+        got = await self._metadata.get(SWITCH_STATE_PATH)
+        if got is None:
+            return None
+        return SwitchState.decode(got[0]), got[1].version
+
+    async def write_state(self, state: SwitchState, expected_version: int) -> int:
+        """CAS the state; returns the new version. Raises ``BadVersion``."""
+        stat = await self._metadata.put(SWITCH_STATE_PATH, state.encode(), expected_version)
+        return stat.version
+
+    @property
+    def metadata(self) -> MetadataStore:
+        return self._metadata
+
+
+__all__ = ["BookieClusterRegistry", "uri_identity"]

@@ -1,0 +1,672 @@
+"""The broker's storage-cluster service: what ``/admin/v2/bookie-clusters`` calls, the watcher of
+the switch directive, and the owner of the switch orchestrator.
+
+* **Bootstrap** (before the broker serves): the cluster the broker started with is registered
+  (``ACTIVE`` when the registry is empty), clusters from ``bookieClusters`` are registered
+  ``STANDBY``, a client is opened for every registered cluster (so a ledger stamped with any of
+  them stays readable after a restart), and the switch directive, if any, makes its cluster
+  active again.
+* **register / list / get**; **precheck** (I11: the target's ledger-id generator is beyond every
+  ledger id of the other clusters) and **advance-idgen** (what an operator runs to make it so).
+* **switch**: refused (409) when another switch is unfinished, the target is unknown, already
+  active or DEPRECATED, its client cannot be created, or the precheck fails (unless
+  ``bookieClusterSwitchSkipIdgenPrecheck``). Otherwise the orchestrator's state is written, then
+  the directive ``name\\norigin=<url>`` (CAS), then it is applied: the router's active cluster
+  becomes the target (new ledgers go there; old ones are read where their stamp says), dual read
+  is recorded, the origin broker runs the orchestrator.
+* **rollback** (before CLEANUP deleted anything): the source's id generator is raised past the
+  target's (I11 in reverse), the state asks for a rollback, the directive names the source again.
+* **cleanup** (``dryRun`` by default) and **close-client**.
+
+The watcher reacts to directive changes made by any broker sharing the metadata store; a
+directive without an ``origin=`` line is orchestrated by the broker holding the
+``/admin/bookie-clusters-orchestrator`` leadership (standalone: itself).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from braid.clock import Clock
+from braid.clusters.errors import (
+    BookieClusterNotFound,
+    IdgenPrecheckFailed,
+    SwitchRejected,
+)
+from braid.clusters.factory import StorageClusterFactory
+from braid.clusters.metrics import SwitchMetrics
+from braid.clusters.orchestrator import StepHook, SwitchOrchestrator
+from braid.clusters.registry import BookieClusterRegistry
+from braid.core.errors import BraidError, ConflictError, InvalidInputError, NotFoundError
+from braid.core.storage_switch import (
+    DEFAULT_BUILD_CONCURRENCY,
+    DEFAULT_DUAL_READ_TIMEOUT_DAYS,
+    SWITCH_TARGET_PATH,
+    BookieClusterInfo,
+    CleanupRequest,
+    ClusterStatus,
+    ItemStatus,
+    StepKind,
+    SwitchPhase,
+    SwitchState,
+    SwitchTarget,
+    can_roll_back,
+    cleanup_deadline_ms,
+    new_switch_state,
+    next_step,
+    validate_registry_name,
+)
+from braid.ledger.cursor import ManagedCursorImpl
+from braid.ledger.factory import DefaultManagedLedgerFactory
+from braid.metadata.api import BadVersion, MetadataStore, Notification, NotificationType
+from braid.storage.client import BookKeeperClient
+from braid.storage.router import DualRead, StorageRouter
+
+log = logging.getLogger(__name__)
+
+_DAY_MS = 24 * 3600 * 1000
+
+
+class CursorRolledOver(ConflictError):
+    """PROMOTE of a cursor whose ledger changed since BUILD (HTTP 409): counted as promoted via
+    rollover."""
+
+    retriable = False
+
+
+class StorageClusterService:
+    """Registry, precheck, switch, watcher, orchestrator, rollback, cleanup (module docstring)."""
+
+    def __init__(
+        self,
+        metadata: MetadataStore,
+        router: StorageRouter,
+        home: BookKeeperClient,
+        home_uri: str,
+        factory: StorageClusterFactory,
+        ml_factory: DefaultManagedLedgerFactory,
+        clock: Clock,
+        *,
+        dual_read_timeout_days: int = DEFAULT_DUAL_READ_TIMEOUT_DAYS,
+        concurrency: int = DEFAULT_BUILD_CONCURRENCY,
+        skip_idgen_precheck: bool = False,
+        step_hook: StepHook | None = None,
+    ) -> None:
+        self._metadata = metadata
+        self._registry = BookieClusterRegistry(metadata)
+        self._router = router
+        self._home = home
+        self._home_uri = home_uri
+        self._factory = factory
+        self._clock = clock
+        self._skip_precheck = skip_idgen_precheck
+        self._window_ms = dual_read_timeout_days * _DAY_MS
+        self._clients: dict[str, BookKeeperClient] = {home.cluster_name: home}
+        self.metrics = SwitchMetrics()
+        self.origin: str | None = None
+        self._lock = asyncio.Lock()
+        self._apply_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._unlisten: Any = None
+        self.orchestrator = SwitchOrchestrator(
+            self._registry,
+            router,
+            ml_factory,
+            clock,
+            self.metrics,
+            window_ms=self._window_ms,
+            concurrency=concurrency,
+            step_hook=step_hook,
+        )
+        self._ml_factory = ml_factory
+
+    @property
+    def registry(self) -> BookieClusterRegistry:
+        return self._registry
+
+    @property
+    def active_name(self) -> str:
+        return self._router.active_name
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def bootstrap(self, configured: Sequence[tuple[str, str]] = ()) -> None:
+        """Register the home and configured clusters, open every registered cluster's client
+        and re-apply the switch directive (see the module docstring). Call before serving.
+
+        Raises:
+            ClusterUriCollision: a configured cluster collides with a registered one.
+        """
+        known = {c.name: c for c in await self._registry.list()}
+        home = self._home.cluster_name
+        if home not in known:
+            status = (
+                ClusterStatus.STANDBY
+                if any(c.status is ClusterStatus.ACTIVE for c in known.values())
+                else ClusterStatus.ACTIVE
+            )
+            known[home] = await self._registry.register(
+                BookieClusterInfo(home, self._home_uri, status)
+            )
+        for name, uri in configured:
+            if name not in known:
+                known[name] = await self._registry.register(
+                    BookieClusterInfo(validate_registry_name(name), uri, ClusterStatus.STANDBY)
+                )
+        for info in known.values():
+            if info.name not in self._clients:
+                try:
+                    await self._ensure_client(info)
+                except BraidError as exc:
+                    log.error("storage cluster %s cannot be opened: %s", info.name, exc)
+        got = await self._registry.state()
+        if got is not None:
+            state = got[0]
+            self._router.restore_dual_read(
+                DualRead(state.initial_cluster, state.boundary_ledger_id, state.switched_ms)
+            )
+        directive = await self._registry.switch_target()
+        if directive is not None and directive[0].name != self._router.active_name:
+            await self._activate(directive[0].name, record=False)
+
+    async def start(self, origin: str) -> None:
+        """Watch the directive and resume an unfinished switch this broker orchestrates."""
+        self.origin = origin
+        self._unlisten = self._metadata.register_listener(self._on_notification)
+        await self._maybe_orchestrate()
+
+    async def stop(self) -> None:
+        """Stop watching and orchestrating (the state stays persisted: a restart resumes)."""
+        if self._unlisten is not None:
+            self._unlisten()
+            self._unlisten = None
+        await self.orchestrator.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def close(self) -> None:
+        """:meth:`stop`, then close every client but the home cluster's (its owner closes it)."""
+        await self.stop()
+        for name in list(self._clients):
+            if name != self._home.cluster_name:
+                client = self._clients.pop(name)
+                if self._router.has(name):
+                    if name == self._router.active_name:
+                        await client.close()
+                    else:
+                        await self._router.remove(name)
+                else:
+                    await client.close()
+                await self._factory.release(name)
+
+    def _on_notification(self, notification: Notification) -> None:
+        if notification.path != SWITCH_TARGET_PATH or notification.type not in (
+            NotificationType.CREATED,
+            NotificationType.MODIFIED,
+        ):
+            return
+        task = asyncio.create_task(self._apply_directive())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- clients ----------------------------------------------------------------------------------
+
+    async def _ensure_client(self, info: BookieClusterInfo) -> BookKeeperClient:
+        client = self._clients.get(info.name)
+        if client is None:
+            client = await self._factory.open(info)
+            self._clients[info.name] = client
+        if not self._router.has(info.name):
+            self._router.register(client)
+        return client
+
+    async def _activate(self, name: str, *, record: bool) -> None:
+        """Make ``name`` the active cluster (its client created lazily)."""
+        info = await self._registry.get(name)
+        try:
+            client = await self._ensure_client(info)
+        except BraidError as exc:
+            self.metrics.record_switch_failure()
+            log.error(
+                "switch to %s failed: no client (%s); %s stays active", name, exc, self.active_name
+            )
+            raise
+        previous = self._router.active_name
+        self._router.set_active(name)
+        # New writes move to the new cluster now, not when each log's ledger fills up.
+        self._ml_factory.request_rollover_all()
+        if record:
+            boundary = await client.next_ledger_id()
+            self._router.record_switch(previous, boundary, self._clock.now_ms())
+            self.metrics.record_switch_success()
+        log.info("storage cluster %s is now active (was %s)", name, previous)
+
+    async def _apply_directive(self) -> None:
+        """The watcher's callback chain: hot-swap the active cluster, orchestrate if origin."""
+        directive = await self._registry.switch_target()
+        if directive is None:
+            return
+        target = directive[0]
+        async with self._apply_lock:  # the watcher and the switch call may race
+            if target.name != self._router.active_name:
+                try:
+                    await self._activate(target.name, record=True)
+                except BraidError:
+                    return
+        await self._maybe_orchestrate()
+
+    async def _maybe_orchestrate(self) -> None:
+        directive = await self._registry.switch_target()
+        got = await self._registry.state()
+        if directive is None or got is None or got[0].phase.terminal:
+            return
+        origin = directive[0].origin
+        # No origin line: leader election picks one orchestrator; a standalone broker is the
+        # only candidate.
+        if origin is None or origin == self.origin:
+            self.orchestrator.start()
+            self.orchestrator.wake()
+
+    # -- registry ---------------------------------------------------------------------------------
+
+    async def register(self, name: str, uri: str, status: str | ClusterStatus) -> dict[str, Any]:
+        """Register a cluster (or update a registered one's status).
+
+        ``ACTIVE`` is accepted only for the cluster that is active in this broker (the seed's
+        reconciliation after a failed status flip); the cluster that was ``ACTIVE`` becomes
+        ``DEPRECATED``, so exactly one stays ``ACTIVE``.
+        """
+        name = validate_registry_name(name)
+        parsed = status if isinstance(status, ClusterStatus) else ClusterStatus.parse(status)
+        if not isinstance(uri, str) or not uri:
+            raise InvalidInputError("metadataServiceUri is required")
+        async with self._lock:
+            if parsed is ClusterStatus.ACTIVE and name != self._router.active_name:
+                raise SwitchRejected(
+                    f"only the active cluster ({self._router.active_name}) can be registered "
+                    f"ACTIVE; use `switch` to change it"
+                )
+            if parsed is not ClusterStatus.ACTIVE and name == self._router.active_name:
+                raise SwitchRejected(f"{name} is the active cluster: it stays ACTIVE")
+            info = await self._registry.register(BookieClusterInfo(name, uri, parsed))
+            if parsed is ClusterStatus.ACTIVE:
+                for other in await self._registry.list():
+                    if other.name != name and other.status is ClusterStatus.ACTIVE:
+                        await self._registry.set_status(other.name, ClusterStatus.DEPRECATED)
+            return self._describe(info)
+
+    def _describe(self, info: BookieClusterInfo) -> dict[str, Any]:
+        doc: dict[str, Any] = info.to_json()
+        doc["active"] = info.name == self._router.active_name
+        doc["clientOpen"] = self._router.has(info.name)
+        return doc
+
+    async def list(self) -> list[dict[str, Any]]:
+        return [self._describe(info) for info in await self._registry.list()]
+
+    async def get(self, name: str) -> dict[str, Any]:
+        return self._describe(await self._registry.get(validate_registry_name(name)))
+
+    # -- precheck (I11) ---------------------------------------------------------------------------
+
+    async def _source_max_ledger_id(self, excluding: str) -> int:
+        highest = -1
+        for name, client in self._clients.items():
+            if name == excluding or not self._router.has(name):
+                continue
+            ids = await client.list_ledgers()
+            highest = max(highest, max(ids, default=-1), await client.next_ledger_id() - 1)
+        return highest
+
+    async def precheck(self, name: str) -> dict[str, Any]:
+        """The seed's structured result: is ``name``'s id generator beyond the source's ids?
+
+        Raises:
+            BookieClusterNotFound: not registered.
+            SwitchRejected: its client cannot be created.
+        """
+        info = await self._registry.get(validate_registry_name(name))
+        try:
+            target = await self._ensure_client(info)
+        except BraidError as exc:
+            raise SwitchRejected(f"cannot open storage cluster {name}: {exc}") from exc
+        source_max = await self._source_max_ledger_id(excluding=name)
+        target_next = await target.next_ledger_id()
+        ready = target_next > source_max
+        return {
+            "ready": ready,
+            "idgenAdvancedBeyondSource": ready,
+            "sourceClusterName": self._router.active_name,
+            "targetClusterName": name,
+            # Braid's ledger ids are flat 63-bit integers: the "high order" values are the
+            # highest id any other cluster holds and the target generator's next id.
+            "sourceMaxHighOrderBit": source_max,
+            "targetMaxHighOrderBit": target_next,
+        }
+
+    async def advance_idgen(self, name: str, margin: int) -> dict[str, Any]:
+        """Raise ``name``'s id generator to ``margin`` past every other cluster's ids."""
+        if isinstance(margin, bool) or not isinstance(margin, int) or margin < 0:
+            raise InvalidInputError(f"margin must be an integer >= 0, got {margin!r}")
+        info = await self._registry.get(validate_registry_name(name))
+        if name == self._router.active_name:
+            raise SwitchRejected(f"{name} is the active cluster")
+        target = await self._ensure_client(info)
+        await target.raise_ledger_id_floor(await self._source_max_ledger_id(name) + 1 + margin)
+        return await self.precheck(name)
+
+    # -- switch -----------------------------------------------------------------------------------
+
+    async def switch(self, name: str) -> dict[str, Any]:
+        """Switch to ``name`` (module docstring); returns the status.
+
+        Raises:
+            BookieClusterNotFound, SwitchRejected, IdgenPrecheckFailed.
+        """
+        name = validate_registry_name(name)
+        async with self._lock:
+            info = await self._registry.get(name)
+            got = await self._registry.state()
+            previous, state_version = (got[0], got[1]) if got is not None else (None, -1)
+            active = self._router.active_name
+            if previous is not None and not previous.phase.terminal:
+                raise SwitchRejected(
+                    f"the switch {previous.source} -> {previous.target} is in phase "
+                    f"{previous.phase.value}: let it finish (cleanup) or roll it back first"
+                )
+            if name == active:
+                if (
+                    previous is not None
+                    and previous.target == name
+                    and (previous.failed() or previous.count(ItemStatus.DEFERRED))
+                ):
+                    return await self._retry(previous, state_version)
+                raise SwitchRejected(f"storage cluster {name} is already active")
+            if info.status is ClusterStatus.DEPRECATED:
+                raise SwitchRejected(f"storage cluster {name} is DEPRECATED")
+            try:
+                target = await self._ensure_client(info)
+            except BraidError as exc:
+                self.metrics.record_switch_failure()
+                raise SwitchRejected(
+                    f"switch rejected: no client for {name} ({exc}); {active} stays active"
+                ) from exc
+            if not self._skip_precheck:
+                result = await self.precheck(name)
+                if not result["ready"]:
+                    self.metrics.record_switch_failure()
+                    raise IdgenPrecheckFailed(
+                        f"precheck failed: the ledger-id generator of {name} is at "
+                        f"{result['targetMaxHighOrderBit']}, not beyond the source's highest "
+                        f"ledger id {result['sourceMaxHighOrderBit']} (run `bookie-clusters "
+                        f"advance-idgen {name}`)"
+                    )
+            dual = self._router.dual_read
+            state = new_switch_state(
+                active,
+                name,
+                self.origin,
+                self._clock.now_ms(),
+                await target.next_ledger_id(),
+                dual.initial_cluster_name if dual is not None else active,
+            )
+            await self._registry.write_state(state, state_version)
+            directive = await self._registry.switch_target()
+            try:
+                await self._registry.write_switch_target(
+                    SwitchTarget(name, self.origin), -1 if directive is None else directive[1]
+                )
+            except BadVersion as exc:
+                raise SwitchRejected("another switch changed the directive meanwhile") from exc
+            await self._apply_directive()
+        return await self.status()
+
+    async def _retry(self, previous: SwitchState, version: int) -> dict[str, Any]:
+        """``switch --target <active>`` after DONE_WITH_FAILURES / deferred items: run again."""
+        state = new_switch_state(
+            previous.source,
+            previous.target,
+            self.origin,
+            self._clock.now_ms(),
+            previous.boundary_ledger_id,
+            previous.initial_cluster,
+            previous,
+        )
+        await self._registry.write_state(state, version)
+        await self._maybe_orchestrate()
+        return await self.status()
+
+    # -- rollback ---------------------------------------------------------------------------------
+
+    async def rollback(self) -> dict[str, Any]:
+        """Return every attribution to the source cluster (within the window)."""
+        async with self._lock:
+            got = await self._registry.state()
+            if got is None or got[0].phase.terminal:
+                raise SwitchRejected("no switch in progress to roll back")
+            state = got[0]
+            if state.phase is SwitchPhase.ROLLBACK or not can_roll_back(state):
+                raise SwitchRejected(
+                    f"the switch is in phase {state.phase.value}: source copies are being or "
+                    f"were deleted, it cannot be rolled back"
+                )
+            if state.rollback_requested:
+                return await self.status()
+            source = self._clients.get(state.source)
+            target = self._clients.get(state.target)
+            if source is None or target is None:
+                raise SwitchRejected("the clusters of the switch are not open here")
+            # I11 in reverse: ledgers created on the source from now on must have higher ids
+            # than everything the target allocated.
+            await source.raise_ledger_id_floor(await target.next_ledger_id())
+            while True:
+                current = await self._registry.state()
+                assert current is not None
+                try:
+                    await self._registry.write_state(
+                        dataclasses.replace(current[0], rollback_requested=True), current[1]
+                    )
+                except BadVersion:
+                    continue
+                break
+            directive = await self._registry.switch_target()
+            await self._registry.write_switch_target(
+                SwitchTarget(state.source, self.origin), -1 if directive is None else directive[1]
+            )
+            await self._apply_directive()
+            self.orchestrator.wake()
+        return await self.status()
+
+    # -- cleanup ----------------------------------------------------------------------------------
+
+    async def cleanup(
+        self,
+        *,
+        dry_run: bool = True,
+        src_cluster_filter: str | None = None,
+        max_deletions: int = 0,
+        force: bool = False,
+    ) -> dict[str, Any]:
+        """Preview (``dry_run``) or start CLEANUP; returns what is (or would be) deleted."""
+        if (
+            isinstance(max_deletions, bool)
+            or not isinstance(max_deletions, int)
+            or max_deletions < 0
+        ):
+            raise InvalidInputError(f"maxDeletions must be an integer >= 0, got {max_deletions!r}")
+        request = CleanupRequest(src_cluster_filter, max_deletions, force)
+        async with self._lock:
+            got = await self._registry.state()
+            if got is None:
+                raise SwitchRejected("no switch to clean up after")
+            state = got[0]
+            now = self._clock.now_ms()
+            deadline = cleanup_deadline_ms(state, self._window_ms)
+            preview = dataclasses.replace(state, phase=SwitchPhase.CLEANUP, cleanup=request)
+            step = next_step(preview, now, self._window_ms, 1)
+            ledgers = [
+                {
+                    "kind": i.kind.value,
+                    "owner": i.owner,
+                    "cursor": i.cursor,
+                    "ledgerId": i.ledger_id,
+                    "cluster": i.source,
+                }
+                for i in (step.items if step.kind is StepKind.CLEANUP else ())
+            ]
+            answer: dict[str, Any] = {
+                "dryRun": dry_run,
+                "ledgers": ledgers,
+                "windowClosesAtMillis": deadline,
+                "phase": state.phase.value,
+            }
+            if dry_run:
+                return answer
+            if state.phase not in (SwitchPhase.AWAIT_CLEANUP, SwitchPhase.CLEANUP):
+                raise SwitchRejected(
+                    f"the switch is in phase {state.phase.value}; cleanup follows PROMOTE"
+                )
+            if now < deadline and not force:
+                raise SwitchRejected(
+                    f"the dual-read window is open until {deadline} ms; pass force=true to "
+                    f"clean up now (lab only)"
+                )
+            while True:
+                current = await self._registry.state()
+                assert current is not None
+                try:
+                    await self._registry.write_state(
+                        dataclasses.replace(current[0], cleanup=request), current[1]
+                    )
+                except BadVersion:
+                    continue
+                break
+            await self._maybe_orchestrate()
+            self.orchestrator.wake()
+            return answer
+
+    # -- close-client -----------------------------------------------------------------------------
+
+    async def close_client(self, name: str) -> None:
+        """Close a cluster's client (after CLEANUP, once its topic data aged out)."""
+        name = validate_registry_name(name)
+        async with self._lock:
+            await self._registry.get(name)
+            if name == self._router.active_name:
+                raise SwitchRejected(f"{name} is the active cluster")
+            got = await self._registry.state()
+            if (
+                got is not None
+                and not got[0].phase.terminal
+                and name
+                in (
+                    got[0].source,
+                    got[0].target,
+                )
+            ):
+                raise SwitchRejected(
+                    f"{name} takes part in the switch in phase {got[0].phase.value}"
+                )
+            client = self._clients.pop(name, None)
+            if client is None:
+                raise SwitchRejected(f"no client of {name} is open")
+            if self._router.has(name):
+                await self._router.remove(name)
+            else:
+                await client.close()
+            await self._factory.release(name)
+
+    # -- PROMOTE of a cursor this broker owns (the internal endpoint) ------------------------------
+
+    async def promote_cursor(
+        self,
+        managed_ledger: str,
+        cursor: str,
+        target: str,
+        expected_cursors_ledger_id: int,
+        copied_last_entry: int,
+    ) -> dict[str, Any]:
+        """Re-point a cursor this broker owns at its copy on ``target``.
+
+        Raises:
+            NotFoundError: this broker does not own the cursor.
+            CursorRolledOver: the cursor's ledger changed since BUILD (rolled over instead).
+        """
+        ml = self._ml_factory.opened(managed_ledger)
+        handle = ml.cursors.get(cursor) if ml is not None else None
+        if not isinstance(handle, ManagedCursorImpl):
+            raise NotFoundError(f"cursor {cursor!r} of {managed_ledger!r} is not owned here")
+        source = handle.cursors_ledger_id
+        got = await self._registry.state()
+        from_cluster = got[0].source if got is not None else self._home.cluster_name
+        if not await handle.reattribute_storage(
+            expected_cursors_ledger_id, copied_last_entry, from_cluster, target
+        ):
+            raise CursorRolledOver(
+                f"cursor {cursor!r}: ledger {expected_cursors_ledger_id} changed since BUILD "
+                f"(now {source}); rolled over to the active cluster"
+            )
+        return {"promoted": True}
+
+    # -- status -----------------------------------------------------------------------------------
+
+    async def status(self) -> dict[str, Any]:
+        """The active cluster, the registry, dual read and the switch's phase and progress."""
+        dual = self._router.dual_read
+        got = await self._registry.state()
+        switch: dict[str, Any] | None = None
+        if got is not None:
+            state = got[0]
+            switch = {
+                "source": state.source,
+                "target": state.target,
+                "origin": state.origin,
+                "phase": state.phase.value,
+                "switchTimestampMillis": state.switched_ms,
+                "windowClosesAtMillis": cleanup_deadline_ms(state, self._window_ms),
+                "progress": state.progress(),
+                "promotedViaRolloverFallback": state.count(ItemStatus.ROLLED_OVER),
+                "failedLedgers": [
+                    {
+                        "kind": i.kind.value,
+                        "owner": i.owner,
+                        "cursor": i.cursor,
+                        "ledgerId": i.ledger_id,
+                        "reason": i.reason,
+                    }
+                    for i in state.failed()
+                ],
+                "deferredLedgers": [
+                    {
+                        "kind": i.kind.value,
+                        "owner": i.owner,
+                        "cursor": i.cursor,
+                        "ledgerId": i.ledger_id,
+                        "reason": i.reason,
+                    }
+                    for i in state.items
+                    if i.status is ItemStatus.DEFERRED
+                ],
+                "rollbackRequested": state.rollback_requested,
+                "finishedMillis": state.finished_ms,
+            }
+        return {
+            "activeCluster": self._router.active_name,
+            "clusters": await self.list(),
+            "dualRead": None
+            if dual is None
+            else {
+                "initialClusterName": dual.initial_cluster_name,
+                "switchLedgerIdBoundary": dual.switch_ledger_id_boundary,
+                "switchTimestampMillis": dual.switch_timestamp_millis,
+            },
+            "switch": switch,
+        }
+
+
+__all__ = ["BookieClusterNotFound", "CursorRolledOver", "StorageClusterService"]

@@ -1,0 +1,132 @@
+"""PIP-470's components wired over real stores and bookies, without a broker, for the switch
+orchestrator's integration tests.
+
+:func:`open_switch_stack` opens what ``braid standalone`` wires for switching: the broker's
+SQLite metadata store (wrapped in :class:`~braid.metadata.faults.FaultInjectionMetadataStore` so a
+test can make CAS writes lose), the home storage cluster ``old`` (in-process bookie under
+``root``), the managed-ledger factory, the schema storage and the
+:class:`~braid.clusters.service.StorageClusterService`; a second cluster is registered over its
+own SQLite file with its own bookie directory. Reopening on the same ``root`` is a broker restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from braid.broker.schemas.model import SchemaData, SchemaType
+from braid.broker.schemas.storage import SchemaStorage
+from braid.clock import Clock, SystemClock
+from braid.clusters.factory import LocalClusterFactory
+from braid.clusters.orchestrator import StepHook
+from braid.clusters.service import StorageClusterService
+from braid.core.storage_switch import SwitchState
+from braid.ledger.api import ManagedLedgerConfig
+from braid.ledger.factory import DefaultManagedLedgerFactory
+from braid.metadata import open_store
+from braid.metadata.faults import FaultInjectionMetadataStore
+from braid.storage.client import BookKeeperClient
+from braid.storage.local import open_local_cluster
+from braid.storage.router import StorageRouter
+from tests.support.polling import eventually
+
+ORIGIN = "http://127.0.0.1:1"
+
+
+@dataclass
+class SwitchStack:
+    root: Path
+    metadata: FaultInjectionMetadataStore
+    home: BookKeeperClient
+    router: StorageRouter
+    factory: LocalClusterFactory
+    ml_factory: DefaultManagedLedgerFactory
+    schemas: SchemaStorage
+    service: StorageClusterService
+
+    @property
+    def new_uri(self) -> str:
+        return f"sqlite:///{self.root / 'new-metadata.db'}"
+
+    async def close(self) -> None:
+        await self.service.stop()
+        await self.ml_factory.close()
+        await self.service.close()
+        await self.factory.close()
+        await self.home.close()
+        await self.metadata.close()
+
+    async def state(self) -> SwitchState:
+        got = await self.service.registry.state()
+        assert got is not None
+        return got[0]
+
+    async def wait_phase(self, *phases: str, within: float = 30.0) -> SwitchState:
+        async def reached() -> bool:
+            got = await self.service.registry.state()
+            return got is not None and got[0].phase.value in phases
+
+        await eventually(reached, within=within, message=f"switch phase in {phases}")
+        return await self.state()
+
+    async def add_schema(self, schema_id: str, definition: bytes = b"") -> None:
+        locator = await self.schemas.locator(schema_id)
+        await self.schemas.append(schema_id, locator, SchemaData(SchemaType.STRING, definition))
+
+    def client(self, name: str) -> BookKeeperClient:
+        client = self.router.client_for(name)
+        assert isinstance(client, BookKeeperClient)
+        return client
+
+
+async def open_switch_stack(
+    root: Path,
+    *,
+    clock: Clock | None = None,
+    step_hook: StepHook | None = None,
+    concurrency: int = 16,
+    window_days: int = 15,
+    skip_precheck: bool = False,
+    **service_args: Any,
+) -> SwitchStack:
+    clock = clock or SystemClock()
+    await asyncio.to_thread(root.mkdir, parents=True, exist_ok=True)
+    url = f"sqlite:///{root / 'metadata.db'}"
+    metadata = FaultInjectionMetadataStore(await open_store(url, clock=clock), clock=clock)
+    home = await open_local_cluster(metadata, root, "old", clock=clock)
+    router = StorageRouter([home], active="old")
+    factory = LocalClusterFactory(root, metadata, url, home_cluster="old", clock=clock)
+    ml_factory = DefaultManagedLedgerFactory(metadata, router, clock=clock)
+    service = StorageClusterService(
+        metadata,
+        router,
+        home,
+        url,
+        factory,
+        ml_factory,
+        clock,
+        dual_read_timeout_days=window_days,
+        concurrency=concurrency,
+        skip_idgen_precheck=skip_precheck,
+        step_hook=step_hook,
+        **service_args,
+    )
+    await service.bootstrap()
+    await service.start(ORIGIN)
+    return SwitchStack(
+        root,
+        metadata,
+        home,
+        router,
+        factory,
+        ml_factory,
+        SchemaStorage(metadata, router, clock),
+        service,
+    )
+
+
+def small_ledgers() -> ManagedLedgerConfig:
+    """Rollovers every few entries, cursor ledgers every few snapshots."""
+    return ManagedLedgerConfig(max_entries_per_ledger=4, max_entries_per_cursor_ledger=1000)
