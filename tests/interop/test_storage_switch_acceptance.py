@@ -81,6 +81,7 @@ class OfficialClientTraffic:
         self.received: list[str] = []
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
+        self._produced = threading.Event()  # set once the producer thread has ended
         self._threads = [
             threading.Thread(target=self._produce, name="official-producer"),
             threading.Thread(target=self._consume, name="official-consumer"),
@@ -102,10 +103,11 @@ class OfficialClientTraffic:
     def _consume(self) -> None:
         deadline: float | None = None
         try:
-            # After stop: until every sent message arrived (a count would be fooled by a
-            # redelivered duplicate), for at most 60 s.
-            while not self._stop.is_set() or not set(self.received) >= set(self.sent):
-                if self._stop.is_set():
+            # Once the producer has stopped (its last send returned, so ``sent`` is final):
+            # until every sent message arrived (a count would be fooled by a redelivered
+            # duplicate), for at most 60 s.
+            while not self._produced.is_set() or not set(self.received) >= set(self.sent):
+                if self._produced.is_set():
                     deadline = deadline or time.monotonic() + 60
                     if time.monotonic() > deadline:
                         return
@@ -120,9 +122,12 @@ class OfficialClientTraffic:
 
     def stop(self) -> None:
         self._stop.set()
-        for thread in self._threads:
-            thread.join(60)
-            assert not thread.is_alive(), f"{thread.name} did not stop"
+        producer, consumer = self._threads
+        producer.join(60)
+        assert not producer.is_alive(), f"{producer.name} did not stop"
+        self._produced.set()
+        consumer.join(70)
+        assert not consumer.is_alive(), f"{consumer.name} did not stop"
 
 
 def _ledgers_by_cluster(factory: DefaultManagedLedgerFactory) -> dict[str, set[str]]:
