@@ -33,11 +33,10 @@ from braid.clusters.faults import SWITCH_FAULT_ENV
 from braid.clusters.registry import BookieClusterRegistry
 from braid.core.storage_switch import ItemKind, ItemStatus, SwitchState
 from braid.metadata import open_store
-from braid.storage.api import NoSuchLedger
-from braid.storage.client import BookKeeperClient
 from braid.storage.local import open_local_cluster
 from tests.support.polling import wait_for
 from tests.support.standalone import metadata_barrier, official_client
+from tests.support.switch_stack import ledger_entries
 
 TOPICS = 6
 SENT = 20
@@ -99,20 +98,6 @@ def _drain(process: StandaloneProcess, expected: set[str]) -> set[str]:
     return received
 
 
-async def _read(client: BookKeeperClient, ledger_id: int) -> Entries | None:
-    try:
-        handle = await client.open_ledger(ledger_id, recovery=False)
-    except NoSuchLedger:
-        return None
-    try:
-        last = handle.last_add_confirmed
-        if last < 0:
-            return []
-        return [(e.entry_id, e.data) for e in await handle.read_entries(0, last)]
-    finally:
-        await handle.close()
-
-
 async def _offline_copies(
     data_dir: Path, new_uri: str
 ) -> tuple[SwitchState, dict[int, tuple[Entries | None, Entries | None]]]:
@@ -129,8 +114,8 @@ async def _offline_copies(
             try:
                 copies = {
                     item.ledger_id: (
-                        await _read(old, item.ledger_id),
-                        await _read(new, item.ledger_id),
+                        await ledger_entries(old, item.ledger_id),
+                        await ledger_entries(new, item.ledger_id),
                     )
                     for item in state.items
                 }

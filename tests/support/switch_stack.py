@@ -33,6 +33,7 @@ from braid.ledger.factory import DefaultManagedLedgerFactory
 from braid.metadata import open_store
 from braid.metadata.api import MetadataStore
 from braid.metadata.faults import FaultInjectionMetadataStore
+from braid.storage.api import NoSuchLedger, StorageClient
 from braid.storage.client import BookKeeperClient
 from braid.storage.local import open_local_cluster
 from braid.storage.router import StorageRouter
@@ -80,6 +81,12 @@ class SwitchStack:
     async def add_schema(self, schema_id: str, definition: bytes = b"") -> None:
         locator = await self.schemas.locator(schema_id)
         await self.schemas.append(schema_id, locator, SchemaData(SchemaType.STRING, definition))
+
+    async def entries(self, cluster: str, ledger_id: int) -> list[tuple[int, bytes]]:
+        """The ledger's entries on ``cluster`` (it must exist)."""
+        found = await ledger_entries(self.client(cluster), ledger_id)
+        assert found is not None, f"ledger {ledger_id} is not on {cluster}"
+        return found
 
     def client(self, name: str) -> BookKeeperClient:
         client = self.router.client_for(name)
@@ -131,6 +138,24 @@ async def open_switch_stack(
         SchemaStorage(metadata, router, clock),
         service,
     )
+
+
+async def ledger_entries(client: StorageClient, ledger_id: int) -> list[tuple[int, bytes]] | None:
+    """Every ``(entry id, data)`` of a ledger, read without recovery; ``None`` if it is missing
+    (or was deleted while being read)."""
+    try:
+        handle = await client.open_ledger(ledger_id, recovery=False)
+    except NoSuchLedger:
+        return None
+    try:
+        last = handle.last_add_confirmed
+        if last < 0:
+            return []
+        return [(e.entry_id, e.data) for e in await handle.read_entries(0, last)]
+    except NoSuchLedger:
+        return None
+    finally:
+        await handle.close()
 
 
 def small_ledgers() -> ManagedLedgerConfig:

@@ -87,20 +87,9 @@ async def test_an_origin_less_directive_is_run_by_the_elected_leader_then_its_su
         assert {i.status for i in done.items} == {ItemStatus.PROMOTED}
         assert len(done.items) == 3
         for item in done.items:
-            new = await _entries(stack, "new", item.ledger_id)
-            assert new and new == await _entries(stack, "old", item.ledger_id)
+            new = await stack.entries("new", item.ledger_id)
+            assert new and new == await stack.entries("old", item.ledger_id)
     finally:
         if other is not None:
             await other.close()
         await stack.close()
-
-
-async def _entries(stack, cluster: str, ledger_id: int) -> list[tuple[int, bytes]]:  # type: ignore[no-untyped-def]
-    handle = await stack.client(cluster).open_ledger(ledger_id, recovery=False)
-    try:
-        last = handle.last_add_confirmed
-        return (
-            [(e.entry_id, e.data) for e in await handle.read_entries(0, last)] if last >= 0 else []
-        )
-    finally:
-        await handle.close()
