@@ -255,7 +255,8 @@ def test_switch_under_load_with_the_official_and_the_braid_client(tmp_path: Path
         assert order_violations(group.log.snapshot()) == []
         assert official.errors == []
         assert set(official.received) >= set(official.sent)
-        metrics = AdminClient(server.web_service_url).metrics()
+        with AdminClient(server.web_service_url) as admin:
+            metrics = admin.metrics()
         assert 'pulsar_bookie_cluster_active{cluster="new"} 1.0' in metrics
         assert "migration_ledgers_cleaned_total" in metrics
     finally:

@@ -202,12 +202,14 @@ class StorageClusterService:
             self._unlisten()
             self._unlisten = None
         await self.orchestrator.close()
+        election, self._election = self._election, None
+        if election is not None:
+            # Resign after the orchestrator stopped (never two at once); the NO_LEADER change
+            # it reports spawns a task, cancelled below.
+            await election.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        election, self._election = self._election, None
-        if election is not None:
-            await election.close()  # resign: another broker takes over
 
     async def close(self) -> None:
         """:meth:`stop`, then close every client but the home cluster's (its owner closes it)."""
