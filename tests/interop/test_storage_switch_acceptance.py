@@ -31,7 +31,6 @@ from braid.admin import AdminClient
 from braid.cli.standalone import StandaloneServer
 from braid.core.storage_switch import ItemStatus
 from braid.ledger.factory import DefaultManagedLedgerFactory
-from braid.storage.api import NoSuchLedger
 from tests.integration.e2e.workload import (
     ConsumerGroup,
     KeyedProducers,
@@ -41,6 +40,7 @@ from tests.integration.e2e.workload import (
 )
 from tests.support.polling import wait_for
 from tests.support.standalone import standalone_config
+from tests.support.switch_stack import ledger_entries
 
 T = TypeVar("T")
 ROUNDS = 30
@@ -260,7 +260,8 @@ def test_switch_under_load_with_the_official_and_the_braid_client(tmp_path: Path
         assert order_violations(group.log.snapshot()) == []
         assert official.errors == []
         assert set(official.received) >= set(official.sent)
-        metrics = AdminClient(server.web_service_url).metrics()
+        with AdminClient(server.web_service_url) as admin:
+            metrics = admin.metrics()
         assert 'pulsar_bookie_cluster_active{cluster="new"} 1.0' in metrics
         assert "migration_ledgers_cleaned_total" in metrics
     finally:
@@ -276,15 +277,4 @@ async def _read(
 ) -> list[tuple[int, bytes]] | None:
     service = server.storage_clusters
     assert service is not None
-    client = service._router.client_for(cluster)
-    try:
-        handle = await client.open_ledger(ledger_id, recovery=False)
-    except NoSuchLedger:
-        return None
-    try:
-        last = handle.last_add_confirmed
-        return [(e.entry_id, e.data) for e in await handle.read_entries(0, last)]
-    except NoSuchLedger:
-        return None  # dropped between open and read (a promoted cursor moved on)
-    finally:
-        await handle.close()
+    return await ledger_entries(service._router.client_for(cluster), ledger_id)

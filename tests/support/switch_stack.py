@@ -7,6 +7,11 @@ test can make CAS writes lose), the home storage cluster ``old`` (in-process boo
 ``root``), the managed-ledger factory, the schema storage and the
 :class:`~braid.clusters.service.StorageClusterService`; a second cluster is registered over its
 own SQLite file with its own bookie directory. Reopening on the same ``root`` is a broker restart.
+
+:func:`second_switch_service` is another broker's storage-cluster service on the same stack: its
+own metadata session (so it competes in the orchestrator election as another broker would) over
+the same data plane (the stack's router, clients and managed ledgers, like
+``tests.support.scalable_stack.second_service``).
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ from braid.clock import Clock, SystemClock
 from braid.clusters.factory import LocalClusterFactory
 from braid.clusters.orchestrator import StepHook
 from braid.clusters.service import StorageClusterService
-from braid.core.storage_switch import SwitchState
+from braid.core.storage_switch import BookieClusterInfo, SwitchState
 from braid.ledger.api import ManagedLedgerConfig
 from braid.ledger.factory import DefaultManagedLedgerFactory
 from braid.metadata import open_store
+from braid.metadata.api import MetadataStore
 from braid.metadata.faults import FaultInjectionMetadataStore
+from braid.storage.api import NoSuchLedger, StorageClient
 from braid.storage.client import BookKeeperClient
 from braid.storage.local import open_local_cluster
 from braid.storage.router import StorageRouter
@@ -74,6 +81,12 @@ class SwitchStack:
     async def add_schema(self, schema_id: str, definition: bytes = b"") -> None:
         locator = await self.schemas.locator(schema_id)
         await self.schemas.append(schema_id, locator, SchemaData(SchemaType.STRING, definition))
+
+    async def entries(self, cluster: str, ledger_id: int) -> list[tuple[int, bytes]]:
+        """The ledger's entries on ``cluster`` (it must exist)."""
+        found = await ledger_entries(self.client(cluster), ledger_id)
+        assert found is not None, f"ledger {ledger_id} is not on {cluster}"
+        return found
 
     def client(self, name: str) -> BookKeeperClient:
         client = self.router.client_for(name)
@@ -127,6 +140,76 @@ async def open_switch_stack(
     )
 
 
+async def ledger_entries(client: StorageClient, ledger_id: int) -> list[tuple[int, bytes]] | None:
+    """Every ``(entry id, data)`` of a ledger, read without recovery; ``None`` if it is missing
+    (or was deleted while being read)."""
+    try:
+        handle = await client.open_ledger(ledger_id, recovery=False)
+    except NoSuchLedger:
+        return None
+    try:
+        last = handle.last_add_confirmed
+        if last < 0:
+            return []
+        return [(e.entry_id, e.data) for e in await handle.read_entries(0, last)]
+    except NoSuchLedger:
+        return None
+    finally:
+        await handle.close()
+
+
 def small_ledgers() -> ManagedLedgerConfig:
     """Rollovers every few entries, cursor ledgers every few snapshots."""
     return ManagedLedgerConfig(max_entries_per_ledger=4, max_entries_per_cursor_ledger=1000)
+
+
+class _SharedClusters:
+    """The stack's own clients, handed to a second service of the same data plane (a cluster's
+    client must be opened by the stack first, e.g. by ``advance_idgen``)."""
+
+    def __init__(self, router: StorageRouter) -> None:
+        self._router = router
+
+    async def open(self, info: BookieClusterInfo) -> BookKeeperClient:
+        client = self._router.client_for(info.name)
+        assert isinstance(client, BookKeeperClient)
+        return client
+
+    async def release(self, name: str) -> None:
+        """The stack owns the clients."""
+
+
+@dataclass
+class OtherSwitchBroker:
+    store: MetadataStore
+    service: StorageClusterService
+
+    async def close(self) -> None:
+        await self.service.stop()  # not close(): the clients are the stack's
+        await self.store.close()
+
+
+async def second_switch_service(
+    stack: SwitchStack, origin: str, *, step_hook: StepHook | None = None, concurrency: int = 16
+) -> OtherSwitchBroker:
+    url = f"sqlite:///{stack.root / 'metadata.db'}"
+    store = await open_store(url)
+    service = StorageClusterService(
+        store,
+        stack.router,
+        stack.home,
+        url,
+        _SharedClusters(stack.router),
+        stack.ml_factory,
+        SystemClock(),
+        concurrency=concurrency,
+        step_hook=step_hook,
+    )
+    try:
+        await service.bootstrap()
+        await service.start(origin)
+    except BaseException:
+        await service.stop()
+        await store.close()
+        raise
+    return OtherSwitchBroker(store, service)

@@ -97,6 +97,7 @@ class StandaloneServer:
         # Imported here: these layers are heavy and `braid --help` should stay instant.
         from braid.broker.service import BrokerService
         from braid.clusters.factory import LocalClusterFactory
+        from braid.clusters.faults import switch_pause_hook_from_env
         from braid.clusters.service import StorageClusterService
         from braid.ledger.factory import DefaultManagedLedgerFactory
         from braid.scalable.install import install_scalable_topics
@@ -143,6 +144,8 @@ class StandaloneServer:
             dual_read_timeout_days=config.bookie_cluster_dual_read_timeout_days,
             concurrency=config.bookie_cluster_switch_concurrency,
             skip_idgen_precheck=config.bookie_cluster_switch_skip_idgen_precheck,
+            # Test-only: BRAID_SWITCH_FAULT_PAUSE_AT (braid.clusters.faults); unset, no hook.
+            step_hook=switch_pause_hook_from_env(os.environ),
         )
         # Closed after the managed ledgers (their cursors flush through these clients).
         self._closers.append(("storage clusters", self.storage_clusters.close))

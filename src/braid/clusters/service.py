@@ -19,8 +19,10 @@ the switch directive, and the owner of the switch orchestrator.
 * **cleanup** (``dryRun`` by default) and **close-client**.
 
 The watcher reacts to directive changes made by any broker sharing the metadata store; a
-directive without an ``origin=`` line is orchestrated by the broker holding the
-``/admin/bookie-clusters-orchestrator`` leadership (standalone: itself).
+directive without an ``origin=`` line is orchestrated by the broker leading the election at
+``/admin/bookie-clusters/orchestrator-leader`` (:class:`braid.metadata.LeaderElection`, joined by
+every started service; standalone: itself). A broker that loses that leadership stops its
+orchestrator; the next leader resumes from the persisted state (every step is idempotent).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from braid.core.errors import BraidError, ConflictError, InvalidInputError, NotF
 from braid.core.storage_switch import (
     DEFAULT_BUILD_CONCURRENCY,
     DEFAULT_DUAL_READ_TIMEOUT_DAYS,
+    ORCHESTRATOR_LEADER_PATH,
     SWITCH_TARGET_PATH,
     BookieClusterInfo,
     CleanupRequest,
@@ -63,6 +66,7 @@ from braid.core.storage_switch import (
 from braid.ledger.cursor import ManagedCursorImpl
 from braid.ledger.factory import DefaultManagedLedgerFactory
 from braid.metadata.api import BadVersion, MetadataStore, Notification, NotificationType
+from braid.metadata.election import LeaderElection, LeaderElectionState
 from braid.storage.client import BookKeeperClient
 from braid.storage.router import DualRead, StorageRouter
 
@@ -112,6 +116,7 @@ class StorageClusterService:
         self._apply_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._unlisten: Any = None
+        self._election: LeaderElection | None = None
         self.orchestrator = SwitchOrchestrator(
             self._registry,
             router,
@@ -177,7 +182,19 @@ class StorageClusterService:
         """Watch the directive and resume an unfinished switch this broker orchestrates."""
         self.origin = origin
         self._unlisten = self._metadata.register_listener(self._on_notification)
+        self._election = LeaderElection(
+            self._metadata,
+            ORCHESTRATOR_LEADER_PATH,
+            origin.encode(),
+            on_state_change=self._on_leadership,
+        )
+        await self._election.start()
         await self._maybe_orchestrate()
+
+    @property
+    def orchestrator_leader(self) -> bool:
+        """This broker leads the election of the orchestrator of origin-less directives."""
+        return self._election is not None and self._election.is_leader
 
     async def stop(self) -> None:
         """Stop watching and orchestrating (the state stays persisted: a restart resumes)."""
@@ -185,6 +202,11 @@ class StorageClusterService:
             self._unlisten()
             self._unlisten = None
         await self.orchestrator.close()
+        election, self._election = self._election, None
+        if election is not None:
+            # Resign after the orchestrator stopped (never two at once); the NO_LEADER change
+            # it reports spawns a task, cancelled below.
+            await election.close()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -213,6 +235,21 @@ class StorageClusterService:
         task = asyncio.create_task(self._apply_directive())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _on_leadership(self, state: LeaderElectionState) -> None:
+        task = asyncio.create_task(self._leadership_changed(state))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _leadership_changed(self, state: LeaderElectionState) -> None:
+        if state is LeaderElectionState.LEADING:
+            log.info("this broker now orchestrates storage switches without an origin")
+            await self._maybe_orchestrate()
+            return
+        directive = await self._registry.switch_target()
+        if directive is not None and directive[0].origin is None and self.orchestrator.running:
+            log.info("orchestrator leadership lost: stopping the switch orchestrator")
+            await self.orchestrator.close()
 
     # -- clients ----------------------------------------------------------------------------------
 
@@ -266,9 +303,9 @@ class StorageClusterService:
         if directive is None or got is None or got[0].phase.terminal:
             return
         origin = directive[0].origin
-        # No origin line: leader election picks one orchestrator; a standalone broker is the
-        # only candidate.
-        if origin is None or origin == self.origin:
+        # No origin line: the elected leader orchestrates (a standalone broker is the only
+        # candidate).
+        if origin == self.origin or (origin is None and self.orchestrator_leader):
             self.orchestrator.start()
             self.orchestrator.wake()
 

@@ -36,9 +36,20 @@ REGISTRY_ROOT = "/admin/bookie-clusters"
 SWITCH_TARGET_PATH = f"{REGISTRY_ROOT}/switch-target"
 #: The orchestrator's persisted state (Braid's: the seed keeps it in memory).
 SWITCH_STATE_PATH = f"{REGISTRY_ROOT}/switch-state"
+#: The ephemeral leader node electing the orchestrator of a directive without ``origin=``.
+ORCHESTRATOR_LEADER_PATH = f"{REGISTRY_ROOT}/orchestrator-leader"
 #: Children of the registry root that are not clusters, and the admin API's own path words.
 RESERVED_NAMES = frozenset(
-    {"switch-target", "switch-state", "status", "switch", "rollback", "cleanup", "internal"}
+    {
+        "switch-target",
+        "switch-state",
+        "orchestrator-leader",
+        "status",
+        "switch",
+        "rollback",
+        "cleanup",
+        "internal",
+    }
 )
 #: The seed's defaults.
 DEFAULT_BUILD_CONCURRENCY = 16

@@ -57,17 +57,6 @@ async def _read_all(ml: ManagedLedgerImpl) -> list[bytes]:
         position = ml.next_position(entries[-1].position)
 
 
-async def _entries(stack: SwitchStack, cluster: str, ledger_id: int) -> list[tuple[int, bytes]]:
-    handle = await stack.client(cluster).open_ledger(ledger_id, recovery=False)
-    try:
-        last = handle.last_add_confirmed
-        return (
-            [(e.entry_id, e.data) for e in await handle.read_entries(0, last)] if last >= 0 else []
-        )
-    finally:
-        await handle.close()
-
-
 async def _locator(stack: SwitchStack, schema_id: str) -> dict[str, object]:
     got = await stack.metadata.get(f"{SCHEMAS_ROOT}/{schema_id}")
     assert got is not None
@@ -150,8 +139,8 @@ async def test_switch_copies_schema_and_cursor_ledgers_with_the_same_ids_and_ent
     assert kinds == ["CURSOR", "SCHEMA", "SCHEMA", "SCHEMA"]
     assert {i.status for i in state.items} == {ItemStatus.PROMOTED}
     for item in state.items:  # I10: same ledger id, same entry ids, same bytes
-        assert await _entries(stack, "new", item.ledger_id) == await _entries(
-            stack, "old", item.ledger_id
+        assert await stack.entries("new", item.ledger_id) == await stack.entries(
+            "old", item.ledger_id
         )
     for sid, doc in before.items():  # I9: only storageCluster changed
         after = await _locator(stack, sid)
@@ -381,8 +370,8 @@ async def test_orchestrator_killed_mid_build_resumes_after_restart(tmp_path: Pat
         for item in state.items:
             md = await restarted.client("new").get_ledger_metadata(item.ledger_id)
             assert md.state is LedgerState.CLOSED
-            assert await _entries(restarted, "new", item.ledger_id) == await _entries(
-                restarted, "old", item.ledger_id
+            assert await restarted.entries("new", item.ledger_id) == await restarted.entries(
+                "old", item.ledger_id
             )
     finally:
         await restarted.close()

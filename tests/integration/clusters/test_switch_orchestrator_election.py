@@ -1,0 +1,95 @@
+"""Issue 14, gap (b): a switch directive without an ``origin=`` line is orchestrated by the broker
+elected at ``/admin/bookie-clusters/orchestrator-leader``; when it resigns, another broker takes
+over and resumes the switch from the persisted state.
+
+Two storage-cluster services share one SQLite metadata store (two sessions, as two brokers) and
+one data plane (:func:`tests.support.switch_stack.second_switch_service`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from braid.clock import SystemClock
+from braid.core.storage_switch import (
+    ORCHESTRATOR_LEADER_PATH,
+    ItemStatus,
+    Step,
+    StepKind,
+    SwitchTarget,
+    new_switch_state,
+)
+from braid.metadata import read_leader
+from tests.support.polling import eventually
+from tests.support.switch_stack import ORIGIN, open_switch_stack, second_switch_service
+
+OTHER = "http://127.0.0.1:2"
+
+
+async def test_an_origin_less_directive_is_run_by_the_elected_leader_then_its_successor(
+    tmp_path: Path,
+) -> None:
+    builds = {"count": 0}
+    paused = asyncio.Event()
+
+    async def first_hook(step: Step) -> None:
+        if step.kind is StepKind.BUILD:
+            builds["count"] += 1
+            if builds["count"] == 2:
+                paused.set()
+                await asyncio.Event().wait()  # until the orchestrator is stopped
+
+    second_steps: list[StepKind] = []
+
+    def second_hook(step: Step) -> None:
+        second_steps.append(step.kind)
+
+    stack = await open_switch_stack(tmp_path / "b", step_hook=first_hook, concurrency=1)
+    other = None
+    try:
+        for name in ("a", "b", "c"):
+            await stack.add_schema(f"public/default/{name}", name.encode())
+        await stack.service.register("new", stack.new_uri, "STANDBY")
+        await stack.service.advance_idgen("new", 1000)
+        other = await second_switch_service(stack, OTHER, step_hook=second_hook, concurrency=1)
+        assert stack.service.orchestrator_leader and not other.service.orchestrator_leader
+        assert await read_leader(stack.metadata, ORCHESTRATOR_LEADER_PATH) == ORIGIN.encode()
+
+        # A directive without an origin line (written as an operator's tool would).
+        registry = stack.service.registry
+        state = new_switch_state(
+            "old",
+            "new",
+            None,
+            SystemClock().now_ms(),
+            await stack.client("new").next_ledger_id(),
+            "old",
+        )
+        await registry.write_state(state, -1)
+        await registry.write_switch_target(SwitchTarget("new", None), -1)
+        await asyncio.wait_for(paused.wait(), 30)
+        assert stack.router.active_name == "new"
+        assert stack.service.orchestrator.running
+        assert not other.service.orchestrator.running and second_steps == []
+
+        # The leader goes away (resigns): the other broker is elected and resumes.
+        await stack.service.stop()
+
+        async def took_over() -> bool:
+            return other.service.orchestrator_leader
+
+        await eventually(took_over, within=30, message="the second broker elected")
+        assert await read_leader(other.store, ORCHESTRATOR_LEADER_PATH) == OTHER.encode()
+        done = await stack.wait_phase("AWAIT_CLEANUP")
+        assert StepKind.DISCOVER not in second_steps, second_steps
+        assert StepKind.BUILD in second_steps and StepKind.PROMOTE in second_steps
+        assert {i.status for i in done.items} == {ItemStatus.PROMOTED}
+        assert len(done.items) == 3
+        for item in done.items:
+            new = await stack.entries("new", item.ledger_id)
+            assert new and new == await stack.entries("old", item.ledger_id)
+    finally:
+        if other is not None:
+            await other.close()
+        await stack.close()
