@@ -283,17 +283,7 @@ class SegmentConsumer:
                 decoder=self.parent.decoder,
             )
         except BraidError as exc:
-            log.error(
-                "discarding an undecodable entry %d:%d of %s: %s",
-                mid.ledgerId,
-                mid.entryId,
-                self.route.topic,
-                exc,
-            )
-            self._send_soon(
-                commands.ack(self.consumer_id, [commands.message_id(mid.ledgerId, mid.entryId)])
-            )
-            self._permits_back(1)
+            self._discard_undecodable(mid, exc)
             return
         if self._batches:
             with self._lock:
@@ -394,6 +384,21 @@ class SegmentConsumer:
         if held:
             with self.parent._lock:
                 self.queued -= sum(len(m) for m in held)
+
+    def _discard_undecodable(self, mid: pb.MessageIdData, exc: BraidError) -> None:
+        """Drop an entry that cannot be decoded: log it once, acknowledge it so it is not
+        redelivered forever, and give its permit back."""
+        log.error(
+            "discarding an undecodable entry %d:%d of %s: %s",
+            mid.ledgerId,
+            mid.entryId,
+            self.route.topic,
+            exc,
+        )
+        self._send_soon(
+            commands.ack(self.consumer_id, [commands.message_id(mid.ledgerId, mid.entryId)])
+        )
+        self._permits_back(1)
 
     def _permits_back(self, count: int) -> None:
         with self.parent._lock:

@@ -49,7 +49,6 @@ from braid.core.checkpoint import CursorKind, SegmentCursor
 from braid.core.errors import BraidError
 from braid.core.message_id import MessageId, message_position
 from braid.core.topic_layout import TopicLayout
-from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 if TYPE_CHECKING:
@@ -97,17 +96,7 @@ class _SegmentFeed(SegmentConsumer):
         try:
             cols, dispatched = reader._decoder.decode(body, mid.ledgerId, mid.entryId)
         except BraidError as exc:
-            log.error(
-                "discarding an undecodable entry %d:%d of %s: %s",
-                mid.ledgerId,
-                mid.entryId,
-                self.route.topic,
-                exc,
-            )
-            self._send_soon(
-                commands.ack(self.consumer_id, [commands.message_id(mid.ledgerId, mid.entryId)])
-            )
-            self._permits_back(1)
+            self._discard_undecodable(mid, exc)
             return
         skip = self._skip
         if skip is not None and len(cols):

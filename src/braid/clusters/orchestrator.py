@@ -336,11 +336,7 @@ class SwitchOrchestrator:
         self, state: SwitchState, items: Sequence[MigrationItem]
     ) -> list[MigrationItem]:
         out: list[MigrationItem] = []
-        schemas: dict[str, list[MigrationItem]] = {}
-        for item in items:
-            if item.kind is ItemKind.SCHEMA:
-                schemas.setdefault(item.owner, []).append(item)
-        for schema_id, group in schemas.items():
+        for schema_id, group in _schema_groups(items).items():
             out.extend(await self._reattribute_schema(schema_id, group, state.source, state.target))
         for item in items:
             if item.kind is ItemKind.CURSOR:
@@ -359,11 +355,7 @@ class SwitchOrchestrator:
         self, state: SwitchState, items: Sequence[MigrationItem]
     ) -> list[MigrationItem]:
         out: list[MigrationItem] = []
-        schemas: dict[str, list[MigrationItem]] = {}
-        for item in items:
-            if item.kind is ItemKind.SCHEMA:
-                schemas.setdefault(item.owner, []).append(item)
-        for schema_id, group in schemas.items():
+        for schema_id, group in _schema_groups(items).items():
             done = await self._reattribute_schema(
                 schema_id, group, state.target, item_source(group)
             )
@@ -514,6 +506,15 @@ def _locator_index(raw: bytes, schema_id: str) -> list[dict[str, Any]]:
     except (UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         log.warning("schema locator %s unreadable: %s", schema_id, exc)
         return []
+
+
+def _schema_groups(items: Sequence[MigrationItem]) -> dict[str, list[MigrationItem]]:
+    """The schema items by schema id (one locator CAS re-points each group)."""
+    groups: dict[str, list[MigrationItem]] = {}
+    for item in items:
+        if item.kind is ItemKind.SCHEMA:
+            groups.setdefault(item.owner, []).append(item)
+    return groups
 
 
 async def _delete_quietly(router: StorageRouter, cluster: str, ledger_id: int) -> None:
