@@ -17,6 +17,7 @@ runs), so the test can also look at its storage clusters directly.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import Coroutine
@@ -247,6 +248,11 @@ def test_switch_under_load_with_the_official_and_the_braid_client(tmp_path: Path
                 wait_for(only_new, within=90, message=stamps)
                 # The old cluster's retained data aged out: stop its bookies.
                 admin.bookie_clusters.close_client("standalone")
+                # Its bookies are stopped, not merely unused: this process holds no file of
+                # theirs any more (journal, entry logs, indexes).
+                bookie_dirs = sorted((tmp_path / "data").glob("bookie-*"))
+                assert bookie_dirs
+                assert _open_files_under(bookie_dirs) == []
                 allow(ROUNDS)
                 producers.join()
                 wait_delivered(producers.acked_pairs, group.log)
@@ -266,6 +272,20 @@ def test_switch_under_load_with_the_official_and_the_braid_client(tmp_path: Path
         assert "migration_ledgers_cleaned_total" in metrics
     finally:
         background.stop()
+
+
+def _open_files_under(dirs: list[Path]) -> list[str]:
+    """The files this process has open below any of ``dirs`` (from ``/proc/self/fd``)."""
+    roots = [str(d.resolve()) + "/" for d in dirs]
+    found = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed between listing and reading
+            continue
+        if any(target.startswith(root) for root in roots):
+            found.append(target)
+    return found
 
 
 async def _async(fn: Any) -> Any:

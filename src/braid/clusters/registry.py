@@ -1,9 +1,10 @@
 """The storage-cluster registry in the broker's metadata store (the seed's Broker-ZK paths).
 
 ``/admin/bookie-clusters/<name>`` holds :class:`BookieClusterInfo` JSON; exactly one cluster is
-``ACTIVE``. ``/admin/bookie-clusters/switch-target`` is the switch directive and
-``/admin/bookie-clusters/switch-state`` the orchestrator's persisted state; both are reserved
-names, never listed as clusters. Every write is a compare-and-swap on the version read.
+``ACTIVE``. ``/admin/bookie-clusters/switch-target`` is the switch directive,
+``/admin/bookie-clusters/switch-state`` the orchestrator's persisted state, and
+``/admin/bookie-clusters/brokers/<origin>`` each started broker's ephemeral announcement; these are
+reserved names, never listed as clusters. Every write is a compare-and-swap on the version read.
 
 URI collisions (the seed's ``BookieClusterConfigManager``): two clusters may not share a
 metadata-service URI. URIs are compared parsed (``sqlite:////a`` is ``sqlite:///a``; a ZooKeeper
@@ -14,10 +15,12 @@ chroots.
 from __future__ import annotations
 
 import dataclasses
+from urllib.parse import quote
 
 from braid.clusters.errors import BookieClusterNotFound, ClusterUriCollision
-from braid.core.errors import InvalidInputError
+from braid.core.errors import ConflictError, InvalidInputError
 from braid.core.storage_switch import (
+    ORCHESTRATOR_BROKERS_PATH,
     REGISTRY_ROOT,
     RESERVED_NAMES,
     SWITCH_STATE_PATH,
@@ -28,7 +31,7 @@ from braid.core.storage_switch import (
     SwitchTarget,
     validate_registry_name,
 )
-from braid.metadata.api import BadVersion, InvalidStoreUrl, MetadataStore
+from braid.metadata.api import BadVersion, InvalidStoreUrl, MetadataStore, NodeNotFound
 from braid.metadata.url import parse_store_url
 
 
@@ -44,6 +47,10 @@ def uri_identity(uri: str) -> tuple[str, str, str]:
         raise InvalidInputError(f"invalid metadataServiceUri: {exc}") from None
     hosts = ",".join(sorted(parsed.location.split(","))) if parsed.scheme == "zk" else None
     return (parsed.scheme, hosts or parsed.location, parsed.chroot)
+
+
+def _broker_path(origin: str) -> str:
+    return f"{ORCHESTRATOR_BROKERS_PATH}/{quote(origin, safe='')}"
 
 
 class BookieClusterRegistry:
@@ -134,6 +141,34 @@ class BookieClusterRegistry:
     async def write_switch_target(self, target: SwitchTarget, expected_version: int) -> None:
         """CAS the directive. Raises ``BadVersion`` when another switch won."""
         await self._metadata.put(SWITCH_TARGET_PATH, target.encode(), expected_version)
+
+    async def announce(self, origin: str) -> None:
+        """Mark the broker at ``origin`` alive (an ephemeral node: gone with its session)."""
+        path = _broker_path(origin)
+        for _ in range(5):
+            try:
+                await self._metadata.put(path, origin.encode(), -1, ephemeral=True)
+                return
+            except BadVersion:
+                pass
+            # A previous incarnation's node (same URL) lingers until its dead session is
+            # reaped: replace it with one of this session, which lives as long as we do.
+            try:
+                await self._metadata.delete(path)
+            except NodeNotFound:
+                pass
+        raise ConflictError(f"another live broker keeps announcing the same URL {origin}")
+
+    async def withdraw(self, origin: str) -> None:
+        """Remove this broker's announcement (it stops orchestrating)."""
+        try:
+            await self._metadata.delete(_broker_path(origin))
+        except NodeNotFound:
+            pass
+
+    async def broker_alive(self, origin: str) -> bool:
+        """Whether the broker at ``origin`` has announced itself and its session lives."""
+        return await self._metadata.get(_broker_path(origin)) is not None
 
     async def state(self) -> tuple[SwitchState, int] | None:
         got = await self._metadata.get(SWITCH_STATE_PATH)

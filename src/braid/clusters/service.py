@@ -23,6 +23,13 @@ directive without an ``origin=`` line is orchestrated by the broker leading the 
 ``/admin/bookie-clusters/orchestrator-leader`` (:class:`braid.metadata.LeaderElection`, joined by
 every started service; standalone: itself). A broker that loses that leadership stops its
 orchestrator; the next leader resumes from the persisted state (every step is idempotent).
+
+Every started broker announces its origin URL in an ephemeral node under
+``/admin/bookie-clusters/brokers``. When a directive's origin broker is gone (its announcement
+removed by a clean stop or with its session), the elected leader *adopts* the directive: a CAS
+rewrites its origin line to the leader's own, and the leader resumes the switch. The directive's
+origin is thus always the one broker that orchestrates; a broker that sees the origin change away
+from itself stops its orchestrator.
 """
 
 from __future__ import annotations
@@ -30,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from braid.clock import Clock
@@ -47,6 +54,7 @@ from braid.core.errors import BraidError, ConflictError, InvalidInputError, NotF
 from braid.core.storage_switch import (
     DEFAULT_BUILD_CONCURRENCY,
     DEFAULT_DUAL_READ_TIMEOUT_DAYS,
+    ORCHESTRATOR_BROKERS_PATH,
     ORCHESTRATOR_LEADER_PATH,
     SWITCH_TARGET_PATH,
     BookieClusterInfo,
@@ -188,6 +196,7 @@ class StorageClusterService:
             origin.encode(),
             on_state_change=self._on_leadership,
         )
+        await self._registry.announce(origin)
         await self._election.start()
         await self._maybe_orchestrate()
 
@@ -202,6 +211,11 @@ class StorageClusterService:
             self._unlisten()
             self._unlisten = None
         await self.orchestrator.close()
+        if self.origin is not None:
+            try:
+                await self._registry.withdraw(self.origin)
+            except BraidError as exc:  # the session ends anyway: the node goes with it
+                log.warning("could not withdraw this broker's announcement: %s", exc)
         election, self._election = self._election, None
         if election is not None:
             # Resign after the orchestrator stopped (never two at once); the NO_LEADER change
@@ -227,19 +241,25 @@ class StorageClusterService:
                 await self._factory.release(name)
 
     def _on_notification(self, notification: Notification) -> None:
-        if notification.path != SWITCH_TARGET_PATH or notification.type not in (
+        if notification.path == SWITCH_TARGET_PATH and notification.type in (
             NotificationType.CREATED,
             NotificationType.MODIFIED,
         ):
-            return
-        task = asyncio.create_task(self._apply_directive())
+            self._spawn(self._apply_directive())
+        elif (
+            notification.path.startswith(ORCHESTRATOR_BROKERS_PATH + "/")
+            and notification.type is NotificationType.DELETED
+        ):
+            # A broker went away: if it was the directive's origin, the leader adopts it.
+            self._spawn(self._maybe_orchestrate())
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def _on_leadership(self, state: LeaderElectionState) -> None:
-        task = asyncio.create_task(self._leadership_changed(state))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self._leadership_changed(state))
 
     async def _leadership_changed(self, state: LeaderElectionState) -> None:
         if state is LeaderElectionState.LEADING:
@@ -302,12 +322,41 @@ class StorageClusterService:
         got = await self._registry.state()
         if directive is None or got is None or got[0].phase.terminal:
             return
-        origin = directive[0].origin
+        target, version = directive
+        origin = target.origin
+        if (
+            origin is not None
+            and origin != self.origin
+            and self.orchestrator_leader
+            and not await self._registry.broker_alive(origin)
+        ):
+            origin = await self._adopt(target, version)
         # No origin line: the elected leader orchestrates (a standalone broker is the only
         # candidate).
         if origin == self.origin or (origin is None and self.orchestrator_leader):
             self.orchestrator.start()
             self.orchestrator.wake()
+        elif self.orchestrator.running:
+            log.info("the switch is orchestrated by %s now: stopping this orchestrator", origin)
+            await self.orchestrator.close()
+
+    async def _adopt(self, target: SwitchTarget, version: int) -> str | None:
+        """Take over a directive whose origin broker is gone: CAS its origin line to this
+        broker's. Returns the origin the directive names afterwards."""
+        try:
+            await self._registry.write_switch_target(
+                SwitchTarget(target.name, self.origin), version
+            )
+        except BadVersion:
+            # Changed meanwhile (a new switch, a rollback, another adopter): the watcher
+            # calls again with the new directive.
+            return target.origin
+        log.warning(
+            "the switch's origin broker %s is gone: this broker (%s) adopts it and resumes",
+            target.origin,
+            self.origin,
+        )
+        return self.origin
 
     # -- registry ---------------------------------------------------------------------------------
 

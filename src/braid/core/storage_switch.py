@@ -38,12 +38,16 @@ SWITCH_TARGET_PATH = f"{REGISTRY_ROOT}/switch-target"
 SWITCH_STATE_PATH = f"{REGISTRY_ROOT}/switch-state"
 #: The ephemeral leader node electing the orchestrator of a directive without ``origin=``.
 ORCHESTRATOR_LEADER_PATH = f"{REGISTRY_ROOT}/orchestrator-leader"
+#: Where every started broker announces its origin URL (one ephemeral child each), so the elected
+#: leader can tell a directive's origin broker is gone and adopt the directive.
+ORCHESTRATOR_BROKERS_PATH = f"{REGISTRY_ROOT}/brokers"
 #: Children of the registry root that are not clusters, and the admin API's own path words.
 RESERVED_NAMES = frozenset(
     {
         "switch-target",
         "switch-state",
         "orchestrator-leader",
+        "brokers",
         "status",
         "switch",
         "rollback",
@@ -526,6 +530,7 @@ __all__ = [
     "DEFAULT_BUILD_CONCURRENCY",
     "DEFAULT_DUAL_READ_TIMEOUT_DAYS",
     "MAX_PROMOTE_RETRIES",
+    "ORCHESTRATOR_BROKERS_PATH",
     "REGISTRY_ROOT",
     "RESERVED_NAMES",
     "SWITCH_STATE_PATH",

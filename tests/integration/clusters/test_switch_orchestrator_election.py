@@ -93,3 +93,79 @@ async def test_an_origin_less_directive_is_run_by_the_elected_leader_then_its_su
         if other is not None:
             await other.close()
         await stack.close()
+
+
+GONE = "http://127.0.0.1:3"
+
+
+async def test_a_directive_whose_origin_broker_is_gone_is_adopted_by_the_leader(
+    tmp_path: Path,
+) -> None:
+    """The origin broker stops for good mid-BUILD: the elected leader (told by the removal of the
+    origin's announcement) CASes the directive's origin to itself and finishes the switch; the
+    old origin coming back later does not orchestrate any more."""
+    leader_steps: list[StepKind] = []
+    hold_leader = asyncio.Event()
+    leader_holding = asyncio.Event()
+
+    async def leader_hook(step: Step) -> None:
+        leader_steps.append(step.kind)
+        if not hold_leader.is_set():
+            leader_holding.set()
+            await hold_leader.wait()
+
+    origin_builds = {"count": 0}
+    origin_paused = asyncio.Event()
+
+    async def origin_hook(step: Step) -> None:
+        if step.kind is StepKind.BUILD:
+            origin_builds["count"] += 1
+            if origin_builds["count"] == 2:
+                origin_paused.set()
+                await asyncio.Event().wait()  # until the orchestrator is stopped
+
+    returned_steps: list[StepKind] = []
+
+    stack = await open_switch_stack(tmp_path / "b", step_hook=leader_hook, concurrency=1)
+    origin = returned = None
+    try:
+        for name in ("a", "b", "c"):
+            await stack.add_schema(f"public/default/{name}", name.encode())
+        await stack.service.register("new", stack.new_uri, "STANDBY")
+        await stack.service.advance_idgen("new", 1000)
+        origin = await second_switch_service(stack, GONE, step_hook=origin_hook, concurrency=1)
+        assert stack.service.orchestrator_leader and not origin.service.orchestrator_leader
+
+        await origin.service.switch("new")  # the directive names GONE as its origin
+        await asyncio.wait_for(origin_paused.wait(), 30)
+        target = await stack.service.registry.switch_target()
+        assert target is not None and target[0].origin == GONE
+        assert not stack.service.orchestrator.running and leader_steps == []
+
+        # The origin broker goes away for good; the leader adopts the directive.
+        await origin.close()
+        origin = None
+        await asyncio.wait_for(leader_holding.wait(), 30)
+        target = await stack.service.registry.switch_target()
+        assert target is not None and target[0] == SwitchTarget("new", ORIGIN)
+
+        # The old origin is back (same URL): the directive is not its any more.
+        returned = await second_switch_service(
+            stack, GONE, step_hook=returned_steps.append, concurrency=1
+        )
+        assert not returned.service.orchestrator.running
+        hold_leader.set()
+        done = await stack.wait_phase("AWAIT_CLEANUP")
+        assert returned_steps == []
+        assert StepKind.DISCOVER not in leader_steps, leader_steps
+        assert {i.status for i in done.items} == {ItemStatus.PROMOTED}
+        assert len(done.items) == 3
+        for item in done.items:
+            new = await stack.entries("new", item.ledger_id)
+            assert new and new == await stack.entries("old", item.ledger_id)
+    finally:
+        hold_leader.set()
+        for other in (origin, returned):
+            if other is not None:
+                await other.close()
+        await stack.close()
