@@ -708,10 +708,12 @@ class StorageClusterService:
         switch: dict[str, Any] | None = None
         if got is not None:
             state = got[0]
+            directive = await self._registry.switch_target()
             switch = {
                 "source": state.source,
                 "target": state.target,
-                "origin": state.origin,
+                # The directive names who orchestrates now (a leader may have adopted it).
+                "origin": state.origin if directive is None else directive[0].origin,
                 "phase": state.phase.value,
                 "switchTimestampMillis": state.switched_ms,
                 "windowClosesAtMillis": cleanup_deadline_ms(state, self._window_ms),

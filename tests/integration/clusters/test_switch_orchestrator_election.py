@@ -148,6 +148,7 @@ async def test_a_directive_whose_origin_broker_is_gone_is_adopted_by_the_leader(
         await asyncio.wait_for(leader_holding.wait(), 30)
         target = await stack.service.registry.switch_target()
         assert target is not None and target[0] == SwitchTarget("new", ORIGIN)
+        assert (await stack.service.status())["switch"]["origin"] == ORIGIN
 
         # The old origin is back (same URL): the directive is not its any more.
         returned = await second_switch_service(
