@@ -1,15 +1,18 @@
 /* The compiled half of braid.protocol.batch.check_batch: the broker's walk of a batch payload.
  *
  * A batch payload is a run of [u32 size][SingleMessageMetadata][payload]. walk() steps over the
- * messages whose metadata holds only the fields clients write - partition_key (2) and
- * ordering_key (7) of under 128 bytes, payload_size (3), and the varints sequence_id (8),
- * event_time (5), ... (4, 6, 9, 10) - reading payload_size with protobuf's semantics (the last
- * occurrence wins, an int32 keeps the low 32 bits of its varint), exactly as the pure-Python
- * scanner in batch.py does. It never raises for the data: at the first message it does not step
- * over cleanly (any other field, a varint that runs long, a size that does not fit, a missing or
+ * messages whose metadata holds only the fields clients write - properties (1) made of key (1)
+ * and value (2) strings, partition_key (2), ordering_key (7), payload_size (3), and the varints
+ * sequence_id (8), event_time (5), ... (4, 6, 9, 10) - reading payload_size with protobuf's
+ * semantics (the last occurrence wins, an int32 keeps the low 32 bits of its varint). It is
+ * conservative: every metadata it steps over is one protobuf parses, to the same payload_size
+ * (proto2 strings are not checked for UTF-8; lengths are read only in their one- or two-byte
+ * canonical form). It never raises for the data: at the first message it does not step over
+ * cleanly (any other field, a varint that runs long, a size that does not fit, a missing or
  * negative payload_size) it stops and returns where, and the Python walk decides that message -
  * with protobuf, and with the error text - before calling walk() again for the rest. So the
- * compiled walk can only ever accept what the Python walk accepts; tests hold the two together.
+ * compiled walk accepts nothing the Python walk refuses; tests hold the two together, and both
+ * against the protobuf decoder.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -18,6 +21,54 @@
 
 /* A varint of at most this many bytes is read here; longer ones go to the Python walk. */
 #define MAX_VARINT_BYTES 9
+
+/* Read the length of a length-delimited field at *p (before limit): one byte, or two in
+ * canonical form (the second byte 1..127). 0 for anything else: the Python walk decides. */
+static int
+read_length(const unsigned char *data, Py_ssize_t *p, Py_ssize_t limit, Py_ssize_t *length)
+{
+    if (*p >= limit) {
+        return 0;
+    }
+    const unsigned char first = data[*p];
+    if (first < 0x80) {
+        *length = first;
+        *p += 1;
+        return 1;
+    }
+    if (limit - *p < 2 || data[*p + 1] == 0 || data[*p + 1] >= 0x80) {
+        return 0;
+    }
+    *length = (Py_ssize_t)(first & 0x7F) | ((Py_ssize_t)data[*p + 1] << 7);
+    *p += 2;
+    return 1;
+}
+
+/* A length-delimited field's bytes from *p (the tag just read) within limit; then *p is past
+ * them. A property (KeyValue) must hold only key (1) and value (2) strings, each as above. */
+static int
+skip_bytes_field(const unsigned char *data, Py_ssize_t *p, Py_ssize_t limit, int is_property)
+{
+    Py_ssize_t length;
+    if (!read_length(data, p, limit, &length) || length > limit - *p) {
+        return 0;
+    }
+    const Py_ssize_t field_end = *p + length;
+    if (is_property) {
+        Py_ssize_t q = *p;
+        while (q < field_end) {
+            const unsigned char tag = data[q++];
+            Py_ssize_t inner;
+            if ((tag != 0x0A && tag != 0x12) || !read_length(data, &q, field_end, &inner) ||
+                inner > field_end - q) {
+                return 0;
+            }
+            q += inner;
+        }
+    }
+    *p = field_end;
+    return 1;
+}
 
 static PyObject *
 walk(PyObject *module, PyObject *args)
@@ -82,8 +133,12 @@ walk(PyObject *module, PyObject *args)
                     break;
                 }
             }
-            else if ((tag == 0x12 || tag == 0x3A) && p < meta_end && data[p] < 0x80) {
-                p += 1 + (Py_ssize_t)data[p];
+            else if (tag == 0x0A || tag == 0x12 || tag == 0x3A) {
+                /* properties; partition_key, ordering_key */
+                if (!skip_bytes_field(data, &p, meta_end, tag == 0x0A)) {
+                    clean = 0;
+                    break;
+                }
             }
             else {
                 clean = 0;
@@ -111,10 +166,10 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    "_batch_walk",
-    "The compiled batch walk of braid.protocol.batch.check_batch (see _batch_walk.c).",
-    0,
-    methods,
+    .m_name = "_batch_walk",
+    .m_doc = "The compiled batch walk of braid.protocol.batch.check_batch (see _batch_walk.c).",
+    .m_size = 0,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC

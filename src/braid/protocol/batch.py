@@ -158,20 +158,7 @@ def check_batch(data: bytes | memoryview, count: int) -> None:
     Raises:
         CorruptPayload: the batch does not split into ``count`` messages.
     """
-    if count < 1:
-        raise CorruptPayload(f"a batch must hold at least one message, says {count}")
-    if _native_walk is None:
-        pos = _walk(data, count, 0, 0, count)
-    else:
-        index = pos = 0
-        while True:
-            index, pos = _native_walk(data, count, index, pos)
-            if index == count:
-                break
-            pos = _walk(data, count, index, pos, index + 1)
-            index += 1
-    if pos != len(data):
-        raise CorruptPayload(f"{len(data) - pos} bytes left after {count} batched messages")
+    _check_batch(data, count, _native_walk)
 
 
 def check_batch_python(data: bytes | memoryview, count: int) -> None:
@@ -179,9 +166,24 @@ def check_batch_python(data: bytes | memoryview, count: int) -> None:
 
     For the tests that hold the two walks together, and for benchmarks.
     """
+    _check_batch(data, count, None)
+
+
+def _check_batch(data: bytes | memoryview, count: int, native: _NativeWalk | None) -> None:
     if count < 1:
         raise CorruptPayload(f"a batch must hold at least one message, says {count}")
-    pos = _walk(data, count, 0, 0, count)
+    if native is None:
+        pos = _walk(data, count, 0, 0, count)
+    else:
+        index = pos = 0
+        while True:
+            index, pos = native(data, count, index, pos)
+            if index == count:
+                break
+            # A message the compiled walk leaves to Python: decided (or refused) here, then the
+            # compiled walk resumes after it.
+            pos = _walk(data, count, index, pos, index + 1)
+            index += 1
     if pos != len(data):
         raise CorruptPayload(f"{len(data) - pos} bytes left after {count} batched messages")
 

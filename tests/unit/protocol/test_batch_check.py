@@ -185,9 +185,10 @@ def test_ci_builds_the_compiled_walk() -> None:
 
 
 def test_the_walk_hands_odd_messages_back_and_resumes_after_them() -> None:
-    # Compiled-walk shapes around ones it leaves to the Python walk (properties; an unknown field)
-    # and an error after them: the hand-over in both directions keeps positions and indexes.
-    odd = _single(properties=[("a", "b")]).SerializePartialToString()
+    # Compiled-walk shapes around ones it leaves to the Python walk (a key length in a longer
+    # form than needed; an unknown field) and an error after them: the hand-over in both
+    # directions keeps positions and indexes.
+    odd = b"\x12\x82\x00ab"  # partition_key "ab", its length in two bytes
     unknown = b"\x18\x02\x78\x05"  # payload_size 2, then field 15 (varint) nobody writes
     parts = [
         _raw_message(b"\x18\x01", b"a"),
@@ -213,7 +214,7 @@ def test_the_compiled_walk_stops_where_it_cannot_decide() -> None:
     from braid.protocol._batch_walk import walk
 
     clean = _raw_message(b"\x18\x01", b"a")
-    odd = _raw_message(_single(properties=[("a", "b")], payload_size=1).SerializeToString(), b"b")
+    odd = _raw_message(b"\x78\x00\x18\x01", b"b")  # an unknown field: protobuf's call
     data = clean + clean + odd + clean
     assert walk(data, 4, 0, 0) == (2, 2 * len(clean))
     assert walk(data, 4, 3, len(data) - len(clean)) == (4, len(data))
@@ -240,6 +241,11 @@ _odd_fields = st.sampled_from(
         b"\x0a\x03\x0a\x01a",  # a property without its required value
         b"\x12\x04ab",  # a key longer than what follows it: may run past the metadata
         b"\x40\xff",  # a varint that runs on into what follows
+        b"\x12\x81\x00k",  # a key length in a longer form than needed
+        b"\x0a\x02\x18\x01",  # a property holding an unknown varint field
+        b"\x0a\x05\x0a\x09abc",  # a property whose key runs past it
+        b"\x0a\x04\x0b\x01ab",  # a property with a field of an invalid wire type
+        b"\x0a\x81\x01\x0a\x7f" + b"p" * 127,  # a property of 129 bytes
     ]
 )
 
