@@ -25,11 +25,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(RUN_STAMP): pyproject.toml | $(BIN)/python
+$(RUN_STAMP): pyproject.toml setup.py src/braid/protocol/_batch_walk.c | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(DEV_STAMP): pyproject.toml | $(BIN)/python
+$(DEV_STAMP): pyproject.toml setup.py src/braid/protocol/_batch_walk.c | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev,spark]'
 	touch $@ $(RUN_STAMP)
 

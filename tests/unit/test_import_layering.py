@@ -60,7 +60,9 @@ _PURE = {"core", "protocol"}
 
 def _modules() -> dict[str, Path]:
     found: dict[str, Path] = {}
-    for path in SRC.rglob("*.py"):
+    # A compiled module (``protocol/_batch_walk.c``) has no .py; its type stub names it.
+    stubs = [p for p in SRC.rglob("*.pyi") if not p.with_suffix(".py").exists()]
+    for path in [*SRC.rglob("*.py"), *stubs]:
         parts = ["braid", *path.relative_to(SRC).with_suffix("").parts]
         if parts[-1] == "__init__":
             parts.pop()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 import struct
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -117,6 +117,16 @@ def decode_batch(data: bytes, count: int) -> list[EntryMessage]:
     return out
 
 
+_NativeWalk: TypeAlias = Callable[[bytes | memoryview, int, int, int], tuple[int, int]]
+_native_walk: _NativeWalk | None
+try:  # the compiled walk (setup.py builds it where a C compiler is at hand; ADR 0032)
+    from braid.protocol._batch_walk import walk as _native_walk
+except ImportError:  # pragma: no cover - an install without it walks in pure Python
+    _native_walk = None
+
+#: Whether :func:`check_batch` runs the compiled walk (for logs, tests and benchmarks).
+NATIVE_BATCH_WALK = _native_walk is not None
+
 #: One-byte tags of the ``SingleMessageMetadata`` fields clients write, by wire type. The
 #: broker's batch walk reads these itself; any other byte sends the message to protobuf.
 _PAYLOAD_SIZE_TAG = 0x18  # field 3, varint
@@ -134,24 +144,63 @@ def check_batch(data: bytes | memoryview, count: int) -> None:
     least one message) without building anything per message: what the broker runs on every
     batched SEND, so that a consumer trusting ``num_messages_in_batch`` - the official C++ client
     reads past its buffer when it lies - never receives a batch that does not split. Each
-    message's ``payload_size`` is read by an inline scanner of the fields clients write
+    message's ``payload_size`` is read by a scanner of the fields clients write
     (``partition_key``, ``payload_size``, ``sequence_id``, ``event_time``, ...) with protobuf's
     own semantics (the last occurrence wins, an ``int32`` keeps the low 32 bits of its varint);
     any other shape (properties, which must parse as messages too; unknown fields; anything odd)
-    is parsed by protobuf itself. A Python loop either way: ~0.2-0.5 µs per message.
+    is parsed by protobuf itself.
+
+    The scanner runs compiled (``_batch_walk.c``, ~5 ns per message) where the package was built
+    with it, stepping over every message it reads cleanly and handing each other one to the
+    pure-Python walk (~0.2-0.5 µs per message), which decides it and raises; without the compiled
+    module the pure-Python walk does it all, with the same result (ADR 0032).
 
     Raises:
         CorruptPayload: the batch does not split into ``count`` messages.
     """
+    _check_batch(data, count, _native_walk)
+
+
+def check_batch_python(data: bytes | memoryview, count: int) -> None:
+    """:func:`check_batch` in pure Python whether or not the compiled walk is installed.
+
+    For the tests that hold the two walks together, and for benchmarks.
+    """
+    _check_batch(data, count, None)
+
+
+def _check_batch(data: bytes | memoryview, count: int, native: _NativeWalk | None) -> None:
     if count < 1:
         raise CorruptPayload(f"a batch must hold at least one message, says {count}")
+    if native is None:
+        pos = _walk(data, count, 0, 0, count)
+    else:
+        index = pos = 0
+        while True:
+            index, pos = native(data, count, index, pos)
+            if index == count:
+                break
+            # A message the compiled walk leaves to Python: decided (or refused) here, then the
+            # compiled walk resumes after it.
+            pos = _walk(data, count, index, pos, index + 1)
+            index += 1
+    if pos != len(data):
+        raise CorruptPayload(f"{len(data) - pos} bytes left after {count} batched messages")
+
+
+def _walk(data: bytes | memoryview, count: int, start: int, pos: int, stop: int) -> int:
+    """Step over messages ``start..stop-1`` of a ``count``-message batch payload from byte
+    ``pos`` (the start of message ``start``); where they end.
+
+    Raises:
+        CorruptPayload: a message does not fit or has no valid ``payload_size``.
+    """
     end = len(data)
-    pos = 0
     unpack = _U32.unpack_from
     head = _BARE_HEAD.unpack_from
     varint_tags = _VARINT_TAGS
     bytes_tags = _BYTES_TAGS
-    for index in range(count):
+    for index in range(start, stop):
         if end - pos >= 7:
             # The commonest message of all - metadata that is payload_size alone, in one or two
             # bytes (a batching client's message without key or properties) - in one unpack.
@@ -211,9 +260,9 @@ def check_batch(data: bytes | memoryview, count: int) -> None:
                         value &= 0xFFFFFFFF
                     size = value if value < 0x80000000 else -1
                 elif tag == 0x40 or tag in varint_tags:  # sequence_id first: every client
-                    stop = p + 8
+                    last = p + 8
                     while data[p] >= 0x80:
-                        if p >= stop:
+                        if p >= last:
                             raise IndexError  # a varint of 10 bytes: protobuf's call
                         p += 1
                     p += 1
@@ -231,8 +280,7 @@ def check_batch(data: bytes | memoryview, count: int) -> None:
         pos = meta_end + size
         if pos > end:
             raise CorruptPayload(f"payload of message {index} overruns the batch")
-    if pos != end:
-        raise CorruptPayload(f"{end - pos} bytes left after {count} batched messages")
+    return pos
 
 
 def _payload_size_of(metadata: bytes | memoryview, index: int) -> int:
@@ -389,10 +437,12 @@ def read_entry(
 
 __all__ = [
     "DEFAULT_MAX_UNCOMPRESSED_SIZE",
+    "NATIVE_BATCH_WALK",
     "EntryMessage",
     "build_entry",
     "build_single_entry",
     "check_batch",
+    "check_batch_python",
     "compress",
     "decode_batch",
     "decompress",

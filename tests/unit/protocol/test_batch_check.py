@@ -2,18 +2,27 @@
 
 The scanner reads ``payload_size`` without protobuf, so it is held against an independent
 implementation: :func:`decode_batch`, which parses every ``SingleMessageMetadata`` with protobuf.
-For any bytes and any count >= 1, one raises exactly when the other does.
+For any bytes and any count >= 1, one raises exactly when the other does. The compiled walk
+(``_batch_walk.c``) and the pure-Python one (:func:`check_batch_python`) must moreover agree on
+every outcome to the letter of the error (ADR 0032).
 """
 
 from __future__ import annotations
 
+import os
 import struct
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from braid.protocol.batch import check_batch, decode_batch, encode_batch
+from braid.protocol.batch import (
+    NATIVE_BATCH_WALK,
+    check_batch,
+    check_batch_python,
+    decode_batch,
+    encode_batch,
+)
 from braid.protocol.errors import CorruptPayload
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
@@ -95,18 +104,24 @@ def test_metadata_that_is_not_protobuf_is_refused() -> None:
         check_batch(_raw_message(b"\x18", b""), 1)
 
 
+def _outcome(check: object, data: bytes, count: int) -> str | None:
+    try:
+        check(data, count)  # type: ignore[operator]
+    except CorruptPayload as exc:
+        return str(exc)
+    return None
+
+
 def _agree(data: bytes, count: int) -> None:
     try:
         decode_batch(data, count)
         decoded = True
     except CorruptPayload:
         decoded = False
-    try:
-        check_batch(data, count)
-        checked = True
-    except CorruptPayload:
-        checked = False
-    assert checked == decoded, (data, count)
+    checked = _outcome(check_batch, data, count)
+    assert (checked is None) == decoded, (data, count, checked)
+    # The compiled walk and the pure-Python one: the same outcome, the same words.
+    assert _outcome(check_batch_python, data, count) == checked, (data, count)
 
 
 _metadata = st.builds(
@@ -160,3 +175,110 @@ def test_corrupted_batches_agree_with_the_decoder(
 @given(st.binary(max_size=64), st.integers(1, 3))
 def test_arbitrary_bytes_agree_with_the_decoder(data: bytes, count: int) -> None:
     _agree(data, count)
+
+
+@pytest.mark.skipif(not os.environ.get("CI"), reason="only CI must build the compiled walk")
+def test_ci_builds_the_compiled_walk() -> None:
+    # setup.py compiles it wherever gcc and the Python headers are (the CI machine has both); an
+    # install without it is correct but ~40 x slower on batches, so CI must not lose it quietly.
+    assert NATIVE_BATCH_WALK
+
+
+def test_the_walk_hands_odd_messages_back_and_resumes_after_them() -> None:
+    # Compiled-walk shapes around ones it leaves to the Python walk (a key length in a longer
+    # form than needed; an unknown field) and an error after them: the hand-over in both
+    # directions keeps positions and indexes.
+    odd = b"\x12\x82\x00ab"  # partition_key "ab", its length in two bytes
+    unknown = b"\x18\x02\x78\x05"  # payload_size 2, then field 15 (varint) nobody writes
+    parts = [
+        _raw_message(b"\x18\x01", b"a"),
+        _raw_message(odd + b"\x18\x03", b"abc"),
+        _raw_message(b"\x18\x00\x40\x07", b""),
+        _raw_message(unknown, b"xy"),
+        _raw_message(b"\x12\x03key\x18\x02", b"zz"),
+    ]
+    data = b"".join(parts)
+    check_batch(data, 5)
+    _agree(data, 5)
+    for count in (1, 2, 3, 4, 6, 7):
+        _agree(data, count)
+    for cut in range(len(data)):
+        _agree(data[:cut], 5)
+    # A lying count whose missing messages sit after a handed-over one.
+    with pytest.raises(CorruptPayload, match="ends before message 5 of 6"):
+        check_batch(data, 6)
+
+
+@pytest.mark.skipif(not NATIVE_BATCH_WALK, reason="the compiled walk is not installed")
+def test_the_compiled_walk_stops_where_it_cannot_decide() -> None:
+    from braid.protocol._batch_walk import walk
+
+    clean = _raw_message(b"\x18\x01", b"a")
+    odd = _raw_message(b"\x78\x00\x18\x01", b"b")  # an unknown field: protobuf's call
+    data = clean + clean + odd + clean
+    assert walk(data, 4, 0, 0) == (2, 2 * len(clean))
+    assert walk(data, 4, 3, len(data) - len(clean)) == (4, len(data))
+    assert walk(memoryview(data), 2, 0, 0) == (2, 2 * len(clean))
+    assert walk(data[:-1], 4, 3, len(data) - len(clean)) == (3, len(data) - len(clean))
+    with pytest.raises(ValueError):
+        walk(data, 4, 0, len(data) + 1)
+
+
+_odd_fields = st.sampled_from(
+    [
+        b"",
+        b"\x20\x01",  # deprecated_properties-era varints clients still write
+        b"\x28\xff\xff\xff\xff\x0f",  # event_time, 5 bytes
+        b"\x30\x01",  # null_value
+        b"\x3a\x02ok",  # ordering_key
+        b"\x48\x05",
+        b"\x50\x01",
+        b"\x78\x01",  # an unknown varint field
+        b"\x18\xff\xff\xff\xff\x0f",  # payload_size -1 as an int32
+        b"\x18\x80\x80\x80\x80\x10",  # payload_size 2**32: low 32 bits, 0
+        b"\x12\x80\x01" + b"k" * 128,  # a key of two-byte length
+        b"\x0a\x06\x0a\x01a\x12\x01b",  # one property
+        b"\x0a\x03\x0a\x01a",  # a property without its required value
+        b"\x12\x04ab",  # a key longer than what follows it: may run past the metadata
+        b"\x40\xff",  # a varint that runs on into what follows
+        b"\x12\x81\x00k",  # a key length in a longer form than needed
+        b"\x0a\x02\x18\x01",  # a property holding an unknown varint field
+        b"\x0a\x05\x0a\x09abc",  # a property whose key runs past it
+        b"\x0a\x04\x0b\x01ab",  # a property with a field of an invalid wire type
+        b"\x0a\x81\x01\x0a\x7f" + b"p" * 127,  # a property of 129 bytes
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.tuples(_odd_fields, st.integers(0, 300), _odd_fields, st.binary(max_size=300)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(1, 8),
+    st.integers(-3, 3),
+)
+def test_hand_built_metadata_agrees_across_walks_and_the_decoder(
+    messages: list[tuple[bytes, int, bytes, bytes]], count: int, trim: int
+) -> None:
+    # Metadata as raw fields around a payload_size that may lie about its payload's length.
+    data = b"".join(
+        _raw_message(before + b"\x18" + _varint(size) + after, payload)
+        for before, size, after, payload in messages
+    )
+    if trim > 0:
+        data = data[:-trim]
+    elif trim < 0:
+        data += b"\x00" * -trim
+    _agree(data, count)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)

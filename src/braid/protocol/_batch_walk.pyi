@@ -1,0 +1,3 @@
+"""Types of the compiled batch walk (``_batch_walk.c``); see ``braid.protocol.batch``."""
+
+def walk(data: bytes | memoryview, count: int, index: int, pos: int, /) -> tuple[int, int]: ...
