@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from braid.storage.bookie import journal
+from braid.storage.bookie import ledger_files
 from braid.storage.bookie.records import (
     JournalRecord,
     RecordKind,
@@ -26,14 +26,14 @@ def _write(path: Path, buffers: list[bytes], offset: int) -> bytes:
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         os.pwrite(fd, b"H" * offset, 0)
-        journal._pwritev_all(fd, buffers, offset)
+        ledger_files.pwritev_all(fd, buffers, offset)
     finally:
         os.close(fd)
     return path.read_bytes()
 
 
 def test_more_buffers_than_one_call_takes_land_in_order(tmp_path: Path) -> None:
-    buffers = [b"%05d|" % i for i in range(3 * journal._IOV_MAX + 17)]
+    buffers = [b"%05d|" % i for i in range(3 * ledger_files.IOV_MAX + 17)]
     assert _write(tmp_path / "j", buffers, 8) == b"H" * 8 + b"".join(buffers)
 
 
@@ -45,6 +45,6 @@ def test_short_writes_resume_mid_buffer(tmp_path: Path, monkeypatch: pytest.Monk
         first = bytes(buffers[0])[:7]
         return real(fd, [first], offset)
 
-    monkeypatch.setattr(journal.os, "pwritev", at_most_seven_bytes)
+    monkeypatch.setattr(ledger_files.os, "pwritev", at_most_seven_bytes)
     buffers = [b"abc", b"", b"defghijklmnop", b"q" * 40]
     assert _write(tmp_path / "j", buffers, 4) == b"HHHH" + b"".join(buffers)

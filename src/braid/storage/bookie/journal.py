@@ -24,7 +24,6 @@ unknown).
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import queue
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from braid.storage.bookie.disk import is_no_space
-from braid.storage.bookie.ledger_files import fsync_dir, pwrite_all
+from braid.storage.bookie.ledger_files import fsync_dir, pwrite_all, pwritev_all
 from braid.storage.bookie.records import JOURNAL_MAGIC, JournalRecord, decode_records
 
 log = logging.getLogger(__name__)
@@ -96,30 +95,6 @@ class _Stop:
 DurableCallback = Callable[[list[object]], None]
 RollCallback = Callable[[int, list[object]], None]
 ErrorCallback = Callable[[list[object], OSError], None]
-
-
-#: Buffers per ``pwritev`` call (the kernel's ``IOV_MAX`` is 1024 on Linux).
-_IOV_MAX = 1024
-
-
-def _pwritev_all(fd: int, buffers: list[bytes], offset: int) -> None:
-    """Write ``buffers`` back to back at ``offset``, resuming after short writes."""
-    pending: list[bytes | memoryview] = list(buffers)
-    while pending:
-        chunk = pending[:_IOV_MAX]
-        written = os.pwritev(fd, chunk, offset)
-        if written <= 0:
-            raise OSError(errno.EIO, "pwritev wrote nothing")
-        offset += written
-        done = 0
-        for buf in chunk:
-            if written < len(buf):
-                break
-            written -= len(buf)
-            done += 1
-        del pending[:done]
-        if written:
-            pending[0] = memoryview(pending[0])[written:]
 
 
 class JournalWriter:
@@ -255,7 +230,7 @@ class JournalWriter:
                 self._allocated = max(self._allocated, end)
             # No join: the buffers go to the kernel as they are (a join would copy every byte
             # once more, holding the interpreter lock the event loop needs meanwhile).
-            _pwritev_all(self._fd, payloads, self._offset)
+            pwritev_all(self._fd, payloads, self._offset)
             # The one fsync that every record in this group waits for.
             os.fdatasync(self._fd)
             self.fsyncs += 1

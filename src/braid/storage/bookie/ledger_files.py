@@ -67,6 +67,31 @@ def pwrite_all(fd: int, data: bytes | memoryview, offset: int) -> None:
         view = view[written:]
 
 
+#: Buffers per ``pwritev`` call (the kernel's ``IOV_MAX`` is 1024 on Linux).
+IOV_MAX = 1024
+
+
+def pwritev_all(fd: int, buffers: list[bytes], offset: int) -> None:
+    """Write ``buffers`` back to back at ``offset`` in as few ``pwritev`` calls as ``IOV_MAX``
+    allows, resuming after short writes (like :func:`pwrite_all`: nothing written is ``ENOSPC``)."""
+    pending: list[bytes | memoryview] = list(buffers)
+    while pending:
+        chunk = pending[:IOV_MAX]
+        written = os.pwritev(fd, chunk, offset)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, "pwritev wrote nothing")
+        offset += written
+        done = 0
+        for buf in chunk:
+            if written < len(buf):
+                break
+            written -= len(buf)
+            done += 1
+        del pending[:done]
+        if written:
+            pending[0] = memoryview(pending[0])[written:]
+
+
 class LedgerFiles:
     """Per-ledger data + index files in one directory."""
 
@@ -159,11 +184,11 @@ class LedgerFiles:
                 else:
                     run_first, run_slots = rec.entry_id, [slot]
                     runs.append((run_first, run_slots))
-            payload = b"".join(rec.data for rec in records)
             self._dirty.add(ledger_id)
             try:
-                if payload:
-                    pwrite_all(handle.data_fd, payload, start)
+                if offset > start:
+                    # The records' own buffers, one system call: no joined copy of the data.
+                    pwritev_all(handle.data_fd, [rec.data for rec in records], start)
                 for first, slots in runs:
                     pwrite_all(handle.idx_fd, b"".join(slots), first * SLOT_SIZE)
             except OSError:
