@@ -45,12 +45,12 @@ from braid.core.names import TopicName
 from braid.ledger.api import EARLIEST, LATEST, Position
 from braid.protocol import commands
 from braid.protocol.events import CommandReceived
+from braid.protocol.frames import encode_send_receipt
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 _INT64_MAX = 2**63 - 1
-_UINT64 = 2**64 - 1
 _CPP_CLIENT_VERSION = re.compile(r"Pulsar-CPP-v(\d+)\.(\d+)")
 
 
@@ -157,9 +157,6 @@ class TopicCommands:
         self._pending_producers: dict[int, asyncio.Task[None]] = {}
         self._consumers: dict[int, ConsumerBinding] = {}
         self._closed = False
-        # One SEND_RECEIPT per stored message: filled in and encoded in place (the channel
-        # encodes a command before ``send`` returns), a fifth of the cost of building it anew.
-        self._receipt = pb.BaseCommand(type=pb.BaseCommand.SEND_RECEIPT)
 
     # -- transport for producers and consumers ------------------------------------------------
 
@@ -174,17 +171,17 @@ class TopicCommands:
     def send_receipt(
         self, producer_id: int, sequence_id: int, highest_sequence_id: int, position: Position
     ) -> None:
-        receipt = self._receipt.send_receipt
-        receipt.producer_id = producer_id
-        receipt.sequence_id = sequence_id
-        # uint64 on the wire: a duplicate's -1:-1 goes as 2^64 - 1, as commands.message_id does.
-        receipt.message_id.ledgerId = position.ledger_id & _UINT64
-        receipt.message_id.entryId = position.entry_id & _UINT64
-        if highest_sequence_id > 0:
-            receipt.highest_sequence_id = highest_sequence_id
-        else:
-            receipt.ClearField("highest_sequence_id")
-        self._channel.send(self._receipt)
+        # One per stored entry: written straight in the wire format (a duplicate's -1:-1 goes as
+        # 2^64 - 1, the fields being uint64).
+        self._channel.send_frame(
+            encode_send_receipt(
+                producer_id,
+                sequence_id,
+                position.ledger_id,
+                position.entry_id,
+                highest_sequence_id,
+            )
+        )
 
     def send_publish_error(self, producer_id: int, sequence_id: int, exc: BaseException) -> None:
         code, message = to_server_error(exc)

@@ -234,6 +234,20 @@ class _Connection:
             ),
         )
 
+    def send_frame(self, frame: bytes) -> None:
+        """Queue a frame encoded by the caller (a SEND_RECEIPT from
+        :func:`~braid.protocol.frames.encode_send_receipt`), under the rules of :meth:`send`.
+
+        Raises:
+            ConnectionStateError: the handshake is not complete.
+            ConnectionClosedError: the machine is closed.
+        """
+        if self._state is not ConnectionState.CONNECTED:
+            if self._state is ConnectionState.CLOSED:
+                raise ConnectionClosedError("the connection is closed")
+            raise ConnectionStateError(f"cannot send before the handshake ({self._state.value})")
+        self._outgoing += frame
+
     def data_to_send(self) -> bytes:
         """Take every byte queued for the peer (also after closing: a final ERROR, say)."""
         data = bytes(self._outgoing)

@@ -1,17 +1,22 @@
-"""SEND_RECEIPT is encoded from one reused command per connection: it must encode exactly as a
-freshly built one, with nothing left over from the receipt before it."""
+"""SEND_RECEIPT is written straight in protobuf's wire format (``encode_send_receipt``): it must
+encode exactly as a command built and serialized by protobuf, for any field values."""
 
 from __future__ import annotations
 
 from collections.abc import Coroutine
 from typing import Any, cast
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from braid.broker.handlers import TopicCommands, TopicService
 from braid.broker.send_validation import SendValidator
 from braid.ledger.api import Position
 from braid.protocol import commands
-from braid.protocol.frames import encode_command
+from braid.protocol.frames import FrameDecoder, encode_command, encode_send_receipt
 from braid.protocol.generated import PulsarApi_pb2 as pb
+
+_UINT64S = st.one_of(st.integers(0, 300), st.integers(0, 2**64 - 1))
 
 
 class _RecordingChannel:
@@ -24,6 +29,9 @@ class _RecordingChannel:
     def send(self, cmd: pb.BaseCommand, body: bytes | None = None) -> None:
         self.sent.append(encode_command(cmd))
 
+    def send_frame(self, frame: bytes) -> None:
+        self.sent.append(frame)
+
     def spawn(self, coro: Coroutine[Any, Any, Any], *, request_id: int | None = None) -> None:
         coro.close()
 
@@ -32,7 +40,7 @@ class _RecordingChannel:
     closed = False
 
 
-def test_reused_receipt_encodes_like_a_fresh_one_in_any_order() -> None:
+def test_receipts_encode_like_protobuf_in_any_order() -> None:
     channel = _RecordingChannel()
     topics = TopicCommands(channel, cast(TopicService, None), SendValidator(5 * 1024 * 1024))
     cases = [
@@ -53,3 +61,29 @@ def test_reused_receipt_encodes_like_a_fresh_one_in_any_order() -> None:
         for producer_id, seq, highest, pos in cases
     ]
     assert channel.sent == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    producer_id=_UINT64S,
+    sequence_id=_UINT64S,
+    ledger_id=st.integers(-1, 2**63 - 1),
+    entry_id=st.integers(-1, 2**63 - 1),
+    highest_sequence_id=st.integers(-1, 2**64 - 1),
+)
+def test_hand_encoded_receipt_is_byte_for_byte_protobufs(
+    producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int
+) -> None:
+    expected = encode_command(
+        commands.send_receipt(
+            producer_id,
+            sequence_id,
+            ledger_id,
+            entry_id,
+            highest_sequence_id if highest_sequence_id > 0 else None,
+        )
+    )
+    got = encode_send_receipt(producer_id, sequence_id, ledger_id, entry_id, highest_sequence_id)
+    assert got == expected
+    [frame] = FrameDecoder().feed(got)
+    assert frame.command.send_receipt.producer_id == producer_id
