@@ -115,6 +115,8 @@ def _varint(value: int) -> bytes:
         return _ONE_BYTE_VARINTS[value]
     if value < 0x4000:
         return bytes(((value & 0x7F) | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes(((value & 0x7F) | 0x80, ((value >> 7) & 0x7F) | 0x80, value >> 14))
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -223,7 +225,8 @@ def parse_command(data: bytes | memoryview) -> pb.BaseCommand:
     """
     cmd = pb.BaseCommand()
     try:
-        cmd.ParseFromString(data)
+        # Any buffer parses (the stubs say bytes): the decoder hands a view of its buffer.
+        cmd.ParseFromString(data)  # type: ignore[arg-type]
     except DecodeError as exc:
         raise MalformedFrame(f"command does not parse: {exc}") from exc
     if cmd.type == _SEND:
@@ -370,7 +373,7 @@ def _decode_payload(cmd: pb.BaseCommand, view: memoryview, pos: int, end: int) -
             raise MalformedFrame(f"broker entry metadata size {bem_size} exceeds the frame")
         bem = pb.BrokerEntryMetadata()
         try:
-            bem.ParseFromString(view[pos + 6 : pos + 6 + bem_size])
+            bem.ParseFromString(view[pos + 6 : pos + 6 + bem_size])  # type: ignore[arg-type]
         except DecodeError as exc:
             raise MalformedFrame(f"broker entry metadata does not parse: {exc}") from exc
         pos += 6 + bem_size

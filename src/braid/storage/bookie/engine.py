@@ -577,7 +577,6 @@ class Bookie:
         entry_id: int,
         data: bytes,
         callback: AddCallback,
-        *,
         last_add_confirmed: int = -1,
         length: int = 0,
         recovery: bool = False,
@@ -601,7 +600,8 @@ class Bookie:
         length: int,
         recovery: bool,
     ) -> JournalRecord:
-        _validate_ids(ledger_id, entry_id)
+        validate_ledger_id(ledger_id)
+        validate_entry_id(entry_id)
         if len(data) > self._max_entry_size:
             raise EntryTooLarge(f"entry of {len(data)} bytes exceeds {self._max_entry_size}")
         if self._disk.read_only:
@@ -702,7 +702,10 @@ class Bookie:
                 self._ledgers.pop(record.ledger_id, None)
                 self._cache.pop(record.ledger_id, None)
             if item.callback is not None:
-                self._notify(item.callback, record.entry_id, None)
+                try:  # inlined _notify: this loop runs once per entry
+                    item.callback(record.entry_id, None)
+                except Exception:  # a broken callback must not stop the others in this group
+                    log.exception("bookie %s: add callback failed", self._id)
             elif item.future is not None and not item.future.done():
                 item.future.set_result(None)
 
