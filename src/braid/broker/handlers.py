@@ -45,7 +45,7 @@ from braid.core.names import TopicName
 from braid.ledger.api import EARLIEST, LATEST, Position
 from braid.protocol import commands
 from braid.protocol.events import CommandReceived
-from braid.protocol.frames import encode_send_receipt
+from braid.protocol.frames import SendReceiptEncoder
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -157,6 +157,8 @@ class TopicCommands:
         self._pending_producers: dict[int, asyncio.Task[None]] = {}
         self._consumers: dict[int, ConsumerBinding] = {}
         self._closed = False
+        # One SEND_RECEIPT per stored entry: encoded from one reused command, straight to bytes.
+        self._receipts = SendReceiptEncoder()
 
     # -- transport for producers and consumers ------------------------------------------------
 
@@ -171,10 +173,8 @@ class TopicCommands:
     def send_receipt(
         self, producer_id: int, sequence_id: int, highest_sequence_id: int, position: Position
     ) -> None:
-        # One per stored entry: written straight in the wire format (a duplicate's -1:-1 goes as
-        # 2^64 - 1, the fields being uint64).
         self._channel.send_frame(
-            encode_send_receipt(
+            self._receipts.encode(
                 producer_id,
                 sequence_id,
                 position.ledger_id,
@@ -382,8 +382,13 @@ class TopicCommands:
             return
         producer, topic = entry
         sequence_id = req.sequence_id
-        last = max(req.highest_sequence_id, sequence_id + max(req.num_messages, 1) - 1)
-        receipt = producer.expect(sequence_id, req.highest_sequence_id, last)
+        highest = req.highest_sequence_id
+        # The last sequence id the SEND covers: a batch of n from s covers s + n - 1.
+        count = req.num_messages
+        last = sequence_id + count - 1 if count > 1 else sequence_id
+        if highest > last:
+            last = highest
+        receipt = producer.expect(sequence_id, highest, last)
         if event.checksum_valid is False or body is None:
             producer.complete(
                 receipt,

@@ -681,19 +681,22 @@ class Bookie:
     def _on_durable(self, items: list[_Pending]) -> None:
         # The group commit's completion: state, write cache, then every waiter of the group in
         # journal order (the ledger writers' callbacks answer their callers right here).
+        cache = self._cache
+        ledgers = self._ledgers
         for item in items:
             record = item.record
             if record.kind is RecordKind.ADD:
                 ledger_id = record.ledger_id
-                cached = self._cache.get(ledger_id)
+                entry_id = record.entry_id
+                cached = cache.get(ledger_id)
                 if cached is None:
-                    cached = self._cache[ledger_id] = {}
-                cached[record.entry_id] = (item.seq, record)
-                state = self._ledgers.get(ledger_id)
+                    cached = cache[ledger_id] = {}
+                cached[entry_id] = (item.seq, record)
+                state = ledgers.get(ledger_id)
                 if state is None:
-                    state = self._ledgers[ledger_id] = _LedgerState()
-                if record.entry_id > state.last_entry_id:
-                    state.last_entry_id = record.entry_id
+                    state = ledgers[ledger_id] = _LedgerState()
+                if entry_id > state.last_entry_id:
+                    state.last_entry_id = entry_id
                 if record.last_add_confirmed > state.last_add_confirmed:
                     state.last_add_confirmed = record.last_add_confirmed
             elif record.kind is RecordKind.FENCE:
