@@ -191,6 +191,7 @@ def decode_message_body(body: bytes) -> tuple[pb.MessageMetadata, bytes]:
 
 
 _SEND = pb.BaseCommand.SEND
+_PARSE_COMMAND = pb.BaseCommand.FromString
 
 
 def parse_command(data: bytes | memoryview) -> pb.BaseCommand:
@@ -207,10 +208,9 @@ def parse_command(data: bytes | memoryview) -> pb.BaseCommand:
             absent when the peer sent a type number this schema does not know) is missing, or
             the inner command matching ``type`` is not set.
     """
-    cmd = pb.BaseCommand()
     try:
         # Any buffer parses (the stubs say bytes): the decoder hands a view of its buffer.
-        cmd.ParseFromString(data)  # type: ignore[arg-type]
+        cmd = _PARSE_COMMAND(data)  # type: ignore[arg-type]
     except DecodeError as exc:
         raise MalformedFrame(f"command does not parse: {exc}") from exc
     if cmd.type == _SEND:
@@ -224,15 +224,16 @@ def parse_command(data: bytes | memoryview) -> pb.BaseCommand:
 
 def _malformed(cmd: pb.BaseCommand) -> MalformedFrame:
     """Why a parsed command is refused (the slow path: only for a refused command)."""
-    if not cmd.IsInitialized():
-        # protobuf does not enforce proto2 `required` on parse; we do, so that every later
-        # reader can trust the fields. An unknown type number lands here as a missing `type`.
-        return MalformedFrame(f"command lacks required fields: {_missing_fields(cmd)}")
-    inner = commands.inner(cmd)
-    name = commands.type_name(cmd.type)
-    if inner is None:
-        return MalformedFrame(f"{name} command arrived without its body")
-    return MalformedFrame(f"{name} command lacks required fields: {_missing_fields(inner)}")
+    # protobuf does not enforce proto2 `required` on parse; we do, so that every later reader
+    # can trust the fields. An unknown type number lands here as a missing `type`.
+    if cmd.HasField("type"):
+        name = commands.type_name(cmd.type)
+        inner = commands.inner(cmd)
+        if inner is None:
+            return MalformedFrame(f"{name} command arrived without its body")
+        if not inner.IsInitialized():
+            return MalformedFrame(f"{name} command lacks required fields: {_missing_fields(inner)}")
+    return MalformedFrame(f"command lacks required fields: {_missing_fields(cmd)}")
 
 
 class FrameDecoder:
