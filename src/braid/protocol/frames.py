@@ -117,6 +117,11 @@ class SendReceiptEncoder:
         self._cmd = pb.BaseCommand(type=pb.BaseCommand.SEND_RECEIPT)
         self._receipt = self._cmd.send_receipt
         self._message_id = self._receipt.message_id
+        # What the command holds now, so that fields equal to the last receipt's (the producer,
+        # the ledger, usually no highest sequence id) are not set again.
+        self._producer_id: int | None = None
+        self._ledger_id: int | None = None
+        self._has_highest = False
 
     def encode(
         self,
@@ -130,15 +135,20 @@ class SendReceiptEncoder:
         highest_sequence_id or None)``, byte for byte: ``highest_sequence_id`` only when
         positive, a duplicate's ``-1:-1`` as 2^64 - 1 (the fields are ``uint64``)."""
         receipt = self._receipt
-        receipt.producer_id = producer_id
+        if producer_id != self._producer_id:
+            receipt.producer_id = self._producer_id = producer_id
         receipt.sequence_id = sequence_id
         message_id = self._message_id
-        message_id.ledgerId = ledger_id & _UINT64
+        if ledger_id != self._ledger_id:
+            message_id.ledgerId = ledger_id & _UINT64
+            self._ledger_id = ledger_id
         message_id.entryId = entry_id & _UINT64
         if highest_sequence_id > 0:
             receipt.highest_sequence_id = highest_sequence_id
-        elif receipt.HasField("highest_sequence_id"):
+            self._has_highest = True
+        elif self._has_highest:
             receipt.ClearField("highest_sequence_id")
+            self._has_highest = False
         data = self._cmd.SerializeToString()
         return _U32_PAIR.pack(4 + len(data), len(data)) + data
 
