@@ -190,6 +190,15 @@ class BrokerConnection:
         self.proto.send(cmd, body)
         self._schedule_flush()
 
+    def send_frame(self, frame: bytes) -> None:
+        """Queue an encoded frame (a SEND_RECEIPT); written at the end of this event-loop turn."""
+        if self._closed or self.proto.closed:
+            return
+        self.proto.send_frame(frame)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush_now)
+
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled and not self._closed:
             self._flush_scheduled = True

@@ -45,12 +45,12 @@ from braid.core.names import TopicName
 from braid.ledger.api import EARLIEST, LATEST, Position
 from braid.protocol import commands
 from braid.protocol.events import CommandReceived
+from braid.protocol.frames import SendReceiptEncoder
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
 
 _INT64_MAX = 2**63 - 1
-_UINT64 = 2**64 - 1
 _CPP_CLIENT_VERSION = re.compile(r"Pulsar-CPP-v(\d+)\.(\d+)")
 
 
@@ -157,9 +157,8 @@ class TopicCommands:
         self._pending_producers: dict[int, asyncio.Task[None]] = {}
         self._consumers: dict[int, ConsumerBinding] = {}
         self._closed = False
-        # One SEND_RECEIPT per stored message: filled in and encoded in place (the channel
-        # encodes a command before ``send`` returns), a fifth of the cost of building it anew.
-        self._receipt = pb.BaseCommand(type=pb.BaseCommand.SEND_RECEIPT)
+        # One SEND_RECEIPT per stored entry: encoded from one reused command, straight to bytes.
+        self._receipts = SendReceiptEncoder()
 
     # -- transport for producers and consumers ------------------------------------------------
 
@@ -174,17 +173,15 @@ class TopicCommands:
     def send_receipt(
         self, producer_id: int, sequence_id: int, highest_sequence_id: int, position: Position
     ) -> None:
-        receipt = self._receipt.send_receipt
-        receipt.producer_id = producer_id
-        receipt.sequence_id = sequence_id
-        # uint64 on the wire: a duplicate's -1:-1 goes as 2^64 - 1, as commands.message_id does.
-        receipt.message_id.ledgerId = position.ledger_id & _UINT64
-        receipt.message_id.entryId = position.entry_id & _UINT64
-        if highest_sequence_id > 0:
-            receipt.highest_sequence_id = highest_sequence_id
-        else:
-            receipt.ClearField("highest_sequence_id")
-        self._channel.send(self._receipt)
+        self._channel.send_frame(
+            self._receipts.encode(
+                producer_id,
+                sequence_id,
+                position.ledger_id,
+                position.entry_id,
+                highest_sequence_id,
+            )
+        )
 
     def send_publish_error(self, producer_id: int, sequence_id: int, exc: BaseException) -> None:
         code, message = to_server_error(exc)
@@ -385,8 +382,13 @@ class TopicCommands:
             return
         producer, topic = entry
         sequence_id = req.sequence_id
-        last = max(req.highest_sequence_id, sequence_id + max(req.num_messages, 1) - 1)
-        receipt = producer.expect(sequence_id, req.highest_sequence_id, last)
+        highest = req.highest_sequence_id
+        # The last sequence id the SEND covers: a batch of n from s covers s + n - 1.
+        count = req.num_messages
+        last = sequence_id + count - 1 if count > 1 else sequence_id
+        if highest > last:
+            last = highest
+        receipt = producer.expect(sequence_id, highest, last)
         if event.checksum_valid is False or body is None:
             producer.complete(
                 receipt,

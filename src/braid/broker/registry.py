@@ -29,6 +29,7 @@ into an ``ERROR`` for its request id. A command no family serves is refused with
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +54,11 @@ class CommandChannel(Protocol):
 
         ``cmd`` is encoded before this returns, so the caller may reuse and change it.
         """
+        ...
+
+    def send_frame(self, frame: bytes) -> None:
+        """Queue a frame the caller encoded (a SEND_RECEIPT, one per stored entry: see
+        :func:`~braid.protocol.frames.encode_send_receipt`), like :meth:`send`."""
         ...
 
     def spawn(self, coro: Coroutine[Any, Any, Any], *, request_id: int | None = None) -> None:
@@ -144,22 +150,37 @@ class CommandRouter:
         self._registry = registry
         self._channel = channel
         self._sessions: dict[str, CommandSession] = {}
+        # Command type -> its handler bound to this connection's session, once one arrived: a
+        # type, once registered, is served by its family for good (``register`` refuses a
+        # second owner), so the lookup is done once per type, not once per SEND.
+        self._routes: dict[CommandType, Callable[[CommandReceived], None]] = {}
         self._closed = False
 
     def dispatch(self, event: CommandReceived) -> None:
         """Hand ``event`` to its family's handler (opening the family's session if needed)."""
         if self._closed:
             return  # a session opened now would never be closed
-        cmd = event.command
+        route = self._routes.get(event.command.type)
+        if route is None:
+            route = self._route(event.command)
+            if route is None:
+                return
+        route(event)
+
+    def _route(self, cmd: pb.BaseCommand) -> Callable[[CommandReceived], None] | None:
+        """The handler of ``cmd``'s type bound to its session (opened now if needed), or
+        ``None`` after refusing a command no family serves."""
         family = self._registry.family_of(cmd.type)
         if family is None:
             self._refuse_unknown(cmd)
-            return
+            return None
         session = self._sessions.get(family.name)
         if session is None:
             session = family.open_session(self._channel)
             self._sessions[family.name] = session
-        family.handlers[cmd.type](session, event)
+        route = functools.partial(family.handlers[cmd.type], session)
+        self._routes[cmd.type] = route
+        return route
 
     def _refuse_unknown(self, cmd: pb.BaseCommand) -> None:
         inner = commands.inner(cmd)
@@ -179,6 +200,7 @@ class CommandRouter:
         reference back would keep both (and whatever the connection still holds) alive until
         the cycle collector happens to run."""
         self._closed = True
+        self._routes.clear()
         sessions = list(self._sessions.items())
         self._sessions.clear()
         for name, session in reversed(sessions):
@@ -198,6 +220,9 @@ class _DetachedChannel:
         self._remote = remote_address
 
     def send(self, cmd: pb.BaseCommand, body: bytes | None = None) -> None:
+        pass
+
+    def send_frame(self, frame: bytes) -> None:
         pass
 
     def spawn(self, coro: Coroutine[Any, Any, Any], *, request_id: int | None = None) -> None:

@@ -52,9 +52,11 @@ class CurrentLedger:
     # Resolved when ``pending`` empties; made only while someone waits for that.
     drained: asyncio.Future[None] | None = None
 
-    @property
-    def ledger_id(self) -> int:
-        return self.handle.ledger_id
+    # The handle's id, read once per confirmed entry: kept here rather than asked of the handle.
+    ledger_id: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.ledger_id = self.handle.ledger_id
 
     def info(self) -> LedgerInfo:
         return LedgerInfo(

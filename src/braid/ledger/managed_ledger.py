@@ -65,6 +65,7 @@ from braid.storage.api import (
 
 log = logging.getLogger(__name__)
 _Ctx = TypeVar("_Ctx")
+_BYTES_LIKE = (bytes, bytearray, memoryview)
 
 
 def _translate(exc: BaseException) -> BaseException:
@@ -287,7 +288,7 @@ class ManagedLedgerImpl:
             InvalidInputError: ``data`` is not bytes.
             ManagedLedgerTerminated, ManagedLedgerFenced, ManagedLedgerClosed: as :meth:`append`.
         """
-        if not isinstance(data, bytes | bytearray | memoryview):
+        if type(data) is not bytes and not isinstance(data, _BYTES_LIKE):
             raise InvalidInputError(f"entry data must be bytes, got {type(data).__name__}")
         self._check_writable()
         payload = bytes(data)
@@ -382,7 +383,10 @@ class ManagedLedgerImpl:
                 cur.confirmed_entries = op.entry_id + 1
                 cur.confirmed_size += op.size
                 advanced = True
-                _report(op.callback, op.ctx, Position(ledger_id, op.entry_id), None)
+                try:  # inlined _report: this loop runs once per entry
+                    op.callback(Position(ledger_id, op.entry_id), None, op.ctx)
+                except Exception:  # one broken callback must not stop the appends after it
+                    log.exception("append callback failed")
             else:
                 _report(
                     op.callback,
@@ -392,7 +396,7 @@ class ManagedLedgerImpl:
                 )
         if not pending and cur.drained is not None and not cur.drained.done():
             cur.drained.set_result(None)
-        if advanced:
+        if advanced and self._entry_waiters:
             self._notify_entries()
 
     def _ensure_control(self) -> None:

@@ -64,17 +64,10 @@ _NO_AUTH_METHODS = frozenset({"", "none"})
 MAX_CONNECT_FRAME_SIZE = 64 * 1024
 
 
-def _has_body(cmd: pb.BaseCommand) -> bool:
-    """Whether the field matching ``cmd.type`` is set (inlined ``commands.inner``: hot path)."""
-    name = _BODY_FIELD.get(cmd.type)
-    return name is not None and cmd.HasField(name)  # type: ignore[arg-type]
-
-
-_BODY_FIELD: dict[int, str] = {
-    value.number: name
-    for value in pb.BaseCommand.DESCRIPTOR.enum_types_by_name["Type"].values
-    if (name := commands.field_name(value.number)) is not None
-}
+#: Commands the machine answers itself once connected (the handshake's, and keep-alive).
+_HOUSEKEEPING = frozenset(
+    {pb.BaseCommand.PING, pb.BaseCommand.PONG, pb.BaseCommand.CONNECT, pb.BaseCommand.CONNECTED}
+)
 
 
 class ConnectionState(enum.Enum):
@@ -167,11 +160,12 @@ class _Connection:
         frames, error = self._decoder.feed_until_error(data)
         events: list[Event] = []
         for frame in frames:
-            if not _has_body(frame.command):
-                name = commands.type_name(frame.command.type)
-                events.extend(self._violation(f"{name} command arrived without its body"))
-            else:
-                events.extend(self._handle_frame(frame))
+            if self._state is ConnectionState.CONNECTED and frame.command.type not in _HOUSEKEEPING:
+                # The common case: the decoded frame is the event (the decoder checked that the
+                # command carries its body and every required field).
+                events.append(frame)
+                continue
+            events.extend(self._handle_frame(frame))
             if self.closed:
                 return events
         if error is not None:
@@ -191,7 +185,7 @@ class _Connection:
             return []
         if cmd.type in (pb.BaseCommand.CONNECT, pb.BaseCommand.CONNECTED):
             return self._violation(f"{commands.type_name(cmd.type)} after the handshake")
-        return [CommandReceived(cmd, frame.body, frame.checksum_valid, frame.broker_entry_metadata)]
+        return [frame]
 
     def _violation(self, reason: str, reply: pb.BaseCommand | None = None) -> list[Event]:
         if reply is not None:
@@ -239,6 +233,20 @@ class _Connection:
                 broker_entry_metadata if self.peer_supports_broker_entry_metadata else None
             ),
         )
+
+    def send_frame(self, frame: bytes) -> None:
+        """Queue a frame encoded by the caller (a SEND_RECEIPT from
+        :func:`~braid.protocol.frames.encode_send_receipt`), under the rules of :meth:`send`.
+
+        Raises:
+            ConnectionStateError: the handshake is not complete.
+            ConnectionClosedError: the machine is closed.
+        """
+        if self._state is not ConnectionState.CONNECTED:
+            if self._state is ConnectionState.CLOSED:
+                raise ConnectionClosedError("the connection is closed")
+            raise ConnectionStateError(f"cannot send before the handshake ({self._state.value})")
+        self._outgoing += frame
 
     def data_to_send(self) -> bytes:
         """Take every byte queued for the peer (also after closing: a final ERROR, say)."""

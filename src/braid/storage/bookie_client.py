@@ -51,7 +51,6 @@ class BookieClient(Protocol):
         entry_id: int,
         data: bytes,
         callback: AddCallback,
-        *,
         last_add_confirmed: int,
         length: int,
         recovery: bool = False,
@@ -138,19 +137,12 @@ class LocalBookieClient:
         entry_id: int,
         data: bytes,
         callback: AddCallback,
-        *,
         last_add_confirmed: int,
         length: int,
         recovery: bool = False,
     ) -> None:
         self._bookie.submit_add_callback(
-            ledger_id,
-            entry_id,
-            data,
-            callback,
-            last_add_confirmed=last_add_confirmed,
-            length=length,
-            recovery=recovery,
+            ledger_id, entry_id, data, callback, last_add_confirmed, length, recovery
         )
 
     async def read_entry(self, ledger_id: int, entry_id: int) -> StoredEntry:

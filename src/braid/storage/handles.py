@@ -205,12 +205,7 @@ class LedgerWriter:
                 if bookie is None:
                     raise BookieUnavailable(f"bookie {bookie_id} is not known to this client")
                 bookie.send_add(
-                    self.ledger_id,
-                    entry_id,
-                    data,
-                    self._vote,
-                    last_add_confirmed=self._lac,
-                    length=self._pending_length,
+                    self._md.ledger_id, entry_id, data, self._vote, self._lac, self._pending_length
                 )
             except StorageError as exc:
                 self._vote(entry_id, exc)
@@ -256,7 +251,10 @@ class LedgerWriter:
             del inflight[self._lac + 1]
             self._lac += 1
             self._length += add.size
-            _report(add, self._lac, None)
+            try:  # inlined _report: this loop runs once per entry
+                add.callback(self._lac, None, add.ctx)
+            except Exception:  # one broken callback must not stop the adds confirmed after it
+                log.exception("add completion callback failed")
         if not inflight and self._idle is not None:
             self._idle.set()
 

@@ -1,17 +1,23 @@
-"""SEND_RECEIPT is encoded from one reused command per connection: it must encode exactly as a
-freshly built one, with nothing left over from the receipt before it."""
+"""SEND_RECEIPT frames come from one reused command per connection (``SendReceiptEncoder``): each
+must encode exactly as a freshly built command, with nothing left over from the receipt before
+it, for any field values."""
 
 from __future__ import annotations
 
 from collections.abc import Coroutine
 from typing import Any, cast
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from braid.broker.handlers import TopicCommands, TopicService
 from braid.broker.send_validation import SendValidator
 from braid.ledger.api import Position
 from braid.protocol import commands
-from braid.protocol.frames import encode_command
+from braid.protocol.frames import FrameDecoder, SendReceiptEncoder, encode_command
 from braid.protocol.generated import PulsarApi_pb2 as pb
+
+_UINT64S = st.one_of(st.integers(0, 300), st.integers(0, 2**64 - 1))
 
 
 class _RecordingChannel:
@@ -24,6 +30,9 @@ class _RecordingChannel:
     def send(self, cmd: pb.BaseCommand, body: bytes | None = None) -> None:
         self.sent.append(encode_command(cmd))
 
+    def send_frame(self, frame: bytes) -> None:
+        self.sent.append(frame)
+
     def spawn(self, coro: Coroutine[Any, Any, Any], *, request_id: int | None = None) -> None:
         coro.close()
 
@@ -32,7 +41,7 @@ class _RecordingChannel:
     closed = False
 
 
-def test_reused_receipt_encodes_like_a_fresh_one_in_any_order() -> None:
+def test_receipts_encode_like_protobuf_in_any_order() -> None:
     channel = _RecordingChannel()
     topics = TopicCommands(channel, cast(TopicService, None), SendValidator(5 * 1024 * 1024))
     cases = [
@@ -53,3 +62,32 @@ def test_reused_receipt_encodes_like_a_fresh_one_in_any_order() -> None:
         for producer_id, seq, highest, pos in cases
     ]
     assert channel.sent == expected
+
+
+_ENCODER = SendReceiptEncoder()  # shared by the examples: each starts from the one before
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    producer_id=_UINT64S,
+    sequence_id=_UINT64S,
+    ledger_id=st.integers(-1, 2**63 - 1),
+    entry_id=st.integers(-1, 2**63 - 1),
+    highest_sequence_id=st.integers(-1, 2**64 - 1),
+)
+def test_reused_encoder_gives_a_fresh_commands_bytes(
+    producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int
+) -> None:
+    expected = encode_command(
+        commands.send_receipt(
+            producer_id,
+            sequence_id,
+            ledger_id,
+            entry_id,
+            highest_sequence_id if highest_sequence_id > 0 else None,
+        )
+    )
+    got = _ENCODER.encode(producer_id, sequence_id, ledger_id, entry_id, highest_sequence_id)
+    assert got == expected
+    [frame] = FrameDecoder().feed(got)
+    assert frame.command.send_receipt.producer_id == producer_id

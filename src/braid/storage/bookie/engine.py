@@ -113,13 +113,14 @@ AddCallback = Callable[[int, StorageError | None], None]
 
 
 class _Pending(NamedTuple):
-    """A queued journal record and who waits for it (a future or a callback). ``seq`` orders
-    write-cache evictions. A NamedTuple for the same hot-path reason as ``JournalRecord``."""
+    """A queued journal record and who waits for it (a future or a callback). Once durable, an
+    add's item is also its write-cache entry: the flusher evicts exactly that item (by
+    identity), never a newer write of the same entry. A NamedTuple for the same hot-path reason
+    as ``JournalRecord``."""
 
     record: JournalRecord
     future: asyncio.Future[None] | None
     callback: AddCallback | None
-    seq: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,8 +327,7 @@ class Bookie:
         self._files = recovered.files
         self._lock = recovered.lock
         self._ledgers = recovered.ledgers
-        self._cache: dict[int, dict[int, tuple[int, JournalRecord]]] = {}
-        self._seq = 0
+        self._cache: dict[int, dict[int, _Pending]] = {}
         self._outbox_payloads: list[bytes] = []
         self._outbox_tokens: list[_Pending] = []
         self._unflushed: list[_Pending] = []
@@ -364,8 +364,7 @@ class Bookie:
         flusher (first in its queue: journal order), as if they had just been journaled."""
         items = []
         for record in records:
-            self._seq += 1
-            items.append(_Pending(record, None, None, self._seq))
+            items.append(_Pending(record, None, None))
         self._on_durable(items)
         self._flush_queue.put(_FlushBatch(items))
 
@@ -504,7 +503,6 @@ class Bookie:
             raise StorageClosed(f"bookie {self._id} is closed")
         if self._error is not None:
             raise StorageIOError(f"bookie {self._id}: disk failed: {self._error}")
-        self._seq += 1
         if not self._outbox_payloads:
             # Everything submitted during this loop turn goes to the journal thread together at
             # the end of the turn: one queue put and one wake-up of that thread per turn, and the
@@ -513,7 +511,7 @@ class Bookie:
         self._outbox_payloads.append(encode_record_head(record))
         if record.data:
             self._outbox_payloads.append(record.data)
-        self._outbox_tokens.append(_Pending(record, fut, callback, self._seq))
+        self._outbox_tokens.append(_Pending(record, fut, callback))
 
     def _drain_outbox(self) -> None:
         if self._outbox_payloads:
@@ -577,7 +575,6 @@ class Bookie:
         entry_id: int,
         data: bytes,
         callback: AddCallback,
-        *,
         last_add_confirmed: int = -1,
         length: int = 0,
         recovery: bool = False,
@@ -601,7 +598,8 @@ class Bookie:
         length: int,
         recovery: bool,
     ) -> JournalRecord:
-        _validate_ids(ledger_id, entry_id)
+        validate_ledger_id(ledger_id)
+        validate_entry_id(entry_id)
         if len(data) > self._max_entry_size:
             raise EntryTooLarge(f"entry of {len(data)} bytes exceeds {self._max_entry_size}")
         if self._disk.read_only:
@@ -681,19 +679,22 @@ class Bookie:
     def _on_durable(self, items: list[_Pending]) -> None:
         # The group commit's completion: state, write cache, then every waiter of the group in
         # journal order (the ledger writers' callbacks answer their callers right here).
+        cache = self._cache
+        ledgers = self._ledgers
         for item in items:
             record = item.record
             if record.kind is RecordKind.ADD:
                 ledger_id = record.ledger_id
-                cached = self._cache.get(ledger_id)
+                entry_id = record.entry_id
+                cached = cache.get(ledger_id)
                 if cached is None:
-                    cached = self._cache[ledger_id] = {}
-                cached[record.entry_id] = (item.seq, record)
-                state = self._ledgers.get(ledger_id)
+                    cached = cache[ledger_id] = {}
+                cached[entry_id] = item
+                state = ledgers.get(ledger_id)
                 if state is None:
-                    state = self._ledgers[ledger_id] = _LedgerState()
-                if record.entry_id > state.last_entry_id:
-                    state.last_entry_id = record.entry_id
+                    state = ledgers[ledger_id] = _LedgerState()
+                if entry_id > state.last_entry_id:
+                    state.last_entry_id = entry_id
                 if record.last_add_confirmed > state.last_add_confirmed:
                     state.last_add_confirmed = record.last_add_confirmed
             elif record.kind is RecordKind.FENCE:
@@ -702,7 +703,10 @@ class Bookie:
                 self._ledgers.pop(record.ledger_id, None)
                 self._cache.pop(record.ledger_id, None)
             if item.callback is not None:
-                self._notify(item.callback, record.entry_id, None)
+                try:  # inlined _notify: this loop runs once per entry
+                    item.callback(record.entry_id, None)
+                except Exception:  # a broken callback must not stop the others in this group
+                    log.exception("bookie %s: add callback failed", self._id)
             elif item.future is not None and not item.future.done():
                 item.future.set_result(None)
 
@@ -726,17 +730,18 @@ class Bookie:
             if isinstance(fut, asyncio.Future) and not fut.done():
                 fut.set_exception(error)
 
-    def _evict(self, keys: list[tuple[int, int, int]]) -> None:
-        for ledger_id, entry_id, seq in keys:
-            entries = self._cache.get(ledger_id)
-            if entries is None:
-                continue
-            cached = entries.get(entry_id)
-            # A newer write of the same entry (recovery re-add) stays until its own flush.
-            if cached is not None and cached[0] == seq:
-                del entries[entry_id]
+    def _evict(self, items: list[_Pending]) -> None:
+        """Drop flushed adds from the write cache (the entry files have them now)."""
+        cache = self._cache
+        for item in items:
+            record = item.record
+            entries = cache.get(record.ledger_id)
+            # Only this very write: a newer one of the same entry (a recovery re-add) stays
+            # until its own flush. (Fences and deletes were never cached.)
+            if entries is not None and entries.get(record.entry_id) is item:
+                del entries[record.entry_id]
                 if not entries:
-                    del self._cache[ledger_id]
+                    del cache[record.ledger_id]
 
     def _resolve(self, tokens: list[object]) -> None:
         for token in tokens:
@@ -773,13 +778,7 @@ class Bookie:
     def _flush_item(self, item: _FlushBatch | _CheckpointAt, failed: bool) -> None:
         if isinstance(item, _FlushBatch):
             _apply(self._files, [p.record for p in item.items])
-            evicted = [
-                (p.record.ledger_id, p.record.entry_id, p.seq)
-                for p in item.items
-                if p.record.kind is RecordKind.ADD
-            ]
-            if evicted:
-                self._call_on_loop(self._evict, evicted)
+            self._call_on_loop(self._evict, item.items)
         elif failed:
             # A record may be missing from the entry files: never let a checkpoint claim
             # otherwise (the journal keeps it; restart replays it).
@@ -845,7 +844,7 @@ class Bookie:
         cached = self._cache.get(ledger_id, {}).get(entry_id)
         if cached is None:
             return None
-        rec = cached[1]
+        rec = cached.record
         return StoredEntry(entry_id, rec.data, rec.last_add_confirmed, rec.length)
 
     def _read_files(self, ledger_id: int, first: int, last: int) -> list[StoredEntry | None]:

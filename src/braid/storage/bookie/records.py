@@ -80,12 +80,11 @@ def encode_record_head(record: JournalRecord) -> bytes:
     The journal writes head and data as separate buffers (``pwritev``), so an entry's data is
     never copied in user space on its way to the disk.
     """
-    fixed = _BODY.pack(
-        record.kind, record.ledger_id, record.entry_id, record.last_add_confirmed, record.length
-    )
+    kind, ledger_id, entry_id, last_add_confirmed, length, data = record  # one per add: unpack once
+    fixed = _BODY.pack(kind, ledger_id, entry_id, last_add_confirmed, length)
     # CRC over fixed part + data without building the body first.
-    crc = crc32c.crc32c(record.data, crc32c.crc32c(fixed))
-    return _HEADER.pack(len(fixed) + len(record.data), crc) + fixed
+    crc = crc32c.crc32c(data, crc32c.crc32c(fixed))
+    return _HEADER.pack(len(fixed) + len(data), crc) + fixed
 
 
 def decode_records(buf: bytes | memoryview, start: int = 0) -> Iterator[tuple[JournalRecord, int]]:
