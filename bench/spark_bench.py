@@ -54,7 +54,9 @@ def publish(service_url: str, rows: int, size: int, event_times: bool = False) -
         producer.close()
 
 
-def timed_stream(spark: SparkSession, reader: object, checkpoint: Path) -> float:
+def timed_stream(
+    spark: SparkSession, reader: object, checkpoint: Path, verbose: bool = False
+) -> float:
     started = time.perf_counter()
     query = (
         reader.writeStream.format("noop")  # type: ignore[attr-defined]
@@ -67,6 +69,9 @@ def timed_stream(spark: SparkSession, reader: object, checkpoint: Path) -> float
     rows = sum(p["numInputRows"] for p in query.recentProgress)
     if query.exception() is not None:
         raise RuntimeError(query.exception())
+    if verbose:
+        phases = [dict(p["durationMs"]) for p in query.recentProgress]
+        print(f"  {checkpoint.name}: {rows} rows in {elapsed:.2f} s; batches (ms): {phases}")
     return rows / elapsed
 
 
@@ -80,6 +85,9 @@ def main() -> None:
         "--event-times",
         action="store_true",
         help="give every message its own event time (no two message metadata alike)",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="print each run's time and Spark's phase times"
     )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="braid-spark-bench-"))
@@ -105,13 +113,15 @@ def main() -> None:
             source = (
                 spark.readStream.format("braid").options(**opts, startingPosition="earliest").load()
             )
-            braid_rates.append(timed_stream(spark, source, work / f"cp-braid-{i}"))
+            braid_rates.append(timed_stream(spark, source, work / f"cp-braid-{i}", args.verbose))
         parquet = work / "rows.parquet"
         spark.read.format("braid").options(**opts).load().write.parquet(str(parquet))
         parquet_rates = []
         for i in range(args.repeat):
             source = spark.readStream.schema(SCHEMA).parquet(str(parquet))
-            parquet_rates.append(timed_stream(spark, source, work / f"cp-parquet-{i}"))
+            parquet_rates.append(
+                timed_stream(spark, source, work / f"cp-parquet-{i}", args.verbose)
+            )
         braid_best, parquet_best = max(braid_rates), max(parquet_rates)
         print(
             f"\nrows={args.rows} size={args.size}B segments={args.segments} local[2], "

@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -51,7 +50,6 @@ from braid.core.checkpoint import CursorKind, checkpoint_cursors
 from braid.core.errors import NotFoundError
 from braid.spark.clients import shared_client
 from braid.spark.errors import BraidDataLossError
-from braid.spark.message_ids import MessageIdBytes
 from braid.spark.offsets import (
     BEGINNING,
     DRAINED,
@@ -68,9 +66,11 @@ from braid.spark.options import (
     source_options,
 )
 from braid.spark.planning import SegmentRange, TopicSnapshot, budget_rounds, plan_next, plan_ranges
-from braid.spark.rows import SCHEMA, to_record_batch
-from braid.spark.segment_reader import SegmentRangeReader
+from braid.spark.schema import SCHEMA
 from braid.spark.topology import Topology, is_scalable
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,12 @@ def _segment_exists_via(admin_url: str) -> Any:
 
 def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordBatch]:
     """The rows of one range as Arrow batches (executor side)."""
+    # Imported here: Spark starts a fresh Python process to plan every streaming query on the
+    # driver, and planning needs no Arrow (docs/benchmarks.md, the Spark section).
+    from braid.spark.message_ids import MessageIdBytes
+    from braid.spark.rows import to_record_batch
+    from braid.spark.segment_reader import SegmentRangeReader
+
     client = shared_client(options.service_url)
     exists = _segment_exists_via(options.admin_url) if is_scalable(rng.topic) else None
     with SegmentRangeReader(
@@ -269,6 +275,8 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
 
     def _admit(self, start: SourceOffset, end: SourceOffset, budget: int) -> SourceOffset:
         """Cap ``(start, end]`` at ``budget`` messages, shared among its ranges."""
+        from braid.spark.segment_reader import SegmentRangeReader
+
         ranges = plan_ranges(start, end)
         if not ranges:
             return end
