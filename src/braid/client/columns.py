@@ -228,6 +228,30 @@ class EntryColumnDecoder:
 
     def _single(self, raw: bytes, index: int) -> _Single:
         """The fields of one ``SingleMessageMetadata`` that is not in the memo."""
+        # The commonest unique metadata, first and unrolled (paid per message): a known rest,
+        # then a sequence_id of one to three varint bytes (below 2**21). Every memo key parsed
+        # on its own, so the concatenation rule holds for it.
+        last = len(raw) - 1
+        if last >= 3 and raw[last] < 0x80:
+            b0 = raw[last]
+            b1 = raw[last - 1]
+            if b1 == 0x40:
+                known = self._memo.get(raw[: last - 1])
+                sequence = b0
+            elif b1 >= 0x80:
+                b2 = raw[last - 2]
+                if b2 == 0x40:
+                    known = self._memo.get(raw[: last - 2])
+                    sequence = (b1 & 0x7F) | b0 << 7
+                elif b2 >= 0x80 and raw[last - 3] == 0x40:
+                    known = self._memo.get(raw[: last - 3])
+                    sequence = (b2 & 0x7F) | (b1 & 0x7F) << 7 | b0 << 14
+                else:
+                    known = None
+            else:
+                known = None
+            if known is not None:
+                return known[0], known[1], known[2], known[3], known[4], sequence
         cut, event_time, sequence_id = _trailing_fields(raw)
         if event_time is None and sequence_id is None:
             return self._parse(raw, index)
