@@ -54,9 +54,48 @@ def publish(service_url: str, rows: int, size: int, event_times: bool = False) -
         producer.close()
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_ticks(roots: list[int]) -> int:
+    """CPU ticks used so far by ``roots`` and every live process below them, plus the
+    children they already reaped (Spark's per-query Python processes end within the query)."""
+    parent: dict[int, int] = {}
+    ticks: dict[int, tuple[int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        parent[pid] = int(fields[1])
+        own = int(fields[11]) + int(fields[12])
+        ticks[pid] = (own, own + int(fields[13]) + int(fields[14]))
+    total = 0
+    for pid in ticks:
+        p = pid
+        while p > 1 and p not in roots:
+            p = parent.get(p, 1)
+        if p in roots:
+            total += ticks[pid][1] if pid in roots else ticks[pid][0]
+    return total
+
+
 def timed_stream(
-    spark: SparkSession, reader: object, checkpoint: Path, verbose: bool = False
+    spark: SparkSession,
+    reader: object,
+    checkpoint: Path,
+    verbose: bool = False,
+    cpu_roots: list[int] | None = None,
 ) -> float:
+    """rows/s of one AvailableNow query; with ``verbose``, also its phase times and the CPU
+    seconds the JVM, its Python processes and the broker used (the machine is shared: CPU
+    per row does not depend on how much of it other work took)."""
+    roots = cpu_roots or []
+    cpu_before = _cpu_ticks(roots) if verbose else 0
     started = time.perf_counter()
     query = (
         reader.writeStream.format("noop")  # type: ignore[attr-defined]
@@ -70,8 +109,12 @@ def timed_stream(
     if query.exception() is not None:
         raise RuntimeError(query.exception())
     if verbose:
+        cpu = (_cpu_ticks(roots) - cpu_before) / _TICK
         phases = [dict(p["durationMs"]) for p in query.recentProgress]
-        print(f"  {checkpoint.name}: {rows} rows in {elapsed:.2f} s; batches (ms): {phases}")
+        print(
+            f"  {checkpoint.name}: {rows} rows in {elapsed:.2f} s, {cpu:.2f} CPU s "
+            f"({cpu / max(rows, 1) * 1e6:.2f} us/row); batches (ms): {phases}"
+        )
     return rows / elapsed
 
 
@@ -87,7 +130,7 @@ def main() -> None:
         help="give every message its own event time (no two message metadata alike)",
     )
     parser.add_argument(
-        "--verbose", action="store_true", help="print each run's time and Spark's phase times"
+        "--verbose", action="store_true", help="print each run's time, CPU seconds and phase times"
     )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="braid-spark-bench-"))
@@ -107,20 +150,24 @@ def main() -> None:
         t0 = time.perf_counter()
         publish(process.service_url, args.rows, args.size, args.event_times)
         publish_rate = args.rows / (time.perf_counter() - t0)
+        jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
+        roots = [jvm_pid] + ([process.pid] if process.pid is not None else [])
         opts = {"service.url": process.service_url, "admin.url": process.web_url, "topic": TOPIC}
         braid_rates = []
         for i in range(args.repeat):
             source = (
                 spark.readStream.format("braid").options(**opts, startingPosition="earliest").load()
             )
-            braid_rates.append(timed_stream(spark, source, work / f"cp-braid-{i}", args.verbose))
+            braid_rates.append(
+                timed_stream(spark, source, work / f"cp-braid-{i}", args.verbose, roots)
+            )
         parquet = work / "rows.parquet"
         spark.read.format("braid").options(**opts).load().write.parquet(str(parquet))
         parquet_rates = []
         for i in range(args.repeat):
             source = spark.readStream.schema(SCHEMA).parquet(str(parquet))
             parquet_rates.append(
-                timed_stream(spark, source, work / f"cp-parquet-{i}", args.verbose)
+                timed_stream(spark, source, work / f"cp-parquet-{i}", args.verbose, roots)
             )
         braid_best, parquet_best = max(braid_rates), max(parquet_rates)
         print(
