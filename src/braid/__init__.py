@@ -15,11 +15,11 @@ The client is the public surface of this package::
 Everything in ``__all__`` is public API (names are a contract, see docs/client.md).
 """
 
-import importlib
-import importlib.util
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import importlib.util as _importlib_util
+import typing as _typing
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
     from braid.client import (
         AsyncCheckpointConsumer,
         AsyncClient,
@@ -117,12 +117,12 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     module = _EXPORTS.get(name)
     if module is not None:
-        value = getattr(importlib.import_module(module), name)
-    elif importlib.util.find_spec(f"braid.{name}") is not None:
-        value = importlib.import_module(f"braid.{name}")  # a subpackage, as before
+        value = getattr(_importlib.import_module(module), name)
+    elif _importlib_util.find_spec(f"braid.{name}") is not None:
+        value = _importlib.import_module(f"braid.{name}")  # a subpackage, as before
     else:
         raise AttributeError(f"module 'braid' has no attribute {name!r}")
     globals()[name] = value
