@@ -18,8 +18,12 @@ The ratio braid / parquet is the connector's overhead on top of Spark's own stre
 time, so no two messages' metadata are alike (the client's columnar decoder then parses each
 one instead of reusing a parse). Results go to docs/benchmarks.md.
 
+``--verbose`` prints each query's wall time, its CPU seconds (the JVM, its Python processes and
+the broker: steadier than wall time on a shared machine) and Spark's phase times;
+``--installed-pyspark`` runs Spark's Python processes without ``pyspark.zip`` on their path.
+
 Run: ``.venv/bin/python bench/spark_bench.py [--rows 200000] [--size 100] [--segments 2]
-[--event-times]``
+[--event-times] [--verbose] [--installed-pyspark]``
 """
 
 from __future__ import annotations
