@@ -18,8 +18,12 @@ The ratio braid / parquet is the connector's overhead on top of Spark's own stre
 time, so no two messages' metadata are alike (the client's columnar decoder then parses each
 one instead of reusing a parse). Results go to docs/benchmarks.md.
 
+``--verbose`` prints each query's wall time, its CPU seconds (the JVM, its Python processes and
+the broker: steadier than wall time on a shared machine) and Spark's phase times;
+``--installed-pyspark`` runs Spark's Python processes without ``pyspark.zip`` on their path.
+
 Run: ``.venv/bin/python bench/spark_bench.py [--rows 200000] [--size 100] [--segments 2]
-[--event-times]``
+[--event-times] [--verbose] [--installed-pyspark]``
 """
 
 from __future__ import annotations
@@ -54,7 +58,48 @@ def publish(service_url: str, rows: int, size: int, event_times: bool = False) -
         producer.close()
 
 
-def timed_stream(spark: SparkSession, reader: object, checkpoint: Path) -> float:
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_ticks(roots: list[int]) -> int:
+    """CPU ticks used so far by ``roots`` and every live process below them, plus the
+    children they already reaped (Spark's per-query Python processes end within the query)."""
+    parent: dict[int, int] = {}
+    ticks: dict[int, tuple[int, int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        parent[pid] = int(fields[1])
+        own = int(fields[11]) + int(fields[12])
+        ticks[pid] = (own, own + int(fields[13]) + int(fields[14]))
+    total = 0
+    for pid in ticks:
+        p = pid
+        while p > 1 and p not in roots:
+            p = parent.get(p, 1)
+        if p in roots:
+            total += ticks[pid][1] if pid in roots else ticks[pid][0]
+    return total
+
+
+def timed_stream(
+    spark: SparkSession,
+    reader: object,
+    checkpoint: Path,
+    verbose: bool = False,
+    cpu_roots: list[int] | None = None,
+) -> float:
+    """rows/s of one AvailableNow query; with ``verbose``, also its phase times and the CPU
+    seconds the JVM, its Python processes and the broker used (the machine is shared: CPU
+    per row does not depend on how much of it other work took)."""
+    roots = cpu_roots or []
+    cpu_before = _cpu_ticks(roots) if verbose else 0
     started = time.perf_counter()
     query = (
         reader.writeStream.format("noop")  # type: ignore[attr-defined]
@@ -67,7 +112,33 @@ def timed_stream(spark: SparkSession, reader: object, checkpoint: Path) -> float
     rows = sum(p["numInputRows"] for p in query.recentProgress)
     if query.exception() is not None:
         raise RuntimeError(query.exception())
+    if verbose:
+        cpu = (_cpu_ticks(roots) - cpu_before) / _TICK
+        phases = [dict(p["durationMs"]) for p in query.recentProgress]
+        print(
+            f"  {checkpoint.name}: {rows} rows in {elapsed:.2f} s, {cpu:.2f} CPU s "
+            f"({cpu / max(rows, 1) * 1e6:.2f} us/row); batches (ms): {phases}"
+        )
     return rows / elapsed
+
+
+def _python_without_pyspark_zip(work: Path) -> str:
+    """A ``python`` wrapper that drops Spark's ``pyspark.zip`` from ``PYTHONPATH``.
+
+    Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the path of every Python process
+    it starts; the zip holds no bytecode, so each new process (one per streaming query on the
+    driver for a Python data source) compiles the pyspark modules it imports (~0.5 s of CPU).
+    """
+    wrapper = work / "python"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        "PYTHONPATH=$(printf '%s' \"$PYTHONPATH\" | tr ':' '\\n' | grep -v '/pyspark.zip$' "
+        "| paste -sd: -)\n"
+        "export PYTHONPATH\n"
+        f'exec "{sys.executable}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper)
 
 
 def main() -> None:
@@ -81,10 +152,22 @@ def main() -> None:
         action="store_true",
         help="give every message its own event time (no two message metadata alike)",
     )
+    parser.add_argument(
+        "--installed-pyspark",
+        action="store_true",
+        help="start Spark's Python processes without pyspark.zip on PYTHONPATH, so they import "
+        "the installed pyspark (same version, with bytecode caches) instead of compiling the "
+        "zip's sources in every new process (a deployment setting, not the connector's)",
+    )
+    parser.add_argument(
+        "--verbose", action="store_true", help="print each run's time, CPU seconds and phase times"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="braid-spark-bench-"))
     process = StandaloneProcess.start_on_free_ports(work / "data", log_path=work / "braid.log")
-    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_PYTHON"] = (
+        _python_without_pyspark_zip(work) if args.installed_pyspark else sys.executable
+    )
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
@@ -99,23 +182,30 @@ def main() -> None:
         t0 = time.perf_counter()
         publish(process.service_url, args.rows, args.size, args.event_times)
         publish_rate = args.rows / (time.perf_counter() - t0)
+        jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
+        roots = [jvm_pid] + ([process.pid] if process.pid is not None else [])
         opts = {"service.url": process.service_url, "admin.url": process.web_url, "topic": TOPIC}
         braid_rates = []
         for i in range(args.repeat):
             source = (
                 spark.readStream.format("braid").options(**opts, startingPosition="earliest").load()
             )
-            braid_rates.append(timed_stream(spark, source, work / f"cp-braid-{i}"))
+            braid_rates.append(
+                timed_stream(spark, source, work / f"cp-braid-{i}", args.verbose, roots)
+            )
         parquet = work / "rows.parquet"
         spark.read.format("braid").options(**opts).load().write.parquet(str(parquet))
         parquet_rates = []
         for i in range(args.repeat):
             source = spark.readStream.schema(SCHEMA).parquet(str(parquet))
-            parquet_rates.append(timed_stream(spark, source, work / f"cp-parquet-{i}"))
+            parquet_rates.append(
+                timed_stream(spark, source, work / f"cp-parquet-{i}", args.verbose, roots)
+            )
         braid_best, parquet_best = max(braid_rates), max(parquet_rates)
         print(
             f"\nrows={args.rows} size={args.size}B segments={args.segments} local[2], "
             f"event times={'per message' if args.event_times else 'none'}, "
+            f"{'installed pyspark, ' if args.installed_pyspark else ''}"
             f"best of {args.repeat}\n"
         )
         print(f"{'read (streaming, AvailableNow -> noop)':<42}{'rows/s':>12}")

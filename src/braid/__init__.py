@@ -15,53 +15,123 @@ The client is the public surface of this package::
 Everything in ``__all__`` is public API (names are a contract, see docs/client.md).
 """
 
-from braid.client import (
-    AsyncCheckpointConsumer,
-    AsyncClient,
-    AsyncProducer,
-    AsyncQueueConsumer,
-    AsyncSegmentReader,
-    AsyncStreamConsumer,
-    CheckpointConsumer,
-    Client,
-    Message,
-    MessageColumns,
-    Producer,
-    QueueConsumer,
-    Schema,
-    SegmentReader,
-    StreamConsumer,
-)
-from braid.client.errors import (
-    AlreadyClosedError,
-    AuthenticationError,
-    AuthorizationError,
-    BraidError,
-    BrokerError,
-    ConnectError,
-    ConsumerBusyError,
-    CryptoError,
-    FeatureNotSupportedError,
-    IllegalStateError,
-    IncompatibleSchemaError,
-    InvalidConfigurationError,
-    InvalidServiceURLError,
-    InvalidTopicNameError,
-    MemoryBufferFullError,
-    MessageTooLargeError,
-    NotAllowedError,
-    NotConnectedError,
-    NotFoundError,
-    ProducerBusyError,
-    ProducerFencedError,
-    ProducerQueueFullError,
-    SchemaSerializationError,
-    TimeoutError,
-    TopicTerminatedError,
-    TransactionConflictError,
-)
-from braid.core.checkpoint import Checkpoint
-from braid.core.message_id import MessageId
+import importlib as _importlib
+import importlib.util as _importlib_util
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from braid.client import (
+        AsyncCheckpointConsumer,
+        AsyncClient,
+        AsyncProducer,
+        AsyncQueueConsumer,
+        AsyncSegmentReader,
+        AsyncStreamConsumer,
+        CheckpointConsumer,
+        Client,
+        Message,
+        MessageColumns,
+        Producer,
+        QueueConsumer,
+        Schema,
+        SegmentReader,
+        StreamConsumer,
+    )
+    from braid.client.errors import (
+        AlreadyClosedError,
+        AuthenticationError,
+        AuthorizationError,
+        BraidError,
+        BrokerError,
+        ConnectError,
+        ConsumerBusyError,
+        CryptoError,
+        FeatureNotSupportedError,
+        IllegalStateError,
+        IncompatibleSchemaError,
+        InvalidConfigurationError,
+        InvalidServiceURLError,
+        InvalidTopicNameError,
+        MemoryBufferFullError,
+        MessageTooLargeError,
+        NotAllowedError,
+        NotConnectedError,
+        NotFoundError,
+        ProducerBusyError,
+        ProducerFencedError,
+        ProducerQueueFullError,
+        SchemaSerializationError,
+        TimeoutError,
+        TopicTerminatedError,
+        TransactionConflictError,
+    )
+    from braid.core.checkpoint import Checkpoint
+    from braid.core.message_id import MessageId
+
+# The public names load on first use (PEP 562): ``import braid.<sub>`` (the CLI, the broker, a
+# Spark planning process) does not pay for the whole client it does not use.
+_EXPORTS = {
+    "AlreadyClosedError": "braid.client.errors",
+    "AsyncCheckpointConsumer": "braid.client",
+    "AsyncClient": "braid.client",
+    "AsyncProducer": "braid.client",
+    "AsyncQueueConsumer": "braid.client",
+    "AsyncSegmentReader": "braid.client",
+    "AsyncStreamConsumer": "braid.client",
+    "AuthenticationError": "braid.client.errors",
+    "AuthorizationError": "braid.client.errors",
+    "BraidError": "braid.client.errors",
+    "BrokerError": "braid.client.errors",
+    "Checkpoint": "braid.core.checkpoint",
+    "CheckpointConsumer": "braid.client",
+    "Client": "braid.client",
+    "ConnectError": "braid.client.errors",
+    "ConsumerBusyError": "braid.client.errors",
+    "CryptoError": "braid.client.errors",
+    "FeatureNotSupportedError": "braid.client.errors",
+    "IllegalStateError": "braid.client.errors",
+    "IncompatibleSchemaError": "braid.client.errors",
+    "InvalidConfigurationError": "braid.client.errors",
+    "InvalidServiceURLError": "braid.client.errors",
+    "InvalidTopicNameError": "braid.client.errors",
+    "MemoryBufferFullError": "braid.client.errors",
+    "Message": "braid.client",
+    "MessageColumns": "braid.client",
+    "MessageId": "braid.core.message_id",
+    "MessageTooLargeError": "braid.client.errors",
+    "NotAllowedError": "braid.client.errors",
+    "NotConnectedError": "braid.client.errors",
+    "NotFoundError": "braid.client.errors",
+    "Producer": "braid.client",
+    "ProducerBusyError": "braid.client.errors",
+    "ProducerFencedError": "braid.client.errors",
+    "ProducerQueueFullError": "braid.client.errors",
+    "QueueConsumer": "braid.client",
+    "Schema": "braid.client",
+    "SchemaSerializationError": "braid.client.errors",
+    "SegmentReader": "braid.client",
+    "StreamConsumer": "braid.client",
+    "TimeoutError": "braid.client.errors",
+    "TopicTerminatedError": "braid.client.errors",
+    "TransactionConflictError": "braid.client.errors",
+}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _EXPORTS.get(name)
+    if module is not None:
+        value = getattr(_importlib.import_module(module), name)
+    elif _importlib_util.find_spec(f"braid.{name}") is not None:
+        value = _importlib.import_module(f"braid.{name}")  # a subpackage, as before
+    else:
+        raise AttributeError(f"module 'braid' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __version__ = "0.1.0"
 

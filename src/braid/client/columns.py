@@ -11,9 +11,13 @@ an entry straight into per-column Python lists, with no object per message:
 * each batched message's ``SingleMessageMetadata`` is parsed once per *distinct byte string*:
   the decoder keeps a bounded memo from metadata bytes to the decoded fields, because the
   metadata of a batch repeats (same key, same size, no per-message event time); parsing is a
-  pure function of the bytes, so a hit is exactly what a parse would give. A batch whose
-  metadata never repeats (e.g. an event time per message) costs one dictionary probe more per
-  message than no memo.
+  pure function of the bytes, so a hit is exactly what a parse would give.
+* the per-message fields that make metadata unique - a trailing ``sequence_id`` (a producer
+  writes it whenever its ids are not contiguous within the entry, e.g. keys routed to several
+  segments) and ``event_time`` - are split off the end and read here; the memo is keyed by the
+  rest. Exact by protobuf's concatenation rule: when the rest parses on its own, parsing the
+  whole is parsing the rest, then those fields (the last occurrence of a field wins). When it
+  does not parse on its own (the split was not at a field boundary), the whole is parsed.
 
 The values are what :class:`~braid.client.message.Message` gives, field for field (pinned by
 ``tests/unit/client/test_columns.py`` against ``decode_entry`` on the same entries): ``key``
@@ -148,6 +152,69 @@ def _properties(kvs: Sequence[Any]) -> Mapping[str, str]:
     return MappingProxyType({kv.key: kv.value for kv in kvs})
 
 
+def _trailing_fields(raw: bytes) -> tuple[int, int | None, int | None]:
+    """Split the trailing ``event_time`` (field 5) and ``sequence_id`` (field 8) varint fields
+    off a ``SingleMessageMetadata``: ``(cut, event_time, sequence_id)``, where ``raw[:cut]`` is
+    the rest and a field not split off is ``None``. Whether ``raw[:cut]`` really ends at a field
+    boundary is for the caller's parse to check.
+    """
+    event_time: int | None = None
+    sequence_id: int | None = None
+    cut = len(raw)
+    found = _trailing_varint(raw, cut)
+    while found is not None:
+        tag, value = found
+        if raw[tag] == 0x40 and sequence_id is None:
+            sequence_id = value
+        elif raw[tag] == 0x28 and event_time is None:
+            event_time = value
+        else:
+            break
+        cut = tag
+        found = _trailing_varint(raw, cut)
+    return cut, event_time, sequence_id
+
+
+def _trailing_varint(raw: bytes, stop: int) -> tuple[int, int] | None:
+    """``(tag position, value)`` of the varint field ending at ``raw[stop - 1]``, or ``None``.
+
+    Read backwards: a varint ends with a byte whose high bit is clear, its other bytes have it
+    set, and the byte before it is the field's one-byte tag (any byte below 0x80). Varints of
+    more than nine bytes (values of 2**63 and up) are not split off. One to three bytes (a
+    sequence id below 2**21) are unrolled: the common case, paid per message.
+    """
+    last = stop - 1
+    if last < 1:
+        return None
+    b0 = raw[last]
+    if b0 >= 0x80:
+        return None
+    b1 = raw[last - 1]
+    if b1 < 0x80:
+        return last - 1, b0
+    if last < 2:
+        return None
+    b2 = raw[last - 2]
+    if b2 < 0x80:
+        return last - 2, (b1 & 0x7F) | b0 << 7
+    if last < 3:
+        return None
+    b3 = raw[last - 3]
+    if b3 < 0x80:
+        return last - 3, (b2 & 0x7F) | (b1 & 0x7F) << 7 | b0 << 14
+    start = last - 3
+    while start > 0 and raw[start - 1] >= 0x80:
+        start -= 1
+    if start == 0 or last - start > 8:
+        return None
+    value = 0
+    shift = 0
+    for byte in raw[start:stop]:
+        value |= (byte & 0x7F) << shift
+        shift += 7
+    return start - 1, value
+
+
 class EntryColumnDecoder:
     """Decodes entries of one segment into :class:`MessageColumns` (one per reader; not
     thread-safe: its memo is used by one thread, the client's event loop)."""
@@ -160,6 +227,49 @@ class EntryColumnDecoder:
         self._memo: dict[bytes, _Single] = {}
 
     def _single(self, raw: bytes, index: int) -> _Single:
+        """The fields of one ``SingleMessageMetadata`` that is not in the memo."""
+        # The commonest unique metadata, first and unrolled (paid per message): a known rest,
+        # then a sequence_id of one to three varint bytes (below 2**21). Every memo key parsed
+        # on its own, so the concatenation rule holds for it.
+        last = len(raw) - 1
+        if last >= 3 and raw[last] < 0x80:
+            b0 = raw[last]
+            b1 = raw[last - 1]
+            if b1 == 0x40:
+                known = self._memo.get(raw[: last - 1])
+                sequence = b0
+            elif b1 >= 0x80:
+                b2 = raw[last - 2]
+                if b2 == 0x40:
+                    known = self._memo.get(raw[: last - 2])
+                    sequence = (b1 & 0x7F) | b0 << 7
+                elif b2 >= 0x80 and raw[last - 3] == 0x40:
+                    known = self._memo.get(raw[: last - 3])
+                    sequence = (b2 & 0x7F) | (b1 & 0x7F) << 7 | b0 << 14
+                else:
+                    known = None
+            else:
+                known = None
+            if known is not None:
+                return known[0], known[1], known[2], known[3], known[4], sequence
+        cut, event_time, sequence_id = _trailing_fields(raw)
+        if event_time is None and sequence_id is None:
+            return self._parse(raw, index)
+        rest = raw[:cut]
+        single = self._memo.get(rest)
+        if single is None:
+            try:
+                single = self._parse(rest, index)
+            except CorruptPayload:  # not a field boundary after all: the whole decides
+                return self._parse(raw, index, remember=False)
+        length, compacted, key, own_event_time, props, own_sequence_id = single
+        if event_time is not None:  # the last occurrence wins; 0 means unset, as in a parse
+            own_event_time = event_time or None
+        if sequence_id is not None:
+            own_sequence_id = sequence_id
+        return length, compacted, key, own_event_time, props, own_sequence_id
+
+    def _parse(self, raw: bytes, index: int, remember: bool = True) -> _Single:
         try:
             single = pb.SingleMessageMetadata.FromString(raw)
         except Exception as exc:  # protobuf's DecodeError; translated once, here
@@ -172,10 +282,11 @@ class EntryColumnDecoder:
             _properties(single.properties),
             int(single.sequence_id) if single.HasField("sequence_id") else None,
         )
-        memo = self._memo
-        if len(memo) >= MEMO_SIZE:
-            memo.clear()
-        memo[raw] = decoded
+        if remember:
+            memo = self._memo
+            if len(memo) >= MEMO_SIZE:
+                memo.clear()
+            memo[raw] = decoded
         return decoded
 
     def decode(self, body: bytes, ledger_id: int, entry_id: int) -> tuple[MessageColumns, int]:

@@ -1,9 +1,5 @@
-"""The row schema of a Braid read, and column chunks -> Arrow record batches.
-
-Columns: ``key`` (string, nullable), ``value`` (binary), ``topic``, ``message_id`` (binary: the
-opaque ``braid.MessageId.to_bytes()``), ``publish_time``, ``event_time`` (nullable),
-``properties`` (map<string,string>), ``producer_name``, ``sequence_id``. Segments are not a
-column: they are an internal detail of the topic.
+"""Column chunks -> Arrow record batches of the read schema (:data:`braid.spark.schema.SCHEMA`,
+re-exported here).
 
 Reads return Arrow batches built from the client's :class:`braid.MessageColumns` (no per-row
 Python object: each Arrow array is built from one Python list in C; timestamps are scaled and the
@@ -18,32 +14,11 @@ from collections.abc import Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (
-    BinaryType,
-    LongType,
-    MapType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampType,
-)
 
 from braid.client import MessageColumns
 from braid.spark.message_ids import MessageIdBytes
+from braid.spark.schema import SCHEMA
 
-SCHEMA = StructType(
-    [
-        StructField("key", StringType(), True),
-        StructField("value", BinaryType(), False),
-        StructField("topic", StringType(), False),
-        StructField("message_id", BinaryType(), False),
-        StructField("publish_time", TimestampType(), False),
-        StructField("event_time", TimestampType(), True),
-        StructField("properties", MapType(StringType(), StringType(), False), False),
-        StructField("producer_name", StringType(), False),
-        StructField("sequence_id", LongType(), False),
-    ]
-)
 ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
 _TYPES = [f.type for f in ARROW_SCHEMA]
 

@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -51,7 +50,6 @@ from braid.core.checkpoint import CursorKind, checkpoint_cursors
 from braid.core.errors import NotFoundError
 from braid.spark.clients import shared_client
 from braid.spark.errors import BraidDataLossError
-from braid.spark.message_ids import MessageIdBytes
 from braid.spark.offsets import (
     BEGINNING,
     DRAINED,
@@ -68,9 +66,11 @@ from braid.spark.options import (
     source_options,
 )
 from braid.spark.planning import SegmentRange, TopicSnapshot, budget_rounds, plan_next, plan_ranges
-from braid.spark.rows import SCHEMA, to_record_batch
-from braid.spark.segment_reader import SegmentRangeReader
+from braid.spark.schema import SCHEMA
 from braid.spark.topology import Topology, is_scalable
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,12 @@ def _segment_exists_via(admin_url: str) -> Any:
 
 def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordBatch]:
     """The rows of one range as Arrow batches (executor side)."""
+    # Imported here: Spark starts a fresh Python process to plan every streaming query on the
+    # driver, and planning needs no Arrow (docs/benchmarks.md, the Spark section).
+    from braid.spark.message_ids import MessageIdBytes
+    from braid.spark.rows import to_record_batch
+    from braid.spark.segment_reader import SegmentRangeReader
+
     client = shared_client(options.service_url)
     exists = _segment_exists_via(options.admin_url) if is_scalable(rng.topic) else None
     with SegmentRangeReader(
@@ -158,7 +164,8 @@ class _ReaderBase:
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_driver"] = None  # clients stay on the driver; executors use their own
-        state.pop("_target", None)  # driver-only planning state
+        for driver_only in ("_target", "_initial", "_fresh"):  # planning state
+            state.pop(driver_only, None)
         return state
 
     def snapshot(self, topic: str, known: TopicProgress | None = None) -> TopicSnapshot:
@@ -227,9 +234,31 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
     def __init__(self, options: SourceOptions) -> None:
         super().__init__(options)
         self._target: SourceOffset | None = None
+        self._initial: SourceOffset | None = None
+        # Snapshots taken since the last latestOffset (driver only): Spark calls
+        # prepareForTriggerAvailableNow, initialOffset and latestOffset back to back when a
+        # query starts, and one snapshot serves all three (each costs broker round trips).
+        self._fresh: dict[str, TopicSnapshot] = {}
+
+    def snapshot(self, topic: str, known: TopicProgress | None = None) -> TopicSnapshot:
+        """A snapshot of ``topic``: the one taken earlier in this trigger if there is one (a
+        slightly older view is still a view: planning from it is as correct as from a new
+        one), else a new one."""
+        snap = self._fresh.get(topic)
+        if snap is not None and (
+            known is None or is_scalable(topic) or set(known.segments) <= set(snap.segments)
+        ):
+            return snap
+        snap = super().snapshot(topic, known)
+        self._fresh[topic] = snap
+        return snap
 
     def initialOffset(self) -> dict[str, Any]:
-        return self.resolve(self.options.starting).to_json()
+        # Resolved once per query run: Spark asks again when it plans the first batch's
+        # partitions, and that answer must be the start the first latestOffset planned from.
+        if self._initial is None:
+            self._initial = self.resolve(self.options.starting)
+        return self._initial.to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         limit = self.options.max_records_per_trigger
@@ -240,7 +269,12 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         log.info("Trigger.AvailableNow: reading up to %s", self._target.dumps())
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
-        begin = SourceOffset.from_json(start)
+        try:
+            return self._latest(SourceOffset.from_json(start), limit).to_json()
+        finally:
+            self._fresh.clear()  # the next trigger looks again
+
+    def _latest(self, begin: SourceOffset, limit: ReadLimit) -> SourceOffset:
         topics: dict[str, TopicProgress] = {}
         for topic in self.options.topics:
             before = begin.topic(topic)
@@ -265,10 +299,12 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         end = SourceOffset(topics)
         if isinstance(limit, ReadMaxRows):
             end = self._admit(begin, end, limit.max_rows)
-        return end.to_json()
+        return end
 
     def _admit(self, start: SourceOffset, end: SourceOffset, budget: int) -> SourceOffset:
         """Cap ``(start, end]`` at ``budget`` messages, shared among its ranges."""
+        from braid.spark.segment_reader import SegmentRangeReader
+
         ranges = plan_ranges(start, end)
         if not ranges:
             return end

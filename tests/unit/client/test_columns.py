@@ -202,6 +202,42 @@ def test_the_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(decoder._memo) <= 4
 
 
+def test_unique_trailing_sequence_ids_and_event_times_share_one_memo_entry_per_key() -> None:
+    # Keys routed to several segments leave each entry's sequence ids non-contiguous, so the
+    # producer writes one per message: the memo is keyed by the metadata without it.
+    rows = [{"value": b"v", "key": f"key-{i % 4}", "seq": 1_000 + 2 * i} for i in range(200)]
+    rows += [
+        {"value": b"w", "key": "key-0", "seq": 2**40 + i, "event_time": 1_700_000_000_000 + i}
+        for i in range(50)
+    ]
+    decoder = EntryColumnDecoder(TOPIC, SEGMENT)
+    both(producer_entry(rows), decoder)
+    assert len(decoder._memo) <= 5
+
+
+@pytest.mark.parametrize(
+    "single",
+    [
+        # what looks like a trailing sequence_id / event_time is the end of a bytes field
+        pb.SingleMessageMetadata(payload_size=1, ordering_key=b"\x40\x05"),
+        pb.SingleMessageMetadata(payload_size=1, ordering_key=b"\x28\x85\x01\x40\x05"),
+        pb.SingleMessageMetadata(payload_size=1, partition_key="k", ordering_key=b"@\x00"),
+        # a sequence id or event time too long to split off (10-byte varints)
+        pb.SingleMessageMetadata(payload_size=1, sequence_id=2**64 - 1),
+        pb.SingleMessageMetadata(payload_size=1, event_time=2**63, sequence_id=3),
+        # zero event time reads as unset, the same whether split off or parsed
+        pb.SingleMessageMetadata(payload_size=1, event_time=0, sequence_id=3),
+    ],
+)
+def test_trailing_bytes_that_only_look_like_fields_decode_as_protobuf_does(
+    single: pb.SingleMessageMetadata,
+) -> None:
+    decoder = EntryColumnDecoder(TOPIC, SEGMENT)
+    body = batch.build_entry(OUTER, [(single, b"x"), (single, b"y")])
+    both(body, decoder)
+    both(body, decoder)
+
+
 def corrupt_bodies() -> list[bytes]:
     good = batch.build_entry(
         OUTER, [(pb.SingleMessageMetadata(partition_key="a"), b"0123456789")] * 3
