@@ -161,7 +161,8 @@ class LedgerWriter:
     ) -> None:
         """Append ``data``; ``callback(entry_id, None, ctx)`` once an ack quorum has it durably,
         in entry-id order (or ``callback(-1, error, ctx)``). The managed ledger's hot path."""
-        self._check_writable()
+        if self._error is not None or self._closing:
+            self._check_writable()  # raises
         self._add(self._next_id, data, callback, ctx)
 
     async def add_entry_with_id(self, entry_id: int, data: bytes) -> int:
