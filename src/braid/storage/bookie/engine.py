@@ -123,11 +123,10 @@ class _Pending(NamedTuple):
     callback: AddCallback | None
 
 
-# The add path builds its two tuples per entry with ``tuple.__new__`` (a classmethod in C) rather
-# than through the NamedTuples' generated ``__new__`` (a Python frame each): same objects, same
-# fields, in order.
-_new_pending = _Pending._make
-_new_record = JournalRecord._make
+# The add path builds its two tuples per entry with ``tuple.__new__`` (in C) rather than through
+# the NamedTuples' generated ``__new__`` or ``_make`` (Python frames): same objects, every field
+# given, in order.
+_tuple_new = tuple.__new__
 
 
 @dataclass(frozen=True, slots=True)
@@ -518,7 +517,7 @@ class Bookie:
         self._outbox_payloads.append(encode_record_head(record))
         if record.data:
             self._outbox_payloads.append(record.data)
-        self._outbox_tokens.append(_new_pending((record, fut, callback)))
+        self._outbox_tokens.append(_tuple_new(_Pending, (record, fut, callback)))
 
     def _drain_outbox(self) -> None:
         if self._outbox_payloads:
@@ -614,8 +613,9 @@ class Bookie:
         state = self._ledgers.get(ledger_id)
         if state is not None and state.fenced and not recovery:
             raise LedgerFenced(f"ledger {ledger_id} is fenced on bookie {self._id}")
-        return _new_record(
-            (RecordKind.ADD, ledger_id, entry_id, last_add_confirmed, length, bytes(data))
+        return _tuple_new(
+            JournalRecord,
+            (RecordKind.ADD, ledger_id, entry_id, last_add_confirmed, length, bytes(data)),
         )
 
     async def fence(self, ledger_id: int) -> LacInfo:
