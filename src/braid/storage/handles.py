@@ -198,9 +198,17 @@ class LedgerWriter:
         self._next_id = entry_id + 1
         self._pending_length += len(data)
         self._inflight[entry_id] = _InFlight(callback, ctx, len(data), len(ids))
+        # Callbacks, not a task per add: the bookie answers the writer directly, so a cancelled
+        # caller can never leave a hole that stalls later adds.
+        if single is not None:  # one bookie (standalone): no write set to walk
+            try:
+                single.send_add(
+                    self._md.ledger_id, entry_id, data, self._vote, self._lac, self._pending_length
+                )
+            except StorageError as exc:
+                self._vote(entry_id, exc)
+            return
         for bookie_id in ids:
-            # Callbacks, not a task per add: the bookie answers the writer directly, so a
-            # cancelled caller can never leave a hole that stalls later adds.
             bookie = self._bookies.get(bookie_id)
             try:
                 if bookie is None:
