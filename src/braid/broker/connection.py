@@ -25,6 +25,7 @@ from braid.broker.registry import CommandRegistry, CommandRouter
 from braid.clock import Clock, TimerHandle
 from braid.protocol import commands
 from braid.protocol.connection import ServerConnection
+from braid.protocol.errors import ConnectionClosedError
 from braid.protocol.events import (
     CommandReceived,
     Connected,
@@ -192,9 +193,12 @@ class BrokerConnection:
 
     def send_frame(self, frame: bytes) -> None:
         """Queue an encoded frame (a SEND_RECEIPT); written at the end of this event-loop turn."""
-        if self._closed or self.proto.closed:
+        if self._closed:
             return
-        self.proto.send_frame(frame)
+        try:
+            self.proto.send_frame(frame)
+        except ConnectionClosedError:
+            return  # the machine closed (the peer broke the protocol): nothing more goes out
         if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush_now)

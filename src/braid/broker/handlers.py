@@ -401,14 +401,13 @@ class TopicCommands:
             )
             return
         try:
-            receipt.metadata = self._validator.validate(body)
+            metadata = self._validator.validate(body)
         except InvalidMessage as exc:
             self._refuse(producer, receipt, exc)
             return
-        topic.publish(receipt, body)
-        # The parsed metadata serves the stages that run within publish (a key sampler); held
-        # while the entry is in flight it would only cost memory.
-        receipt.metadata = None
+        # The parsed metadata serves the stages that run within publish (a key sampler); it is
+        # not kept while the entry is in flight.
+        topic.publish(receipt, body, metadata)
 
     def _refuse(self, producer: Producer, receipt: PendingReceipt, exc: InvalidMessage) -> None:
         """Answer a poison SEND with its SEND_ERROR; logged once per producer (a client sending

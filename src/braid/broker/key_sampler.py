@@ -69,12 +69,14 @@ class KeyHashSampler:
         except InvalidTopicName:
             return None
 
-    def sample(self, data: bytes) -> None:
-        """Add the keys of one stored entry (``[u32 size][MessageMetadata][payload]``)."""
+    def sample(self, data: bytes, meta: pb.MessageMetadata | None = None) -> None:
+        """Add the keys of one stored entry (``[u32 size][MessageMetadata][payload]``); ``meta``
+        is its metadata when the caller parsed it already (not parsed again then)."""
         self.countdown = self.every
         try:
             size = _U32.unpack_from(data, 0)[0]
-            meta = pb.MessageMetadata.FromString(data[4 : 4 + size])
+            if meta is None:
+                meta = pb.MessageMetadata.FromString(data[4 : 4 + size])
             if not meta.HasField("num_messages_in_batch"):
                 if meta.HasField("partition_key"):
                     self._add(hash16(meta.partition_key), 1.0)

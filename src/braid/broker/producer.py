@@ -51,10 +51,7 @@ class PendingReceipt:
 
     ``highest_sequence_id`` is the SEND's own field (echoed in the receipt); ``last_sequence_id``
     the last sequence id the SEND covers (a batch of n from ``s`` covers ``s + n - 1``), which
-    deduplication records. ``metadata`` is the SEND's ``MessageMetadata`` as the broker's
-    validation parsed it (:mod:`braid.broker.send_validation`), set while ``topic.publish`` runs
-    so a stage of the SEND that needs a field of it (a key sampler) reads it without parsing the
-    entry again; it is cleared once publish returns.
+    deduplication records.
     """
 
     __slots__ = (
@@ -62,7 +59,6 @@ class PendingReceipt:
         "error",
         "highest_sequence_id",
         "last_sequence_id",
-        "metadata",
         "position",
         "producer",
         "sequence_id",
@@ -78,7 +74,6 @@ class PendingReceipt:
         self.position: Position | None = None
         self.error: BaseException | None = None
         self.done = False
-        self.metadata: pb.MessageMetadata | None = None
 
 
 #: Receipt position for a duplicate that was not written again (Pulsar answers ``-1:-1``).

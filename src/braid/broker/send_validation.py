@@ -26,7 +26,7 @@ Cost: a non-batched entry pays one parse of its metadata (~1.5 µs); a batch pay
 where the package was installed without its C extension - ADR 0032) and, when compressed, its
 decompression. The parsed metadata is returned
 so later stages of the same SEND can read it without parsing again
-(``PendingReceipt.metadata``: the scalable-topic key sampler is meant to use it).
+(``PersistentTopic.publish`` hands it to a segment topic's key sampler).
 """
 
 from __future__ import annotations

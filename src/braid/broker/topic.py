@@ -51,6 +51,7 @@ from braid.ledger.api import (
     ManagedLedgerClosed,
     Position,
 )
+from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -229,10 +230,14 @@ class PersistentTopic:
             self._exclusive = None
         self._producers_changed.set()
 
-    def publish(self, receipt: PendingReceipt, data: bytes) -> None:
+    def publish(
+        self, receipt: PendingReceipt, data: bytes, metadata: pb.MessageMetadata | None = None
+    ) -> None:
         """Persist ``data`` (or recognise a duplicate) and answer ``receipt`` through its
         producer's :meth:`~Producer.complete`: with its position once durable, ``None`` for a
-        duplicate that was not written again, or the error.
+        duplicate that was not written again, or the error. ``metadata`` is ``data``'s
+        ``MessageMetadata`` when the caller parsed it already (the SEND validation did): the key
+        sampler reads it instead of parsing the entry again.
 
         The pipeline of a SEND: the managed ledger calls :meth:`_appended` with ``receipt`` as
         its context from the bookie's group-commit completion, in order - no task, future or
@@ -270,7 +275,7 @@ class PersistentTopic:
         if sampler is not None:
             sampler.countdown -= 1
             if sampler.countdown <= 0:
-                sampler.sample(data)
+                sampler.sample(data, metadata)
         try:
             self.ledger.append_with_callback(data, self._appended, receipt)
         except BraidError as exc:  # the ledger refused at once (closed, fenced, terminated)

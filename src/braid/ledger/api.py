@@ -41,6 +41,21 @@ class Position:
         return f"{self.ledger_id}:{self.entry_id}"
 
 
+_new_object = object.__new__
+_set_ledger_id = Position.__dict__["ledger_id"].__set__
+_set_entry_id = Position.__dict__["entry_id"].__set__
+
+
+def new_position(ledger_id: int, entry_id: int) -> Position:
+    """``Position(ledger_id, entry_id)``, built by setting its two slots directly: the same
+    object, at ~60 % of the frozen dataclass's ``__init__`` (which pays ``object.__setattr__``
+    per field). For the append path, which makes one per entry."""
+    position: Position = _new_object(Position)
+    _set_ledger_id(position, ledger_id)
+    _set_entry_id(position, entry_id)
+    return position
+
+
 #: Before the first entry of any ledger (``(-1, -1)``, as in Pulsar).
 EARLIEST = Position(-1, -1)
 #: After the last entry (used as the "latest" sentinel).

@@ -37,6 +37,7 @@ from braid.ledger.api import (
     ManagedLedgerFenced,
     ManagedLedgerTerminated,
     Position,
+    new_position,
 )
 from braid.ledger.codec import (
     ManagedLedgerInfo,
@@ -384,7 +385,7 @@ class ManagedLedgerImpl:
                 cur.confirmed_size += op.size
                 advanced = True
                 try:  # inlined _report: this loop runs once per entry
-                    op.callback(Position(ledger_id, op.entry_id), None, op.ctx)
+                    op.callback(new_position(ledger_id, op.entry_id), None, op.ctx)
                 except Exception:  # one broken callback must not stop the appends after it
                     log.exception("append callback failed")
             else:

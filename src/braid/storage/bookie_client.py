@@ -95,6 +95,9 @@ class LocalBookieClient:
     def __init__(self, bookie: Bookie, *, owns_bookie: bool = False) -> None:
         self._bookie = bookie
         self._owns = owns_bookie
+        # The ledger writer's per-entry call goes straight to the bookie: no frame of this
+        # client per add (same arguments, same errors as the protocol's ``send_add``).
+        self.send_add = bookie.submit_add_callback
 
     @property
     def bookie_id(self) -> str:
@@ -129,20 +132,6 @@ class LocalBookieClient:
             last_add_confirmed=last_add_confirmed,
             length=length,
             recovery=recovery,
-        )
-
-    def send_add(
-        self,
-        ledger_id: int,
-        entry_id: int,
-        data: bytes,
-        callback: AddCallback,
-        last_add_confirmed: int,
-        length: int,
-        recovery: bool = False,
-    ) -> None:
-        self._bookie.submit_add_callback(
-            ledger_id, entry_id, data, callback, last_add_confirmed, length, recovery
         )
 
     async def read_entry(self, ledger_id: int, entry_id: int) -> StoredEntry:

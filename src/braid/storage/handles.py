@@ -161,7 +161,8 @@ class LedgerWriter:
     ) -> None:
         """Append ``data``; ``callback(entry_id, None, ctx)`` once an ack quorum has it durably,
         in entry-id order (or ``callback(-1, error, ctx)``). The managed ledger's hot path."""
-        self._check_writable()
+        if self._error is not None or self._closing:
+            self._check_writable()  # raises
         self._add(self._next_id, data, callback, ctx)
 
     async def add_entry_with_id(self, entry_id: int, data: bytes) -> int:
@@ -197,9 +198,17 @@ class LedgerWriter:
         self._next_id = entry_id + 1
         self._pending_length += len(data)
         self._inflight[entry_id] = _InFlight(callback, ctx, len(data), len(ids))
+        # Callbacks, not a task per add: the bookie answers the writer directly, so a cancelled
+        # caller can never leave a hole that stalls later adds.
+        if single is not None:  # one bookie (standalone): no write set to walk
+            try:
+                single.send_add(
+                    self._md.ledger_id, entry_id, data, self._vote, self._lac, self._pending_length
+                )
+            except StorageError as exc:
+                self._vote(entry_id, exc)
+            return
         for bookie_id in ids:
-            # Callbacks, not a task per add: the bookie answers the writer directly, so a
-            # cancelled caller can never leave a hole that stalls later adds.
             bookie = self._bookies.get(bookie_id)
             try:
                 if bookie is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 
 import pytest
 
@@ -121,3 +122,24 @@ def test_decay_and_snapshot() -> None:
 
 def upper_half() -> HashRange:
     return HashRange(0x8000, 0xFFFF)
+
+
+def parsed_metadata(data: bytes) -> pb.MessageMetadata:
+    (size,) = struct.unpack_from(">I", data, 0)
+    return pb.MessageMetadata.FromString(data[4 : 4 + size])
+
+
+@pytest.mark.parametrize("compression", [pb.NONE, pb.LZ4])
+def test_the_metadata_the_send_validation_parsed_is_used_as_it_is(compression: int) -> None:
+    # PersistentTopic.publish hands the sampler the metadata SendValidator parsed: the same
+    # histogram as parsing the entry again, single or batched...
+    for data in (entry("solo"), batch(["a", "b", None, "a"], compression)):
+        reparsed, reused = KeyHashSampler(HashRange.full()), KeyHashSampler(HashRange.full())
+        reparsed.sample(data)
+        reused.sample(data, parsed_metadata(data))
+        assert reused.weights == reparsed.weights and sum(reused.weights) > 0
+    # ...and it is what is read (the entry is not parsed a second time).
+    sampler = KeyHashSampler(HashRange.full())
+    other = parsed_metadata(entry("from-the-validation"))
+    sampler.sample(entry("in-the-bytes"), other)
+    assert sampler.weights == expected(HashRange.full(), {"from-the-validation": 1.0})

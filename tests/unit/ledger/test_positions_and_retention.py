@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from braid.ledger.api import EARLIEST, LATEST, LedgerInfo, ManagedLedgerConfig, Position
+from braid.ledger.api import (
+    EARLIEST,
+    LATEST,
+    LedgerInfo,
+    ManagedLedgerConfig,
+    Position,
+    new_position,
+)
 from braid.ledger.positions import (
     count_after,
     first_marker,
@@ -120,3 +130,16 @@ def test_positions_order_by_ledger_then_entry_between_the_sentinels(
     assert (pa < pb) == (a < b)
     assert EARLIEST < pa < LATEST
     assert str(pa) == f"{a[0]}:{a[1]}"
+
+
+@settings(deadline=None)
+@given(st.integers(0, 2**63 - 1), st.integers(-1, 2**62))
+def test_new_position_is_the_same_position_as_the_constructor_builds(
+    ledger_id: int, entry_id: int
+) -> None:
+    fast, built = new_position(ledger_id, entry_id), Position(ledger_id, entry_id)
+    assert type(fast) is Position
+    assert fast == built and hash(fast) == hash(built) and str(fast) == str(built)
+    assert not fast < built and not built < fast
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.entry_id = entry_id + 1  # type: ignore[misc]

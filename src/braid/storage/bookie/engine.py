@@ -123,6 +123,12 @@ class _Pending(NamedTuple):
     callback: AddCallback | None
 
 
+# The add path builds its two tuples per entry with ``tuple.__new__`` (in C) rather than through
+# the NamedTuples' generated ``__new__`` or ``_make`` (Python frames): same objects, every field
+# given, in order.
+_tuple_new = tuple.__new__
+
+
 @dataclass(frozen=True, slots=True)
 class _FlushBatch:
     items: list[_Pending]
@@ -511,7 +517,7 @@ class Bookie:
         self._outbox_payloads.append(encode_record_head(record))
         if record.data:
             self._outbox_payloads.append(record.data)
-        self._outbox_tokens.append(_Pending(record, fut, callback))
+        self._outbox_tokens.append(_tuple_new(_Pending, (record, fut, callback)))
 
     def _drain_outbox(self) -> None:
         if self._outbox_payloads:
@@ -607,8 +613,9 @@ class Bookie:
         state = self._ledgers.get(ledger_id)
         if state is not None and state.fenced and not recovery:
             raise LedgerFenced(f"ledger {ledger_id} is fenced on bookie {self._id}")
-        return JournalRecord(
-            RecordKind.ADD, ledger_id, entry_id, last_add_confirmed, length, bytes(data)
+        return _tuple_new(
+            JournalRecord,
+            (RecordKind.ADD, ledger_id, entry_id, last_add_confirmed, length, bytes(data)),
         )
 
     async def fence(self, ledger_id: int) -> LacInfo:
@@ -681,18 +688,20 @@ class Bookie:
         # journal order (the ledger writers' callbacks answer their callers right here).
         cache = self._cache
         ledgers = self._ledgers
+        # A group holds runs of one ledger's adds: its cache and state are looked up per run.
+        run_ledger = -1
+        cached: dict[int, _Pending] = {}
+        state = _LedgerState()
         for item in items:
             record = item.record
             if record.kind is RecordKind.ADD:
                 ledger_id = record.ledger_id
                 entry_id = record.entry_id
-                cached = cache.get(ledger_id)
-                if cached is None:
-                    cached = cache[ledger_id] = {}
+                if ledger_id != run_ledger:
+                    run_ledger = ledger_id
+                    cached = cache.setdefault(ledger_id, {})
+                    state = ledgers.setdefault(ledger_id, _LedgerState())
                 cached[entry_id] = item
-                state = ledgers.get(ledger_id)
-                if state is None:
-                    state = ledgers[ledger_id] = _LedgerState()
                 if entry_id > state.last_entry_id:
                     state.last_entry_id = entry_id
                 if record.last_add_confirmed > state.last_add_confirmed:
@@ -702,6 +711,7 @@ class Bookie:
             else:
                 self._ledgers.pop(record.ledger_id, None)
                 self._cache.pop(record.ledger_id, None)
+                run_ledger = -1  # a later add of that ledger starts from nothing again
             if item.callback is not None:
                 try:  # inlined _notify: this loop runs once per entry
                     item.callback(record.entry_id, None)
