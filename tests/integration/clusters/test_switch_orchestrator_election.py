@@ -9,6 +9,7 @@ one data plane (:func:`tests.support.switch_stack.second_switch_service`).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from braid.clock import SystemClock
@@ -17,29 +18,59 @@ from braid.core.storage_switch import (
     ItemStatus,
     Step,
     StepKind,
+    SwitchState,
     SwitchTarget,
     new_switch_state,
 )
 from braid.metadata import read_leader
 from tests.support.polling import eventually
-from tests.support.switch_stack import ORIGIN, open_switch_stack, second_switch_service
+from tests.support.switch_stack import (
+    ORIGIN,
+    SwitchStack,
+    open_switch_stack,
+    second_switch_service,
+)
 
 OTHER = "http://127.0.0.1:2"
 
 
-async def test_an_origin_less_directive_is_run_by_the_elected_leader_then_its_successor(
-    tmp_path: Path,
-) -> None:
+def pause_at_second_build() -> tuple[Callable[[Step], Awaitable[None]], asyncio.Event]:
+    """A step hook that blocks the orchestrator at its second BUILD (until it is stopped), and
+    the event set when it got there."""
     builds = {"count": 0}
     paused = asyncio.Event()
 
-    async def first_hook(step: Step) -> None:
+    async def hook(step: Step) -> None:
         if step.kind is StepKind.BUILD:
             builds["count"] += 1
             if builds["count"] == 2:
                 paused.set()
                 await asyncio.Event().wait()  # until the orchestrator is stopped
 
+    return hook, paused
+
+
+async def assert_three_copied_and_promoted(stack: SwitchStack, done: SwitchState) -> None:
+    """The three schema ledgers are promoted, each copy identical to its source (I10)."""
+    assert {i.status for i in done.items} == {ItemStatus.PROMOTED}
+    assert len(done.items) == 3
+    for item in done.items:
+        new = await stack.entries("new", item.ledger_id)
+        assert new and new == await stack.entries("old", item.ledger_id)
+
+
+async def three_schemas_and_a_standby(stack: SwitchStack) -> None:
+    """Three schema ledgers to copy and a ``new`` cluster ready to switch to."""
+    for name in ("a", "b", "c"):
+        await stack.add_schema(f"public/default/{name}", name.encode())
+    await stack.service.register("new", stack.new_uri, "STANDBY")
+    await stack.service.advance_idgen("new", 1000)
+
+
+async def test_an_origin_less_directive_is_run_by_the_elected_leader_then_its_successor(
+    tmp_path: Path,
+) -> None:
+    first_hook, paused = pause_at_second_build()
     second_steps: list[StepKind] = []
 
     def second_hook(step: Step) -> None:
@@ -48,10 +79,7 @@ async def test_an_origin_less_directive_is_run_by_the_elected_leader_then_its_su
     stack = await open_switch_stack(tmp_path / "b", step_hook=first_hook, concurrency=1)
     other = None
     try:
-        for name in ("a", "b", "c"):
-            await stack.add_schema(f"public/default/{name}", name.encode())
-        await stack.service.register("new", stack.new_uri, "STANDBY")
-        await stack.service.advance_idgen("new", 1000)
+        await three_schemas_and_a_standby(stack)
         other = await second_switch_service(stack, OTHER, step_hook=second_hook, concurrency=1)
         assert stack.service.orchestrator_leader and not other.service.orchestrator_leader
         assert await read_leader(stack.metadata, ORCHESTRATOR_LEADER_PATH) == ORIGIN.encode()
@@ -84,11 +112,7 @@ async def test_an_origin_less_directive_is_run_by_the_elected_leader_then_its_su
         done = await stack.wait_phase("AWAIT_CLEANUP")
         assert StepKind.DISCOVER not in second_steps, second_steps
         assert StepKind.BUILD in second_steps and StepKind.PROMOTE in second_steps
-        assert {i.status for i in done.items} == {ItemStatus.PROMOTED}
-        assert len(done.items) == 3
-        for item in done.items:
-            new = await stack.entries("new", item.ledger_id)
-            assert new and new == await stack.entries("old", item.ledger_id)
+        await assert_three_copied_and_promoted(stack, done)
     finally:
         if other is not None:
             await other.close()
@@ -114,25 +138,13 @@ async def test_a_directive_whose_origin_broker_is_gone_is_adopted_by_the_leader(
             leader_holding.set()
             await hold_leader.wait()
 
-    origin_builds = {"count": 0}
-    origin_paused = asyncio.Event()
-
-    async def origin_hook(step: Step) -> None:
-        if step.kind is StepKind.BUILD:
-            origin_builds["count"] += 1
-            if origin_builds["count"] == 2:
-                origin_paused.set()
-                await asyncio.Event().wait()  # until the orchestrator is stopped
-
+    origin_hook, origin_paused = pause_at_second_build()
     returned_steps: list[StepKind] = []
 
     stack = await open_switch_stack(tmp_path / "b", step_hook=leader_hook, concurrency=1)
     origin = returned = None
     try:
-        for name in ("a", "b", "c"):
-            await stack.add_schema(f"public/default/{name}", name.encode())
-        await stack.service.register("new", stack.new_uri, "STANDBY")
-        await stack.service.advance_idgen("new", 1000)
+        await three_schemas_and_a_standby(stack)
         origin = await second_switch_service(stack, GONE, step_hook=origin_hook, concurrency=1)
         assert stack.service.orchestrator_leader and not origin.service.orchestrator_leader
 
@@ -159,11 +171,7 @@ async def test_a_directive_whose_origin_broker_is_gone_is_adopted_by_the_leader(
         done = await stack.wait_phase("AWAIT_CLEANUP")
         assert returned_steps == []
         assert StepKind.DISCOVER not in leader_steps, leader_steps
-        assert {i.status for i in done.items} == {ItemStatus.PROMOTED}
-        assert len(done.items) == 3
-        for item in done.items:
-            new = await stack.entries("new", item.ledger_id)
-            assert new and new == await stack.entries("old", item.ledger_id)
+        await assert_three_copied_and_promoted(stack, done)
     finally:
         hold_leader.set()
         for other in (origin, returned):
