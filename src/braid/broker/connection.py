@@ -199,9 +199,7 @@ class BrokerConnection:
             self.proto.send_frame(frame)
         except ConnectionClosedError:
             return  # the machine closed (the peer broke the protocol): nothing more goes out
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self._loop.call_soon(self._flush_now)
+        self._schedule_flush()
 
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled and not self._closed:

@@ -31,6 +31,7 @@ message-sized frame. A closed machine drops its receive buffer at once.
 from __future__ import annotations
 
 import enum
+from typing import NoReturn
 
 from braid.protocol import commands
 from braid.protocol.errors import ConnectionClosedError, ConnectionStateError
@@ -217,10 +218,8 @@ class _Connection:
             ConnectionClosedError: the machine is closed.
             InvalidCommand: a required field of ``cmd`` is not set.
         """
-        if self._state is ConnectionState.CLOSED:
-            raise ConnectionClosedError("the connection is closed")
         if self._state is not ConnectionState.CONNECTED:
-            raise ConnectionStateError(f"cannot send before the handshake ({self._state.value})")
+            self._refuse_send()
         if body is None:
             self._outgoing += encode_command(cmd)
             return
@@ -243,10 +242,14 @@ class _Connection:
             ConnectionClosedError: the machine is closed.
         """
         if self._state is not ConnectionState.CONNECTED:
-            if self._state is ConnectionState.CLOSED:
-                raise ConnectionClosedError("the connection is closed")
-            raise ConnectionStateError(f"cannot send before the handshake ({self._state.value})")
+            self._refuse_send()
         self._outgoing += frame
+
+    def _refuse_send(self) -> NoReturn:
+        """Why nothing can be sent in the current (not connected) state."""
+        if self._state is ConnectionState.CLOSED:
+            raise ConnectionClosedError("the connection is closed")
+        raise ConnectionStateError(f"cannot send before the handshake ({self._state.value})")
 
     def data_to_send(self) -> bytes:
         """Take every byte queued for the peer (also after closing: a final ERROR, say)."""
