@@ -19,23 +19,10 @@ from tests.integration.client.test_conformance import (
     segment_of,
     split,
 )
+from tests.support.avro_schemas import READING, READING_V2
 from tests.support.polling import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
-
-READING = {
-    "type": "record",
-    "name": "Reading",
-    "fields": [{"name": "sensor", "type": "string"}, {"name": "value", "type": "int"}],
-}
-READING_V2 = {
-    "type": "record",
-    "name": "Reading",
-    "fields": [
-        *READING["fields"],  # type: ignore[list-item]
-        {"name": "unit", "type": ["null", "string"], "default": None},
-    ],
-}
 
 
 def test_messages_of_every_schema_version_decode_with_the_consumers_schema(

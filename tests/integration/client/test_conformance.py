@@ -26,6 +26,7 @@ from braid.core.message_id import message_position
 from braid.core.names import TopicName
 from braid.core.topic_layout import TopicLayout
 from tests.integration.client.conftest import ScalableBroker
+from tests.support.avro_schemas import READING
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(60)
@@ -503,13 +504,6 @@ def test_c10_a_keys_ids_compare_in_publish_order_across_a_split(
     assert segment_of(ids[0]) == 0 and segment_of(ids[-1]) in (1, 2)
     assert ids == sorted(ids)
     assert [braid.MessageId.from_bytes(i.to_bytes()) for i in ids] == ids
-
-
-READING = {
-    "type": "record",
-    "name": "Reading",
-    "fields": [{"name": "sensor", "type": "string"}, {"name": "value", "type": "int"}],
-}
 
 
 def test_c11_one_topic_level_schema_survives_a_split(

@@ -18,23 +18,9 @@ from braid.client.errors import InvalidConfigurationError
 from braid.client.message import decode_entry
 from braid.client.schema import PayloadDecoder, Schema, check_schema
 from braid.protocol import batch, pb
+from tests.support.avro_schemas import READING, READING_V2
 
 pytestmark = pytest.mark.unit
-
-READING = {
-    "type": "record",
-    "name": "Reading",
-    "fields": [{"name": "sensor", "type": "string"}, {"name": "value", "type": "int"}],
-}
-#: READING plus an optional field: a reader of both versions (BACKWARD/FULL compatible).
-READING_V2 = {
-    "type": "record",
-    "name": "Reading",
-    "fields": [
-        *READING["fields"],  # type: ignore[list-item]
-        {"name": "unit", "type": ["null", "string"], "default": None},
-    ],
-}
 
 
 @pytest.mark.parametrize(
