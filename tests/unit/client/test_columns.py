@@ -64,9 +64,9 @@ def rows_of_columns(cols: MessageColumns) -> list[tuple[Any, ...]]:
     ]
 
 
-def both(body: bytes, decoder: EntryColumnDecoder | None = None) -> None:
-    """Decode ``body`` both ways and compare every row and the dispatched count."""
-    messages, dispatched = decode_entry(
+def by_messages(body: bytes) -> tuple[list[Message], int]:
+    """``body`` decoded by the message path (the reference the columns are held to)."""
+    return decode_entry(
         body,
         topic=TOPIC,
         segment_id=SEGMENT,
@@ -75,6 +75,11 @@ def both(body: bytes, decoder: EntryColumnDecoder | None = None) -> None:
         redelivery=0,
         owner=None,
     )
+
+
+def both(body: bytes, decoder: EntryColumnDecoder | None = None) -> None:
+    """Decode ``body`` both ways and compare every row and the dispatched count."""
+    messages, dispatched = by_messages(body)
     decoder = decoder or EntryColumnDecoder(TOPIC, SEGMENT)
     cols, count = decoder.decode(body, LEDGER, ENTRY)
     assert count == dispatched
@@ -263,15 +268,7 @@ def test_a_damaged_entry_fails_or_decodes_as_the_message_path_does(body: bytes) 
         EntryColumnDecoder(TOPIC, SEGMENT).decode(body, LEDGER, ENTRY)
     except BraidError as by_columns:
         with pytest.raises(type(by_columns)):
-            decode_entry(
-                body,
-                topic=TOPIC,
-                segment_id=SEGMENT,
-                ledger_id=LEDGER,
-                entry_id=ENTRY,
-                redelivery=0,
-                owner=None,
-            )
+            by_messages(body)
         return
     both(body)  # not damaged enough to fail (e.g. trailing bytes): the same rows either way
 
