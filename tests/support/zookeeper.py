@@ -47,9 +47,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
+def four_letter_word(port: int, word: str, timeout: float = 1.0, host: str = "127.0.0.1") -> str:
     """Send a ZooKeeper four-letter command and return the reply."""
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+    with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(word.encode())
         chunks = []
         while chunk := sock.recv(4096):
@@ -58,10 +58,21 @@ def four_letter_word(port: int, word: str, timeout: float = 1.0) -> str:
 
 
 class ZooKeeperServer:
-    """One standalone ZooKeeper process on 127.0.0.1."""
+    """One standalone ZooKeeper process on 127.0.0.1 - or, for a multi-host test, on a host
+    address of a :class:`tests.support.netns.NetworkLab`, started inside that host with the
+    ``command_prefix`` the lab gives (``ip netns exec <namespace>``)."""
 
-    def __init__(self, *, tick_ms: int = 500, start_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        *,
+        tick_ms: int = 500,
+        start_timeout: float = 60.0,
+        bind_address: str = "127.0.0.1",
+        command_prefix: tuple[str, ...] = (),
+    ) -> None:
         self.port = 0
+        self.bind_address = bind_address
+        self._prefix = command_prefix
         self._tick_ms = tick_ms
         self._start_timeout = start_timeout
         self._dir: Path | None = None
@@ -69,7 +80,7 @@ class ZooKeeperServer:
 
     @property
     def hosts(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.bind_address}:{self.port}"
 
     def url(self, chroot: str = "/") -> str:
         """A ``zk://`` store URL for this server."""
@@ -94,7 +105,7 @@ class ZooKeeperServer:
                     f"tickTime={self._tick_ms}",
                     f"dataDir={self._dir / 'data'}",
                     f"clientPort={self.port}",
-                    "clientPortAddress=127.0.0.1",
+                    f"clientPortAddress={self.bind_address}",
                     "admin.enableServer=false",
                     "4lw.commands.whitelist=ruok,srvr,cons",
                     f"minSessionTimeout={2 * self._tick_ms}",
@@ -107,6 +118,7 @@ class ZooKeeperServer:
         log_file = (self._dir / "zookeeper.log").open("wb")
         self._proc = subprocess.Popen(
             [
+                *self._prefix,
                 JAVA,
                 "-Xmx256m",
                 "-XX:+UseSerialGC",
@@ -128,7 +140,7 @@ class ZooKeeperServer:
             if self._proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited at start-up: {self.log_tail()}")
             with contextlib.suppress(OSError):
-                if four_letter_word(self.port, "ruok") == "imok":
+                if four_letter_word(self.port, "ruok", host=self.bind_address) == "imok":
                     return
             if time.monotonic() > deadline:
                 self.stop()
