@@ -3,7 +3,8 @@
 ``register | list | get | precheck | advance-idgen | switch | status | rollback | cleanup |
 close-client``, one call of :class:`braid.admin.client.BookieClusters` each; ``status`` prints
 the phase, the progress counts and the failed ledgers as tables. :mod:`braid.cli.admin` builds
-the parser with its helpers and maps failures to one line on stderr.
+the parser with the helpers of :mod:`braid.cli.admin_parser` and maps failures to one line on
+stderr.
 """
 
 from __future__ import annotations

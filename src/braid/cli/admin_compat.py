@@ -8,9 +8,10 @@ the namespace schema compatibility strategy.
 * ``braid admin namespaces get-schema-compatibility-strategy |
   set-schema-compatibility-strategy``.
 
-:mod:`braid.cli.admin` builds the parser and calls the ``add_*`` functions here with its own
-helpers (``command`` adds one command with help and examples, ``topic_arg``/``namespace_arg`` the
-positional names), so these commands read and fail like every other ``braid admin`` command.
+:mod:`braid.cli.admin` builds the parser and calls the ``add_*`` functions here with the
+helpers of :mod:`braid.cli.admin_parser` (``command`` adds one command with help and examples,
+``topic_arg``/``namespace_arg`` the positional names), so these commands read and fail like every
+other ``braid admin`` command.
 """
 
 from __future__ import annotations
@@ -29,11 +30,11 @@ if TYPE_CHECKING:
     from braid.admin.client import AdminClient
 
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
-    #: ``braid.cli.admin._command``: (commands, name, handler, help, *, description, examples).
+    #: ``admin_parser.command``: (commands, name, handler, help, *, description, examples).
     CommandAdder = Callable[..., argparse.ArgumentParser]
-    #: ``braid.cli.admin._topic_arg`` / ``_namespace_arg``.
+    #: ``admin_parser.topic_arg`` / ``namespace_arg``.
     ArgAdder = Callable[..., None]
-    #: ``braid.cli.admin._Builder.group``: (name, help, description, examples) -> its commands.
+    #: ``admin_parser.Builder.group``: (name, help, description, examples) -> its commands.
     GroupAdder = Callable[[str, str, str, str], SubParsers]
 
 STRATEGIES = (
