@@ -105,7 +105,7 @@ def create_app(
         )
     )
     v2.include_router(topics_router(resources, broker))
-    v2.include_router(schemas_router(broker.schemas, resources, resources.namespace_exists))
+    v2.include_router(schemas_router(broker.schemas, resources))
     v2.include_router(
         partitioned_router(
             broker, resources, auto_creation_default=config.allow_auto_topic_creation

@@ -27,7 +27,7 @@ from braid.admin.errors import TopicAlreadyExists
 from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.broker.errors import TopicNotFound
 from braid.broker.partitions import PartitionedTopics
-from braid.broker.resources import BrokerResources, NamespaceNotFound
+from braid.broker.resources import BrokerResources
 from braid.core.names import TopicDomain, TopicName
 from braid.core.partitions import partition_name
 
@@ -82,8 +82,7 @@ def namespace_topic_lister(
     :class:`~braid.broker.resources.NamespaceNotFound` when it does not exist."""
 
     async def list_topics(tenant: str, namespace: str) -> list[str]:
-        if not await resources.namespace_exists(tenant, namespace):
-            raise NamespaceNotFound(f"namespace {tenant}/{namespace} does not exist")
+        await resources.check_namespace_exists(tenant, namespace)
         return await broker.list_topics(f"{tenant}/{namespace}")
 
     return list_topics

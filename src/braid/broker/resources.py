@@ -434,6 +434,11 @@ class BrokerResources:
     async def namespace_exists(self, tenant: str, namespace: str) -> bool:
         return await self._metadata.exists(self.namespace_path(tenant, namespace)) is not None
 
+    async def check_namespace_exists(self, tenant: str, namespace: str) -> None:
+        """Raises :class:`NamespaceNotFound` unless ``tenant/namespace`` exists."""
+        if not await self.namespace_exists(tenant, namespace):
+            raise NamespaceNotFound(f"namespace {tenant}/{namespace} does not exist")
+
     async def create_namespace(
         self, tenant: str, namespace: str, policies: NamespacePolicies | None = None
     ) -> None:

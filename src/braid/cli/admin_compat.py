@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from braid.cli import admin_output as out
 from braid.cli.admin_commands import Handler, Printer, _persistent_name
+from braid.cli.admin_parser import positive
 from braid.core.errors import InvalidInputError
 
 if TYPE_CHECKING:
@@ -48,16 +49,6 @@ STRATEGIES = (
     "FULL_TRANSITIVE",
     "UNDEFINED",
 )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
 
 
 # --- partitioned topics ----------------------------------------------------------------------
@@ -109,7 +100,7 @@ def add_partitioned_topic_commands(
         examples="  braid admin topics create-partitioned-topic orders --partitions 4\n",
     )
     topic_arg(p, "partitioned topic")
-    p.add_argument("-p", "--partitions", type=_positive, required=True, metavar="N")
+    p.add_argument("-p", "--partitions", type=positive, required=True, metavar="N")
     p = command(
         commands,
         "get-partitioned-topic-metadata",
@@ -126,7 +117,7 @@ def add_partitioned_topic_commands(
         examples="  braid admin topics update-partitioned-topic orders --partitions 8\n",
     )
     topic_arg(p, "partitioned topic")
-    p.add_argument("-p", "--partitions", type=_positive, required=True, metavar="N")
+    p.add_argument("-p", "--partitions", type=positive, required=True, metavar="N")
     p = command(
         commands,
         "delete-partitioned-topic",

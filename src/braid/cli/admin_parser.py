@@ -132,12 +132,22 @@ def hash_value(text: str) -> int:
 
 
 def positive(text: str) -> int:
+    """A decimal integer >= 1."""
+    return _integer_at_least(text, 1)
+
+
+def non_negative(text: str) -> int:
+    """A decimal integer >= 0."""
+    return _integer_at_least(text, 0)
+
+
+def _integer_at_least(text: str, minimum: int) -> int:
     try:
         value = int(text, 10)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
     return value
 
 
@@ -240,6 +250,7 @@ __all__ = [
     "hash_value",
     "key_value",
     "namespace_arg",
+    "non_negative",
     "on_off",
     "parse_time",
     "policy_args",
