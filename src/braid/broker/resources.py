@@ -1,5 +1,10 @@
 """Tenants and namespaces in the metadata store: what exists, and each namespace's policies.
 
+The module is named as Pulsar names this layer: its ``org.apache.pulsar.broker.resources``
+package holds the typed access to each kind of metadata (``TenantResources``,
+``NamespaceResources``); :class:`BrokerResources` is those two for a Braid broker, so the code can
+be read beside Pulsar's. The scalable-topic metadata is :mod:`braid.scalable.resources`.
+
 Layout (Pulsar's): ``/admin/policies/{tenant}`` holds the tenant's ``TenantInfo`` JSON
 (``adminRoles``, ``allowedClusters``) and ``/admin/policies/{tenant}/{namespace}`` the namespace's
 ``Policies`` JSON (``deduplicationEnabled``, ``autoTopicCreationOverride``, ``retention_policies``,
@@ -10,11 +15,6 @@ Every read-modify-write is a compare-and-swap on the node's version, retried on 
 (DESIGN.md §3.7). The broker asks :meth:`BrokerResources.get_namespace_policies` when it loads a
 topic; the admin API does the CRUD; ``braid standalone`` calls
 :meth:`BrokerResources.ensure_default_namespace`.
-
-The module is named as Pulsar names this layer: its ``org.apache.pulsar.broker.resources``
-package holds the typed access to each kind of metadata (``TenantResources``,
-``NamespaceResources``); :class:`BrokerResources` is those two for a Braid broker, so the code can
-be read beside Pulsar's. The scalable-topic metadata is :mod:`braid.scalable.resources`.
 """
 
 from __future__ import annotations
