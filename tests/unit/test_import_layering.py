@@ -54,7 +54,17 @@ _SUPPORT = {"braid.clock", "braid.filelock"}
 _FACADE = "braid"
 _CLIENT_SIDE = {"client", "spark"}
 #: The admin REST client modules: client-side code that lives beside the admin server.
-_ADMIN_CLIENT = {"braid.admin.client", "braid.admin.client_errors"}
+_ADMIN_CLIENT = {
+    "braid.admin.client",
+    "braid.admin.client_bookie_clusters",
+    "braid.admin.client_errors",
+    "braid.admin.client_namespaces",
+    "braid.admin.client_scalable",
+    "braid.admin.client_schemas",
+    "braid.admin.client_tenants",
+    "braid.admin.client_topics",
+    "braid.admin.client_transport",
+}
 _PURE = {"core", "protocol"}
 
 

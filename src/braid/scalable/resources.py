@@ -13,6 +13,12 @@ subscription or consumer name is a legal path segment on every backend)::
 Every read-modify-write is a compare-and-swap on the node's version, retried on conflict. This
 module is the only place that knows these paths; the controller, the coordinators, the DAG-watch
 sessions and the admin API go through it.
+
+The module is named as Pulsar names this layer: PIP-468 puts ``ScalableTopicResources``,
+``SubscriptionMetadata``, ``ConsumerRegistration`` and ``SubscriptionType`` in Pulsar's
+``org.apache.pulsar.broker.resources`` package (the typed access to each kind of metadata, beside
+``TenantResources`` and ``NamespaceResources``: :mod:`braid.broker.resources`), and this module
+holds the same four.
 """
 
 from __future__ import annotations
