@@ -69,7 +69,7 @@ from braid.core.names import SegmentTopicName, TopicDomain, TopicName
 #: Where ``braid standalone`` serves the admin API by default.
 DEFAULT_URL = "http://127.0.0.1:8080"
 
-#: Subscription types of a scalable topic (PIP-468 / ``wire-protocol.md`` §6).
+#: Subscription types of a scalable topic (PIP-468; ``docs/scalable-topics.md#consumers``).
 SUBSCRIPTION_TYPES = ("STREAM", "QUEUE", "CHECKPOINT")
 #: Where a new subscription's cursors start on the segments.
 INITIAL_POSITIONS = ("Earliest", "Latest")
