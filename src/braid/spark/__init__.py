@@ -6,7 +6,8 @@ Needs the ``spark`` extra (``pip install 'braid[spark]'``: ``pyspark`` 4.2+ and 
     spark.dataSource.register(braid.spark.BraidDataSource)
     spark.readStream.format("braid").option("service.url", ...).option("topic", ...).load()
 
-Module map: ``source`` (the data source, batch and stream readers), ``sink`` (writers),
+Module map: ``data_source`` (the registered class, shipped to workers by value), ``source``
+(batch and stream readers), ``sink`` (writers),
 ``options`` (validation), ``offsets`` (the offset JSON), ``planning`` (micro-batch planning,
 pure), ``topology`` (DAG and positions from the driver), ``segment_reader`` (bounded reads of
 one segment), ``rows`` (schema, Arrow batches), ``clients`` (per-process client), ``errors``.
@@ -20,9 +21,9 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from braid.spark.data_source import BraidDataSource, BraidNotInstalledError
     from braid.spark.errors import BraidDataLossError, DeduplicationDisabledError
     from braid.spark.options import BraidSparkOptionError
-    from braid.spark.source import BraidDataSource
 
 
 def _import_httpx_without_its_cli() -> None:
@@ -53,7 +54,8 @@ _import_httpx_without_its_cli()
 # PySpark; ``BraidDataSource`` needs the ``spark`` extra.
 _EXPORTS = {
     "BraidDataLossError": "braid.spark.errors",
-    "BraidDataSource": "braid.spark.source",
+    "BraidDataSource": "braid.spark.data_source",
+    "BraidNotInstalledError": "braid.spark.data_source",
     "BraidSparkOptionError": "braid.spark.options",
     "DeduplicationDisabledError": "braid.spark.errors",
 }
@@ -69,6 +71,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "BraidDataLossError",
     "BraidDataSource",
+    "BraidNotInstalledError",
     "BraidSparkOptionError",
     "DeduplicationDisabledError",
 ]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +55,7 @@ from braid.core.message_id import MessageId
 from braid.core.names import TopicName
 from braid.spark.clients import shared_client
 from braid.spark.errors import DeduplicationDisabledError
-from braid.spark.options import BraidSparkOptionError, SinkOptions
+from braid.spark.options import BraidSparkOptionError, SinkOptions, sink_options
 
 log = logging.getLogger(__name__)
 
@@ -280,10 +280,20 @@ class BraidStreamWriter(DataSourceStreamArrowWriter):
         )
 
 
+def batch_writer(options: Mapping[str, str], schema: StructType) -> BraidBatchWriter:
+    return BraidBatchWriter(sink_options(options), schema)
+
+
+def stream_writer(options: Mapping[str, str], schema: StructType) -> BraidStreamWriter:
+    return BraidStreamWriter(sink_options(options), schema)
+
+
 __all__ = [
     "BraidBatchWriter",
     "BraidCommitMessage",
     "BraidStreamWriter",
+    "batch_writer",
     "check_deduplication",
     "check_sink_schema",
+    "stream_writer",
 ]

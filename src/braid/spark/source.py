@@ -26,15 +26,12 @@ ranges. That read is the price of a hard cap (docs/spark.md).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceReader,
     DataSourceStreamReader,
-    DataSourceStreamWriter,
-    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -62,7 +59,6 @@ from braid.spark.options import (
     Position,
     SourceOptions,
     StartKind,
-    sink_options,
     source_options,
 )
 from braid.spark.planning import SegmentRange, TopicSnapshot, budget_rounds, plan_next, plan_ranges
@@ -367,36 +363,29 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         self.close()
 
 
-class BraidDataSource(DataSource):
-    """The ``braid`` format: read and write Braid topics (``topic://`` and ``persistent://``)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "braid"
-
-    def schema(self) -> StructType:
-        # Called by load(): check the options now, so a mistake fails there, not at the first
-        # action (stream- or batch-only options are checked when Spark asks for that reader).
-        source_options(self.options, streaming=None)
-        return SCHEMA
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        _check_schema(schema)
-        return BraidBatchReader(source_options(self.options, streaming=False))
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        _check_schema(schema)
-        return BraidStreamReader(source_options(self.options, streaming=True))
-
-    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from braid.spark.sink import BraidBatchWriter
-
-        return BraidBatchWriter(sink_options(self.options), schema)
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from braid.spark.sink import BraidStreamWriter
-
-        return BraidStreamWriter(sink_options(self.options), schema)
+def source_schema(options: Mapping[str, str]) -> StructType:
+    """The read schema; checks the options first (``load()`` calls this through
+    :class:`~braid.spark.data_source.BraidDataSource`, so a mistake fails there; stream- or
+    batch-only options are checked when Spark asks for that reader)."""
+    source_options(options, streaming=None)
+    return SCHEMA
 
 
-__all__ = ["BraidBatchReader", "BraidDataSource", "BraidPartition", "BraidStreamReader"]
+def batch_reader(options: Mapping[str, str], schema: StructType) -> BraidBatchReader:
+    _check_schema(schema)
+    return BraidBatchReader(source_options(options, streaming=False))
+
+
+def stream_reader(options: Mapping[str, str], schema: StructType) -> BraidStreamReader:
+    _check_schema(schema)
+    return BraidStreamReader(source_options(options, streaming=True))
+
+
+__all__ = [
+    "BraidBatchReader",
+    "BraidPartition",
+    "BraidStreamReader",
+    "batch_reader",
+    "source_schema",
+    "stream_reader",
+]
