@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import importlib
 import sys
+from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from pyspark import cloudpickle
 from pyspark.sql.datasource import (
@@ -49,26 +50,59 @@ class BraidNotInstalledError(ImportError):
     """
 
 
+def _find_job_py_files() -> bool:
+    """Put the job's py-files on the path where Spark pointed this process at a directory that
+    does not exist; whether any was added.
+
+    Spark 4's per-query planning process of a streaming Python data source
+    (``python_streaming_source_runner``) puts the job's ``--py-files`` on its path under a job
+    artifact directory, ``<SparkFiles root>/streaming_job/<file>``, that only Spark Connect
+    sessions create; for a ``spark-submit`` job the files are in the root,
+    ``<SparkFiles root>/<file>``. Only files Spark itself named are added.
+    """
+    added = False
+    for entry in list(sys.path):
+        path = Path(entry)
+        if path.suffix.lower() not in (".zip", ".egg") or path.exists():
+            continue
+        shipped = path.parent.parent / path.name
+        if shipped.is_file() and str(shipped) not in sys.path:
+            sys.path.insert(sys.path.index(entry) + 1, str(shipped))
+            added = True
+    if added:
+        importlib.invalidate_caches()
+    return added
+
+
 def _implementation(module: str) -> ModuleType:
     """``module`` of Braid, imported; a failed import becomes :class:`BraidNotInstalledError`."""
     try:
         return importlib.import_module(module)
-    except ImportError as exc:
-        missing = exc.name or str(exc)
-        what = (
-            "Braid is not installed in it"
-            if missing.split(".")[0] == "braid"
-            else f"Braid's dependency {missing!r} is not installed in it"
-        )
-        raise BraidNotInstalledError(
-            f"the braid data source cannot run in this Spark Python worker: {what} "
-            f"({type(exc).__name__}: {exc}; worker interpreter: {sys.executable}). Fix: run "
-            "Spark's Python workers with the interpreter of the environment Braid is installed "
-            "in (set PYSPARK_PYTHON, or spark.pyspark.python, to it - e.g. the venv's "
-            "bin/python), or ship Braid to the workers: a packed virtual environment through "
-            "spark.archives, or Braid's wheel through spark.submit.pyFiles / --py-files when "
-            f"the workers already have its dependencies. See {SETUP_GUIDE}."
-        ) from exc
+    except ImportError as first:
+        if not _find_job_py_files():
+            _not_installed(first)
+        try:
+            return importlib.import_module(module)
+        except ImportError as exc:
+            _not_installed(exc)
+
+
+def _not_installed(exc: ImportError) -> NoReturn:
+    missing = exc.name or str(exc)
+    what = (
+        "Braid is not installed in it"
+        if missing.split(".")[0] == "braid"
+        else f"Braid's dependency {missing!r} is not installed in it"
+    )
+    raise BraidNotInstalledError(
+        f"the braid data source cannot run in this Spark Python worker: {what} "
+        f"({type(exc).__name__}: {exc}; worker interpreter: {sys.executable}). Fix: run "
+        "Spark's Python workers with the interpreter of the environment Braid is installed "
+        "in (set PYSPARK_PYTHON, or spark.pyspark.python, to it - e.g. the venv's "
+        "bin/python), or ship Braid to the workers: a packed virtual environment through "
+        "spark.archives, or Braid's wheel, named .zip, through spark.submit.pyFiles / "
+        f"--py-files when the workers already have its dependencies. See {SETUP_GUIDE}."
+    ) from exc
 
 
 class BraidDataSource(DataSource):
