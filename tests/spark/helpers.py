@@ -15,6 +15,7 @@ from typing import Any
 import braid
 from braid.admin.client import AdminClient
 from braid.client import Client
+from braid.core.checkpoint import Checkpoint
 from braid.core.layout_codec import layout_from_metadata
 from tests.support.standalone import StandaloneProcess
 
@@ -76,6 +77,23 @@ def merge_any(admin: AdminClient, topic: str) -> None:
             admin.scalable_topics.merge(topic, [a.segment_id, b.segment_id])
             return
     raise AssertionError(f"no adjacent active segments in {topic}")
+
+
+def read_topic(process: StandaloneProcess, topic: str, expected: int) -> list[Any]:
+    """Every message of ``topic`` (parents before children, each segment in order), read with a
+    checkpoint consumer from the start: ``expected`` of them, then whatever else came."""
+    out: list[Any] = []
+    with (
+        Client(process.service_url) as client,
+        client.create_checkpoint_consumer(topic, start=Checkpoint.earliest()) as consumer,
+    ):
+        while len(out) < expected:
+            got = consumer.receive_many(1000, timeout=10.0)
+            if not got:
+                break
+            out.extend(got)
+        out.extend(consumer.receive_many(1000, timeout=0.5))  # nothing more, if all is well
+    return out
 
 
 def values_in_order(rows: Sequence[Any]) -> dict[str, list[int]]:

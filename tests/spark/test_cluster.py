@@ -1,8 +1,9 @@
 """The connector on a real Spark standalone cluster (a master and 2 workers started from the
 ``pyspark`` package's ``spark-class``), with Braid shipped the way docs/spark.md tells users to:
-Braid's wheel (named ``.zip``) through ``--py-files``, the interpreter of the driver and the executors having
-Braid's dependencies but not Braid. ``examples/spark_copy_job.py`` copies a topic to another with
-the streaming source and sink, exactly once; a second submission resumes from the checkpoint.
+Braid's wheel (named ``.zip``) through ``--py-files``, the interpreter of the driver and the
+executors having Braid's dependencies but not Braid. ``examples/spark_copy_job.py`` copies a
+topic to another with the streaming source and sink, exactly once; a second submission resumes
+from the checkpoint.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from typing import Any
 import pytest
 
 from braid.admin.client import AdminClient
-from braid.client import Client
-from braid.core.checkpoint import Checkpoint
-from tests.spark.helpers import Publisher, python_without_braid, values_in_order
+from tests.spark.helpers import Publisher, python_without_braid, read_topic, values_in_order
 from tests.spark.processes import SPARK_HOME, StandaloneCluster, spark_env
 from tests.support.standalone import StandaloneProcess
 
@@ -110,22 +109,6 @@ def submit(
     return summary
 
 
-def read_all(process: StandaloneProcess, topic: str, expected: int) -> list[Any]:
-    """Every message of ``topic`` (all segments, in per-segment order)."""
-    out: list[Any] = []
-    with (
-        Client(process.service_url) as client,
-        client.create_checkpoint_consumer(topic, start=Checkpoint.earliest()) as consumer,
-    ):
-        while len(out) < expected:
-            got = consumer.receive_many(1000, timeout=10.0)
-            if not got:
-                break
-            out.extend(got)
-        out.extend(consumer.receive_many(1000, timeout=0.5))  # nothing more
-    return out
-
-
 def test_streaming_copy_on_a_standalone_cluster_resumes_from_its_checkpoint_exactly_once(
     cluster: StandaloneCluster, braid_wheel: Path, standalone: StandaloneProcess, tmp_path: Path
 ) -> None:
@@ -151,7 +134,7 @@ def test_streaming_copy_on_a_standalone_cluster_resumes_from_its_checkpoint_exac
     second = submit(cluster, braid_wheel, python, standalone, cp)
     assert sum(b["rows"] for b in second["batches"]) == 900  # only what came after
 
-    copied = read_all(standalone, TARGET, 2400)
+    copied = read_topic(standalone, TARGET, 2400)
     assert len(copied) == 2400
     assert {m.value for m in copied} == publisher.expected()
     for key, counters in values_in_order(copied).items():  # each key's copies in order
