@@ -25,11 +25,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(RUN_STAMP): pyproject.toml setup.py src/braid/protocol/_batch_walk.c | $(BIN)/python
+NATIVE := src/braid/protocol/_batch_walk.c src/braid/client/_entry_columns.c
+
+$(RUN_STAMP): pyproject.toml setup.py $(NATIVE) | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(DEV_STAMP): pyproject.toml setup.py src/braid/protocol/_batch_walk.c | $(BIN)/python
+$(DEV_STAMP): pyproject.toml setup.py $(NATIVE) | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev,spark]'
 	touch $@ $(RUN_STAMP)
 
