@@ -70,9 +70,10 @@ def publish(service_url: str, rows: int, size: int, event_times: bool = False) -
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _cpu_ticks(roots: list[int]) -> int:
-    """CPU ticks used so far by ``roots`` and every live process below them, plus the
-    children they already reaped (Spark's per-query Python processes end within the query)."""
+def _cpu_ticks(jvm: int, broker: int | None) -> dict[str, int]:
+    """CPU ticks used so far by the Spark JVM itself (``jvm``), by its Python processes
+    (``python``: the live ones below it, plus the children it already reaped - Spark's per-query
+    planning processes end within the query) and by the broker with its children (``broker``)."""
     parent: dict[int, int] = {}
     ticks: dict[int, tuple[int, int]] = {}
     for entry in os.listdir("/proc"):
@@ -86,15 +87,24 @@ def _cpu_ticks(roots: list[int]) -> int:
         pid = int(entry)
         parent[pid] = int(fields[1])
         own = int(fields[11]) + int(fields[12])
-        ticks[pid] = (own, own + int(fields[13]) + int(fields[14]))
-    total = 0
-    for pid in ticks:
-        p = pid
-        while p > 1 and p not in roots:
+        ticks[pid] = (own, int(fields[13]) + int(fields[14]))
+    out = {"jvm": 0, "python": 0, "broker": 0}
+    for pid, (own, reaped) in ticks.items():
+        if pid == jvm:
+            out["jvm"] += own
+            out["python"] += reaped
+            continue
+        if pid == broker:
+            out["broker"] += own + reaped
+            continue
+        p = parent.get(pid, 1)
+        while p > 1 and p not in (jvm, broker):
             p = parent.get(p, 1)
-        if p in roots:
-            total += ticks[pid][1] if pid in roots else ticks[pid][0]
-    return total
+        if p == jvm:
+            out["python"] += own
+        elif p == broker:
+            out["broker"] += own
+    return out
 
 
 @dataclass(frozen=True)
@@ -106,6 +116,7 @@ class Run:
     wall: float  # start() -> termination, seconds
     read: float  # the addBatch phases (tasks reading into the sink), seconds
     cpu: float | None  # CPU seconds of the JVM, its Python processes and the broker
+    cpu_parts: dict[str, float] | None = None  # the same by part: jvm, python, broker
 
     @property
     def startup(self) -> float:
@@ -127,7 +138,8 @@ def timed_stream(
     """One AvailableNow query into ``noop``: its wall time, read phase and (with ``verbose``)
     CPU seconds; ``verbose`` also prints Spark's phase times per batch."""
     roots = cpu_roots or []
-    cpu_before = _cpu_ticks(roots) if verbose else 0
+    jvm, broker = roots[0], (roots[1] if len(roots) > 1 else None)
+    cpu_before = _cpu_ticks(jvm, broker) if verbose else {}
     started = time.perf_counter()
     query = (
         reader.writeStream.format("noop")  # type: ignore[attr-defined]
@@ -137,18 +149,24 @@ def timed_stream(
     )
     query.awaitTermination()
     elapsed = time.perf_counter() - started
-    cpu = (_cpu_ticks(roots) - cpu_before) / _TICK if verbose else None
+    parts = None
+    if verbose:
+        after = _cpu_ticks(jvm, broker)
+        parts = {k: (after[k] - cpu_before[k]) / _TICK for k in after}
+    cpu = sum(parts.values()) if parts else None
     if query.exception() is not None:
         raise RuntimeError(query.exception())
     progress = query.recentProgress
     rows = sum(p["numInputRows"] for p in progress)
     read = sum(p["durationMs"].get("addBatch", 0) for p in progress) / 1000
-    run = Run(kind, rows, elapsed, read, cpu)
+    run = Run(kind, rows, elapsed, read, cpu, parts)
     if verbose:
         phases = [dict(p["durationMs"]) for p in progress]
         print(
             f"  {kind:<8} {rows} rows in {elapsed:.2f} s (start-up {run.startup:.2f} s, "
-            f"read {read:.3f} s), {cpu:.2f} CPU s; batches (ms): {phases}"
+            f"read {read:.3f} s), {cpu:.2f} CPU s "
+            f"({', '.join(f'{k} {v:.2f}' for k, v in (parts or {}).items())}); "
+            f"batches (ms): {phases}"
         )
     return run
 

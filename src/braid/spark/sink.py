@@ -49,11 +49,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from braid.admin.client import AdminClient
 from braid.core.errors import BraidError
 from braid.core.message_id import MessageId
 from braid.core.names import TopicName
-from braid.spark.clients import shared_client
+from braid.spark.clients import admin_client, shared_client
 from braid.spark.errors import DeduplicationDisabledError
 from braid.spark.options import BraidSparkOptionError, SinkOptions, sink_options
 
@@ -125,7 +124,7 @@ def check_deduplication(options: SinkOptions) -> None:
         return
     namespace = TopicName.parse(options.topic).namespace_name
     try:
-        with AdminClient(options.admin_url) as admin:
+        with admin_client(options.admin_url) as admin:
             enabled = admin.namespaces.get_deduplication(namespace)
     except BraidError as exc:
         log.warning(

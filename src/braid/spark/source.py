@@ -42,10 +42,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from braid.admin.client import AdminClient
 from braid.core.checkpoint import CursorKind, checkpoint_cursors
 from braid.core.errors import NotFoundError
-from braid.spark.clients import shared_client
+from braid.spark.clients import admin_client, shared_client
 from braid.spark.errors import BraidDataLossError
 from braid.spark.offsets import (
     BEGINNING,
@@ -86,7 +85,7 @@ class _Driver:
     """The driver's clients and topology reader, created on first use (never pickled)."""
 
     def __init__(self, options: SourceOptions) -> None:
-        self.admin = AdminClient(options.admin_url)
+        self.admin = admin_client(options.admin_url)
         self.client = shared_client(options.service_url)
         self.topology = Topology(self.client, self.admin)
 
@@ -98,7 +97,7 @@ def _segment_exists_via(admin_url: str) -> Any:
     def segment_exists(topic: str, segment_id: int) -> bool:
         if not is_scalable(topic):
             return True
-        with AdminClient(admin_url) as admin:
+        with admin_client(admin_url) as admin:
             try:
                 doc = admin.scalable_topics.get(topic)
             except NotFoundError:
