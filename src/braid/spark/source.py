@@ -111,8 +111,7 @@ def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordB
     """The rows of one range as Arrow batches (executor side)."""
     # Imported here: Spark starts a fresh Python process to plan every streaming query on the
     # driver, and planning needs no Arrow (docs/benchmarks.md, the Spark section).
-    from braid.spark.message_ids import MessageIdBytes
-    from braid.spark.rows import to_record_batch
+    from braid.spark.rows import MessageIdArrays, to_record_batch
     from braid.spark.segment_reader import SegmentRangeReader
 
     client = shared_client(options.service_url)
@@ -124,7 +123,7 @@ def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordB
         segment_exists=exists,
         receiver_queue_size=options.receiver_queue_size,
     ) as reader:
-        ids = MessageIdBytes()
+        ids = MessageIdArrays()
         while True:
             cols = reader.next_columns(ROWS_PER_BATCH)
             if not len(cols):
