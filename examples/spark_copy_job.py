@@ -9,7 +9,7 @@ query that resumes from its checkpoint. Submit it with Braid shipped to the exec
         examples/spark_copy_job.py \\
         --service-url pulsar://BROKER:6650 --admin-url http://BROKER:8080 \\
         --source topic://public/shop/orders --target topic://public/shop/orders-copy \\
-        --checkpoint /shared/checkpoints/orders-copy
+        --checkpoint hdfs:///checkpoints/orders-copy
 
 Each run reads what was published since the previous run (``Trigger.AvailableNow``, from the
 checkpoint; from the start on the first run) and publishes it to ``--target`` through the braid
