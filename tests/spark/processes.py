@@ -193,6 +193,8 @@ class ConnectServer:
                 "spark.driver.bindAddress=127.0.0.1",
                 "--conf",
                 "spark.sql.shuffle.partitions=2",
+                "--conf",
+                "spark.python.authenticate.socketTimeout=120s",  # a loaded machine starts slowly
             ],
             env=env,
             check=True,

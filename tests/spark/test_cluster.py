@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from braid.admin.client import AdminClient
+from tests.spark.conftest import PYTHON_CONNECT_TIMEOUT
 from tests.spark.helpers import Publisher, python_without_braid, read_topic, values_in_order
 from tests.spark.processes import SPARK_HOME, StandaloneCluster, spark_env
 from tests.support.standalone import StandaloneProcess
@@ -80,6 +81,8 @@ def submit(
         "spark.ui.enabled=false",
         "--conf",
         "spark.log.level=WARN",
+        "--conf",
+        f"spark.python.authenticate.socketTimeout={PYTHON_CONNECT_TIMEOUT}",
         "--conf",
         "spark.sql.shuffle.partitions=2",
         str(JOB),
