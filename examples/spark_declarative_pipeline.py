@@ -84,10 +84,10 @@ def main() -> int:
             "  - glob:\n"
             "      include: transformations/**\n"
             "configuration:\n"
-            f"  braid.service.url: {process.service_url}\n"
-            f"  braid.admin.url: {process.web_url}\n"
-            f"  braid.orders: {ORDERS}\n"
-            f"  braid.totals: {TOTALS}\n"
+            f"  spark.braid.service.url: {process.service_url}\n"
+            f"  spark.braid.admin.url: {process.web_url}\n"
+            f"  spark.braid.orders: {ORDERS}\n"
+            f"  spark.braid.totals: {TOTALS}\n"
             "  spark.python.authenticate.socketTimeout: 120s\n"
         )
         home = Path(pyspark.__file__).parent

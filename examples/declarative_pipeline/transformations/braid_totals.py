@@ -1,7 +1,8 @@
 """Definitions of the Spark Declarative Pipeline in ``examples/spark_declarative_pipeline.py``:
 a Braid topic as a streaming table, a per-key materialized view, and a sink publishing the view's
 rows to another Braid topic. ``spark-pipelines`` runs this file with ``spark`` defined; the
-Braid URLs and topic names come from the spec's ``configuration``."""
+Braid URLs and topic names come from the spec's ``configuration`` (as ``spark.braid.*``:
+Spark passes on only settings named ``spark.*``)."""
 
 from pyspark import pipelines as dp
 from pyspark.sql import DataFrame
@@ -13,8 +14,8 @@ spark = globals()["spark"]  # provided by spark-pipelines
 spark.dataSource.register(braid.spark.BraidDataSource)
 _conf = spark.conf
 _braid = {
-    "service.url": _conf.get("braid.service.url"),
-    "admin.url": _conf.get("braid.admin.url"),
+    "service.url": _conf.get("spark.braid.service.url"),
+    "admin.url": _conf.get("spark.braid.admin.url"),
 }
 
 
@@ -23,7 +24,7 @@ def orders() -> DataFrame:
     """Every order published to the orders topic (key = customer, value = amount)."""
     return (
         spark.readStream.format("braid")
-        .options(**_braid, topic=_conf.get("braid.orders"), startingPosition="earliest")
+        .options(**_braid, topic=_conf.get("spark.braid.orders"), startingPosition="earliest")
         .load()
         .select("key", F.col("value").cast("string").cast("long").alias("amount"))
     )
@@ -40,7 +41,7 @@ def customer_totals() -> DataFrame:
 
 
 dp.create_sink(
-    "totals_topic", format="braid", options={**_braid, "topic": _conf.get("braid.totals")}
+    "totals_topic", format="braid", options={**_braid, "topic": _conf.get("spark.braid.totals")}
 )
 
 
