@@ -23,7 +23,7 @@ from tests.spark.helpers import Publisher, python_without_braid, read_topic, val
 from tests.spark.processes import SPARK_HOME, StandaloneCluster, spark_env
 from tests.support.standalone import StandaloneProcess
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(1200)  # two Spark jobs; a loaded 2-core machine is slow
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = REPO / "examples" / "spark_copy_job.py"
@@ -104,7 +104,7 @@ def submit(
         env=spark_env(cluster.directory),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=540,
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stderr[-6000:]

@@ -23,7 +23,7 @@ pytest.importorskip("grpc", reason="Spark Connect's client needs the spark extra
 pytest.importorskip("google.rpc", reason="Spark Connect's client needs googleapis-common-protos")
 pytest.importorskip("pandas", reason="Spark Connect's client needs pandas")
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(1200)  # two Spark jobs; a loaded 2-core machine is slow
 
 JOB = Path(__file__).resolve().parents[2] / "examples" / "spark_copy_job.py"
 SOURCE = "topic://public/connect/orders"
@@ -49,7 +49,7 @@ def run_client(server: ConnectServer, process: StandaloneProcess, cp: Path) -> d
         [sys.executable, str(JOB), *args],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=540,
         stdin=subprocess.DEVNULL,
     )
     assert done.returncode == 0, done.stderr[-6000:] + "\n" + server.log_tail()
