@@ -161,6 +161,13 @@ def timed_stream(
     read = sum(p["durationMs"].get("addBatch", 0) for p in progress) / 1000
     run = Run(kind, rows, elapsed, read, cpu, parts)
     if verbose:
+        for p in progress:
+            source = p["sources"][0]
+            print(
+                f"  {kind} batch {p['batchId']}: {source['numInputRows']} rows, "
+                f"{source['startOffset']} -> {source['endOffset']}"
+            )
+    if verbose:
         phases = [dict(p["durationMs"]) for p in progress]
         print(
             f"  {kind:<8} {rows} rows in {elapsed:.2f} s (start-up {run.startup:.2f} s, "
