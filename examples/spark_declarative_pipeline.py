@@ -88,13 +88,23 @@ def main() -> int:
             f"  spark.braid.admin.url: {process.web_url}\n"
             f"  spark.braid.orders: {ORDERS}\n"
             f"  spark.braid.totals: {TOTALS}\n"
-            "  spark.python.authenticate.socketTimeout: 120s\n"
+        )
+        # Settings of the Spark that spark-pipelines starts (its local Connect server): on
+        # 127.0.0.1 only, and patient with Python processes that start slowly on a busy machine.
+        conf_dir = work / "spark-conf"
+        conf_dir.mkdir()
+        (conf_dir / "spark-defaults.conf").write_text(
+            "spark.driver.host 127.0.0.1\n"
+            "spark.driver.bindAddress 127.0.0.1\n"
+            "spark.ui.enabled false\n"
+            "spark.python.authenticate.socketTimeout 120s\n"
         )
         home = Path(pyspark.__file__).parent
         env = dict(
             os.environ,
             SPARK_HOME=str(home),
             SPARK_LOCAL_IP="127.0.0.1",
+            SPARK_CONF_DIR=str(conf_dir),
             PYSPARK_PYTHON=sys.executable,
             PYSPARK_DRIVER_PYTHON=sys.executable,
         )

@@ -1,7 +1,7 @@
 """Definitions of the Spark Declarative Pipeline in ``examples/spark_declarative_pipeline.py``:
 a Braid topic as a streaming table, a per-key materialized view, and a sink publishing the view's
 rows to another Braid topic. ``spark-pipelines`` runs this file with ``spark`` defined; the
-Braid URLs and topic names come from the spec's ``configuration`` (as ``spark.braid.*``:
+Braid URLs and topic names come from the pipeline file's ``configuration`` (as ``spark.braid.*``:
 Spark passes on only settings named ``spark.*``)."""
 
 from pyspark import pipelines as dp
