@@ -98,6 +98,9 @@ class BrokerConfig:
     broker_service_port: int = 6650
     web_service_port: int = 8080
     metadata_store_url: str = ""
+    #: A ZooKeeper session silent this long expires: its ephemeral nodes (the broker's claim on
+    #: the store, elections) go, and another process may take them (Pulsar's key).
+    metadata_store_session_timeout_millis: int = 10_000
     max_message_size: int = 5 * _MIB
     keep_alive_interval_seconds: int = 30
     #: A connection must complete CONNECT within this many seconds (Braid-specific; Pulsar closes
@@ -206,6 +209,13 @@ class BrokerConfig:
             self.disk_usage_lwm_threshold,
             self.disk_check_interval / 1000.0,
         )
+
+    @property
+    def storage_is_process_local(self) -> bool:
+        """Whether the home storage cluster's bookies live inside this process, on
+        ``data_dir`` (so no other broker can read its ledgers, and it may not share its metadata
+        store with another broker: :mod:`braid.broker.local_storage_guard`). Always true today."""
+        return True
 
     def gc_policy(self) -> GcPolicy:
         """The process's garbage-collection policy."""
@@ -388,6 +398,11 @@ KEYS: tuple[_Key, ...] = (
     _Key("brokerServicePort", "broker_service_port", _PORT),
     _Key("webServicePort", "web_service_port", _PORT),
     _Key("metadataStoreUrl", "metadata_store_url", _parse_url),
+    _Key(
+        "metadataStoreSessionTimeoutMillis",
+        "metadata_store_session_timeout_millis",
+        _parse_int(1000, 600_000),
+    ),
     _Key("maxMessageSize", "max_message_size", _parse_int(1024, 512 * _MIB)),
     _Key("keepAliveIntervalSeconds", "keep_alive_interval_seconds", _parse_int(1)),
     _Key("handshakeTimeoutSeconds", "handshake_timeout_seconds", _parse_int(1)),

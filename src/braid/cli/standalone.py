@@ -4,7 +4,9 @@
 unless ``metadataStoreUrl`` says otherwise), an in-process bookie cluster on the data dir, the
 managed-ledger factory, tenants/namespaces (creating ``public/default``), the broker and the admin
 HTTP server, all in one event loop; it closes them in reverse order, so cursors are flushed and
-files closed before the process exits. A lock file keeps a second process off the same data dir.
+files closed before the process exits. A lock file keeps a second process off the same data dir,
+and a claim in the metadata store keeps a second broker off the same store (its bookie lives in
+this process: :mod:`braid.broker.local_storage_guard`).
 
 :func:`run_standalone` is the command: set the process's GC policy (thresholds at once, and
 ``gc.freeze()`` once started: see :mod:`braid.broker.gc_policy`) and glibc's mmap threshold
@@ -15,6 +17,8 @@ cursor.
 Data dir layout::
 
     <dataDir>/braid.lock           held (flock) while a process uses the directory
+    <dataDir>/storage.id           the id of this directory's storage, which the metadata store
+                                   is bound to (:mod:`braid.broker.local_storage_guard`)
     <dataDir>/metadata/metadata.db the SQLite metadata store (default metadataStoreUrl)
     <dataDir>/bookie-0/            the in-process bookie: journal and ledger files
     <dataDir>/storage/<name>/      the bookies of another storage cluster (PIP-470,
@@ -42,6 +46,7 @@ from braid.filelock import FileLock
 from braid.metadata import MetadataStore, open_store
 
 if TYPE_CHECKING:
+    from braid.broker.local_storage_guard import LocalStorageGuard
     from braid.broker.service import BrokerService
     from braid.clusters.service import StorageClusterService
     from braid.ledger.factory import DefaultManagedLedgerFactory
@@ -70,6 +75,7 @@ class StandaloneServer:
         self.scalable: ScalableTopicService | None = None
         self.storage_clusters: StorageClusterService | None = None
         self.admin: AdminServer | None = None
+        self.guard: LocalStorageGuard | None = None
 
     @property
     def service_url(self) -> str:
@@ -112,8 +118,13 @@ class StandaloneServer:
         self._closers.append(("data dir lock", self._lock.release))
         log.info("starting standalone", extra={"fields": describe(config)})
 
-        self.metadata = await open_store(config.metadata_store_url, clock=self.clock)
+        self.metadata = await open_store(
+            config.metadata_store_url,
+            clock=self.clock,
+            session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
+        )
         self._closers.append(("metadata store", self.metadata.close))
+        await self._guard_store(self.metadata)
 
         storage = await open_local_cluster(
             self.metadata,
@@ -173,10 +184,34 @@ class StandaloneServer:
         self._closers.append(("switch orchestrator", self.storage_clusters.stop))
         if self.scalable is not None:
             await self.scalable.start(self.web_service_url)
+        if self.guard is not None:
+            await self.guard.announce(self.service_url, self.web_service_url)
         log.info(
             "standalone ready",
             extra={"fields": {"broker": self.service_url, "web": self.web_service_url}},
         )
+
+    async def _guard_store(self, metadata: MetadataStore) -> None:
+        """With process-local storage, claim the metadata store before anything touches a
+        ledger: refused while another broker uses it, or when its ledgers live in another data
+        directory (:mod:`braid.broker.local_storage_guard`)."""
+        from braid.broker.local_storage_guard import LocalStorageGuard
+
+        config = self.config
+        if not config.storage_is_process_local:
+            return
+        guard = LocalStorageGuard(
+            metadata,
+            config.metadata_store_url,
+            config.data_dir,
+            service_url=f"pulsar://{config.advertised_address}:{config.broker_service_port}",
+            web_service_url=config.web_service_url,
+            clock=self.clock,
+            session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
+        )
+        await guard.acquire()
+        self.guard = guard
+        self._closers.append(("metadata store claim", guard.release))
 
     async def close(self) -> None:
         """Stop in reverse start order; keeps going past a failing component (each failure is
