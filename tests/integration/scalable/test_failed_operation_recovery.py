@@ -11,8 +11,7 @@ scalable layer runs on a manual clock, so the recovery's back-off is stepped, no
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -26,7 +25,7 @@ from braid.core.ranges import HashRange
 from braid.scalable.errors import OperationInProgress
 from braid.scalable.operation_recovery import FIRST_DELAY_S, ROLL_BACK, ROLL_FORWARD
 from tests.support.polling import eventually
-from tests.support.scalable_stack import ScalableStack, open_scalable_stack, second_service
+from tests.support.scalable_stack import ScalableStack, second_service
 
 TOPIC = TopicName.parse("topic://public/default/orders")
 
@@ -45,17 +44,14 @@ def fail_at(step: str, error: BraidError, times: int = 1) -> Callable[[str], Awa
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
+def clock(manual_clock: ManualClock) -> ManualClock:
+    return manual_clock
 
 
 @pytest.fixture
-async def stack(tmp_path: Path, clock: ManualClock) -> AsyncIterator[ScalableStack]:
-    s = await open_scalable_stack(tmp_path / "broker", scalable_clock=clock)
-    try:
-        yield s
-    finally:
-        await s.close()
+def stack(manual_stack: ScalableStack) -> ScalableStack:
+    """The broker with the scalable layer on the manual clock (conftest)."""
+    return manual_stack
 
 
 async def recorded(stack: ScalableStack) -> Any:
