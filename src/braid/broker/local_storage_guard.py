@@ -14,9 +14,9 @@ claims its store, and a store holds the ledgers of one data directory only:
   and is refused with :class:`MetadataStoreInUse`, which names the first one. The node lives as
   long as the broker's metadata session: a SIGKILLed broker's node goes when its SQLite session is
   reaped (at once, when the next process opens the file) or its ZooKeeper session expires. A
-  broker restarting on the same data directory on the same host finds its previous incarnation's
-  node (nobody else can hold that directory: its lock file is ours) and waits for that session to
-  end, up to twice the session timeout, instead of refusing.
+  broker restarting on the same data directory finds its previous incarnation's node (the same
+  storage id; nobody else can hold that directory: its lock file is ours) and waits for that
+  session to end, up to twice the session timeout, instead of refusing.
 * ``/admin/local-storage/storage`` - a **persistent** node naming the storage the store's ledgers
   live on: the data directory and its *storage id* (a random id kept in
   ``<dataDir>/storage.id``, made once). Written with CAS the first time a broker with
@@ -224,8 +224,8 @@ class LocalStorageGuard:
         holder = await self._holder()
         if holder is None or not self._is_predecessor(holder):
             raise self._in_use(holder)
-        # Our own previous incarnation (same host, same data directory, whose lock is ours now):
-        # it died without closing its session; wait for the session to end.
+        # Our own previous incarnation: it died without closing its session; wait for the
+        # session to end (bounded: a live copy of this directory elsewhere never ends it).
         log.warning(
             "the metadata store still holds the claim of this data directory's previous broker "
             "(pid %d); waiting up to %.0fs for its session to end",
@@ -248,7 +248,9 @@ class LocalStorageGuard:
         return None if found is None else BrokerClaim.decode(found[0])
 
     def _is_predecessor(self, holder: BrokerClaim) -> bool:
-        return holder.host == self._claim.host and holder.data_dir == self._claim.data_dir
+        # The same storage: this data directory's previous broker (nobody else holds the
+        # directory now: its lock file is ours), maybe under another host name or path.
+        return holder.storage_id == self._claim.storage_id
 
     def _in_use(self, holder: BrokerClaim | None) -> MetadataStoreInUse:
         who = holder.describe() if holder is not None else "another broker"
