@@ -1,6 +1,7 @@
-"""The ``braid`` command line: ``braid standalone``, ``braid admin`` and ``braid demo``.
+"""The ``braid`` command line: ``braid standalone``, ``bookie``, ``admin`` and ``demo``.
 
 Argument parsing and dispatch only; the commands live in :mod:`braid.cli.standalone`,
+:mod:`braid.cli.bookie`,
 :mod:`braid.cli.admin` and :mod:`braid.cli.demo`, each imported only when it runs.
 """
 
@@ -25,6 +26,8 @@ Braid: elastic, key-ordered messaging that speaks the Apache Pulsar binary proto
 commands:
   standalone  run a complete Braid (metadata store, bookie, broker, admin REST API) in one
               process on one data directory; data and cursors survive restarts
+  bookie      run a bookie (storage node) that brokers reach over TCP; bookies register in
+              the metadata store, and a broker replicates its ledgers across them
   admin       manage a running broker through its admin REST API: scalable topics (create,
               split, merge, subscriptions, stats), segments, tenants, namespaces, topics
   demo        start a throw-away standalone broker and walk through producing and consuming
@@ -114,8 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_log_level(standalone)
 
     from braid.cli.admin import add_admin_parser  # argparse only; the client loads on use
+    from braid.cli.bookie import add_bookie_parser
 
     add_admin_parser(commands)
+    add_bookie_parser(commands)
 
     demo = commands.add_parser(
         "demo",
@@ -168,6 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"braid standalone: {exc}", file=sys.stderr)
             return 2
         return run_standalone(config)
+    if args.command == "bookie":
+        from braid.cli.bookie import run_bookie
+
+        return run_bookie(args)
     if args.command == "admin":
         from braid.cli.admin import run_admin
 

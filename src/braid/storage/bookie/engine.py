@@ -147,6 +147,7 @@ class _StopFlusher:
 @dataclass(frozen=True, slots=True)
 class _Recovered:
     lock: FileLock
+    journal_dir: Path
     files: LedgerFiles
     ledgers: dict[int, _LedgerState]
     next_seq: int
@@ -246,22 +247,21 @@ def _lock_data_dir(data_dir: Path) -> FileLock:
     return lock
 
 
-def _recover(data_dir: Path) -> _Recovered:
+def _recover(data_dir: Path, journal_dir: Path) -> _Recovered:
     """Bring the entry files up to date with the journal (blocking; runs in an executor)."""
     lock = _lock_data_dir(data_dir)
     try:
-        return _replay(data_dir, lock)
+        return _replay(data_dir, lock, journal_dir)
     except BaseException:
         lock.release()
         raise
 
 
-def _replay(data_dir: Path, lock: FileLock) -> _Recovered:
+def _replay(data_dir: Path, lock: FileLock, journal_dir: Path) -> _Recovered:
     """Copy every journal record after the checkpoint into the entry files (in place: records
     already there are skipped). Out of space, the rest is left in the journal - no checkpoint
     covers it - and handed back as ``unapplied``: the bookie then holds it in its write cache
     until the flusher can copy it, exactly as before the restart."""
-    journal_dir = data_dir / "journal"
     journal_dir.mkdir(parents=True, exist_ok=True)
     files = LedgerFiles(data_dir / "ledgers")
     checkpoint = _read_checkpoint(data_dir)
@@ -310,7 +310,7 @@ def _replay(data_dir: Path, lock: FileLock) -> _Recovered:
         lid: _LedgerState(s.last_entry_id, s.last_add_confirmed, s.fenced)
         for lid, s in files.scan().items()
     }
-    return _Recovered(lock, files, ledgers, next_seq, replayed, unapplied, space_error)
+    return _Recovered(lock, journal_dir, files, ledgers, next_seq, replayed, unapplied, space_error)
 
 
 class Bookie:
@@ -328,6 +328,7 @@ class Bookie:
     ) -> None:
         """Use :meth:`open`."""
         self._dir = data_dir
+        self._journal_dir = recovered.journal_dir
         self._id = bookie_id
         self._loop = asyncio.get_running_loop()
         self._files = recovered.files
@@ -376,7 +377,7 @@ class Bookie:
 
     def _start_journal(self) -> None:
         self._journal = JournalWriter(
-            self._dir / "journal",
+            self._journal_dir,
             self._next_seq,
             on_durable=self._journal_durable,
             on_roll=self._journal_rolled,
@@ -394,11 +395,14 @@ class Bookie:
         max_entry_size: int = MAX_ENTRY_SIZE,
         disk_thresholds: DiskThresholds | None = None,
         clock: Clock | None = None,
+        journal_dir: Path | None = None,
     ) -> Bookie:
         """Open (or create) the bookie in ``data_dir``, replaying its journal after a crash.
 
         Args:
             disk_thresholds: when the bookie turns read-only and back (BookKeeper's defaults).
+            journal_dir: where the journal files go (BookKeeper's ``journalDirectories``;
+                default ``data_dir/journal``): a separate disk keeps fsyncs off entry-file I/O.
             clock: paces the disk checks.
 
         Raises:
@@ -407,7 +411,9 @@ class Bookie:
         loop = asyncio.get_running_loop()
         data_dir = Path(data_dir)
         try:
-            recovered = await loop.run_in_executor(None, _recover, data_dir)
+            recovered = await loop.run_in_executor(
+                None, _recover, data_dir, Path(journal_dir) if journal_dir else data_dir / "journal"
+            )
         except OSError as exc:
             raise StorageIOError(f"bookie {data_dir}: cannot open: {exc}") from exc
         bookie = cls(
@@ -798,7 +804,7 @@ class Bookie:
             # those journal files are no longer needed.
             self._files.sync()
             _write_checkpoint(self._dir, item.journal_seq)
-            _delete_journals_before(self._dir / "journal", item.journal_seq)
+            _delete_journals_before(self._journal_dir, item.journal_seq)
             self._call_on_loop(self._resolve, item.tokens)
 
     def _give_up_flushing(self, item: _FlushBatch | _CheckpointAt) -> None:
@@ -914,8 +920,8 @@ class Bookie:
     def disk_usage(self) -> int:
         """Bytes in the journal and entry files (blocking; for tests and stats)."""
         total = 0
-        for sub in ("journal", "ledgers"):
-            for path in (self._dir / sub).iterdir():
+        for sub in (self._journal_dir, self._dir / "ledgers"):
+            for path in sub.iterdir():
                 with contextlib.suppress(FileNotFoundError):
                     total += path.stat().st_size
         return total

@@ -88,7 +88,7 @@ def status_for_error(error: BaseException) -> int:
     """The status code a bookie answers with for ``error`` (``EBADREQ`` for a type it does not
     map: a request it could not make sense of)."""
     for cls in type(error).__mro__:
-        status = STATUS_OF_ERROR.get(cls)  # type: ignore[call-overload]
+        status = STATUS_OF_ERROR.get(cls)
         if status is not None:
             return status
     return bpb.EBADREQ
@@ -97,7 +97,8 @@ def status_for_error(error: BaseException) -> int:
 def error_for_status(status: int, message: str) -> StorageError:
     """The storage error a client raises for a non-OK ``status``."""
     cls = _ERROR_OF_STATUS.get(status, StorageError)
-    name = bpb.StatusCode.Name(status) if status in bpb.StatusCode.values() else str(status)
+    known = status in bpb.StatusCode.values()
+    name = bpb.StatusCode.Name(status) if known else str(status)  # type: ignore[arg-type]
     return cls(message or f"bookie answered {name}")
 
 
