@@ -68,6 +68,8 @@ class BookieProcess:
         command = [sys.executable, "-m", "braid.cli.main", "bookie", "--config", str(self._conf())]
         if format_:
             command.append("--format")
+        if self.proc is not None and self.proc.stdout is not None:
+            self.proc.stdout.close()  # the previous run's pipe
         self.output = []
         self.proc = subprocess.Popen(
             command,
@@ -120,9 +122,15 @@ class BookieProcess:
 
     def stop(self) -> None:
         """Whatever state it is in: gone afterwards (for fixtures' cleanup)."""
-        if self.proc is not None and self.proc.poll() is None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 self.kill()
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from braid.clock import Clock, SystemClock
 from braid.core.errors import InvalidInputError
-from braid.metadata.api import MetadataStore, Notification
+from braid.metadata.api import MetadataError, MetadataStore, Notification
 from braid.storage.api import BookieUnavailable, StorageError
 from braid.storage.bookie_client import BookieClient
 from braid.storage.bookie_net_client import NetBookieClient
@@ -197,8 +197,11 @@ class RegisteredBookieSet:
             while self._dirty and not self._closed:
                 self._dirty = False
                 await self.refresh()
-        except Exception:  # the store is closing or failing: the next notification retries
-            log.exception("cluster %s: cannot read the bookie registrations", self._cluster)
+        except MetadataError as exc:  # unreachable or closing: the next notification retries
+            if not self._closed:
+                log.warning(
+                    "cluster %s: cannot read the bookie registrations: %s", self._cluster, exc
+                )
         finally:
             self._refresh_task = None
 
