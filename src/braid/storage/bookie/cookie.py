@@ -88,10 +88,6 @@ def _cookie_for(instance: str, bookie_id: str, journal_dir: Path, ledger_dir: Pa
     return Cookie(instance, bookie_id, os.path.abspath(journal_dir), os.path.abspath(ledger_dir))
 
 
-def _cookie_for(instance: str, bookie_id: str, journal_dir: Path, ledger_dir: Path) -> Cookie:
-    return Cookie(instance, bookie_id, os.path.abspath(journal_dir), os.path.abspath(ledger_dir))
-
-
 async def check_cookie(
     store: MetadataStore,
     cluster_name: str,
