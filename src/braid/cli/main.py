@@ -55,6 +55,10 @@ examples:
       data in ./data, broker on pulsar://127.0.0.1:6650, admin on http://127.0.0.1:8080
   braid standalone --data-dir /var/lib/braid --port 6651 --web-port 8081
   braid standalone --config conf/broker.conf --log-level DEBUG
+  braid standalone --bookies 3
+      three bookies in the process, reached over TCP on 127.0.0.1 (try replication)
+  braid standalone --bookies 0 --config conf/broker.conf
+      no bookie of its own: the `braid bookie` processes registered in the metadata store
   BRAID_brokerDeduplicationEnabled=true braid standalone
   curl http://127.0.0.1:8080/admin/v2/tenants
 
@@ -114,6 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
     standalone.add_argument(
         "--advertised-address", help="host name given to clients (default: the bind address)"
     )
+    standalone.add_argument(
+        "--bookies",
+        "--num-bookies",
+        type=int,
+        dest="bookies",
+        help="standaloneBookies: 1 embedded bookie (default); N > 1 bookies in this process "
+        "reached over loopback TCP, to try replication; 0 = use the `braid bookie` processes "
+        "registered in bookkeeperMetadataServiceUri",
+    )
     _add_log_level(standalone)
 
     from braid.cli.admin import add_admin_parser  # argparse only; the client loads on use
@@ -152,6 +165,7 @@ def _standalone_overrides(args: argparse.Namespace) -> dict[str, str]:
         "webServicePort": args.web_port,
         "bindAddress": args.bind,
         "advertisedAddress": args.advertised_address,
+        "standaloneBookies": args.bookies,
     }
     return {key: str(value) for key, value in flags.items() if value is not None}
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 from braid.clock import Clock, SystemClock
@@ -247,7 +247,7 @@ class RegisteredBookieSet:
 
 class _RemoteClusterClient(BookKeeperClient):
     """Shim until ``BookKeeperClient`` takes a ``BookieSet``: the client over the bookies
-    registered when it opened, closing the set with it."""
+    registered when it opened, closing the set (and then ``after_close``) with it."""
 
     def __init__(
         self,
@@ -255,14 +255,19 @@ class _RemoteClusterClient(BookKeeperClient):
         cluster_name: str,
         bookies: RegisteredBookieSet,
         clock: Clock | None,
+        after_close: Sequence[Callable[[], Awaitable[None]]],
     ) -> None:
         ids = [*bookies.writable(), *bookies.readonly()]
         super().__init__(store, cluster_name, [bookies.client(b) for b in ids], clock=clock)
         self.bookie_set = bookies
+        self._after_close = list(after_close)
 
     async def close(self) -> None:
         await super().close()
         await self.bookie_set.close()
+        after, self._after_close = self._after_close, []
+        for step in after:
+            await step()
 
 
 async def open_remote_cluster(
@@ -275,9 +280,11 @@ async def open_remote_cluster(
     rack_mapping: Mapping[str, str] | None = None,
     add_timeout_s: float = 10.0,
     read_timeout_s: float = 10.0,
+    after_close: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> BookKeeperClient:
     """The client of a cluster of bookie processes registered in ``metadata``, once at least
-    ``min_bookies`` of them are writable (waiting up to ``wait_s``).
+    ``min_bookies`` of them are writable (waiting up to ``wait_s``). ``after_close`` run, in
+    order, after the client closed (an owner's clean-up: the store, in-process bookies).
 
     Raises:
         BookieUnavailable: fewer than ``min_bookies`` writable bookies registered in time.
@@ -295,7 +302,7 @@ async def open_remote_cluster(
     except BaseException:
         await bookies.close()
         raise
-    return _RemoteClusterClient(metadata, cluster_name, bookies, clock)
+    return _RemoteClusterClient(metadata, cluster_name, bookies, clock, after_close)
 
 
 def _conforms(bookies: RegisteredBookieSet, client: NetBookieClient) -> None:
