@@ -16,8 +16,12 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from braid.core.errors import BraidError
+
+if TYPE_CHECKING:
+    from braid.storage.bookie.config import BookieConfig
 
 log = logging.getLogger(__name__)
 
@@ -90,11 +94,10 @@ def _overrides(args: argparse.Namespace) -> dict[str, str]:
     return {k: str(v) for k, v in flags.items() if v is not None}
 
 
-async def _serve(config: object, new_bookie: bool) -> int:
-    from braid.storage.bookie.config import BookieConfig, describe
+async def _serve(config: BookieConfig, new_bookie: bool) -> int:
+    from braid.storage.bookie.config import describe
     from braid.storage.bookie.service import BookieService
 
-    assert isinstance(config, BookieConfig)
     service = BookieService(config, new_bookie=new_bookie)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -246,8 +246,9 @@ class RegisteredBookieSet:
 
 
 class _RemoteClusterClient(BookKeeperClient):
-    """Shim until ``BookKeeperClient`` takes a ``BookieSet``: the client over the bookies
-    registered when it opened, closing the set (and then ``after_close``) with it."""
+    """Shim until ``BookKeeperClient`` takes a ``BookieSet``: the client over the registered
+    bookies - those of the moment it opened, plus any that register later (bookies never leave
+    its map: a ledger may still name them) - closing the set (then ``after_close``) with it."""
 
     def __init__(
         self,
@@ -261,6 +262,15 @@ class _RemoteClusterClient(BookKeeperClient):
         super().__init__(store, cluster_name, [bookies.client(b) for b in ids], clock=clock)
         self.bookie_set = bookies
         self._after_close = list(after_close)
+        bookies.add_listener(self._membership_changed)
+
+    def _membership_changed(self) -> None:
+        # The shim's one reach into BookKeeperClient: its map of bookie clients by id.
+        known = self._bookies
+        for bookie_id in (*self.bookie_set.writable(), *self.bookie_set.readonly()):
+            if bookie_id not in known:
+                known[bookie_id] = self.bookie_set.client(bookie_id)
+        self._bookie_order = sorted(known)
 
     async def close(self) -> None:
         await super().close()

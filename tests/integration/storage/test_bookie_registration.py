@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from braid.metadata import MetadataStore, open_store
+from braid.storage import BookKeeperClient
 from braid.storage.api import BookieUnavailable, StorageReadOnly
 from braid.storage.bookie.config import BookieConfig
 from braid.storage.bookie.cookie import CookieMismatch, check_cookie
@@ -177,3 +178,35 @@ def test_a_rack_mapping_file_is_key_value_lines(tmp_path: Path) -> None:
     path.write_text("b1 eu\n")
     with pytest.raises(Exception, match="expected bookieId=/region/rack"):
         load_rack_mapping(path)
+
+
+async def test_a_bookie_registering_after_the_client_opened_joins_the_cluster(
+    store: MetadataStore, tmp_path: Path
+) -> None:
+    first = BookieService(_config(tmp_path, "b1"), metadata=store)
+    await first.start()
+    second = BookieService(_config(tmp_path, "b2"), metadata=store)
+    client = await open_remote_cluster(store, "standalone", min_bookies=1, wait_s=5)
+    try:
+        with pytest.raises(BookieUnavailable):
+            await client.create_ledger(ensemble=2, write_quorum=2, ack_quorum=2)
+        await second.start()
+        await eventually(lambda: _knows(client, "b2"))
+        writer = await client.create_ledger(ensemble=2, write_quorum=2, ack_quorum=2)
+        await writer.add_entry(b"on two bookies")
+        await writer.close()
+        for bookie_id in ("b1", "b2"):
+            stored = await client.bookie(bookie_id).read_entry(writer.ledger_id, 0)
+            assert stored.data == b"on two bookies"
+    finally:
+        await client.close()
+        await second.close()
+        await first.close()
+
+
+def _knows(client: BookKeeperClient, bookie_id: str) -> bool:
+    try:
+        client.bookie(bookie_id)
+    except KeyError:
+        return False
+    return True
