@@ -7,6 +7,7 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 
+import httpx
 import pytest
 
 from braid.metadata import MetadataStore, open_store
@@ -50,6 +51,13 @@ async def test_a_bookie_registers_serves_the_network_path_and_leaves_on_sigterm(
         assert (fenced.last_add_confirmed, fenced.last_entry_id) == (0, 1)
         with pytest.raises(LedgerFenced):
             await client.add_entry(7, 2, b"late", last_add_confirmed=1, length=15)
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{bookie.http_port}") as http:
+            health = await http.get("/health")
+            assert health.status_code == 200 and health.json()["state"] == "read-write"
+            metrics = (await http.get("/metrics")).text
+            assert 'braid_bookie_add_requests_total{bookie="bk-1"} 3.0' in metrics
+            assert 'braid_bookie_ledgers{bookie="bk-1"} 1.0' in metrics
+            assert (await http.get("/nope")).status_code == 404
         code = await asyncio.to_thread(bookie.terminate)
         assert code == 0, bookie.log_tail()
         await eventually(lambda: members.writable() == [], message="the bookie to unregister")

@@ -4,11 +4,14 @@ lost connections and close."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from braid.clock import ManualClock
 from braid.storage.api import BookieUnavailable, StorageClosed, StorageError, StorageReadOnly
@@ -178,4 +181,32 @@ async def test_an_eread_only_answer_marks_the_client_read_only(
         client.send_add(1, 0, b"x", lambda _e, _err: None, -1, 1)
     client.set_read_only(None)  # the registration says writable again
     assert client.read_only_reason is None
+    await client.close()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    stream=st.one_of(
+        st.binary(max_size=400),
+        # Well-framed (right length and checksum) but arbitrary bodies: past the frame checks.
+        st.lists(st.binary(max_size=60), max_size=4).map(
+            lambda bodies: b"".join(encode_frame(b) for b in bodies)
+        ),
+    )
+)
+async def test_a_live_bookie_survives_arbitrary_bytes_and_keeps_serving(
+    served: BookieServer, stream: bytes
+) -> None:
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    writer.write(stream)
+    await writer.drain()
+    writer.write_eof()
+    with contextlib.suppress(ConnectionError):
+        await asyncio.wait_for(reader.read(), 5)  # answers or closes; never hangs
+    writer.close()
+    client = NetBookieClient("b", ("127.0.0.1", served.port))
+    lac = await client.read_lac(424242)
+    assert (lac.last_add_confirmed, lac.last_entry_id) == (-1, -1)
     await client.close()
