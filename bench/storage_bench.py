@@ -324,9 +324,9 @@ async def network_table(base: Path, rounds: int, seconds: float) -> None:
             f"\n1 KiB entries, batched ({NET_WINDOW} in flight), ledger API; CPU as % of one "
             "core over the row's wall time\n"
             "| setup    | E/W/A | entries/s |    MiB/s | vs embedded | client CPU "
-            "| bookie CPU (each) |\n"
+            "| bookie CPU (each) | CPU µs/entry |\n"
             "|----------|-------|----------:|---------:|------------:|-----------:"
-            "|-------------------|"
+            "|-------------------|-------------:|"
         )
         for label, (_, quorums, watched, t) in rows.items():
             rate = t.entries / t.seconds
@@ -335,10 +335,12 @@ async def network_table(base: Path, rounds: int, seconds: float) -> None:
                 if watched
                 else "(in client)"
             )
+            # Every process's CPU per acknowledged entry: what the machine pays for one entry.
+            per_entry = (t.client_cpu + sum(t.bookie_cpu if watched else [])) / t.entries * 1e6
             print(
                 f"| {label:<8} | {'/'.join(map(str, quorums)):<5} | {rate:>9.0f} "
                 f"| {rate * NET_SIZE / 2**20:>8.2f} | {rate / base_rate:>11.0%} "
-                f"| {t.client_cpu / t.seconds:>10.0%} | {bookie_cpu:<17} |",
+                f"| {t.client_cpu / t.seconds:>10.0%} | {bookie_cpu:<17} | {per_entry:>12.1f} |",
                 flush=True,
             )
     finally:
