@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from braid.storage.api import (
+    BookieUnavailable,
     EntryTooLarge,
     InvalidEntryId,
     InvalidLedgerId,
@@ -127,7 +128,6 @@ def test_garbage_bodies_are_bad_frames_never_crashes(garbage: bytes) -> None:
         StorageIOError("x"),
         LedgerFenced("x"),
         StorageReadOnly("x"),
-        StorageClosed("x"),
         EntryTooLarge("x"),
         InvalidLedgerId("x"),
         InvalidEntryId("x"),
@@ -139,6 +139,14 @@ def test_every_storage_error_crosses_the_wire_as_its_own_type(error: StorageErro
     back = wire.error_for_status(response.status, response.error_message)
     assert type(back) is type(error) and str(back) == "x"
     assert response.header.txn_id == 9
+
+
+def test_a_closing_bookie_is_unavailable_to_its_clients() -> None:
+    header = bpb.PacketHeader(version=bpb.VERSION_ONE, operation=bpb.ADD_ENTRY, txn_id=1)
+    response = wire.parse_response(wire.error_response(header, StorageClosed("closing"))[8:])
+    assert response.status == bpb.ESHUTDOWN
+    back = wire.error_for_status(response.status, response.error_message)
+    assert type(back) is BookieUnavailable
 
 
 def test_status_codes_keep_bookkeepers_numbers() -> None:

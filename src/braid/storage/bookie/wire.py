@@ -15,7 +15,8 @@ that connection); the response echoes it. Responses can come back out of order a
 adds of one ledger are answered in the order the bookie journaled them.
 
 Status codes map one-to-one to the storage error types (:data:`STATUS_OF_ERROR`): the bookie sends
-the code of the error it raised, and the client raises the same type.
+the code of the error it raised, and the client raises the same type - except ``ESHUTDOWN`` (the
+bookie is closing), which its clients raise as ``BookieUnavailable``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import crc32c
 
 from braid.core.errors import InvalidInputError
 from braid.storage.api import (
+    BookieUnavailable,
     EntryTooLarge,
     InvalidEntryId,
     InvalidLedgerId,
@@ -81,6 +83,9 @@ STATUS_OF_ERROR: dict[type[StorageError], int] = {
     InvalidEntryId: bpb.EINVALIDENTRYID,
 }
 _ERROR_OF_STATUS: dict[int, type[StorageError]] = {v: k for k, v in STATUS_OF_ERROR.items()}
+# A bookie that is closing is, to its clients, a bookie that is not available (the writer moves
+# on to others); ``StorageClosed`` on the client side means the client itself was closed.
+_ERROR_OF_STATUS[bpb.ESHUTDOWN] = BookieUnavailable
 
 
 def status_for_error(error: BaseException) -> int:
