@@ -20,7 +20,7 @@ from fastapi import APIRouter, Body, Query, Response
 from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.broker.errors import TopicNotFound
 from braid.broker.partitions import PartitionedTopics
-from braid.broker.resources import BrokerResources, NamespaceNotFound
+from braid.broker.resources import BrokerResources
 from braid.core.names import TopicDomain, TopicName
 from braid.core.partitions import check_partition_count
 
@@ -53,13 +53,9 @@ def partitioned_router(
     """
     router = APIRouter(tags=["topics"])
 
-    async def check_namespace(tenant: str, namespace: str) -> None:
-        if not await resources.namespace_exists(tenant, namespace):
-            raise NamespaceNotFound(f"namespace {tenant}/{namespace} does not exist")
-
     async def topic_of(tenant: str, namespace: str, topic: str) -> TopicName:
         name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
-        await check_namespace(tenant, namespace)
+        await resources.check_namespace_exists(tenant, namespace)
         return name
 
     @router.get(
@@ -67,7 +63,7 @@ def partitioned_router(
         summary="List partitioned topics",
     )
     async def list_partitioned(tenant: Tenant, namespace: Namespace) -> list[str]:
-        await check_namespace(tenant, namespace)
+        await resources.check_namespace_exists(tenant, namespace)
         return await broker.partitioned.list(tenant, namespace)
 
     @router.put(

@@ -93,11 +93,29 @@ def scalable_router(
     ``/persistent`` list does, instead of an empty list.
     """
     router = APIRouter()
+    router.include_router(_topics_router(service, namespace_exists))
+    router.include_router(_subscriptions_router(service))
+    router.include_router(_split_merge_router(service))
+    router.include_router(_auto_scale_router(service))
+    router.include_router(_segments_router(segments))
+    return router
 
-    def topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
-        return TopicName(TopicDomain.TOPIC, tenant, namespace, topic)
 
-    # --- scalable topics ---
+def _topic_name(tenant: str, namespace: str, topic: str) -> TopicName:
+    return TopicName(TopicDomain.TOPIC, tenant, namespace, topic)
+
+
+def _segment_name(tenant: str, namespace: str, topic: str, descriptor: str) -> SegmentTopicName:
+    hash_range, segment_id = parse_descriptor(descriptor)
+    return SegmentTopicName.of(_topic_name(tenant, namespace, topic), hash_range, segment_id)
+
+
+def _topics_router(
+    service: ScalableTopicService,
+    namespace_exists: Callable[[str, str], Awaitable[bool]] | None,
+) -> APIRouter:
+    """List, create, get, delete a scalable topic, and its stats."""
+    router = APIRouter()
 
     @router.get(
         "/scalable/{tenant}/{namespace}",
@@ -124,7 +142,7 @@ def scalable_router(
     ) -> Response:
         request = body or CreateScalableTopic()
         await service.create_topic(
-            topic_name(tenant, namespace, topic), request.numInitialSegments, request.properties
+            _topic_name(tenant, namespace, topic), request.numInitialSegments, request.properties
         )
         return Response(status_code=204)
 
@@ -134,7 +152,7 @@ def scalable_router(
         summary="Get the topic's ScalableTopicMetadata (the segment DAG)",
     )
     async def get_scalable(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Any:
-        return layout_to_metadata(await service.get_layout(topic_name(tenant, namespace, topic)))
+        return layout_to_metadata(await service.get_layout(_topic_name(tenant, namespace, topic)))
 
     @router.delete(
         "/scalable/{tenant}/{namespace}/{topic}",
@@ -148,7 +166,7 @@ def scalable_router(
         topic: LocalTopicName,
         force: Annotated[bool, Query(description="disconnect connected clients")] = False,
     ) -> Response:
-        await service.delete_topic(topic_name(tenant, namespace, topic), force=force)
+        await service.delete_topic(_topic_name(tenant, namespace, topic), force=force)
         return Response(status_code=204)
 
     @router.get(
@@ -160,8 +178,15 @@ def scalable_router(
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName, forwarded: _FORWARDED = None
     ) -> Any:
         return await service.stats(
-            topic_name(tenant, namespace, topic), forwarded=forwarded is not None
+            _topic_name(tenant, namespace, topic), forwarded=forwarded is not None
         )
+
+    return router
+
+
+def _subscriptions_router(service: ScalableTopicService) -> APIRouter:
+    """Create, delete and seek a subscription on every segment of a topic."""
+    router = APIRouter()
 
     @router.put(
         "/scalable/{tenant}/{namespace}/{topic}/subscriptions/{subscription}",
@@ -179,7 +204,7 @@ def scalable_router(
     ) -> Response:
         request = body or SubscriptionRequest()
         await service.create_subscription(
-            topic_name(tenant, namespace, topic),
+            _topic_name(tenant, namespace, topic),
             _subscription_name(subscription),
             request.type,
             earliest=request.initialPosition == "Earliest",
@@ -201,7 +226,7 @@ def scalable_router(
         forwarded: _FORWARDED = None,
     ) -> Response:
         await service.delete_subscription(
-            topic_name(tenant, namespace, topic),
+            _topic_name(tenant, namespace, topic),
             _subscription_name(subscription),
             forwarded=forwarded is not None,
         )
@@ -222,12 +247,19 @@ def scalable_router(
         forwarded: _FORWARDED = None,
     ) -> Response:
         await service.seek_subscription(
-            topic_name(tenant, namespace, topic),
+            _topic_name(tenant, namespace, topic),
             _subscription_name(subscription),
             body.timestamp,
             forwarded=forwarded is not None,
         )
         return Response(status_code=204)
+
+    return router
+
+
+def _split_merge_router(service: ScalableTopicService) -> APIRouter:
+    """Split a segment, merge two or more: each answers the topic's new DAG."""
+    router = APIRouter()
 
     @router.post(
         "/scalable/{tenant}/{namespace}/{topic}/split/{segment_id}",
@@ -243,7 +275,7 @@ def scalable_router(
         forwarded: _FORWARDED = None,
     ) -> Any:
         layout = await service.split(
-            topic_name(tenant, namespace, topic),
+            _topic_name(tenant, namespace, topic),
             segment_id,
             body.splitHash if body is not None else None,
             forwarded=forwarded is not None,
@@ -264,7 +296,7 @@ def scalable_router(
         forwarded: _FORWARDED = None,
     ) -> Any:
         layout = await service.merge(
-            topic_name(tenant, namespace, topic),
+            _topic_name(tenant, namespace, topic),
             [segment_id1, segment_id2],
             forwarded=forwarded is not None,
         )
@@ -283,11 +315,16 @@ def scalable_router(
         forwarded: _FORWARDED = None,
     ) -> Any:
         layout = await service.merge(
-            topic_name(tenant, namespace, topic), body.segmentIds, forwarded=forwarded is not None
+            _topic_name(tenant, namespace, topic), body.segmentIds, forwarded=forwarded is not None
         )
         return layout_to_metadata(layout)
 
-    # --- the topic's auto-scale override (PIP-483) ---
+    return router
+
+
+def _auto_scale_router(service: ScalableTopicService) -> APIRouter:
+    """The topic's auto-scale override (PIP-483)."""
+    router = APIRouter()
 
     @router.get(
         "/scalable/{tenant}/{namespace}/{topic}/autoScalePolicy",
@@ -297,7 +334,7 @@ def scalable_router(
     async def get_auto_scale_policy(
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName
     ) -> Any:
-        return await service.auto_scale.get_topic_override(topic_name(tenant, namespace, topic))
+        return await service.auto_scale.get_topic_override(_topic_name(tenant, namespace, topic))
 
     @router.post(
         "/scalable/{tenant}/{namespace}/{topic}/autoScalePolicy",
@@ -308,7 +345,7 @@ def scalable_router(
     async def set_auto_scale_policy(
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName, body: Annotated[Any, Body()]
     ) -> Response:
-        await service.auto_scale.set_topic_override(topic_name(tenant, namespace, topic), body)
+        await service.auto_scale.set_topic_override(_topic_name(tenant, namespace, topic), body)
         return Response(status_code=204)
 
     @router.delete(
@@ -320,14 +357,15 @@ def scalable_router(
     async def remove_auto_scale_policy(
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName
     ) -> Response:
-        await service.auto_scale.remove_topic_override(topic_name(tenant, namespace, topic))
+        await service.auto_scale.remove_topic_override(_topic_name(tenant, namespace, topic))
         return Response(status_code=204)
 
-    # --- segments ---
+    return router
 
-    def segment_name(tenant: str, namespace: str, topic: str, descriptor: str) -> SegmentTopicName:
-        hash_range, segment_id = parse_descriptor(descriptor)
-        return SegmentTopicName.of(topic_name(tenant, namespace, topic), hash_range, segment_id)
+
+def _segments_router(segments: SegmentAdmin) -> APIRouter:
+    """PIP-468's segment table: create, terminate, delete a segment topic."""
+    router = APIRouter()
 
     @router.put(
         "/segments/{tenant}/{namespace}/{topic}/{descriptor}",
@@ -342,7 +380,7 @@ def scalable_router(
         descriptor: str,
         subscriptions: Annotated[list[str] | None, Body()] = None,
     ) -> Response:
-        name = segment_name(tenant, namespace, topic, descriptor)
+        name = _segment_name(tenant, namespace, topic, descriptor)
         await segments.create_segment(name, [_subscription_name(s) for s in subscriptions or ()])
         return Response(status_code=204)
 
@@ -355,7 +393,7 @@ def scalable_router(
     async def terminate_segment(
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
     ) -> Response:
-        await segments.terminate_segment(segment_name(tenant, namespace, topic, descriptor))
+        await segments.terminate_segment(_segment_name(tenant, namespace, topic, descriptor))
         return Response(status_code=204)
 
     @router.delete(
@@ -367,7 +405,7 @@ def scalable_router(
     async def delete_segment(
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
     ) -> Response:
-        name = segment_name(tenant, namespace, topic, descriptor)
+        name = _segment_name(tenant, namespace, topic, descriptor)
         if not await segments.segment_exists(name):
             raise TopicNotFound(f"segment topic {name} does not exist")
         await segments.delete_segment(name)

@@ -24,14 +24,13 @@ share.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Query
 from pydantic import BaseModel, Field
 
 from braid.admin.path_params import LocalTopicName, Namespace, Tenant
-from braid.broker.resources import BrokerResources, NamespaceNotFound
+from braid.broker.resources import BrokerResources
 from braid.broker.schemas.compatibility import InvalidSchemaData
 from braid.broker.schemas.model import (
     SchemaCompatibilityStrategy,
@@ -71,7 +70,6 @@ def schema_json(stored: StoredSchema) -> dict[str, Any]:
 def schemas_router(
     schemas: TopicSchemas,
     resources: BrokerResources,
-    namespace_exists: Callable[[str, str], Awaitable[bool]],
 ) -> APIRouter:
     """The schema endpoints and the namespace strategy endpoints."""
     router = APIRouter()
@@ -79,8 +77,7 @@ def schemas_router(
 
     async def topic_of(tenant: str, namespace: str, topic: str) -> TopicName:
         name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
-        if not await namespace_exists(tenant, namespace):
-            raise NamespaceNotFound(f"namespace {tenant}/{namespace} does not exist")
+        await resources.check_namespace_exists(tenant, namespace)
         return name
 
     @router.get(

@@ -1,5 +1,10 @@
 """Tenants and namespaces in the metadata store: what exists, and each namespace's policies.
 
+The module is named as Pulsar names this layer: its ``org.apache.pulsar.broker.resources``
+package holds the typed access to each kind of metadata (``TenantResources``,
+``NamespaceResources``); :class:`BrokerResources` is those two for a Braid broker, so the code can
+be read beside Pulsar's. The scalable-topic metadata is :mod:`braid.scalable.resources`.
+
 Layout (Pulsar's): ``/admin/policies/{tenant}`` holds the tenant's ``TenantInfo`` JSON
 (``adminRoles``, ``allowedClusters``) and ``/admin/policies/{tenant}/{namespace}`` the namespace's
 ``Policies`` JSON (``deduplicationEnabled``, ``autoTopicCreationOverride``, ``retention_policies``,
@@ -7,9 +12,9 @@ PIP-483's ``scalableTopicAutoScalePolicy``, ...). Keys this version does not mod
 written back unchanged, so a newer writer's fields survive an older one's update.
 
 Every read-modify-write is a compare-and-swap on the node's version, retried on conflict
-(DESIGN.md §3.7). The broker asks :meth:`BrokerResources.get_namespace_policies` when it loads a
-topic; the admin API does the CRUD; ``braid standalone`` calls
-:meth:`BrokerResources.ensure_default_namespace`.
+(``docs/architecture.md#binding-decisions``). The broker asks
+:meth:`BrokerResources.get_namespace_policies` when it loads a topic; the admin API does the CRUD;
+``braid standalone`` calls :meth:`BrokerResources.ensure_default_namespace`.
 """
 
 from __future__ import annotations
@@ -428,6 +433,11 @@ class BrokerResources:
 
     async def namespace_exists(self, tenant: str, namespace: str) -> bool:
         return await self._metadata.exists(self.namespace_path(tenant, namespace)) is not None
+
+    async def check_namespace_exists(self, tenant: str, namespace: str) -> None:
+        """Raises :class:`NamespaceNotFound` unless ``tenant/namespace`` exists."""
+        if not await self.namespace_exists(tenant, namespace):
+            raise NamespaceNotFound(f"namespace {tenant}/{namespace} does not exist")
 
     async def create_namespace(
         self, tenant: str, namespace: str, policies: NamespacePolicies | None = None

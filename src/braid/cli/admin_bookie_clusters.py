@@ -3,7 +3,8 @@
 ``register | list | get | precheck | advance-idgen | switch | status | rollback | cleanup |
 close-client``, one call of :class:`braid.admin.client.BookieClusters` each; ``status`` prints
 the phase, the progress counts and the failed ledgers as tables. :mod:`braid.cli.admin` builds
-the parser with its helpers and maps failures to one line on stderr.
+the parser with the helpers of :mod:`braid.cli.admin_parser` and maps failures to one line on
+stderr.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from braid.cli import admin_output as out
 from braid.cli.admin_commands import Printer
+from braid.cli.admin_parser import non_negative
 
 if TYPE_CHECKING:
     from braid.admin.client import AdminClient
@@ -23,16 +25,6 @@ if TYPE_CHECKING:
     GroupAdder = Callable[[str, str, str, str], SubParsers]
 
 _STATUSES = ("ACTIVE", "STANDBY", "DEPRECATED")
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
 
 
 def _cluster_rows(clusters: list[dict[str, Any]]) -> str:
@@ -261,7 +253,7 @@ def add_bookie_clusters_group(group: GroupAdder, command: CommandAdder) -> None:
         "raise a cluster's ledger-id generator past every other cluster's ids",
     )
     p.add_argument("name", metavar="NAME")
-    p.add_argument("--margin", type=_non_negative, default=1_000_000, metavar="N")
+    p.add_argument("--margin", type=non_negative, default=1_000_000, metavar="N")
     p = command(
         commands, "switch", bc_switch, "switch new ledgers to a registered cluster (runs precheck)"
     )
@@ -276,7 +268,7 @@ def add_bookie_clusters_group(group: GroupAdder, command: CommandAdder) -> None:
     )
     p.add_argument("--execute", action="store_true", help="delete (default: dry run)")
     p.add_argument("--src-cluster-filter", metavar="NAME", default=None)
-    p.add_argument("--max-deletions", type=_non_negative, default=0, metavar="N")
+    p.add_argument("--max-deletions", type=non_negative, default=0, metavar="N")
     p.add_argument("--force", action="store_true", help="before the window closes (lab only)")
 
 

@@ -4,8 +4,9 @@
 * ``braid admin namespaces get-compaction-threshold | set-compaction-threshold |
   remove-compaction-threshold`` (the namespace's automatic-compaction threshold in bytes).
 
-:mod:`braid.cli.admin` builds the parser and calls the ``add_*`` functions here with its own
-helpers, so these commands read and fail like every other ``braid admin`` command.
+:mod:`braid.cli.admin` builds the parser and calls the ``add_*`` functions here with the
+helpers of :mod:`braid.cli.admin_parser`, so these commands read and fail like every other
+``braid admin`` command.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ if TYPE_CHECKING:
     from braid.admin.client import AdminClient
 
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
-    #: ``braid.cli.admin._command``: (commands, name, handler, help, *, description, examples).
+    #: ``admin_parser.command``: (commands, name, handler, help, *, description, examples).
     CommandAdder = Callable[..., argparse.ArgumentParser]
-    #: ``braid.cli.admin._topic_arg`` / ``_namespace_arg``.
+    #: ``admin_parser.topic_arg`` / ``namespace_arg``.
     ArgAdder = Callable[..., None]
 
 

@@ -8,9 +8,10 @@ the namespace schema compatibility strategy.
 * ``braid admin namespaces get-schema-compatibility-strategy |
   set-schema-compatibility-strategy``.
 
-:mod:`braid.cli.admin` builds the parser and calls the ``add_*`` functions here with its own
-helpers (``command`` adds one command with help and examples, ``topic_arg``/``namespace_arg`` the
-positional names), so these commands read and fail like every other ``braid admin`` command.
+:mod:`braid.cli.admin` builds the parser and calls the ``add_*`` functions here with the
+helpers of :mod:`braid.cli.admin_parser` (``command`` adds one command with help and examples,
+``topic_arg``/``namespace_arg`` the positional names), so these commands read and fail like every
+other ``braid admin`` command.
 """
 
 from __future__ import annotations
@@ -23,17 +24,18 @@ from typing import TYPE_CHECKING, Any
 
 from braid.cli import admin_output as out
 from braid.cli.admin_commands import Handler, Printer, _persistent_name
+from braid.cli.admin_parser import positive
 from braid.core.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from braid.admin.client import AdminClient
 
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]
-    #: ``braid.cli.admin._command``: (commands, name, handler, help, *, description, examples).
+    #: ``admin_parser.command``: (commands, name, handler, help, *, description, examples).
     CommandAdder = Callable[..., argparse.ArgumentParser]
-    #: ``braid.cli.admin._topic_arg`` / ``_namespace_arg``.
+    #: ``admin_parser.topic_arg`` / ``namespace_arg``.
     ArgAdder = Callable[..., None]
-    #: ``braid.cli.admin._Builder.group``: (name, help, description, examples) -> its commands.
+    #: ``admin_parser.Builder.group``: (name, help, description, examples) -> its commands.
     GroupAdder = Callable[[str, str, str, str], SubParsers]
 
 STRATEGIES = (
@@ -47,16 +49,6 @@ STRATEGIES = (
     "FULL_TRANSITIVE",
     "UNDEFINED",
 )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text, 10)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
 
 
 # --- partitioned topics ----------------------------------------------------------------------
@@ -108,7 +100,7 @@ def add_partitioned_topic_commands(
         examples="  braid admin topics create-partitioned-topic orders --partitions 4\n",
     )
     topic_arg(p, "partitioned topic")
-    p.add_argument("-p", "--partitions", type=_positive, required=True, metavar="N")
+    p.add_argument("-p", "--partitions", type=positive, required=True, metavar="N")
     p = command(
         commands,
         "get-partitioned-topic-metadata",
@@ -125,7 +117,7 @@ def add_partitioned_topic_commands(
         examples="  braid admin topics update-partitioned-topic orders --partitions 8\n",
     )
     topic_arg(p, "partitioned topic")
-    p.add_argument("-p", "--partitions", type=_positive, required=True, metavar="N")
+    p.add_argument("-p", "--partitions", type=positive, required=True, metavar="N")
     p = command(
         commands,
         "delete-partitioned-topic",

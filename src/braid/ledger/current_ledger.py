@@ -5,17 +5,37 @@ earlier add too), strictly in issue order; the counts of both drive rollover and
 Each add is a :class:`PendingAdd` holding its caller's callback - no task or future per add; the
 one future here, :attr:`CurrentLedger.drained`, is made only when someone waits for the ledger to
 drain (rollover, termination, close).
+
+:class:`CurrentLedger` is the one owner of these counts and of the adds in flight: it issues an
+add (:meth:`~CurrentLedger.issue`), refuses one in its turn (:meth:`~CurrentLedger.refuse`) and
+reports finished adds to their callers strictly in order (:meth:`~CurrentLedger.complete_in_order`).
+The managed ledger decides *when* to issue (rollover, termination) and translates what storage
+reports (ADR 0014: the broker's publish path runs through here once per entry).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from braid.ledger.api import AppendCallback, LedgerInfo
-from braid.storage.api import WriteHandle
+from braid.ledger.api import AppendCallback, LedgerInfo, ManagedLedgerError, Position, new_position
+from braid.storage.api import StorageReadOnly, WriteHandle
+
+log = logging.getLogger(__name__)
+
+
+def report(
+    callback: AppendCallback[Any], ctx: Any, position: Position | None, error: BaseException | None
+) -> None:
+    """Call an append's callback; one that raises is logged and the appends after it go on."""
+    try:
+        callback(position, error, ctx)
+    except Exception:  # one broken callback must not stop the appends confirmed after it
+        log.exception("append callback failed")
 
 
 @dataclass(eq=False, slots=True)
@@ -57,6 +77,80 @@ class CurrentLedger:
 
     def __post_init__(self) -> None:
         self.ledger_id = self.handle.ledger_id
+
+    def issue(
+        self,
+        data: bytes,
+        callback: AppendCallback[Any],
+        ctx: Any,
+        on_added: Callable[[int, BaseException | None, PendingAdd], None],
+    ) -> None:
+        """Send ``data`` to storage as the next entry; ``on_added(entry_id, error, op)`` (the
+        managed ledger's) is called once storage has finished it."""
+        op = PendingAdd(self, self.issued_entries, len(data), callback, ctx)
+        self.issued_entries += 1
+        self.issued_size += len(data)
+        self.pending.append(op)
+        # Storage assigns entry ids in call order and reports them in that order.
+        try:
+            self.handle.add_entry_with_callback(data, on_added, op)
+        except StorageReadOnly as exc:
+            # Refused before anything was sent: no entry id was used and the ledger is intact,
+            # so it is not broken; only this append fails (in its turn).
+            self.issued_entries -= 1
+            self.issued_size -= len(data)
+            op.error = exc
+            op.done = True
+            self.complete_in_order()
+        except BaseException as exc:
+            on_added(-1, exc, op)
+
+    def refuse(
+        self,
+        size: int,
+        callback: AppendCallback[Any],
+        ctx: Any,
+        error: BaseException,
+    ) -> None:
+        """Fail an append that was never issued, after every append before it (call order)."""
+        op = PendingAdd(self, self.issued_entries, size, callback, ctx, done=True, error=error)
+        self.pending.append(op)
+        self.complete_in_order()
+
+    def complete_in_order(self) -> bool:
+        """Acknowledge finished adds strictly in order; after a failure, fail all later ones.
+
+        Returns:
+            Whether an add was confirmed (the log grew: readers waiting for entries may go on).
+            An add that failed, or was refused, confirms none: the first add still pending
+            was not done before it.
+        """
+        advanced = False
+        pending = self.pending
+        ledger_id = self.ledger_id
+        while pending and pending[0].done:
+            op = pending.popleft()
+            # Adds after the first failure may still have reached storage; their callers are told
+            # they failed, which is at-least-once safe (recovery counts them, a retry may
+            # duplicate them), and keeps the acknowledged prefix gap-free.
+            if op.error is None and op.expected_entry_id < self.first_failure:
+                self.confirmed_entries = op.entry_id + 1
+                self.confirmed_size += op.size
+                advanced = True
+                try:  # inlined report(): this loop runs once per entry
+                    op.callback(new_position(ledger_id, op.entry_id), None, op.ctx)
+                except Exception:  # one broken callback must not stop the appends after it
+                    log.exception("append callback failed")
+            else:
+                report(
+                    op.callback,
+                    op.ctx,
+                    None,
+                    op.error or ManagedLedgerError("an earlier entry of this ledger failed"),
+                )
+        if not pending and self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
+        return advanced
 
     def info(self) -> LedgerInfo:
         return LedgerInfo(

@@ -9,6 +9,11 @@ the storage cluster stamped on it (PIP-470).
 Ownership is enforced twice: every change of the ledger list is a compare-and-swap on the node's
 version, and opening an existing log recovers - and so fences - its last ledger. An owner that
 lost either race gets :class:`ManagedLedgerFenced` and stops. See ADR 0012.
+
+This class decides when an append is issued and owns the ledger list, rollover, termination,
+trimming, cursors and the log's lifecycle; the adds in flight on the current ledger are counted,
+issued and reported in order by :class:`~braid.ledger.current_ledger.CurrentLedger`, and reads
+across ledgers go through :class:`~braid.ledger.entry_reader.EntryReader`.
 """
 
 from __future__ import annotations
@@ -37,15 +42,15 @@ from braid.ledger.api import (
     ManagedLedgerFenced,
     ManagedLedgerTerminated,
     Position,
-    new_position,
 )
 from braid.ledger.codec import (
     ManagedLedgerInfo,
     encode_ledger_info,
 )
-from braid.ledger.current_ledger import CurrentLedger, PendingAdd
+from braid.ledger.current_ledger import CurrentLedger, PendingAdd, report
 from braid.ledger.cursor import ManagedCursorImpl
 from braid.ledger.cursor_store import CursorStoreContext
+from braid.ledger.entry_reader import EntryReader
 from braid.ledger.names import cursor_path, decode_segment, validate_cursor_name
 from braid.ledger.retention import select_trimmable
 from braid.ledger.routing import StorageRouting
@@ -57,11 +62,7 @@ from braid.ledger.storage_ops import (
 )
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
 from braid.storage.api import (
-    LedgerEntry,
     LedgerFenced,
-    NoSuchLedger,
-    ReadHandle,
-    StorageReadOnly,
 )
 
 log = logging.getLogger(__name__)
@@ -76,15 +77,6 @@ def _translate(exc: BaseException) -> BaseException:
     if isinstance(exc, BraidError | asyncio.CancelledError):
         return exc
     return ManagedLedgerError(f"unexpected storage failure: {exc!r}")
-
-
-def _report(
-    callback: AppendCallback[Any], ctx: Any, position: Position | None, error: BaseException | None
-) -> None:
-    try:
-        callback(position, error, ctx)
-    except Exception:  # one broken callback must not stop the appends confirmed after it
-        log.exception("append callback failed")
 
 
 def _resolve(
@@ -144,7 +136,7 @@ class ManagedLedgerImpl:
         self._trim_lock = asyncio.Lock()
         self._cursor_lock = asyncio.Lock()
         self._cursors: dict[str, ManagedCursorImpl] = {}
-        self._read_handles: dict[int, asyncio.Task[ReadHandle]] = {}
+        self._reader = EntryReader(storage, self._view, lambda: self._current)
         self._entry_waiters: list[asyncio.Future[None]] = []
         self._trim_task: asyncio.Task[None] | None = None
         self._trim_again = False
@@ -301,7 +293,7 @@ class ManagedLedgerImpl:
             and self._control is None
             and not self._is_full(cur)
         ):
-            self._issue(cur, payload, callback, ctx)
+            cur.issue(payload, callback, ctx, self._added)
             return
         if cur is not None and not self._waiting and self._control is None:
             # A rollover (or the recovery of a broken ledger) is due. While storage cannot take
@@ -310,45 +302,11 @@ class ManagedLedgerImpl:
             # space comes back rolls over.
             refusal = self._storage.active.write_refusal(self.config.ack_quorum)
             if refusal is not None:
-                self._refuse(cur, len(payload), callback, ctx, refusal)
+                cur.refuse(len(payload), callback, ctx, refusal)
                 return
         # A rollover (or recovery) must run first; it issues queued appends in order.
         self._waiting.append((payload, callback, ctx))
         self._ensure_control()
-
-    def _issue(
-        self, cur: CurrentLedger, data: bytes, callback: AppendCallback[Any], ctx: Any
-    ) -> None:
-        op = PendingAdd(cur, cur.issued_entries, len(data), callback, ctx)
-        cur.issued_entries += 1
-        cur.issued_size += len(data)
-        cur.pending.append(op)
-        # Storage assigns entry ids in call order and reports them in that order.
-        try:
-            cur.handle.add_entry_with_callback(data, self._added, op)
-        except StorageReadOnly as exc:
-            # Refused before anything was sent: no entry id was used and the ledger is intact,
-            # so it is not broken; only this append fails (in its turn).
-            cur.issued_entries -= 1
-            cur.issued_size -= len(data)
-            op.error = exc
-            op.done = True
-            self._complete_in_order(cur)
-        except BaseException as exc:
-            self._added(-1, exc, op)
-
-    def _refuse(
-        self,
-        cur: CurrentLedger,
-        size: int,
-        callback: AppendCallback[Any],
-        ctx: Any,
-        error: BaseException,
-    ) -> None:
-        """Fail an append that was never issued, after every append before it (call order)."""
-        op = PendingAdd(cur, cur.issued_entries, size, callback, ctx, done=True, error=error)
-        cur.pending.append(op)
-        self._complete_in_order(cur)
 
     def _added(self, entry_id: int, error: BaseException | None, op: PendingAdd) -> None:
         """Storage finished ``op`` (called from the bookie's group-commit completion)."""
@@ -368,36 +326,7 @@ class ManagedLedgerImpl:
                     f"storage acknowledged entry {entry_id}, expected {op.expected_entry_id}"
                 )
         op.done = True
-        self._complete_in_order(cur)
-
-    def _complete_in_order(self, cur: CurrentLedger) -> None:
-        """Acknowledge finished adds strictly in order; after a failure, fail all later ones."""
-        advanced = False
-        pending = cur.pending
-        ledger_id = cur.ledger_id
-        while pending and pending[0].done:
-            op = pending.popleft()
-            # Adds after the first failure may still have reached storage; their callers are told
-            # they failed, which is at-least-once safe (recovery counts them, a retry may
-            # duplicate them), and keeps the acknowledged prefix gap-free.
-            if op.error is None and op.expected_entry_id < cur.first_failure:
-                cur.confirmed_entries = op.entry_id + 1
-                cur.confirmed_size += op.size
-                advanced = True
-                try:  # inlined _report: this loop runs once per entry
-                    op.callback(new_position(ledger_id, op.entry_id), None, op.ctx)
-                except Exception:  # one broken callback must not stop the appends after it
-                    log.exception("append callback failed")
-            else:
-                _report(
-                    op.callback,
-                    op.ctx,
-                    None,
-                    op.error or ManagedLedgerError("an earlier entry of this ledger failed"),
-                )
-        if not pending and cur.drained is not None and not cur.drained.done():
-            cur.drained.set_result(None)
-        if advanced and self._entry_waiters:
+        if cur.complete_in_order() and self._entry_waiters:
             self._notify_entries()
 
     def _ensure_control(self) -> None:
@@ -426,7 +355,7 @@ class ManagedLedgerImpl:
                         continue
                     while self._waiting and not self._is_full(cur):
                         data, callback, ctx = self._waiting.popleft()
-                        self._issue(cur, data, callback, ctx)
+                        cur.issue(data, callback, ctx, self._added)
                     continue
                 if self._terminate_requested and not self._terminated:
                     position = await self._do_terminate()
@@ -490,7 +419,7 @@ class ManagedLedgerImpl:
         """Fail every append queued behind a rollover (they were never issued)."""
         while self._waiting:
             _, callback, ctx = self._waiting.popleft()
-            _report(callback, ctx, None, error)
+            report(callback, ctx, None, error)
 
     async def _finish_current(self) -> None:
         """Drain and close the current ledger, moving it to the closed list (memory only)."""
@@ -595,48 +524,7 @@ class ManagedLedgerImpl:
             raise InvalidInputError(f"max_entries must be positive, got {max_entries}")
         if self._closed:
             raise ManagedLedgerClosed(f"managed ledger {self._name!r} is closed")
-        result: list[Entry] = []
-        for info in self._view():
-            if info.ledger_id < position.ledger_id:
-                continue
-            start = max(position.entry_id, 0) if info.ledger_id == position.ledger_id else 0
-            if start >= info.entries:
-                continue
-            last = min(info.entries - 1, start + (max_entries - len(result)) - 1)
-            try:
-                entries = await self._read_ledger(info, start, last)
-            except NoSuchLedger:
-                if any(li.ledger_id == info.ledger_id for li in self._view()):
-                    raise
-                continue  # trimmed while we were reading: skip it
-            result.extend(Entry(Position(info.ledger_id, e.entry_id), e.data) for e in entries)
-            if len(result) >= max_entries:
-                break
-        return result
-
-    async def _read_ledger(self, info: LedgerInfo, first: int, last: int) -> list[LedgerEntry]:
-        cur = self._current
-        if cur is not None and cur.ledger_id == info.ledger_id:
-            return list(await cur.handle.read_entries(first, last))
-        handle = await self._read_handle(info)
-        return list(await handle.read_entries(first, last))
-
-    async def _read_handle(self, info: LedgerInfo) -> ReadHandle:
-        task = self._read_handles.get(info.ledger_id)
-        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
-            client = self._storage.client_for(info.bookie_cluster_name)
-            task = asyncio.ensure_future(client.open_ledger(info.ledger_id, recovery=False))
-            self._read_handles[info.ledger_id] = task
-        return await asyncio.shield(task)
-
-    async def _drop_read_handle(self, ledger_id: int) -> None:
-        task = self._read_handles.pop(ledger_id, None)
-        if task is not None:
-            try:
-                handle = await task
-                await handle.close()
-            except Exception as exc:
-                log.debug("closing reader of ledger %s: %r", ledger_id, exc)
+        return await self._reader.read(position, max_entries)
 
     def wait_for_entries(self) -> asyncio.Future[None]:
         """A future completed at the next append, termination, fencing or close."""
@@ -765,7 +653,7 @@ class ManagedLedgerImpl:
             )
             self._closed_ledgers = remaining
         for info in chosen:
-            await self._drop_read_handle(info.ledger_id)
+            await self._reader.drop(info.ledger_id)
             await delete_quietly(self._storage.client_for(info.bookie_cluster_name), info.ledger_id)
         return len(chosen)
 
@@ -817,8 +705,7 @@ class ManagedLedgerImpl:
         self._closed = True
         for cursor in self._cursors.values():
             cursor.mark_closed()
-        for ledger_id in list(self._read_handles):
-            await self._drop_read_handle(ledger_id)
+        await self._reader.close()
         self._notify_entries()
         self._on_gone(self)
 

@@ -1,7 +1,8 @@
 """Scalable-topic state in the metadata store (PIP-468 ``ScalableTopicResources``).
 
-Paths (DESIGN.md §3.7; names URL-encoded as Pulsar's ``encodedTopicName``, so any topic,
-subscription or consumer name is a legal path segment on every backend)::
+Paths (``docs/architecture.md#metadata-paths``; names URL-encoded as Pulsar's
+``encodedTopicName``, so any topic, subscription or consumer name is a legal path segment on
+every backend)::
 
     /topics/{tenant}/{ns}/{topic}                                  ScalableTopicMetadata (layout)
     /topics/{tenant}/{ns}/{topic}/controller                       leader broker URL (ephemeral)
@@ -13,6 +14,12 @@ subscription or consumer name is a legal path segment on every backend)::
 Every read-modify-write is a compare-and-swap on the node's version, retried on conflict. This
 module is the only place that knows these paths; the controller, the coordinators, the DAG-watch
 sessions and the admin API go through it.
+
+The module is named as Pulsar names this layer: PIP-468 puts ``ScalableTopicResources``,
+``SubscriptionMetadata``, ``ConsumerRegistration`` and ``SubscriptionType`` in Pulsar's
+``org.apache.pulsar.broker.resources`` package (the typed access to each kind of metadata, beside
+``TenantResources`` and ``NamespaceResources``: :mod:`braid.broker.resources`), and this module
+holds the same four.
 """
 
 from __future__ import annotations

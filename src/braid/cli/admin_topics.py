@@ -1,0 +1,66 @@
+"""``braid admin topics``: the parser of the ``persistent://`` topic group (with the
+partitioned-topic and compaction commands of :mod:`braid.cli.admin_compat` and
+:mod:`braid.cli.admin_compaction`); what each command does is in :mod:`braid.cli.admin_commands`.
+"""
+
+from __future__ import annotations
+
+from braid.cli import admin_commands as cmd
+from braid.cli import admin_compaction, admin_compat
+from braid.cli.admin_parser import (
+    Builder,
+    command,
+    namespace_arg,
+    topic_arg,
+)
+
+
+def add_topics_group(builder: Builder) -> None:
+    """``braid admin topics``: ``persistent://`` topics, partitioned or not."""
+    commands = builder.group(
+        "topics",
+        "persistent:// topics: list, create, delete, terminate, stats",
+        "Classic Pulsar topics (persistent://tenant/ns/name), served as they are by Braid.",
+        """\
+  braid admin topics list public/default
+  braid admin topics create persistent://public/default/events
+  braid admin topics stats persistent://public/default/events
+  braid admin topics terminate persistent://public/default/events
+  braid admin topics delete persistent://public/default/events
+""",
+    )
+    p = command(
+        commands,
+        "list",
+        cmd.topics_list,
+        "list a namespace's persistent topics",
+        examples="  braid admin topics list public/default\n",
+    )
+    namespace_arg(p, optional=True)
+    for name, handler, help_text in (
+        ("create", cmd.topics_create, "create a non-partitioned topic"),
+        ("delete", cmd.topics_delete, "delete a topic"),
+        (
+            "terminate",
+            cmd.topics_terminate,
+            "seal a topic: no more writes; prints its last message id",
+        ),
+        (
+            "stats",
+            cmd.topics_stats,
+            "counters, storage, subscriptions (backlog) and publishers",
+        ),
+    ):
+        p = command(
+            commands,
+            name,
+            handler,
+            help_text,
+            examples=f"  braid admin topics {name} persistent://public/default/events\n",
+        )
+        topic_arg(p, "persistent topic")
+    admin_compat.add_partitioned_topic_commands(commands, command, topic_arg, namespace_arg)
+    admin_compaction.add_topic_compaction_commands(commands, command, topic_arg)
+
+
+__all__ = ["add_topics_group"]

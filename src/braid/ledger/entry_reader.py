@@ -1,0 +1,98 @@
+"""Reading a managed ledger's entries across its ledgers, each through the right storage cluster.
+
+The current ledger is read through its write handle. Every other ledger is read through a read
+handle (no recovery) opened once - on the storage cluster stamped on the ledger, which may not be
+the active one (PIP-470) - and kept until the ledger is trimmed or the log is closed. The
+managed ledger owns the ledger list; the reader asks for it (and for the current ledger) at each
+step, so a ledger trimmed or rolled over while a read is in flight is seen: a trimmed one is
+skipped, any other storage error is raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from braid.ledger.api import Entry, LedgerInfo, Position
+from braid.ledger.current_ledger import CurrentLedger
+from braid.ledger.routing import StorageRouting
+from braid.storage.api import LedgerEntry, NoSuchLedger, ReadHandle
+
+log = logging.getLogger(__name__)
+
+
+class EntryReader:
+    """Reads entries across a managed ledger's ledgers and owns its read handles.
+
+    Args:
+        storage: the clusters the ledgers live on.
+        ledgers: the log's ledgers, oldest first (the current one last, with its live counts).
+        current: the ledger being written, if any.
+    """
+
+    def __init__(
+        self,
+        storage: StorageRouting,
+        ledgers: Callable[[], list[LedgerInfo]],
+        current: Callable[[], CurrentLedger | None],
+    ) -> None:
+        self._storage = storage
+        self._view = ledgers
+        self._current = current
+        self._read_handles: dict[int, asyncio.Task[ReadHandle]] = {}
+
+    async def read(self, position: Position, max_entries: int) -> list[Entry]:
+        """Up to ``max_entries`` entries from ``position`` (inclusive), across ledgers; a position
+        in a trimmed ledger starts at the first ledger still present."""
+        result: list[Entry] = []
+        for info in self._view():
+            if info.ledger_id < position.ledger_id:
+                continue
+            start = max(position.entry_id, 0) if info.ledger_id == position.ledger_id else 0
+            if start >= info.entries:
+                continue
+            last = min(info.entries - 1, start + (max_entries - len(result)) - 1)
+            try:
+                entries = await self._read_ledger(info, start, last)
+            except NoSuchLedger:
+                if any(li.ledger_id == info.ledger_id for li in self._view()):
+                    raise
+                continue  # trimmed while we were reading: skip it
+            result.extend(Entry(Position(info.ledger_id, e.entry_id), e.data) for e in entries)
+            if len(result) >= max_entries:
+                break
+        return result
+
+    async def _read_ledger(self, info: LedgerInfo, first: int, last: int) -> list[LedgerEntry]:
+        cur = self._current()
+        if cur is not None and cur.ledger_id == info.ledger_id:
+            return list(await cur.handle.read_entries(first, last))
+        handle = await self._read_handle(info)
+        return list(await handle.read_entries(first, last))
+
+    async def _read_handle(self, info: LedgerInfo) -> ReadHandle:
+        task = self._read_handles.get(info.ledger_id)
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            client = self._storage.client_for(info.bookie_cluster_name)
+            task = asyncio.ensure_future(client.open_ledger(info.ledger_id, recovery=False))
+            self._read_handles[info.ledger_id] = task
+        return await asyncio.shield(task)
+
+    async def drop(self, ledger_id: int) -> None:
+        """Close the read handle of ``ledger_id`` (trimmed), if one was opened."""
+        task = self._read_handles.pop(ledger_id, None)
+        if task is not None:
+            try:
+                handle = await task
+                await handle.close()
+            except Exception as exc:
+                log.debug("closing reader of ledger %s: %r", ledger_id, exc)
+
+    async def close(self) -> None:
+        """Close every read handle (the log is closing)."""
+        for ledger_id in list(self._read_handles):
+            await self.drop(ledger_id)
+
+
+__all__ = ["EntryReader"]
