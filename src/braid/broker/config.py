@@ -1,6 +1,6 @@
 """The broker's configuration: a ``broker.conf`` file, ``BRAID_*`` environment overrides, flags.
 
-Keys use Pulsar's (and the seeds') camelCase names so an operator's ``broker.conf`` knowledge
+Keys use Pulsar's (and the PIPs') camelCase names so an operator's ``broker.conf`` knowledge
 carries over (``brokerServicePort``, ``allowAutoTopicCreation``, ``scalableTopicMaxSegments``, ...);
 the resulting :class:`BrokerConfig` exposes them as snake_case attributes.
 
@@ -167,6 +167,17 @@ class BrokerConfig:
     bookie_clusters: tuple[tuple[str, str], ...] = ()
     #: PIP-470: switch without the I11 idgen precheck (lab/staging only).
     bookie_cluster_switch_skip_idgen_precheck: bool = False
+    #: Bookies of the home storage cluster: ``N >= 1`` bookies inside this process
+    #: (``<dataDir>/bookie-<i>``; with N > 1 each serves the bookie protocol on 127.0.0.1 and the
+    #: broker reaches it over TCP, ADR 0034); ``0``: none - use the ``braid bookie`` processes
+    #: registered in ``bookkeeperMetadataServiceUri``.
+    standalone_bookies: int = 1
+    #: Where the home cluster's bookies register (Pulsar's key); empty = ``metadataStoreUrl``.
+    bookkeeper_metadata_service_uri: str = ""
+    #: ``bookieId=/region/rack`` lines giving the bookies' racks for placement (Braid's key).
+    bookkeeper_client_rack_mapping_file: Path | None = None
+    #: A request to a bookie process without an answer after this long fails it (Pulsar's key).
+    bookkeeper_client_timeout_in_seconds: int = 30
     #: PIP-470: the rollback window after a switch, before CLEANUP runs on its own.
     bookie_cluster_dual_read_timeout_days: int = 15
     #: PIP-470: ledgers BUILD copies at once.
@@ -214,8 +225,9 @@ class BrokerConfig:
     def storage_is_process_local(self) -> bool:
         """Whether the home storage cluster's bookies live inside this process, on
         ``data_dir`` (so no other broker can read its ledgers, and it may not share its metadata
-        store with another broker: :mod:`braid.broker.local_storage_guard`). Always true today."""
-        return True
+        store with another broker: :mod:`braid.broker.local_storage_guard`); ``False`` with
+        external bookies (``standaloneBookies=0``)."""
+        return self.standalone_bookies > 0
 
     def gc_policy(self) -> GcPolicy:
         """The process's garbage-collection policy."""
@@ -485,6 +497,14 @@ KEYS: tuple[_Key, ...] = (
     _Key("defaultNumPartitions", "default_num_partitions", _parse_int(1, 10_000)),
     _Key("advertisedListeners", "advertised_listeners", _parse_listeners),
     _Key("bookieClusters", "bookie_clusters", _parse_bookie_clusters),
+    _Key("standaloneBookies", "standalone_bookies", _parse_int(0, 64)),
+    _Key("bookkeeperMetadataServiceUri", "bookkeeper_metadata_service_uri", _parse_url),
+    _Key("bookkeeperClientRackMappingFile", "bookkeeper_client_rack_mapping_file", _parse_path),
+    _Key(
+        "bookkeeperClientTimeoutInSeconds",
+        "bookkeeper_client_timeout_in_seconds",
+        _parse_int(1, 3600),
+    ),
     _Key(
         "bookieClusterSwitchSkipIdgenPrecheck",
         "bookie_cluster_switch_skip_idgen_precheck",
