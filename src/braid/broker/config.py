@@ -224,9 +224,9 @@ class BrokerConfig:
     @property
     def storage_is_process_local(self) -> bool:
         """Whether the home storage cluster's bookies live inside this process, on
-        ``data_dir`` (so no other broker can read its ledgers, and it may not share its metadata
-        store with another broker: :mod:`braid.broker.local_storage_guard`); ``False`` with
-        external bookies (``standaloneBookies=0``)."""
+        ``data_dir`` (so no other broker can read its ledgers, and the metadata store is bound to
+        this data directory: :mod:`braid.broker.store_guard`); ``False`` with external bookies
+        (``standaloneBookies=0``)."""
         return self.standalone_bookies > 0
 
     def gc_policy(self) -> GcPolicy:

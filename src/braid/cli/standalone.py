@@ -5,8 +5,8 @@ unless ``metadataStoreUrl`` says otherwise), an in-process bookie cluster on the
 managed-ledger factory, tenants/namespaces (creating ``public/default``), the broker and the admin
 HTTP server, all in one event loop; it closes them in reverse order, so cursors are flushed and
 files closed before the process exits. A lock file keeps a second process off the same data dir,
-and a claim in the metadata store keeps a second broker off the same store (its bookie lives in
-this process: :mod:`braid.broker.local_storage_guard`).
+and a claim in the metadata store keeps a second broker off the same store
+(:mod:`braid.broker.store_guard`).
 
 :func:`run_standalone` is the command: set the process's GC policy (thresholds at once, and
 ``gc.freeze()`` once started: see :mod:`braid.broker.gc_policy`) and glibc's mmap threshold
@@ -18,7 +18,7 @@ Data dir layout::
 
     <dataDir>/braid.lock           held (flock) while a process uses the directory
     <dataDir>/storage.id           the id of this directory's storage, which the metadata store
-                                   is bound to (:mod:`braid.broker.local_storage_guard`)
+                                   is bound to (:mod:`braid.broker.store_guard`)
     <dataDir>/metadata/metadata.db the SQLite metadata store (default metadataStoreUrl)
     <dataDir>/bookie-0/            the in-process bookie: journal and ledger files
     <dataDir>/bookie-<i>/          with ``standaloneBookies`` N > 1, the N bookies (loopback TCP)
@@ -47,8 +47,8 @@ from braid.filelock import FileLock
 from braid.metadata import MetadataStore, open_store
 
 if TYPE_CHECKING:
-    from braid.broker.local_storage_guard import LocalStorageGuard
     from braid.broker.service import BrokerService
+    from braid.broker.store_guard import StoreGuard
     from braid.clusters.service import StorageClusterService
     from braid.ledger.factory import DefaultManagedLedgerFactory
     from braid.scalable.service import ScalableTopicService
@@ -77,7 +77,7 @@ class StandaloneServer:
         self.scalable: ScalableTopicService | None = None
         self.storage_clusters: StorageClusterService | None = None
         self.admin: AdminServer | None = None
-        self.guard: LocalStorageGuard | None = None
+        self.guard: StoreGuard | None = None
 
     @property
     def service_url(self) -> str:
@@ -188,15 +188,13 @@ class StandaloneServer:
         )
 
     async def _guard_store(self, metadata: MetadataStore) -> None:
-        """With process-local storage, claim the metadata store before anything touches a
-        ledger: refused while another broker uses it, or when its ledgers live in another data
-        directory (:mod:`braid.broker.local_storage_guard`)."""
-        from braid.broker.local_storage_guard import LocalStorageGuard
+        """Claim the metadata store before anything touches a ledger: refused while another
+        broker uses it, or (process-local storage) when its ledgers live in another data
+        directory (:mod:`braid.broker.store_guard`)."""
+        from braid.broker.store_guard import StoreGuard
 
         config = self.config
-        if not config.storage_is_process_local:
-            return
-        guard = LocalStorageGuard(
+        guard = StoreGuard(
             metadata,
             config.metadata_store_url,
             config.data_dir,
@@ -204,6 +202,7 @@ class StandaloneServer:
             web_service_url=config.web_service_url,
             clock=self.clock,
             session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
+            storage_is_process_local=config.storage_is_process_local,
         )
         await guard.acquire()
         self.guard = guard

@@ -7,12 +7,12 @@ metadata in the shared store (``/storage/standalone/ledgers/<id>``, one id gener
 collided). When the second broker loaded a topic the first one was writing, it opened the topic's
 managed ledger as a new owner does: it recovered the current ledger, fencing it on the bookies of
 its ensemble - ``bookie-0``, which in the second process is its *own* empty bookie. Its fence found
-no entry, so it closed the ledger at entry -1 in the shared metadata and rolled over to a ledger of
-its own. The first broker's bookie was never fenced, so the first broker kept acknowledging sends
-into a ledger the store now called empty: after a restart, or to the second broker, they were gone.
-When the second broker later trimmed or split, it deleted that "empty" ledger's metadata, so the
-first broker's controller failed with "ledger 0 does not exist in cluster standalone" (404) and left
-the split recorded, in flight, with nothing running it.
+no entry, so it dropped the ledger from the log as empty, deleted its metadata and rolled over to a
+ledger of its own. The first broker's bookie was never fenced, so the first broker kept
+acknowledging sends into a ledger the store no longer listed: after a restart, or to the second
+broker, they were gone. Its controller, terminating that segment for a split, then failed with
+"ledger 0 does not exist in cluster standalone" (404) and left the split recorded, in flight,
+with nothing running it.
 
 Now the first broker holds an ephemeral claim on the store, and the store is bound to the first
 broker's data directory: the second broker exits 1 at start with one log line naming the first

@@ -1,14 +1,17 @@
-"""The start-up guard of a broker whose storage is process-local (issue 22, ADR 0035).
+"""The start-up guard: one broker per metadata store (issue 22, ADR 0035).
 
-A ``braid standalone`` keeps its ledgers' *entries* in bookies inside its own process, on its own
-data directory, and their *metadata* (ledger documents, the ledger-id generator, managed-ledger
-lists, cursors) in the metadata store. Two such processes on one store see each other's topics
-but not each other's entries: the second one to open a topic "recovers" the first one's ledger by
-fencing its *own* bookie, which never held it, closes it as empty in the shared metadata, and every
-message the first one acknowledged becomes unreadable. So a broker with process-local storage
-claims its store, and a store holds the ledgers of one data directory only:
+A ``braid standalone`` keeps its ledgers' *metadata* (ledger documents, the ledger-id generator,
+managed-ledger lists, cursors) in the metadata store, and, unless it runs on external bookies, their
+*entries* in bookies inside its own process, on its own data directory. Two such processes on one
+store see each other's topics but not each other's entries: the second one to open a topic
+"recovers" the first one's ledger by fencing its *own* bookie, which never held it, closes it as
+empty in the shared metadata, and every message the first one acknowledged becomes unreadable.
+Shared bookies do not make two brokers on one store safe either, as long as brokers do not own
+topics: both serve any topic, each takes the other's ledger over, and a ledger the new owner
+deletes (an empty one at once, the others when trimmed) loses its fence on the bookies, so the
+old owner's next sends are acknowledged into a ledger nobody lists. So:
 
-* ``/admin/local-storage/broker`` - an **ephemeral** node, created with compare-and-swap
+* ``/admin/metadata-store/broker`` - an **ephemeral** node, created with compare-and-swap
   (``expected_version=-1``) through the :class:`~braid.metadata.lock.Lock` recipe, holding the
   live broker's address, admin URL, data directory, host and pid. A second broker finds it taken
   and is refused with :class:`MetadataStoreInUse`, which names the first one. The node lives as
@@ -17,15 +20,14 @@ claims its store, and a store holds the ledgers of one data directory only:
   broker restarting on the same data directory finds its previous incarnation's node (the same
   storage id; nobody else can hold that directory: its lock file is ours) and waits for that
   session to end, up to twice the session timeout, instead of refusing.
-* ``/admin/local-storage/storage`` - a **persistent** node naming the storage the store's ledgers
-  live on: the data directory and its *storage id* (a random id kept in
-  ``<dataDir>/storage.id``, made once). Written with CAS the first time a broker with
-  process-local storage starts on the store; afterwards a broker whose data directory holds
-  another storage id is refused with :class:`StorageMismatch` even when nobody else is running,
-  so a second data directory never "recovers" (fences) ledgers its bookies never held.
-
-Brokers whose storage is shared (bookie processes every broker reaches) do not take either node:
-:attr:`braid.broker.config.BrokerConfig.storage_is_process_local` decides.
+* ``/admin/metadata-store/storage`` - with process-local storage only
+  (:attr:`braid.broker.config.BrokerConfig.storage_is_process_local`), a **persistent** node naming
+  the storage the store's ledgers live on: the data directory and its *storage id* (a random id
+  kept in ``<dataDir>/storage.id``, made once). Written with CAS the first time such a broker
+  starts on the store; afterwards a broker whose data directory holds another storage id is
+  refused with :class:`StorageMismatch` even when nobody else is running, so a second data
+  directory never "recovers" (fences) ledgers its bookies never held. Brokers on external bookies
+  can read every ledger from any data directory, and do not bind the store.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from braid.metadata.lock import Lock
 log = logging.getLogger(__name__)
 
 #: Root of the guard's nodes.
-GUARD_ROOT = "/admin/local-storage"
+GUARD_ROOT = "/admin/metadata-store"
 #: The live broker's claim (ephemeral).
 BROKER_CLAIM_PATH = f"{GUARD_ROOT}/broker"
 #: The storage the store's ledgers live on (persistent).
@@ -58,7 +60,7 @@ STORAGE_ID_FILE = "storage.id"
 
 
 class MetadataStoreInUse(IllegalStateError):
-    """Another live broker with process-local storage uses this metadata store."""
+    """Another live broker uses this metadata store."""
 
 
 class StorageMismatch(IllegalStateError):
@@ -158,7 +160,7 @@ def storage_id_of(data_dir: Path) -> str:
     return made
 
 
-class LocalStorageGuard:
+class StoreGuard:
     """This broker's claim on its metadata store (see the module docstring).
 
     :meth:`acquire` before anything reads or writes ledger metadata; :meth:`announce` once the
@@ -175,8 +177,12 @@ class LocalStorageGuard:
         web_service_url: str,
         clock: Clock,
         session_timeout_s: float,
+        storage_is_process_local: bool = True,
     ) -> None:
+        """``storage_is_process_local``: the broker's bookies live in its process (on
+        ``data_dir``), so the store is also bound to that storage."""
         self._store = store
+        self._bind_storage = storage_is_process_local
         self._store_url = store_url
         self._data_dir = Path(data_dir)
         self._clock = clock
@@ -197,7 +203,8 @@ class LocalStorageGuard:
         return self._claim
 
     async def acquire(self) -> None:
-        """Claim the store and check that its ledgers live in this data directory.
+        """Claim the store and, with process-local storage, check that its ledgers live in this
+        data directory.
 
         Raises:
             MetadataStoreInUse: another live broker holds the claim.
@@ -209,13 +216,20 @@ class LocalStorageGuard:
         self._lock = lock
         try:
             await self._take(lock)
-            await self._check_binding(storage_id)
+            if self._bind_storage:
+                await self._check_binding(storage_id)
         except BaseException:
             await self.release()
             raise
         log.info(
-            "claimed the metadata store for this broker's process-local storage",
-            extra={"fields": {"store": self._store_url, "storageId": storage_id}},
+            "claimed the metadata store for this broker",
+            extra={
+                "fields": {
+                    "store": self._store_url,
+                    "storageId": storage_id,
+                    "processLocalStorage": self._bind_storage,
+                }
+            },
         )
 
     async def _take(self, lock: Lock) -> None:
@@ -254,13 +268,22 @@ class LocalStorageGuard:
 
     def _in_use(self, holder: BrokerClaim | None) -> MetadataStoreInUse:
         who = holder.describe() if holder is not None else "another broker"
-        return MetadataStoreInUse(
-            f"metadata store {self._store_url} is in use by {who}; this broker keeps its "
-            f"ledgers in bookies inside its own process (data directory {self._data_dir}), so "
-            "it cannot share a metadata store with another broker: the two would fence and "
-            "close each other's ledgers and lose acknowledged messages. Give each broker a "
-            "metadata store of its own (the default is <dataDir>/metadata/metadata.db)"
-        )
+        if self._bind_storage:
+            why = (
+                f"this broker keeps its ledgers in bookies inside its own process (data "
+                f"directory {self._data_dir}), so it cannot share a metadata store with another "
+                "broker: the two would fence and close each other's ledgers and lose "
+                "acknowledged messages. Give each broker a metadata store of its own (the "
+                "default is <dataDir>/metadata/metadata.db)"
+            )
+        else:
+            why = (
+                "until brokers own their topics, two brokers on one metadata store would take "
+                "each other's ledgers over and lose acknowledged messages, even on shared "
+                "bookies. Give each broker a metadata store of its own; brokers may still share "
+                "bookies through bookkeeperMetadataServiceUri"
+            )
+        return MetadataStoreInUse(f"metadata store {self._store_url} is in use by {who}; {why}")
 
     async def _check_binding(self, storage_id: str) -> None:
         mine = StorageBinding(storage_id, self._claim.data_dir, self._claim.host)
@@ -307,7 +330,7 @@ class LocalStorageGuard:
         await self._lock.update(self._claim.encode())
 
     async def release(self) -> None:
-        """Give the claim up (the binding stays: the ledgers still live here). Idempotent."""
+        """Give the claim up (a binding stays: the ledgers still live here). Idempotent."""
         lock, self._lock = self._lock, None
         if lock is not None:
             await lock.close()
@@ -319,9 +342,9 @@ __all__ = [
     "STORAGE_BINDING_PATH",
     "STORAGE_ID_FILE",
     "BrokerClaim",
-    "LocalStorageGuard",
     "MetadataStoreInUse",
     "StorageBinding",
     "StorageMismatch",
+    "StoreGuard",
     "storage_id_of",
 ]

@@ -1,8 +1,9 @@
 """The start-up guard of brokers with process-local storage (issue 22, ADR 0035), on real SQLite
-sessions of one file: each :class:`LocalStorageGuard` below stands for one broker process.
+sessions of one file: each :class:`StoreGuard` below stands for one broker process.
 
-Pinned: a second claim is refused naming the first broker; a store stays bound to the data
-directory whose bookies hold its ledgers, even when nobody holds the claim; a restart on the same
+Pinned: a second claim is refused naming the first broker, on shared bookies too; a store stays
+bound to the data directory whose bookies hold its ledgers, even when nobody holds the claim (and
+is not bound when the bookies are shared); a restart on the same
 data directory waits for its previous session instead of refusing, but not forever; a moved data
 directory keeps its store; the storage id survives and is never rewritten.
 """
@@ -16,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from braid.broker.local_storage_guard import (
+from braid.broker.store_guard import (
     BROKER_CLAIM_PATH,
     STORAGE_BINDING_PATH,
     STORAGE_ID_FILE,
     BrokerClaim,
-    LocalStorageGuard,
     MetadataStoreInUse,
     StorageMismatch,
+    StoreGuard,
     storage_id_of,
 )
 from braid.clock import Clock, ManualClock, SystemClock
@@ -50,10 +51,15 @@ async def sessions(tmp_path: Path) -> AsyncIterator[Opener]:
 
 
 def guard(
-    store: MetadataStore, data_dir: Path, port: int, *, clock: Clock | None = None
-) -> LocalStorageGuard:
+    store: MetadataStore,
+    data_dir: Path,
+    port: int,
+    *,
+    clock: Clock | None = None,
+    process_local: bool = True,
+) -> StoreGuard:
     data_dir.mkdir(parents=True, exist_ok=True)
-    return LocalStorageGuard(
+    return StoreGuard(
         store,
         "sqlite:///shared.db",
         data_dir,
@@ -61,6 +67,7 @@ def guard(
         web_service_url=f"http://127.0.0.1:{port + 1}",
         clock=clock or SystemClock(),
         session_timeout_s=10.0,
+        storage_is_process_local=process_local,
     )
 
 
@@ -170,3 +177,17 @@ def test_the_storage_id_is_made_once_and_kept(tmp_path: Path) -> None:
     assert storage_id_of(tmp_path) == made
     assert (tmp_path / STORAGE_ID_FILE).read_text() == made + "\n"
     assert not (tmp_path / (STORAGE_ID_FILE + ".tmp")).exists()
+
+
+async def test_on_shared_bookies_a_second_broker_is_refused_but_the_store_is_not_bound(
+    sessions: Opener, tmp_path: Path
+) -> None:
+    store = await sessions()
+    first = guard(store, tmp_path / "a", 6650, process_local=False)
+    await first.acquire()
+    with pytest.raises(MetadataStoreInUse, match="until brokers own their topics"):
+        await guard(await sessions(), tmp_path / "b", 7650, process_local=False).acquire()
+    assert await store.get(STORAGE_BINDING_PATH) is None
+    await first.release()
+    # The ledgers are on the shared bookies: another data directory may serve the store now.
+    await guard(await sessions(), tmp_path / "b", 7650, process_local=False).acquire()
