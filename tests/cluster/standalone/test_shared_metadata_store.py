@@ -26,11 +26,10 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import pulsar
 import pytest
 
 from braid.cli.process import StandaloneProcess, StandaloneStartError
-from tests.support.standalone import official_client
+from tests.support.standalone import produce, read_all
 from tests.support.zookeeper import ZooKeeperServer
 
 pytestmark = pytest.mark.timeout(180)
@@ -68,28 +67,6 @@ def _env(store_url: str) -> dict[str, str]:
     }
 
 
-def _produce(process: StandaloneProcess, payloads: list[str]) -> None:
-    client = official_client(process)
-    try:
-        producer = client.create_producer(TOPIC)
-        for payload in payloads:
-            producer.send(payload.encode())  # returns once receipted
-    finally:
-        client.close()
-
-
-def _read_all(process: StandaloneProcess) -> list[str]:
-    client = official_client(process)
-    try:
-        reader = client.create_reader(TOPIC, pulsar.MessageId.earliest)
-        received: list[str] = []
-        while reader.has_message_available():
-            received.append(reader.read_next(timeout_millis=30_000).data().decode())
-        return received
-    finally:
-        client.close()
-
-
 def _refused(process: StandaloneProcess) -> str:
     with pytest.raises(StandaloneStartError) as refused:
         process.start()
@@ -109,7 +86,7 @@ def _assert_one_clear_line(output: str, *needles: str) -> None:
 def test_a_second_broker_on_the_store_is_refused_and_nothing_acknowledged_is_lost(
     first: StandaloneProcess, store_url: str, tmp_path: Path
 ) -> None:
-    _produce(first, [f"a-{i}" for i in range(20)])
+    produce(first, TOPIC, [f"a-{i}" for i in range(20)])
 
     second = StandaloneProcess(tmp_path / "b", env=_env(store_url), log_path=tmp_path / "b.log")
     output = _refused(second)
@@ -118,14 +95,14 @@ def test_a_second_broker_on_the_store_is_refused_and_nothing_acknowledged_is_los
     )
 
     # The first broker never noticed: it keeps serving, and every receipted message is there.
-    _produce(first, [f"a-{i}" for i in range(20, 30)])
-    assert _read_all(first) == [f"a-{i}" for i in range(30)]
+    produce(first, TOPIC, [f"a-{i}" for i in range(20, 30)])
+    assert read_all(first, TOPIC) == [f"a-{i}" for i in range(30)]
 
 
 def test_a_sigkilled_broker_restarts_on_its_store_and_a_stranger_still_cannot_take_it(
     first: StandaloneProcess, store_url: str, tmp_path: Path
 ) -> None:
-    _produce(first, [f"a-{i}" for i in range(10)])
+    produce(first, TOPIC, [f"a-{i}" for i in range(10)])
     first.kill()  # its claim lingers until its metadata session ends
 
     # A stranger is refused whether the claim is still there (ZooKeeper, until the session
@@ -135,6 +112,6 @@ def test_a_sigkilled_broker_restarts_on_its_store_and_a_stranger_still_cannot_ta
 
     # The same data directory starts again: on ZooKeeper it waits for its old session to expire.
     first.start(timeout=60)
-    assert _read_all(first) == [f"a-{i}" for i in range(10)]
-    _produce(first, ["after-restart"])
-    assert _read_all(first)[-1] == "after-restart"
+    assert read_all(first, TOPIC) == [f"a-{i}" for i in range(10)]
+    produce(first, TOPIC, ["after-restart"])
+    assert read_all(first, TOPIC)[-1] == "after-restart"

@@ -15,12 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pulsar
 import pytest
 
 from braid.cli.process import StandaloneStartError
 from tests.support.bookie_process import BookieProcess
-from tests.support.standalone import StandaloneProcess, official_client
+from tests.support.standalone import StandaloneProcess, produce, read_all
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -33,28 +32,6 @@ def _broker(tmp_path: Path, name: str, conf: Path) -> StandaloneProcess:
     )
 
 
-def _produce(process: StandaloneProcess, payloads: list[str]) -> None:
-    client = official_client(process)
-    try:
-        producer = client.create_producer(TOPIC)
-        for payload in payloads:
-            producer.send(payload.encode())
-    finally:
-        client.close()
-
-
-def _read_all(process: StandaloneProcess) -> list[str]:
-    client = official_client(process)
-    try:
-        reader = client.create_reader(TOPIC, pulsar.MessageId.earliest)
-        received = []
-        while reader.has_message_available():
-            received.append(reader.read_next(timeout_millis=30_000).data().decode())
-        return received
-    finally:
-        client.close()
-
-
 def test_a_second_broker_on_shared_bookies_is_refused_and_the_store_can_change_hands(
     tmp_path: Path, zk_url: str, bookies: Callable[..., BookieProcess]
 ) -> None:
@@ -64,7 +41,7 @@ def test_a_second_broker_on_shared_bookies_is_refused_and_the_store_can_change_h
     first = _broker(tmp_path, "a", conf)
     first.start(timeout=60)
     try:
-        _produce(first, [f"a-{i}" for i in range(10)])
+        produce(first, TOPIC, [f"a-{i}" for i in range(10)])
         second = _broker(tmp_path, "b", conf)
         with pytest.raises(StandaloneStartError) as refused:
             second.start(timeout=60)
@@ -72,14 +49,14 @@ def test_a_second_broker_on_shared_bookies_is_refused_and_the_store_can_change_h
         assert len(errors) == 1, errors
         assert first.service_url in errors[0] and "until brokers own their topics" in errors[0]
         assert "Traceback" not in str(refused.value)
-        assert _read_all(first) == [f"a-{i}" for i in range(10)]
+        assert read_all(first, TOPIC) == [f"a-{i}" for i in range(10)]
     finally:
         first.stop()
 
     # The first broker is gone: another data directory serves the store, with every message.
     second.start(timeout=60)
     try:
-        _produce(second, ["b-0"])
-        assert _read_all(second) == [*(f"a-{i}" for i in range(10)), "b-0"]
+        produce(second, TOPIC, ["b-0"])
+        assert read_all(second, TOPIC) == [*(f"a-{i}" for i in range(10)), "b-0"]
     finally:
         second.stop()
