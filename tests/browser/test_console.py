@@ -198,6 +198,7 @@ def test_an_auto_scale_split_appears_with_its_reason(
             )
             not_taken = browser.find_element("id", "not-taken").text
             assert not_taken  # the evaluations that held back are listed (or the empty note)
+            browser.execute_script("document.getElementById('dag-title').scrollIntoView()")
             screenshot(browser, "auto-split")
         finally:
             first.close()

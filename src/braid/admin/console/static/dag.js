@@ -14,9 +14,9 @@ import { esc, hex, rate } from "./format.js";
 const RING = 65536;
 const AXIS_TOP = 24;
 const AXIS_LEFT = 52;
-const HEIGHT = 400;
+const HEIGHT = 360;
 const MIN_COL = 3;
-const MAX_COL = 140;
+const MAX_COL = 320;
 
 /** The ScalableTopicMetadata JSON (the admin API's shape) as the view's model. */
 export function buildModel(metadata) {
@@ -68,6 +68,7 @@ export class DagView {
     this.focusId = null;
     this.stateOf = (seg) => (seg.active ? "active" : "sealed");
     this.highlighted = new Set();
+    this.thin = new Set();
     this.lastRenderMs = 0;
     container.addEventListener("click", (e) => this._pick(e, true));
     container.addEventListener("pointerover", (e) => this._hover(e));
@@ -118,6 +119,7 @@ export class DagView {
     parts.push(`<svg class="dag" xmlns="http://www.w3.org/2000/svg" width="${width}" height="${AXIS_TOP + HEIGHT + 8}" role="group" aria-label="Segment DAG: epochs left to right, hash ring top to bottom">`);
     parts.push(this._axes(columns, col, y));
     const focusId = this._initialFocus();
+    const thin = new Set();
     for (const seg of model.segments.values()) {
       const x0 = AXIS_LEFT + seg.createdEpoch * col;
       const until = seg.active ? columns : seg.sealedEpoch;
@@ -125,6 +127,7 @@ export class DagView {
       const top = y(seg.start);
       const h = Math.max(1, y(seg.end + 1) - top - 0.5);
       const state = seg.active ? "active" : "sealed";
+      if (h < 4 || w < 4) thin.add(seg.id); // no outline: it would hide a box this small
       const label = w >= 34 && h >= 13
         ? `<text x="${(x0 + 4).toFixed(1)}" y="${(top + Math.min(h / 2 + 4, 15)).toFixed(1)}">${esc(this._label(seg))}</text>`
         : "";
@@ -144,6 +147,7 @@ export class DagView {
       if (text) this.labels.set(id, text);
     }
     this.focusId = focusId;
+    this.thin = thin;
     this._restyle();
     this.lastRenderMs = performance.now() - started;
     return this.lastRenderMs;
@@ -182,7 +186,7 @@ export class DagView {
       const state = this.stateOf(seg);
       g.setAttribute(
         "class",
-        `seg ${state}${id === this.selected ? " selected" : ""}${related.has(id) ? " related" : ""}${this.highlighted.has(id) ? " assigned" : ""}`,
+        `seg ${state}${this.thin.has(id) ? " thin" : ""}${id === this.selected ? " selected" : ""}${related.has(id) ? " related" : ""}${this.highlighted.has(id) ? " assigned" : ""}`,
       );
     }
   }

@@ -24,6 +24,7 @@ export async function showTopic(main, ref) {
   document.title = `${ref.topic} · Braid console`;
   main.innerHTML = `
     <h1>${esc(name)}</h1>
+    <p class="muted" id="controller"></p>
     <div class="cards" id="cards"></div>
     <div class="layout">
       <section aria-labelledby="dag-title">
@@ -258,8 +259,8 @@ class TopicPage {
       ["Backlog", count(total && total.backlog)],
       ["Storage", bytes(total && total.storageSize)],
       ["Auto-scale", autoText],
-      ["Controller", this.controller || "—"],
     ];
+    this.main.querySelector("#controller").textContent = `Controller leader: ${this.controller || "electing…"}`;
     this.main.querySelector("#cards").innerHTML = cards
       .map(([label, value]) => `<div class="card"><div class="value">${esc(value)}</div><div class="label">${esc(label)}</div></div>`)
       .join("");
