@@ -53,8 +53,9 @@ def mount_console(
     sampler = TrafficSampler(topics, clock or SystemClock(), interval_s=interval_s)
     streams = ConsoleStreams(
         sampler,
-        scalable,
-        None if scalable is None else _decision_seq(scalable),
+        layouts=scalable,
+        watches=scalable,  # the service serves DAG watches (its watch hub, once it has one)
+        decision_seq=None if scalable is None else _decision_seq(scalable),
     )
     app.include_router(pages_router(load_static_files()))
     app.include_router(streams.router())

@@ -48,10 +48,16 @@ log = logging.getLogger(__name__)
 RECONNECT_MS = 1000
 
 
-class DagWatchSource(Protocol):
-    """The scalable-topic layer's DAG watches, as the console uses them."""
+class LayoutSource(Protocol):
+    """Where the console reads a topic's layout (the scalable-topic service)."""
 
-    async def get_layout(self, topic: TopicName) -> SegmentLayout: ...
+    async def get_layout(self, topic: TopicName) -> SegmentLayout:
+        """The topic's layout. Raises ``ScalableTopicNotFound`` (a ``BraidError``)."""
+        ...
+
+
+class DagWatches(Protocol):
+    """The broker's DAG-watch sessions, as the console opens and closes them."""
 
     async def open_dag_watch(self, session_id: int, name: str, transport: Any) -> object: ...
 
@@ -122,10 +128,12 @@ class ConsoleStreams:
     def __init__(
         self,
         sampler: TrafficSampler,
-        watches: DagWatchSource | None = None,
+        layouts: LayoutSource | None = None,
+        watches: DagWatches | None = None,
         decision_seq: DecisionSeq | None = None,
     ) -> None:
         self._sampler = sampler
+        self._layouts = layouts
         self._watches = watches
         self._decision_seq = decision_seq
         self._inboxes: set[_Inbox] = set()
@@ -174,12 +182,12 @@ class ConsoleStreams:
             self._inboxes.discard(inbox)
 
     async def _topic(self, topic: TopicName) -> AsyncIterator[bytes]:
-        if self._watches is None:
+        if self._watches is None or self._layouts is None:
             yield sse("error", {"reason": "scalable topics are disabled on this broker"})
             return
-        watches = self._watches
+        watches, layouts = self._watches, self._layouts
         try:
-            await watches.get_layout(topic)  # viewing a topic never creates it
+            await layouts.get_layout(topic)  # viewing a topic never creates it
         except BraidError as exc:
             yield sse("error", {"reason": str(exc)})
             return
@@ -195,7 +203,7 @@ class ConsoleStreams:
                     return
                 dag = items.get("dag")
                 if dag is not None:
-                    yield sse("dag", await self._dag_event(watches, topic, dag))
+                    yield sse("dag", await self._dag_event(layouts, topic, dag))
                 traffic = items.get("traffic")
                 if traffic is not None:
                     doc = traffic.topic_json(str(topic))
@@ -225,10 +233,10 @@ class ConsoleStreams:
 
     @staticmethod
     async def _dag_event(
-        watches: DagWatchSource, topic: TopicName, dag: pb.ScalableTopicDAG
+        layouts: LayoutSource, topic: TopicName, dag: pb.ScalableTopicDAG
     ) -> dict[str, Any]:
         try:
-            metadata: dict[str, Any] = layout_to_metadata(await watches.get_layout(topic))
+            metadata: dict[str, Any] = layout_to_metadata(await layouts.get_layout(topic))
         except BraidError as exc:  # deleted meanwhile
             return {"error": str(exc)}
         return {
@@ -255,4 +263,11 @@ def _event_stream(events: AsyncIterator[bytes]) -> StreamingResponse:
     )
 
 
-__all__ = ["RECONNECT_MS", "ConsoleStreams", "DagWatchSource", "DecisionSeq", "sse"]
+__all__ = [
+    "RECONNECT_MS",
+    "ConsoleStreams",
+    "DagWatches",
+    "DecisionSeq",
+    "LayoutSource",
+    "sse",
+]
