@@ -286,8 +286,9 @@ class TopicPage {
       const what = change.kind === "split"
         ? `Split #${change.parents[0]} → ${change.children.map((c) => `#${c}`).join(", ")}`
         : `Merge ${change.parents.map((p) => `#${p}`).join(" + ")} → #${change.children[0]}`;
+      const detail = decision ? reasonText(decision.detail) : "";
       const why = decision
-        ? `auto-scaler (${decision.trigger}): ${reasonText(decision.reason)} — ${reasonText(decision.detail)}`
+        ? `auto-scaler (${decision.trigger}): ${detail.startsWith(decision.reason) ? detail : `${decision.reason} — ${detail}`}`
         : "no auto-scaler record: a manual change (admin API), or older than this leader's history";
       return `<li class="${change.kind}" data-epoch="${change.epoch}" data-auto="${decision ? "1" : "0"}">
         <div><strong>${esc(what)}</strong></div>
