@@ -164,6 +164,17 @@ class BrokerConfig:
     bookie_clusters: tuple[tuple[str, str], ...] = ()
     #: PIP-470: switch without the I11 idgen precheck (lab/staging only).
     bookie_cluster_switch_skip_idgen_precheck: bool = False
+    #: Bookies of the home storage cluster: ``N >= 1`` bookies inside this process
+    #: (``<dataDir>/bookie-<i>``; with N > 1 each serves the bookie protocol on 127.0.0.1 and the
+    #: broker reaches it over TCP, ADR 0034); ``0``: none - use the ``braid bookie`` processes
+    #: registered in ``bookkeeperMetadataServiceUri``.
+    standalone_bookies: int = 1
+    #: Where the home cluster's bookies register (Pulsar's key); empty = ``metadataStoreUrl``.
+    bookkeeper_metadata_service_uri: str = ""
+    #: ``bookieId=/region/rack`` lines giving the bookies' racks for placement (Braid's key).
+    bookkeeper_client_rack_mapping_file: Path | None = None
+    #: A request to a bookie process without an answer after this long fails it (Pulsar's key).
+    bookkeeper_client_timeout_in_seconds: int = 30
     #: PIP-470: the rollback window after a switch, before CLEANUP runs on its own.
     bookie_cluster_dual_read_timeout_days: int = 15
     #: PIP-470: ledgers BUILD copies at once.
@@ -206,6 +217,12 @@ class BrokerConfig:
             self.disk_usage_lwm_threshold,
             self.disk_check_interval / 1000.0,
         )
+
+    @property
+    def storage_is_process_local(self) -> bool:
+        """Whether the home storage cluster's bookies live inside this process (so no other
+        broker can share its ledgers); ``False`` with external bookies (``standaloneBookies=0``)."""
+        return self.standalone_bookies > 0
 
     def gc_policy(self) -> GcPolicy:
         """The process's garbage-collection policy."""
@@ -470,6 +487,14 @@ KEYS: tuple[_Key, ...] = (
     _Key("defaultNumPartitions", "default_num_partitions", _parse_int(1, 10_000)),
     _Key("advertisedListeners", "advertised_listeners", _parse_listeners),
     _Key("bookieClusters", "bookie_clusters", _parse_bookie_clusters),
+    _Key("standaloneBookies", "standalone_bookies", _parse_int(0, 64)),
+    _Key("bookkeeperMetadataServiceUri", "bookkeeper_metadata_service_uri", _parse_url),
+    _Key("bookkeeperClientRackMappingFile", "bookkeeper_client_rack_mapping_file", _parse_path),
+    _Key(
+        "bookkeeperClientTimeoutInSeconds",
+        "bookkeeper_client_timeout_in_seconds",
+        _parse_int(1, 3600),
+    ),
     _Key(
         "bookieClusterSwitchSkipIdgenPrecheck",
         "bookie_cluster_switch_skip_idgen_precheck",

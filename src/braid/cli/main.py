@@ -1,6 +1,7 @@
-"""The ``braid`` command line: ``braid standalone``, ``braid admin`` and ``braid demo``.
+"""The ``braid`` command line: ``braid standalone``, ``bookie``, ``admin`` and ``demo``.
 
 Argument parsing and dispatch only; the commands live in :mod:`braid.cli.standalone`,
+:mod:`braid.cli.bookie`,
 :mod:`braid.cli.admin` and :mod:`braid.cli.demo`, each imported only when it runs.
 """
 
@@ -25,6 +26,8 @@ Braid: elastic, key-ordered messaging that speaks the Apache Pulsar binary proto
 commands:
   standalone  run a complete Braid (metadata store, bookie, broker, admin REST API) in one
               process on one data directory; data and cursors survive restarts
+  bookie      run a bookie (storage node) that brokers reach over TCP; bookies register in
+              the metadata store, and a broker replicates its ledgers across them
   admin       manage a running broker through its admin REST API: scalable topics (create,
               split, merge, subscriptions, stats), segments, tenants, namespaces, topics
   demo        start a throw-away standalone broker and walk through producing and consuming
@@ -52,6 +55,10 @@ examples:
       data in ./data, broker on pulsar://127.0.0.1:6650, admin on http://127.0.0.1:8080
   braid standalone --data-dir /var/lib/braid --port 6651 --web-port 8081
   braid standalone --config conf/broker.conf --log-level DEBUG
+  braid standalone --bookies 3
+      three bookies in the process, reached over TCP on 127.0.0.1 (try replication)
+  braid standalone --bookies 0 --config conf/broker.conf
+      no bookie of its own: the `braid bookie` processes registered in the metadata store
   BRAID_brokerDeduplicationEnabled=true braid standalone
   curl http://127.0.0.1:8080/admin/v2/tenants
 
@@ -114,11 +121,22 @@ def build_parser() -> argparse.ArgumentParser:
     standalone.add_argument(
         "--advertised-address", help="host name given to clients (default: the bind address)"
     )
+    standalone.add_argument(
+        "--bookies",
+        "--num-bookies",
+        type=int,
+        dest="bookies",
+        help="standaloneBookies: 1 embedded bookie (default); N > 1 bookies in this process "
+        "reached over loopback TCP, to try replication; 0 = use the `braid bookie` processes "
+        "registered in bookkeeperMetadataServiceUri",
+    )
     _add_log_level(standalone)
 
     from braid.cli.admin import add_admin_parser  # argparse only; the client loads on use
+    from braid.cli.bookie import add_bookie_parser
 
     add_admin_parser(commands)
+    add_bookie_parser(commands)
 
     demo = commands.add_parser(
         "demo",
@@ -155,6 +173,7 @@ def _standalone_overrides(args: argparse.Namespace) -> dict[str, str]:
         "webServicePort": args.web_port,
         "bindAddress": args.bind,
         "advertisedAddress": args.advertised_address,
+        "standaloneBookies": args.bookies,
     }
     return {key: str(value) for key, value in flags.items() if value is not None}
 
@@ -176,6 +195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"braid standalone: {exc}", file=sys.stderr)
             return 2
         return run_standalone(config)
+    if args.command == "bookie":
+        from braid.cli.bookie import run_bookie
+
+        return run_bookie(args)
     if args.command == "admin":
         from braid.cli.admin import run_admin
 

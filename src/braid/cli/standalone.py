@@ -17,6 +17,7 @@ Data dir layout::
     <dataDir>/braid.lock           held (flock) while a process uses the directory
     <dataDir>/metadata/metadata.db the SQLite metadata store (default metadataStoreUrl)
     <dataDir>/bookie-0/            the in-process bookie: journal and ledger files
+    <dataDir>/bookie-<i>/          with ``standaloneBookies`` N > 1, the N bookies (loopback TCP)
     <dataDir>/storage/<name>/      the bookies of another storage cluster (PIP-470,
                                    ``bookieClusters`` or ``braid admin bookie-clusters register``)
 """
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from braid.clusters.service import StorageClusterService
     from braid.ledger.factory import DefaultManagedLedgerFactory
     from braid.scalable.service import ScalableTopicService
+    from braid.storage import BookKeeperClient
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +103,7 @@ class StandaloneServer:
         from braid.clusters.service import StorageClusterService
         from braid.ledger.factory import DefaultManagedLedgerFactory
         from braid.scalable.install import install_scalable_topics
-        from braid.storage import StorageRouter, open_local_cluster
+        from braid.storage import StorageRouter
 
         config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -115,13 +117,7 @@ class StandaloneServer:
         self.metadata = await open_store(config.metadata_store_url, clock=self.clock)
         self._closers.append(("metadata store", self.metadata.close))
 
-        storage = await open_local_cluster(
-            self.metadata,
-            config.data_dir,
-            LOCAL_STORAGE_CLUSTER,
-            clock=self.clock,
-            disk_thresholds=config.disk_thresholds(),
-        )
+        storage = await self._open_home_storage(self.metadata)
         self._closers.append(("storage", storage.close))
         router = StorageRouter([storage], active=LOCAL_STORAGE_CLUSTER)
 
@@ -177,6 +173,55 @@ class StandaloneServer:
             "standalone ready",
             extra={"fields": {"broker": self.service_url, "web": self.web_service_url}},
         )
+
+    async def _open_home_storage(self, metadata: MetadataStore) -> BookKeeperClient:
+        """The home storage cluster: the embedded bookie, N bookies on loopback TCP, or the
+        bookie processes registered in ``bookkeeperMetadataServiceUri`` (``standaloneBookies``)."""
+        from braid.storage import open_local_cluster
+        from braid.storage.loopback import open_loopback_cluster
+        from braid.storage.remote import load_rack_mapping, open_remote_cluster
+
+        config = self.config
+        racks = None
+        if config.bookkeeper_client_rack_mapping_file is not None:
+            racks = load_rack_mapping(config.bookkeeper_client_rack_mapping_file)
+        if config.standalone_bookies == 1:
+            return await open_local_cluster(
+                metadata,
+                config.data_dir,
+                LOCAL_STORAGE_CLUSTER,
+                clock=self.clock,
+                disk_thresholds=config.disk_thresholds(),
+            )
+        if config.standalone_bookies > 1:
+            return await open_loopback_cluster(
+                metadata,
+                config.data_dir,
+                LOCAL_STORAGE_CLUSTER,
+                config.standalone_bookies,
+                clock=self.clock,
+                disk_thresholds=config.disk_thresholds(),
+                rack_mapping=racks,
+            )
+        uri = config.bookkeeper_metadata_service_uri
+        bookie_store = metadata
+        if uri and uri != config.metadata_store_url:
+            bookie_store = await open_store(uri, clock=self.clock)
+        timeout = float(config.bookkeeper_client_timeout_in_seconds)
+        try:
+            return await open_remote_cluster(
+                bookie_store,
+                LOCAL_STORAGE_CLUSTER,
+                clock=self.clock,
+                rack_mapping=racks,
+                add_timeout_s=timeout,
+                read_timeout_s=timeout,
+                after_close=[bookie_store.close] if bookie_store is not metadata else [],
+            )
+        except BaseException:
+            if bookie_store is not metadata:
+                await bookie_store.close()
+            raise
 
     async def close(self) -> None:
         """Stop in reverse start order; keeps going past a failing component (each failure is
