@@ -162,7 +162,7 @@ export class DagView {
     }
     const every = Math.max(1, Math.ceil(40 / col));
     for (let epoch = 0; epoch < columns; epoch += every) {
-      out.push(`<text x="${(AXIS_LEFT + epoch * col + 2).toFixed(1)}" y="14">${epoch === 0 ? "epoch 0" : epoch}</text>`);
+      out.push(`<text x="${(AXIS_LEFT + epoch * col + 2).toFixed(1)}" y="14">${epoch}</text>`);
     }
     out.push("</g>");
     return out.join("");

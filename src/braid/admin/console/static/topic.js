@@ -39,7 +39,7 @@ export async function showTopic(main, ref) {
             <span><span class="swatch draining"></span>sealed, draining</span>
           </div>
         </div>
-        <p class="muted">Epochs run left to right, the hash ring top to bottom. Hover or focus a segment for
+        <p class="muted">Epochs (numbered along the top) run left to right, the hash ring top to bottom. Hover or focus a segment for
           its details; arrow keys move between segments, Enter selects.</p>
         <div class="dag-wrap" id="dag"></div>
         <h2 id="timeline-title">Splits and merges</h2>
