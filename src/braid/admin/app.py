@@ -23,8 +23,10 @@ from fastapi import APIRouter, FastAPI, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from braid.admin.autoscale_decisions import autoscale_decisions_router
 from braid.admin.bookie_clusters import bookie_clusters_router
 from braid.admin.brokers import brokers_router
+from braid.admin.console import mount_console
 from braid.admin.errors import install_error_handlers
 from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.metrics import metrics_registry
@@ -113,10 +115,12 @@ def create_app(
     )
     if scalable is not None:
         v2.include_router(scalable_router(scalable, scalable.segments, resources.namespace_exists))
+        v2.include_router(autoscale_decisions_router(scalable))
     if storage_clusters is not None:
         v2.include_router(bookie_clusters_router(storage_clusters))
     app.include_router(v2)
     app.include_router(lookup_router(broker))
+    mount_console(app, broker.topics, scalable)  # /console: braid.admin.console
 
     @app.get(
         "/health",
