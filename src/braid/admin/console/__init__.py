@@ -6,7 +6,7 @@ live rates and backlogs per segment, the splits and merges with the auto-scaler'
 decisions it did not take), each subscription's progress through the DAG and its consumers, and
 split / merge / auto-scale policy actions behind a confirmation.
 
-How it is built (``docs/decisions/0035-console.md``): a static page with a few ES modules, no build
+How it is built (``docs/decisions/0038-console.md``): a static page with a few ES modules, no build
 step (:mod:`~braid.admin.console.pages`); the page reads and acts through the same admin REST API
 as every other client; live updates come over server-sent events
 (:mod:`~braid.admin.console.streams`) fed by the scalable-topic service's DAG watch and by
