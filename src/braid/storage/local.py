@@ -10,7 +10,8 @@ from braid.storage.api import InvalidQuorum
 from braid.storage.bookie import Bookie
 from braid.storage.bookie.disk import DiskThresholds
 from braid.storage.bookie_client import BookieClient, LocalBookieClient
-from braid.storage.client import BookKeeperClient
+from braid.storage.bookie_set import StaticBookieSet
+from braid.storage.client import BookKeeperClient, ClientSettings
 from braid.storage.ledger_metadata import validate_cluster_name
 
 
@@ -22,13 +23,14 @@ async def open_local_cluster(
     clock: Clock | None = None,
     bookies: int = 1,
     disk_thresholds: DiskThresholds | None = None,
+    settings: ClientSettings | None = None,
 ) -> BookKeeperClient:
     """Start ``bookies`` in-process bookies in ``data_dir/bookie-<i>`` and return a client that owns
     them (closing the client closes the bookies).
 
     Reopening the same ``data_dir`` after a crash replays each bookie's journal, so every
     acknowledged entry is there again. ``disk_thresholds`` say when a bookie turns read-only
-    (its disk nearly full) and back.
+    (its disk nearly full) and back. The bookies form a :class:`StaticBookieSet`.
 
     Raises:
         InvalidQuorum: ``bookies`` < 1.
@@ -53,4 +55,6 @@ async def open_local_cluster(
         for client in clients:
             await client.close()
         raise
-    return BookKeeperClient(metadata, cluster_name, clients, clock=clock)
+    return BookKeeperClient(
+        metadata, cluster_name, StaticBookieSet(clients), clock=clock, settings=settings
+    )
