@@ -121,6 +121,7 @@ class StandaloneServer:
             LOCAL_STORAGE_CLUSTER,
             clock=self.clock,
             disk_thresholds=config.disk_thresholds(),
+            settings=config.storage_client_settings(),
         )
         self._closers.append(("storage", storage.close))
         router = StorageRouter([storage], active=LOCAL_STORAGE_CLUSTER)
