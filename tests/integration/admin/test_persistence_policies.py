@@ -9,9 +9,9 @@ import pytest
 
 from braid.admin.client import AdminClient
 from braid.admin.client_errors import AdminInvalidInputError
+from braid.broker.service import managed_ledger_name
 from braid.cli.main import main
 from braid.cli.standalone import StandaloneServer
-from braid.broker.service import managed_ledger_name
 from braid.core.names import TopicName
 from tests.support.polling import eventually
 from tests.support.standalone import StandaloneProcess
@@ -91,6 +91,5 @@ def test_the_admin_cli_sets_shows_and_removes_persistence(
     capsys.readouterr()
     assert main([*base, "get-persistence", ns]) == 0
     assert "not set" in capsys.readouterr().out
-    with AdminClient(url) as client:
-        with pytest.raises(AdminInvalidInputError):
-            client.namespaces.set_persistence(ns, 1, 2, 3)
+    with AdminClient(url) as client, pytest.raises(AdminInvalidInputError):
+        client.namespaces.set_persistence(ns, 1, 2, 3)

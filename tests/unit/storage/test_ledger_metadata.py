@@ -58,7 +58,9 @@ def test_ledger_metadata_round_trips_through_json(md: LedgerMetadata) -> None:
 
 
 def test_document_uses_camel_case_keys_and_base64_custom_metadata() -> None:
-    md = LedgerMetadata(5, "c1", LedgerState.OPEN, {0: ("b0",)}, 1, 1, -1, 0, 1000, {"k": b"\x00\xff"})
+    md = LedgerMetadata(
+        5, "c1", LedgerState.OPEN, {0: ("b0",)}, 1, 1, -1, 0, 1000, {"k": b"\x00\xff"}
+    )
     doc = json.loads(encode_ledger_metadata(md))
     assert doc["ledgerId"] == 5
     assert doc["clusterName"] == "c1"

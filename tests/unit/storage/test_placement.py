@@ -55,7 +55,9 @@ def test_a_random_ensemble_has_distinct_candidates_only(
     bookies, racks = c
     size = data.draw(st.integers(1, len(bookies)))
     wq = data.draw(st.integers(1, size))
-    ensemble = new_ensemble(RANDOM, bookies, size, wq, racks, random.Random(data.draw(st.integers())))
+    ensemble = new_ensemble(
+        RANDOM, bookies, size, wq, racks, random.Random(data.draw(st.integers()))
+    )
     assert len(ensemble) == size == len(set(ensemble))
     assert set(ensemble) <= set(bookies)
 
@@ -85,7 +87,9 @@ def test_rack_aware_placement_puts_each_write_set_on_different_racks() -> None:
 
 def test_enforced_minimum_racks_refuses_a_placement_on_one_rack() -> None:
     racks: dict[str, str | None] = {"a": "/r/1", "b": "/r/1", "c": "/r/1", "d": "/r/2"}
-    enforced = PlacementPolicy(rack_aware=True, min_racks_per_write_quorum=2, enforce_min_racks=True)
+    enforced = PlacementPolicy(
+        rack_aware=True, min_racks_per_write_quorum=2, enforce_min_racks=True
+    )
     with pytest.raises(NotEnoughBookies, match="racks"):
         new_ensemble(enforced, ["a", "b", "c"], 3, 2, racks, random.Random(1))
     # Best effort without enforcement.
