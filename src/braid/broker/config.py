@@ -46,6 +46,7 @@ from braid.core.autoscale_policy import (
 )
 from braid.core.errors import InvalidInputError
 from braid.ledger.api import ManagedLedgerConfig
+from braid.storage.autorecovery.service import AutoRecoverySettings
 from braid.storage.bookie.disk import DiskThresholds, InvalidDiskThresholds
 from braid.storage.bookie_health import HealthPolicy
 from braid.storage.client import ClientSettings
@@ -260,6 +261,13 @@ class BrokerConfig:
             ensemble=self.managed_ledger_default_ensemble_size,
             write_quorum=self.managed_ledger_default_write_quorum,
             ack_quorum=self.managed_ledger_default_ack_quorum,
+        )
+
+    def auto_recovery_settings(self) -> AutoRecoverySettings:
+        """The auditor's and replication worker's settings."""
+        return AutoRecoverySettings(
+            lost_bookie_recovery_delay_s=float(self.lost_bookie_recovery_delay),
+            periodic_check_interval_s=float(self.auditor_periodic_check_interval),
         )
 
     def storage_client_settings(self) -> ClientSettings:

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from braid.clusters.service import StorageClusterService
     from braid.ledger.factory import DefaultManagedLedgerFactory
     from braid.scalable.service import ScalableTopicService
+    from braid.storage.autorecovery import AutoRecoveryService
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ class StandaloneServer:
         self.resources: BrokerResources | None = None
         self.ml_factory: DefaultManagedLedgerFactory | None = None
         self.broker: BrokerService | None = None
+        #: Auto-recovery run here (``autoRecoveryDaemonEnabled``), else ``None``.
+        self.auto_recovery: AutoRecoveryService | None = None
         self.scalable: ScalableTopicService | None = None
         self.storage_clusters: StorageClusterService | None = None
         self.admin: AdminServer | None = None
@@ -102,6 +105,11 @@ class StandaloneServer:
         from braid.ledger.factory import DefaultManagedLedgerFactory
         from braid.scalable.install import install_scalable_topics
         from braid.storage import StorageRouter, open_local_cluster
+        from braid.storage.autorecovery import (
+            AutoRecoveryService,
+            BookieAdmin,
+            UnderreplicationManager,
+        )
 
         config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -166,7 +174,27 @@ class StandaloneServer:
             self.scalable = await install_scalable_topics(self.broker, self.resources)
             self._closers.append(("scalable topics", self.scalable.close))
 
-        app = create_app(config, self.resources, self.broker, self.scalable, self.storage_clusters)
+        bookies = BookieAdmin(
+            storage, UnderreplicationManager(self.metadata, storage.cluster_name, self.clock)
+        )
+        if config.auto_recovery_daemon_enabled:
+            self.auto_recovery = AutoRecoveryService(
+                storage,
+                clock=self.clock,
+                node_id=f"{config.advertised_address}:{self.broker.port}",
+                settings=config.auto_recovery_settings(),
+            )
+            self._closers.append(("auto-recovery", self.auto_recovery.close))
+            await self.auto_recovery.start()
+        app = create_app(
+            config,
+            self.resources,
+            self.broker,
+            self.scalable,
+            self.storage_clusters,
+            bookies=bookies,
+            auto_recovery=self.auto_recovery,
+        )
         self.admin = AdminServer(app, config.bind_address, config.web_service_port)
         self._closers.append(("admin server", self.admin.stop))
         await self.admin.start()

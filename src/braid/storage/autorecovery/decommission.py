@@ -71,6 +71,10 @@ class BookieAdmin:
             await self._manager.mark(ledger_id, [bookie_id])
         return await self.status(bookie_id)
 
+    async def under_replicated(self) -> list[int]:
+        """The ledgers marked under-replicated now."""
+        return await self._manager.marked()
+
     async def status(self, bookie_id: str) -> DecommissionStatus:
         """How far the copies off ``bookie_id`` have got."""
         remaining = tuple(await self._ledgers_naming(bookie_id))
