@@ -1,6 +1,6 @@
 """Suite-wide test configuration.
 
-Each test directory is one tier of DESIGN.md §5; the tier marker is applied from the directory so a
+Each test directory is one tier of ADR 0004; the tier marker is applied from the directory so a
 tier can be run alone (``pytest -m unit``) and nothing is left unmarked.
 """
 

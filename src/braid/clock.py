@@ -1,4 +1,4 @@
-"""Injected time for every I/O layer (DESIGN.md §3.6).
+"""Injected time for every I/O layer (``docs/architecture.md#binding-decisions``).
 
 Timers (grace periods, cooldowns, merge windows, keep-alives, load reports, GC ticks) read a
 :class:`Clock` they were given instead of the system clock, so tests advance a :class:`ManualClock`

@@ -1,5 +1,5 @@
 """Structure checks: no import cycle between any two modules of ``braid``, and imports only point
-down the layers of DESIGN.md §2.
+down the layers of ADR 0003 (``docs/architecture.md#the-import-rule``).
 
 The import graph is read from the source with ``ast`` (nothing is imported): every ``import x``
 and ``from x import y`` anywhere in a module - at the top or inside a function - is an edge, with
@@ -20,8 +20,8 @@ support modules (``braid.clock``, ``braid.filelock``: ADR 0003) import only ``co
 usable by every I/O layer, ``client`` and ``spark`` included, but not by the pure ``core`` and
 ``protocol``. The package root ``braid`` is the client's public facade: it may import the client
 side (``braid.Client``), and no module imports it. The admin REST client
-(``braid.admin.client`` and its errors: httpx and ``core`` only; DESIGN.md §2 lists "the admin
-client" with the client) is client-side too: ``spark`` plans partitions from the segment DAG it
+(``braid.admin.client`` and its errors: httpx, ``core`` and the support
+modules only) is client-side too: ``spark`` plans partitions from the segment DAG it
 reads.
 """
 
@@ -253,14 +253,14 @@ def test_imports_only_point_down_the_layers() -> None:
         - _CLIENT_SIDE
         - {"support", "facade", "admin_client"}
     )
-    assert not unknown, f"packages missing from the layering of DESIGN.md §2: {unknown}"
+    assert not unknown, f"packages missing from the layering of ADR 0003: {unknown}"
     wrong = sorted(
         f"{importer} imports {imported}"
         for importer, targets in GRAPH.items()
         for imported in targets
         if not _may_import(_layer(importer), _layer(imported))
     )
-    assert not wrong, "imports against the layering of DESIGN.md §2:\n" + "\n".join(wrong)
+    assert not wrong, "imports against the layering of ADR 0003:\n" + "\n".join(wrong)
 
 
 def test_layer_rules() -> None:

@@ -6,7 +6,7 @@
   progress counts, failed and deferred ledgers;
 * ``PUT /bookie-clusters/{name}`` ``{"metadataServiceUri", "status"}`` - register (409 when the URI
   collides with another cluster's); ``GET /bookie-clusters/{name}``;
-* ``GET /bookie-clusters/{name}/precheck`` - I11 as the seed's JSON;
+* ``GET /bookie-clusters/{name}/precheck`` - I11 as PIP-470's JSON;
   ``POST /bookie-clusters/{name}/advance-idgen`` ``{"margin"}`` - make it hold;
 * ``POST /bookie-clusters/switch`` ``{"target"}`` - 409 when refused (precheck, client, another
   switch); ``POST /bookie-clusters/rollback``;
@@ -27,7 +27,7 @@ from braid.clusters.service import StorageClusterService
 
 
 class RegisterBody(BaseModel):
-    """The seed's registry document, without the name (it is in the path)."""
+    """PIP-470's registry document, without the name (it is in the path)."""
 
     metadataServiceUri: str = Field(min_length=1, max_length=1024)
     status: str = "STANDBY"

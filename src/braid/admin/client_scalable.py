@@ -21,7 +21,7 @@ from braid.admin.client_transport import (
 from braid.core.errors import InvalidInputError
 from braid.core.names import SegmentTopicName, TopicDomain, TopicName
 
-#: Subscription types of a scalable topic (PIP-468 / ``wire-protocol.md`` §6).
+#: Subscription types of a scalable topic (PIP-468; ``docs/scalable-topics.md#consumers``).
 SUBSCRIPTION_TYPES = ("STREAM", "QUEUE", "CHECKPOINT")
 #: Where a new subscription's cursors start on the segments.
 INITIAL_POSITIONS = ("Earliest", "Latest")

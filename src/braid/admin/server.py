@@ -1,4 +1,5 @@
-"""Serve the admin app with uvicorn inside the broker's event loop (DESIGN.md §3.9).
+"""Serve the admin app with uvicorn inside the broker's event loop
+(``docs/architecture.md#binding-decisions``).
 
 uvicorn normally owns the process: it installs SIGINT/SIGTERM handlers and runs its own loop. Here
 the broker process owns both, so :class:`AdminServer` binds the socket itself (port 0 = a free port,

@@ -1,6 +1,6 @@
 """The broker's configuration: a ``broker.conf`` file, ``BRAID_*`` environment overrides, flags.
 
-Keys use Pulsar's (and the seeds') camelCase names so an operator's ``broker.conf`` knowledge
+Keys use Pulsar's (and the PIPs') camelCase names so an operator's ``broker.conf`` knowledge
 carries over (``brokerServicePort``, ``allowAutoTopicCreation``, ``scalableTopicMaxSegments``, ...);
 the resulting :class:`BrokerConfig` exposes them as snake_case attributes.
 

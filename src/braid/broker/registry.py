@@ -58,7 +58,7 @@ class CommandChannel(Protocol):
 
     def send_frame(self, frame: bytes) -> None:
         """Queue a frame the caller encoded (a SEND_RECEIPT, one per stored entry: see
-        :func:`~braid.protocol.frames.encode_send_receipt`), like :meth:`send`."""
+        :class:`~braid.protocol.frames.SendReceiptEncoder`), like :meth:`send`."""
         ...
 
     def spawn(self, coro: Coroutine[Any, Any, Any], *, request_id: int | None = None) -> None:

@@ -12,9 +12,9 @@ PIP-483's ``scalableTopicAutoScalePolicy``, ...). Keys this version does not mod
 written back unchanged, so a newer writer's fields survive an older one's update.
 
 Every read-modify-write is a compare-and-swap on the node's version, retried on conflict
-(DESIGN.md §3.7). The broker asks :meth:`BrokerResources.get_namespace_policies` when it loads a
-topic; the admin API does the CRUD; ``braid standalone`` calls
-:meth:`BrokerResources.ensure_default_namespace`.
+(``docs/architecture.md#binding-decisions``). The broker asks
+:meth:`BrokerResources.get_namespace_policies` when it loads a topic; the admin API does the CRUD;
+``braid standalone`` calls :meth:`BrokerResources.ensure_default_namespace`.
 """
 
 from __future__ import annotations

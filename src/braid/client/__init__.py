@@ -1,6 +1,6 @@
 """The Braid Python client: producers and Stream, Queue and Checkpoint consumers.
 
-Imports only :mod:`braid.core` and :mod:`braid.protocol` (DESIGN.md §2), so it works against any
+Imports only :mod:`braid.core` and :mod:`braid.protocol` (ADR 0003), so it works against any
 conformant broker. The public names are re-exported by :mod:`braid`; start with
 ``braid.Client`` (blocking, thread-safe) or ``braid.AsyncClient`` (asyncio). Design:
 docs/client.md and docs/decisions/0022-client-layout-driven.md.

@@ -1,5 +1,6 @@
-"""The controller registration of a Stream or grouped Checkpoint consumer (``wire-protocol.md``
-§6.2, ``client-behavior.md`` §8).
+"""The controller registration of a Stream or grouped Checkpoint consumer.
+
+``docs/protocol.md#consumer-assignment``; ``docs/client.md#how-the-client-works-inside``.
 
 The I/O shell around :class:`~braid.core.consumer_assignment.RegistrationState`: it connects to
 the controller leader named by the layout (``controller_broker_url``; scalable-topic names are

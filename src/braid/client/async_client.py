@@ -1,6 +1,6 @@
 """``braid.AsyncClient``: the asyncio client, factory of producers and consumers.
 
-One client per application (``client-api.md`` §2): it owns the connection pool, the shared
+One client per application (``docs/client.md#quick-start``): it owns the connection pool, the shared
 per-topic layout sources and every producer and consumer it created, and closes them all on
 :meth:`AsyncClient.close`. Every topic goes through the same path - resolve a layout (DAG watch
 on a scalable-topic broker, a synthetic single-segment layout otherwise; ADR 0022), then per-

@@ -1,11 +1,11 @@
 """The Checkpoint consumer: ordered reading with a client-held position (C9).
 
-``client-api.md`` §4.3, ``client-behavior.md`` §7, ``wire-protocol.md`` §6.3. No broker cursor:
-one non-durable reader per segment, started from the consumer's
-:class:`~braid.core.checkpoint.Checkpoint` (:func:`~braid.core.checkpoint.start_for`), and the
-read position of every segment kept here. :meth:`AsyncCheckpointConsumer.checkpoint` snapshots
-those positions atomically (under the delivery lock, so it sits exactly between two delivered
-messages) with no broker round trip.
+``docs/client.md#the-three-consumer-types``, ``docs/protocol.md#consumer-assignment``. No broker
+cursor: one non-durable reader per segment, started from the consumer's
+:class:`~braid.core.checkpoint.Checkpoint` (:func:`~braid.core.checkpoint.start_for`), and the read
+position of every segment kept here. :meth:`AsyncCheckpointConsumer.checkpoint` snapshots those
+positions atomically (under the delivery lock, so it sits exactly between two delivered messages)
+with no broker round trip.
 
 * **ungrouped** (default): every segment of the layout is read. Per-key order across splits and
   merges comes from gating: a segment's reader starts only once each of its ancestors still in

@@ -67,14 +67,14 @@ class ConsumerHandler(Protocol):
 
 
 class SessionHandler(Protocol):
-    """A DAG-watch session (``wire-protocol.md`` §4)."""
+    """A DAG-watch session (``docs/protocol.md#dag-watch``)."""
 
     def on_layout_update(self, update: pb.CommandScalableTopicUpdate) -> None: ...
     def on_connection_lost(self) -> None: ...
 
 
 class RegistrationHandler(Protocol):
-    """A controller registration (``wire-protocol.md`` §6.2)."""
+    """A controller registration (``docs/protocol.md#consumer-assignment``)."""
 
     def on_assignment_update(self, update: pb.CommandScalableTopicAssignmentUpdate) -> None: ...
     def on_connection_lost(self) -> None: ...

@@ -1,11 +1,12 @@
 """What the three consumer types share: segment fan-in, receive, delivery bookkeeping, close.
 
-A consumer presents many per-segment consumers as one stream (``client-behavior.md`` §5): they
-feed one :class:`~braid.client.receive_queue.ReceiveQueue`, and every message the application
-takes passes through :meth:`ConsumerBase._delivered` - the one place that grants flow-control
-permits back to its segment and lets the subclass record the delivery (the Stream consumer's
-position vector, the Checkpoint consumer's per-segment positions). That bookkeeping runs under
-one lock because the blocking facade takes messages on application threads.
+A consumer presents many per-segment consumers as one stream (fan-in,
+``docs/client.md#how-the-client-works-inside``): they feed one
+:class:`~braid.client.receive_queue.ReceiveQueue`, and every message the application takes passes
+through :meth:`ConsumerBase._delivered` - the one place that grants flow-control permits back to its
+segment and lets the subclass record the delivery (the Stream consumer's position vector, the
+Checkpoint consumer's per-segment positions). That bookkeeping runs under one lock because the
+blocking facade takes messages on application threads.
 
 Subclasses decide which segments to attach and how (:meth:`ConsumerBase._start`), and implement
 the acknowledgment API of their kind.

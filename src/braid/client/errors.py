@@ -1,14 +1,14 @@
-"""The client's error categories (``error-model.md`` §2) and the one broker-error mapping.
+"""The client's error categories (``docs/client.md#errors``) and the one broker-error mapping.
 
 Every failure the client surfaces is a :class:`~braid.core.errors.BraidError` in one of the
-spec's categories, with a ``retriable`` flag saying whether retrying the same operation may
+error model's categories, with a ``retriable`` flag saying whether retrying the same operation may
 succeed. Categories that already exist in :mod:`braid.core.errors` are reused as they are
 (``NotFoundError``, ``AuthorizationError``, ``AlreadyClosedError``, ``TopicTerminatedError``, the
 timeout); the client-only ones live here.
 
 Broker ``ServerError`` codes are translated in exactly one place, :func:`error_for_code`; socket
 and codec failures are translated by the connection module into :class:`ConnectError` /
-:class:`NotConnectedError`. The error model's retry split (``error-model.md`` §3) is decided by
+:class:`NotConnectedError`. The error model's retry split (``docs/client.md#errors``) is decided by
 :func:`is_transient`: connection loss, not-ready brokers and segment-gone are retried inside the
 client and never surface unless retries run out.
 """
@@ -29,7 +29,7 @@ from braid.core.errors import (
 )
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
-#: The spec's Timeout category, under the name applications use (``braid.TimeoutError``).
+#: The error model's Timeout category, under the name applications use (``braid.TimeoutError``).
 TimeoutError = DeadlineExceededError
 
 
@@ -174,7 +174,7 @@ def is_transient(error: BaseException) -> bool:
     """Whether the client retries ``error`` itself (reconnect, re-lookup) instead of surfacing it.
 
     Connection loss, a not-ready broker and broker persistence hiccups are transient; timeouts
-    are not (they surface, ``error-model.md`` §3), nor is any deterministic refusal.
+    are not (they surface, ``docs/client.md#errors``), nor is any deterministic refusal.
     """
     return isinstance(error, ServiceUnavailableError | PersistenceError)
 

@@ -5,10 +5,10 @@ current :class:`~braid.core.topic_layout.TopicLayout`, tells listeners when a ne
 applied (epoch monotonicity via :class:`~braid.core.topic_layout.LayoutTracker`), and lets the
 segment-gone retry loop wait for a layout newer than the one it routed on.
 
-* :class:`DagWatchLayoutSource` - ``wire-protocol.md`` §4: ``CommandScalableTopicLookup`` opens a
-  session, every ``CommandScalableTopicUpdate`` carries a layout (or the establishment error,
-  surfaced as the create/subscribe failure), and on connection loss the session is re-opened with
-  backoff and the layout refreshed. Used for every name when the broker advertises
+* :class:`DagWatchLayoutSource` - ``docs/protocol.md#dag-watch``: ``CommandScalableTopicLookup``
+  opens a session, every ``CommandScalableTopicUpdate`` carries a layout (or the establishment
+  error, surfaced as the create/subscribe failure), and on connection loss the session is re-opened
+  with backoff and the layout refreshed. Used for every name when the broker advertises
   ``supports_scalable_topics`` (it answers ``persistent://`` names with the synthetic DAG).
 * :class:`SyntheticLayoutSource` - for a broker that does not advertise the feature (C15: no
   scalable-topic command is ever sent to it): ``PARTITIONED_METADATA`` gives the partition count
@@ -166,7 +166,7 @@ class SyntheticLayoutSource(LayoutSource):
 
 
 class DagWatchLayoutSource(LayoutSource):
-    """A DAG-watch session (``wire-protocol.md`` §4) kept open for the source's life."""
+    """A DAG-watch session (``docs/protocol.md#dag-watch``) kept open for the source's life."""
 
     def __init__(self, ctx: ClientContext, name: TopicName) -> None:
         super().__init__(ctx, name)

@@ -7,9 +7,10 @@ each batched message parses only its small ``SingleMessageMetadata`` - and the r
 on access: properties become a dict, the :class:`~braid.core.message_id.MessageId` is built,
 only when the application asks.
 
-A :class:`Message` is immutable to the application (``data-model.md`` §3). Internally it
-remembers the per-segment consumer that delivered it, so an acknowledgment is routed to the
-right segment without a lookup, and the delivery token of the Stream consumer's position vector.
+A :class:`Message` is immutable to the application
+(``docs/client.md#messages-ids-and-checkpoints``). Internally it remembers the per-segment consumer
+that delivered it, so an acknowledgment is routed to the right segment without a lookup, and the
+delivery token of the Stream consumer's position vector.
 """
 
 from __future__ import annotations

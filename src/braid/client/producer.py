@@ -1,13 +1,13 @@
 """The topic producer: routing over the layout, lazy per-segment producers, transparent reroute.
 
-:class:`AsyncProducer` publishes to one topic, whatever its shape: it routes every message with
-a :class:`~braid.core.routing.SegmentRouter` over the layout its
+:class:`AsyncProducer` publishes to one topic, whatever its shape: it routes every message with a
+:class:`~braid.core.routing.SegmentRouter` over the layout its
 :class:`~braid.client.layout_source.LayoutSource` provides, and hands it to the
 :class:`~braid.client.segment_producer.SegmentProducer` of that segment, created on first use
-(``client-behavior.md`` §2; under an exclusive access mode every active segment is attached
-eagerly, so a collision fails ``create_producer``). A ``persistent://`` topic is simply a layout
-of legacy segments: the same code path, exercised today. There, too, segments attach at create,
-so a classic topic keeps v4 producer semantics (errors and ``last_sequence_id`` at create).
+(``docs/client.md#how-the-client-works-inside``; under an exclusive access mode every active segment
+is attached eagerly, so a collision fails ``create_producer``). A ``persistent://`` topic is simply
+a layout of legacy segments: the same code path, exercised today. There, too, segments attach at
+create, so a classic topic keeps v4 producer semantics (errors and ``last_sequence_id`` at create).
 
 Guarantees kept here:
 
@@ -15,12 +15,12 @@ Guarantees kept here:
   (below) every new send routed to a segment being replaced waits in a queue behind the
   messages being moved, so no message overtakes an earlier one of its key or segment (C3);
   sends to the other segments go on at once - a split stalls only the keys it moves;
-* **transparent segment-gone retry** (C4, ``client-behavior.md`` §4) - when a segment is
-  terminated (a split/merge sealed it) or a newer layout no longer lists it as active, the
-  producer collects its unconfirmed messages, waits with bounded backoff for a layout in which
+* **transparent segment-gone retry** (C4, ``docs/protocol.md#producing-to-segments``) - when a
+  segment is terminated (a split/merge sealed it) or a newer layout no longer lists it as active,
+  the producer collects its unconfirmed messages, waits with bounded backoff for a layout in which
   the segment is no longer active, and re-routes them (in call order, with fresh sequence ids)
-  before anything sent later; only after :data:`MAX_REROUTE_ATTEMPTS` attempts do those
-  messages fail with ``TopicTerminatedError``;
+  before anything sent later; only after :data:`MAX_REROUTE_ATTEMPTS` attempts do those messages
+  fail with ``TopicTerminatedError``;
 * **sequence ids** (C5) - one monotonic counter per producer, seeded from the brokers'
   ``last_sequence_id``; :attr:`AsyncProducer.last_sequence_id` is the highest stored one;
 * **send timeout, flush, graceful and idempotent close**; async entry points never raise:
@@ -528,7 +528,7 @@ class AsyncProducer:
     # -- segment gone / layout change ---------------------------------------------------------
 
     def _segment_gone(self, seg: SegmentProducer, error: BaseException) -> None:
-        """A segment was terminated: take its messages and re-route them (§4)."""
+        """A segment was terminated: take its messages and re-route them (segment-gone retry)."""
         if self._segments.get(seg.segment_id) is seg:
             del self._segments[seg.segment_id]
         self._stale.extend(seg.take_unresolved())
@@ -624,7 +624,7 @@ class AsyncProducer:
         self._adopt(self._source.current)
         held, self._held = self._held or collections.deque(), None
         # Call order across both queues: a segment's send queue never takes a later message
-        # before an earlier one (client-behavior.md §3).
+        # before an earlier one (C3).
         records = sorted([*self._stale, *held], key=lambda r: r.call_no)
         self._stale = []
         for record in records:

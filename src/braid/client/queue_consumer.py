@@ -1,13 +1,13 @@
 """The Queue consumer: parallel, no key affinity, individual and negative acks (C8).
 
-``client-api.md`` §4.2, ``wire-protocol.md`` §6.1: a Shared subscription on **every** segment of
-the layout, active and sealed, reconciled as the layout changes (new segments attached, segments
-pruned from the layout detached). Each acknowledgment is routed to the segment the message came
-from (the message remembers its per-segment consumer; a bare :class:`MessageId` carries the
-segment id). A sealed segment's consumer stays attached until the segment leaves the layout, so
-a late acknowledgment or a redelivery of one of its messages always has somewhere to go. A
-segment created after the consumer subscribed (a split or merge child) is read from its start,
-so nothing written to it before the attach is lost for a new subscription.
+``docs/client.md#the-three-consumer-types``, ``docs/protocol.md#consumer-assignment``: a Shared
+subscription on **every** segment of the layout, active and sealed, reconciled as the layout changes
+(new segments attached, segments pruned from the layout detached). Each acknowledgment is routed to
+the segment the message came from (the message remembers its per-segment consumer; a bare
+:class:`MessageId` carries the segment id). A sealed segment's consumer stays attached until the
+segment leaves the layout, so a late acknowledgment or a redelivery of one of its messages always
+has somewhere to go. A segment created after the consumer subscribed (a split or merge child) is
+read from its start, so nothing written to it before the attach is lost for a new subscription.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Schemas: how a producer turns values into payload bytes and a consumer turns them back.
 
-A topic has one schema (``data-model.md`` §6): the broker's registry keeps its versions under
+A topic has one schema (``docs/client.md#schemas``): the broker's registry keeps its versions under
 the topic's name, for every segment of a scalable topic alike. A producer or consumer is
 created with a :class:`Schema`; the client sends its definition on every per-segment PRODUCER
 and SUBSCRIBE (the broker checks compatibility there and answers ``IncompatibleSchema``),

@@ -1,6 +1,6 @@
 """One per-segment consumer or reader: SUBSCRIBE/FLOW/MESSAGE/ACK against one segment's topic.
 
-Every consumer type (:mod:`braid.client.consumers`) reads a topic through one
+Every consumer type (:mod:`braid.client.consumer_base`) reads a topic through one
 :class:`SegmentConsumer` per segment it reads - a legacy segment's ``persistent://`` topic or a
 managed ``segment://`` topic - and multiplexes them into its receive queue. This class keeps the
 standard consumer protocol for its segment:

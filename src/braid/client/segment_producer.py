@@ -13,8 +13,8 @@ has written to. This class keeps Pulsar's producer guarantees for that segment:
 * **self-healing** - a lost connection or a broker CLOSE_PRODUCER re-runs lookup -> connect ->
   PRODUCER with backoff; messages sent meanwhile wait, unnumbered, until the producer is ready;
 * **segment gone** - ``TopicTerminated`` (from PRODUCER or SEND) hands every unconfirmed message
-  back to the topic producer, which re-routes them on a newer layout (``client-behavior.md``
-  §4);
+  back to the topic producer, which re-routes them on a newer layout
+  (``docs/protocol.md#producing-to-segments``);
 * **fatal refusals** (busy, fenced, not found, unauthorized) fail the segment's messages with
   the typed error and drop the segment producer, so a later send tries again.
 

@@ -1,18 +1,18 @@
 """The Stream consumer: per-key ordered delivery, cumulative acks across segments (C7).
 
-``client-api.md`` §4.1, ``client-behavior.md`` §6 and §8. Two ways to get segments, one code
-path after that:
+``docs/client.md#the-three-consumer-types``, ``docs/client.md#how-the-client-works-inside``. Two
+ways to get segments, one code path after that:
 
 * **managed layout** (a scalable-topic broker): an
-  :class:`~braid.client.assignment_session.AssignmentSession` registers with the topic's
-  controller, which assigns segments (its drain gating keeps a key's children behind its
-  parents); each assigned segment is subscribed Exclusive, or Key_Shared with entry-bucket
-  dispatch when the assignment lists bucket ranges (``key-shared.md`` §4). A segment leaving the
-  assignment, or flipping mode, is drained first: no more permits, its undelivered messages
-  dropped (except the rest of an entry the application has taken part of, which the broker
-  could only hand over whole), and the detach waits until the application has acknowledged
-  every delivered one. Its next owner retries its attach (``ConsumerBusy``) until then, so a
-  key's messages are never delivered by two consumers at once;
+  :class:`~braid.client.assignment_session.AssignmentSession` registers with the topic's controller,
+  which assigns segments (its drain gating keeps a key's children behind its parents); each assigned
+  segment is subscribed Exclusive, or Key_Shared with entry-bucket dispatch when the assignment
+  lists bucket ranges (``docs/protocol.md#entry-buckets``). A segment leaving the assignment, or
+  flipping mode, is drained first: no more permits, its undelivered messages dropped (except the
+  rest of an entry the application has taken part of, which the broker could only hand over whole),
+  and the detach waits until the application has acknowledged every delivered one. Its next owner
+  retries its attach (``ConsumerBusy``) until then, so a key's messages are never delivered by two
+  consumers at once;
 * **legacy layout** (``persistent://`` topics - the migration bridge): every legacy segment is
   subscribed **Failover** (ADR 0022). A v4 Failover subscription is the broker-side equivalent
   of the controller's assignment: one active consumer per segment, the others on standby, load
@@ -277,7 +277,7 @@ class AsyncStreamConsumer(ConsumerBase):
         for sid, positions in covered.items():
             seg = self._segments.get(sid) or self._draining.get(sid)
             if seg is None:
-                continue  # detached since: its slice is skipped (client-behavior.md §6)
+                continue  # detached since: the position vector skips its slice
             if seg.key_shared is not None:
                 for position in positions:
                     seg.ack_individual(*position)

@@ -1,4 +1,4 @@
-"""Opening a client for a registered storage cluster (the seed's ``DynamicBookKeeperClientFactory``
+"""Opening a client for a registered storage cluster (PIP-470's ``DynamicBookKeeperClientFactory``
 creating a BK client lazily).
 
 :class:`LocalClusterFactory` is the standalone one: a cluster is a metadata store (its

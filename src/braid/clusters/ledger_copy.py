@@ -1,5 +1,5 @@
 """Copying a ledger to another storage cluster with the same ledger id and the same entry ids
-(the seed's ``LedgerCopyUtil``; invariant I10).
+(PIP-470's ``LedgerCopyUtil``; invariant I10, ``docs/storage-switching.md``).
 
 The copy is made with ``create_ledger_adv(ledger_id)`` and ``add_entry_with_id`` for every entry
 ``0..last``, with the source's quorum sizes and custom metadata, and then closed. If the id is

@@ -1,4 +1,4 @@
-"""Counters of storage-cluster switching (the seed's ``BookieClusterSwitchMetrics``), read by the
+"""Counters of storage-cluster switching (PIP-470's ``BookieClusterSwitchMetrics``), read by the
 admin ``/metrics`` collector at scrape time. Plain integers: bumping one costs nothing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The switch orchestrator's executor (the seed's ``BookieClusterSwitchOrchestrator``): BUILD ->
+"""The switch orchestrator's executor (PIP-470's ``BookieClusterSwitchOrchestrator``): BUILD ->
 PROMOTE -> CLEANUP, and ROLLBACK, driven by :func:`braid.core.storage_switch.next_step`.
 
 Each turn reads the persisted :class:`SwitchState`, asks the pure decision for the next step,

@@ -1,4 +1,4 @@
-"""The storage-cluster registry in the broker's metadata store (the seed's Broker-ZK paths).
+"""The storage-cluster registry in the broker's metadata store (PIP-470's Broker-ZK paths).
 
 ``/admin/bookie-clusters/<name>`` holds :class:`BookieClusterInfo` JSON; exactly one cluster is
 ``ACTIVE``. ``/admin/bookie-clusters/switch-target`` is the switch directive,
@@ -6,7 +6,7 @@
 ``/admin/bookie-clusters/brokers/<origin>`` each started broker's ephemeral announcement; these are
 reserved names, never listed as clusters. Every write is a compare-and-swap on the version read.
 
-URI collisions (the seed's ``BookieClusterConfigManager``): two clusters may not share a
+URI collisions (PIP-470's ``BookieClusterConfigManager``): two clusters may not share a
 metadata-service URI. URIs are compared parsed (``sqlite:////a`` is ``sqlite:///a``; a ZooKeeper
 URI is its host list plus chroot), so co-located clusters on one ZooKeeper must use different
 chroots.

@@ -363,7 +363,7 @@ class StorageClusterService:
     async def register(self, name: str, uri: str, status: str | ClusterStatus) -> dict[str, Any]:
         """Register a cluster (or update a registered one's status).
 
-        ``ACTIVE`` is accepted only for the cluster that is active in this broker (the seed's
+        ``ACTIVE`` is accepted only for the cluster that is active in this broker (PIP-470's
         reconciliation after a failed status flip); the cluster that was ``ACTIVE`` becomes
         ``DEPRECATED``, so exactly one stays ``ACTIVE``.
         """
@@ -410,7 +410,7 @@ class StorageClusterService:
         return highest
 
     async def precheck(self, name: str) -> dict[str, Any]:
-        """The seed's structured result: is ``name``'s id generator beyond the source's ids?
+        """PIP-470's structured result: is ``name``'s id generator beyond the source's ids?
 
         Raises:
             BookieClusterNotFound: not registered.

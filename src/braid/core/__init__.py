@@ -2,9 +2,10 @@
 
 One concept per module, named as the PIPs name it so the code reads beside them:
 
-* ``errors`` — the error root ``BraidError`` and its typed categories (spec
-  ``error-model.md``).
-* ``hashing`` — ``hash16(key)``, the key -> ring position function (``wire-protocol.md`` §5).
+* ``errors`` — the error root ``BraidError`` and its typed categories
+  (``docs/protocol.md#errors-on-the-wire``).
+* ``hashing`` — ``hash16(key)``, the key -> ring position function
+  (``docs/protocol.md#routing-a-key``).
 * ``ranges`` — ``HashRange`` on the 16-bit ring ``0x0000-0xFFFF``, midpoint split and merge.
 * ``names`` — ``TopicName``, ``SegmentTopicName``, ``NamespaceName`` and the tenant/namespace
   validators.

@@ -1,6 +1,7 @@
-"""Checkpoints: a consistent read position across every segment of a topic (``data-model.md`` §5).
+"""Checkpoints: a consistent read position across every segment of a topic.
 
-A checkpoint consumer holds its position client-side. :class:`Checkpoint` is that position: for
+A checkpoint consumer holds its position client-side
+(``docs/client.md#messages-ids-and-checkpoints``). :class:`Checkpoint` is that position: for
 each segment of the consumer's layout, where reading resumes. It is opaque to applications,
 serializable (:meth:`Checkpoint.to_bytes`, format-versioned like
 :class:`~braid.core.message_id.MessageId`) and comes with two sentinels, :meth:`Checkpoint.earliest`

@@ -1,6 +1,6 @@
 """The client side of controller assignment for Stream and grouped Checkpoint consumers.
 
-``wire-protocol.md`` §6.2 and ``client-behavior.md`` §8: an ordered consumer registers with the
+``docs/protocol.md#consumer-assignment``: an ordered consumer registers with the
 topic's controller leader (``CommandScalableTopicSubscribe``) and is handed the segments it owns
 (``ScalableConsumerAssignment``), later replaced by pushed ``CommandScalableTopicAssignmentUpdate``
 commands. This module is the pure part:
@@ -9,8 +9,8 @@ commands. This module is the pure part:
 * :class:`AssignmentTracker` - applies an assignment only if its ``layout_epoch`` is at least the
   last applied one (stale pushes are dropped) and returns the :class:`AssignmentDiff` to act on:
   segments to attach, to detach, and to re-attach because their attach mode flipped between sole
-  owner (Exclusive) and bucket-shared (Key_Shared, ``key-shared.md`` §4). Re-applying an identical
-  assignment yields an empty diff, so nothing is disturbed;
+  owner (Exclusive) and bucket-shared (Key_Shared, ``docs/protocol.md#entry-buckets``). Re-applying
+  an identical assignment yields an empty diff, so nothing is disturbed;
 * :class:`RegistrationState` - the session's life: register, registered, connection lost (keep
   the assignment, re-register: within the controller's grace period the same assignment comes
   back, past it the diff applies), leaving (a clean ``CommandScalableTopicUnsubscribe``), closed.

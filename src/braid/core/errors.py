@@ -1,7 +1,7 @@
 """The root of Braid's error hierarchy and its typed categories.
 
 Every error Braid raises on purpose derives from :class:`BraidError`. Each category carries a
-``retriable`` flag (the spec's ``error-model.md`` §3): callers retry retriable errors with
+``retriable`` flag (``docs/protocol.md#errors-on-the-wire``): callers retry retriable errors with
 backoff and surface the others. Lower layers (metadata, storage, ledger, broker) subclass these
 categories with their own precise types, and translate foreign exceptions (sqlite3, kazoo,
 OSError, ...) once, at their boundary, so a user never sees an exception from a library Braid

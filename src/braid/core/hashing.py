@@ -1,7 +1,7 @@
 """Key hashing: the one function that maps a message key onto the 16-bit hash ring.
 
 Every producer, broker and connector routes keys through :func:`hash16`, so this module is part of
-the wire contract (DESIGN.md §3.3, ``wire-protocol.md`` §5, ADR 0002): the ring position is the
+the wire contract (``docs/protocol.md#routing-a-key``, ADR 0002): the ring position is the
 **high** 16 bits of the raw, unsigned 32-bit Murmur3 (x86_32, seed 0) of the key's UTF-8 bytes.
 The low 16 bits stay free for the entry-bucket hash of scalable Key-Shared.
 
@@ -102,8 +102,8 @@ def legacy_hash32(key: str | bytes) -> int:
 def legacy_partition(key: str | bytes, num_partitions: int) -> int:
     """The v4 partition of ``key`` among ``num_partitions`` (Murmur3 hashing scheme).
 
-    Used for all-legacy layouts (``wire-protocol.md`` §5 rule 3) so a migrated partitioned topic
-    keeps every key on the partition it had.
+    Used for all-legacy layouts (rule 3 of ``docs/protocol.md#routing-a-key``) so a migrated
+    partitioned topic keeps every key on the partition it had.
     """
     return sign_safe_mod(legacy_hash32(key), num_partitions)
 

@@ -1,11 +1,11 @@
 """The message identifier of a scalable topic: opaque, totally ordered, versioned bytes.
 
-``data-model.md`` §4: a :class:`MessageId` names one message of a topic, exposes no structure,
-compares totally within a topic, and round-trips through :meth:`MessageId.to_bytes` /
-:meth:`MessageId.from_bytes` across client versions. Internally it is the message's position in
-one segment — ``(segment id, ledger id, entry id, batch index)`` — plus the batch size, which the
-client needs to acknowledge batched messages. The client reads those parts with
-:func:`message_position`; applications never see them.
+``docs/client.md#messages-ids-and-checkpoints``: a :class:`MessageId` names one message of a topic,
+exposes no structure, compares totally within a topic, and round-trips through
+:meth:`MessageId.to_bytes` / :meth:`MessageId.from_bytes` across client versions. Internally it is
+the message's position in one segment — ``(segment id, ledger id, entry id, batch index)`` — plus
+the batch size, which the client needs to acknowledge batched messages. The client reads those parts
+with :func:`message_position`; applications never see them.
 
 Order: ``earliest`` < every position < ``latest``; positions order by ``(segment id, ledger id,
 entry id, batch index)``. A key's messages live in one lineage of segments, and a child segment
@@ -13,7 +13,7 @@ always has a larger id than its parents (ids are allocated increasing), so the o
 publish order within every ordered substream, as the data model requires. Across unrelated
 segments the order is arbitrary but total and stable.
 
-Encoding, format version 1 (``stability.md`` §4.3 — every later version must keep reading it)::
+Encoding, format version 1 (every later version must keep reading it: applications store ids)::
 
     [0x01][kind]                                   kind 1 = earliest, 2 = latest
     [0x01][0x00][segment][ledger][entry][batch_index + 1][batch_size]   unsigned LEB128 varints

@@ -2,7 +2,7 @@
 
 * ``topic://tenant/ns/name`` names a scalable topic (the segment DAG).
 * ``segment://tenant/ns/name/<descriptor>`` names one managed segment of it, with the descriptor
-  ``%04x-%04x-%d`` = hash start, hash end, segment id (``wire-protocol.md`` §3).
+  ``%04x-%04x-%d`` = hash start, hash end, segment id (``docs/protocol.md#segment-topic-names``).
 * ``persistent://tenant/ns/name`` is a classic Pulsar topic.
 * ``tenant/ns`` names a namespace (:class:`NamespaceName`), the home of topics and policies.
 

@@ -1,9 +1,9 @@
-"""The Stream consumer's position vector (``client-behavior.md`` §6).
+"""The Stream consumer's position vector (``docs/client.md#how-the-client-works-inside``).
 
 A cumulative acknowledgment of message *m* must advance **every** segment, not just *m*'s: it
-acknowledges everything delivered to the application up to and including *m*, in whichever
-segment it came from. The spec phrases this as a vector — for each delivered message, the latest
-delivered id of every segment at that moment.
+acknowledges everything delivered to the application up to and including *m*, in whichever segment
+it came from. The upstream client specification phrases this as a vector — for each delivered
+message, the latest delivered id of every segment at that moment.
 
 :class:`PositionVector` stores the same information without copying a vector per message: each
 delivery gets a monotonically increasing *token*, and each segment keeps its deliveries as
@@ -65,7 +65,7 @@ class PositionVector(Generic[P]):
         """Every delivered position with a token ``<= token``, per segment, in delivery order.
 
         For segments that must be acknowledged individually (a bucket-shared segment forbids
-        cumulative acks, ``key-shared.md`` §4). The covered deliveries are forgotten.
+        cumulative acks, ``docs/protocol.md#entry-buckets``). The covered deliveries are forgotten.
         """
         result: dict[int, list[P]] = {}
         for segment_id, tokens in self._tokens.items():
@@ -91,7 +91,7 @@ class PositionVector(Generic[P]):
         return None
 
     def forget_segment(self, segment_id: int) -> None:
-        """Drop a detached segment's deliveries (its later acks are skipped, as the spec says)."""
+        """Drop a detached segment's deliveries (its later acks skip it)."""
         self._tokens.pop(segment_id, None)
         self._positions.pop(segment_id, None)
 

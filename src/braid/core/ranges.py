@@ -1,9 +1,9 @@
 """Inclusive hash ranges on the 16-bit ring: what a segment owns.
 
 A :class:`HashRange` ``[start, end]`` covers every ring position ``start <= h <= end`` within
-``MIN_HASH..MAX_HASH``. Splitting cuts at ``mid = start + (end - start) // 2`` into
-``[start, mid]`` and ``[mid + 1, end]`` (PIP-468); merging joins two ranges that touch. The hex
-form ``0000-7fff`` is the one used in segment topic names (``wire-protocol.md`` §3).
+``MIN_HASH..MAX_HASH``. Splitting cuts at ``mid = start + (end - start) // 2`` into ``[start, mid]``
+and ``[mid + 1, end]`` (PIP-468); merging joins two ranges that touch. The hex form ``0000-7fff`` is
+the one used in segment topic names (``docs/protocol.md#segment-topic-names``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Producer routing: which segment a message goes to (``wire-protocol.md`` §5, conformance C2).
+"""Producer routing: which segment a message goes to (``docs/protocol.md#routing-a-key``,
+conformance C2).
 
 Every conformant client must route a key to the same segment, so this is the client side of the
 wire contract:
@@ -101,7 +102,7 @@ def bucket_of(key: str | bytes, splits: Sequence[int]) -> int:
 
     ``splits`` are the ascending inclusive start hashes of buckets ``1..N-1``
     (``SegmentInfoProto.entry_bucket_splits``); the key's bucket hash is the low 16 bits of its
-    Murmur3-32 (``key-shared.md`` §2).
+    Murmur3-32 (``docs/protocol.md#entry-buckets``).
     """
     if not splits:
         return 0

@@ -1,12 +1,12 @@
 """PIP-470 storage-cluster switching, the pure part: registry documents, the switch directive, the
 orchestrator's persisted state and its next-step decision.
 
-Nothing here does I/O or reads a clock (DESIGN.md §3.5): the executor in ``braid.clusters``
-gathers a :class:`SwitchState`, asks :func:`next_step` what to do, does it, and records the outcome
-with the ``with_*`` transitions, persisting the new state with compare-and-swap after each step, so
-a restarted broker resumes exactly where the previous one stopped.
+Nothing here does I/O or reads a clock (``docs/architecture.md#binding-decisions``): the executor in
+``braid.clusters`` gathers a :class:`SwitchState`, asks :func:`next_step` what to do, does it, and
+records the outcome with the ``with_*`` transitions, persisting the new state with compare-and-swap
+after each step, so a restarted broker resumes exactly where the previous one stopped.
 
-Phases (the seed's state machine)::
+Phases (PIP-470's state machine)::
 
     BUILD -> PROMOTE -> AWAIT_CLEANUP -> CLEANUP -> DONE | DONE_WITH_FAILURES
        \\________\\____________\\______ ROLLBACK -> ROLLED_BACK
@@ -14,7 +14,7 @@ Phases (the seed's state machine)::
 Item statuses: ``PENDING`` (to copy) -> ``BUILT`` (same ledger id, same entry ids on the target)
 or ``FAILED`` (source unreadable, or a conflicting copy); ``BUILT`` -> ``PROMOTED`` (attribution
 CAS changed only the cluster name, I9/I10), ``ROLLED_OVER`` (the cursor moved to a new ledger on
-the active cluster meanwhile: the seed's promoted-via-rollover) or ``DEFERRED`` (CAS retries
+the active cluster meanwhile: PIP-470's promoted-via-rollover) or ``DEFERRED`` (CAS retries
 exhausted: not a failure, a later ``switch`` to the same target retries it); ``PROMOTED`` ->
 ``CLEANED`` (the source copy was deleted) or, on rollback, ``REVERTED``.
 """
@@ -34,7 +34,7 @@ from braid.core.errors import InvalidInputError
 REGISTRY_ROOT = "/admin/bookie-clusters"
 #: The switch directive (``name\norigin=<url>``).
 SWITCH_TARGET_PATH = f"{REGISTRY_ROOT}/switch-target"
-#: The orchestrator's persisted state (Braid's: the seed keeps it in memory).
+#: The orchestrator's persisted state (Braid's: PIP-470 keeps it in memory).
 SWITCH_STATE_PATH = f"{REGISTRY_ROOT}/switch-state"
 #: The ephemeral leader node electing the orchestrator of a directive without ``origin=``.
 ORCHESTRATOR_LEADER_PATH = f"{REGISTRY_ROOT}/orchestrator-leader"
@@ -55,7 +55,7 @@ RESERVED_NAMES = frozenset(
         "internal",
     }
 )
-#: The seed's defaults.
+#: PIP-470's defaults.
 DEFAULT_BUILD_CONCURRENCY = 16
 MAX_PROMOTE_RETRIES = 5
 DEFAULT_DUAL_READ_TIMEOUT_DAYS = 15
@@ -100,7 +100,7 @@ def validate_registry_name(name: object) -> str:
 
 @dataclass(frozen=True, slots=True)
 class BookieClusterInfo:
-    """One registered storage cluster: the seed's znode body."""
+    """One registered storage cluster: PIP-470's znode body."""
 
     name: str
     metadata_service_uri: str
@@ -242,7 +242,7 @@ class MigrationItem:
 
 @dataclass(frozen=True, slots=True)
 class CleanupRequest:
-    """An operator's ``cleanup`` (the seed's body): applied once, then cleared."""
+    """An operator's ``cleanup`` (PIP-470's body): applied once, then cleared."""
 
     src_cluster_filter: str | None = None
     max_deletions: int = 0  # 0 = unlimited
@@ -267,7 +267,7 @@ class SwitchState:
 
     ``discovered`` is false until BUILD has listed the schema and cursor ledgers of the source
     (listing is part of BUILD, so a restart before it lists again). ``boundary_ledger_id`` is the
-    target's next ledger id at the switch (the seed's ``switchLedgerIdBoundary``): every ledger
+    target's next ledger id at the switch (PIP-470's ``switchLedgerIdBoundary``): every ledger
     id below it was allocated by an older cluster.
     """
 
@@ -494,7 +494,7 @@ def new_switch_state(
     previous: SwitchState | None = None,
 ) -> SwitchState:
     """The state a switch starts with. A switch to the same target as an unfinished or
-    partly-failed previous run resumes it (the seed: ``switch --target <same>`` retries deferred
+    partly-failed previous run resumes it (PIP-470: ``switch --target <same>`` retries deferred
     and failed items); otherwise a fresh BUILD."""
     if previous is not None and previous.target == target and previous.source == source:
         retry = tuple(

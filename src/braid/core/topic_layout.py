@@ -5,14 +5,15 @@ A client drives every topic — ``topic://`` and ``persistent://`` alike — fro
 :class:`~braid.core.layout.SegmentLayout` of the DAG, and for each segment a
 :class:`SegmentRoute` naming the topic the client actually produces to and subscribes on:
 
-* a managed segment's ``segment://tenant/ns/name/<descriptor>`` (``wire-protocol.md`` §3), or
-* for a *legacy* segment (``legacy_topic_name`` set, the migration bridge of ``compatibility.md``
-  §1) the wrapped ``persistent://`` topic itself.
+* a managed segment's ``segment://tenant/ns/name/<descriptor>``
+  (``docs/protocol.md#segment-topic-names``), or
+* for a *legacy* segment (``legacy_topic_name`` set, the migration bridge of
+  ``docs/protocol.md#feature-gating``) the wrapped ``persistent://`` topic itself.
 
 :meth:`TopicLayout.synthetic` builds the single-segment (or N-partition) layout a client uses for a
 ``persistent://`` name when the broker does not speak the scalable-topic protocol; a broker that
 does answers the same shape over the DAG watch. :class:`LayoutTracker` applies pushed layouts by
-epoch monotonicity (``client-behavior.md`` §1: only a strictly newer epoch is applied).
+epoch monotonicity (``docs/protocol.md#the-segment-dag``: only a strictly newer epoch is applied).
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ class TopicLayout:
     def entry_buckets(self) -> bool:
         """Whether the layout advertises PIP-486 entry buckets (some managed segment lists a
         bucket boundary list): the observed broker support producers gate bucketing and
-        stamping on (``key-shared.md`` §9, ``compatibility.md`` §3)."""
+        stamping on (``docs/protocol.md#entry-buckets``)."""
         return any(r.entry_bucket_splits and not r.legacy for r in self.routes.values())
 
     @property
@@ -153,7 +154,7 @@ class TopicLayout:
 
     @classmethod
     def synthetic(cls, topic: str | TopicName, partitions: int = 0, epoch: int = 0) -> TopicLayout:
-        """The layout that wraps a classic topic (``compatibility.md`` §1).
+        """The layout that wraps a classic topic (``docs/protocol.md#feature-gating``).
 
         ``partitions == 0`` (not partitioned) gives one legacy segment, id 0, over the whole ring,
         wrapping the topic itself; ``N > 0`` gives N legacy segments, ids ``0..N-1``, wrapping

@@ -11,7 +11,7 @@ Accepted forms (surrounding whitespace is ignored, a space between number and un
   **seconds**, the unit Pulsar's duration settings mostly use. Decimals are allowed when the
   result is a whole number of milliseconds (``1.5s`` = 1500 ms, ``0.0001s`` is rejected).
 * **Byte quantities** -> float bytes. ``B``; decimal SI ``KB`` = 10^3, ``MB`` = 10^6,
-  ``GB`` = 10^9, ``TB`` = 10^12 (so ``50MB`` = 50,000,000 bytes, matching the seed's example
+  ``GB`` = 10^9, ``TB`` = 10^12 (so ``50MB`` = 50,000,000 bytes, matching PIP-483's example
   record where 64 MB/s is written ``64000000.0``); binary IEC ``KiB`` = 2^10, ``MiB`` = 2^20,
   ``GiB`` = 2^30, ``TiB`` = 2^40. Units are case-sensitive because ``Mb`` (megabits) would be a
   different quantity; a bare number means bytes.

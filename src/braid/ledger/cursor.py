@@ -83,7 +83,7 @@ class ManagedCursorImpl:
         self._persisted_gen = 0
         self._persist_task: asyncio.Task[None] | None = None
         self._persist_waiters: list[tuple[int, asyncio.Future[None]]] = []
-        # Serialises store writes with PIP-470 re-attribution (the seed's cursor lock).
+        # Serialises store writes with PIP-470 re-attribution (PIP-470's cursor lock).
         self._store_lock = asyncio.Lock()
         self._closed = False
         self._advance_mark_delete()

@@ -16,7 +16,7 @@ the snapshot written when that ledger was started, and the full state after a cl
   ledger the node points at still holds exactly what a switch copied to another storage cluster
   (same id, same entry ids), CAS *only* the node's ``bookieClusterName`` (I9) and detach the
   writer, so the next write starts a ledger on the active cluster; when the cursor wrote since the
-  copy, roll over to a new ledger on the active cluster instead (the seed's
+  copy, roll over to a new ledger on the active cluster instead (PIP-470's
   promoted-via-rollover).
 * **Load** (a new owner): recover the ledger the node points at - fencing the previous owner's
   writes - read its last snapshot, and CAS that into the node with ``cursorsLedgerId = -1``

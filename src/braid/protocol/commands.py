@@ -579,7 +579,7 @@ def partitioned_metadata(topic: str, request_id: int) -> pb.BaseCommand:
     return wrap(pb.CommandPartitionedTopicMetadata(topic=topic, request_id=request_id))
 
 
-# --- scalable topics (wire-protocol.md §4, §6, §7, §8) --------------------------------------
+# --- scalable topics (docs/protocol.md#commands-70-82) -----------------------------------------
 
 
 def scalable_topic_lookup(session_id: int, topic: str) -> pb.BaseCommand:

@@ -235,7 +235,7 @@ class _Connection:
 
     def send_frame(self, frame: bytes) -> None:
         """Queue a frame encoded by the caller (a SEND_RECEIPT from
-        :func:`~braid.protocol.frames.encode_send_receipt`), under the rules of :meth:`send`.
+        :class:`~braid.protocol.frames.SendReceiptEncoder`), under the rules of :meth:`send`.
 
         Raises:
             ConnectionStateError: the handshake is not complete.

@@ -5,7 +5,8 @@ per frame (a frozen dataclass's ``__init__`` costs 2.5 times as much; nobody cha
 ``Connected``/``ServerConnected`` mark the end of the handshake, ``CommandReceived`` carries
 every other command, and the terminal events
 (``ProtocolViolation``, ``KeepAliveTimeout``, ``HandshakeTimeout``, ``ConnectionClosed``) mean the
-machine is now ``CLOSED``: the adapter flushes :meth:`data_to_send` and closes the socket.
+machine is now ``CLOSED``: the adapter flushes the machine's
+:meth:`~braid.protocol.connection.ServerConnection.data_to_send` and closes the socket.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Runs on the controller leader, one per STREAM or CHECKPOINT subscription. It own
   members, and the subscription's own drained set. For a STREAM subscription a segment is handed
   out only once every ancestor still holding data *for this subscription* is drained: this is
   Braid's answer to the PIP-468 review question "catch-up reads must take the subscription into
-  account" (docs/decisions/0020). CHECKPOINT subscriptions keep no broker cursor, so nothing can be
+  account" (ADR 0020). CHECKPOINT subscriptions keep no broker cursor, so nothing can be
   observed to drain: every segment is assignable and ordering across a split is the consumer's
   (client-side) job, as upstream.
 * **Pushes.** After every rebalance only the consumers whose segments changed are told, with the

@@ -1,15 +1,15 @@
-"""DAG-watch sessions (PIP-468 ``DagWatchSession``, ``wire-protocol.md`` §4) and namespace watches
-(§7, ``CommandWatchScalableTopics``).
+"""DAG-watch sessions (PIP-468 ``DagWatchSession``) and namespace watches
+(``CommandWatchScalableTopics``): ``docs/protocol.md#dag-watch`` and ``#namespace-watch``.
 
 Any broker serves them: a session reads the layout from the metadata store, resolves the broker of
 each **active** segment and the controller leader's URL, and sends the whole DAG in
 ``CommandScalableTopicUpdate``; afterwards it pushes the DAG again on every layout change it is
-told about (:meth:`DagWatchSession.on_layout`). Epochs only increase within a session: a
+told about (:meth:`DagWatchSession.push`). Epochs only increase within a session: a
 notification that raced an older read never produces a push with an epoch the client already has.
 
 A ``persistent://`` name resolves to a synthetic single-segment DAG whose one segment carries
-``legacy_topic_name`` (``compatibility.md`` §1): the migration bridge, so one client code path
-serves both kinds of topic.
+``legacy_topic_name`` (``docs/protocol.md#feature-gating``): the migration bridge, so one client
+code path serves both kinds of topic.
 
 Namespace watches send a snapshot of the namespace's scalable topics (optionally filtered by topic
 properties, AND semantics), then diffs (``removed`` before ``added``). ``current_hash`` (CRC32C

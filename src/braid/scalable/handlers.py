@@ -1,4 +1,4 @@
-"""The scalable-topic commands of one client connection (``wire-protocol.md`` §4, §6.2, §7).
+"""The scalable-topic commands of one client connection (``docs/protocol.md#commands-70-82``).
 
 One :class:`ScalableTopicSession` per connection that uses them, registered with the broker's
 command registry as the ``scalable-topics`` family (:func:`scalable_topic_commands`):

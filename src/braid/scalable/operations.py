@@ -1,6 +1,6 @@
 """Split and merge as resumable operations (PIP-468 "Split Protocol" / "Merge Protocol").
 
-A structural change runs in the seeds' order::
+A structural change runs in PIP-468's order::
 
     1 record the operation     /topics/.../operation, created with CAS (one operation at a time)
     2 discover subscriptions   metadata subscriptions + durable cursors on every parent

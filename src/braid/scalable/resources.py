@@ -1,7 +1,8 @@
 """Scalable-topic state in the metadata store (PIP-468 ``ScalableTopicResources``).
 
-Paths (DESIGN.md §3.7; names URL-encoded as Pulsar's ``encodedTopicName``, so any topic,
-subscription or consumer name is a legal path segment on every backend)::
+Paths (``docs/architecture.md#metadata-paths``; names URL-encoded as Pulsar's
+``encodedTopicName``, so any topic, subscription or consumer name is a legal path segment on
+every backend)::
 
     /topics/{tenant}/{ns}/{topic}                                  ScalableTopicMetadata (layout)
     /topics/{tenant}/{ns}/{topic}/controller                       leader broker URL (ephemeral)

@@ -23,7 +23,7 @@ from braid.storage.api import StorageClient, StorageClusterExists, UnknownStorag
 
 @dataclass(frozen=True, slots=True)
 class DualRead:
-    """What the first switch recorded (the seed's ``enableDualRead``)."""
+    """What the first switch recorded (PIP-470's ``enableDualRead``)."""
 
     initial_cluster_name: str
     switch_ledger_id_boundary: int
@@ -118,7 +118,7 @@ class StorageRouter:
 
     def record_switch(self, previous: str, boundary_ledger_id: int, now_ms: int) -> DualRead:
         """Record a switch away from ``previous``: the first one enables dual read, later ones
-        refresh only the timestamp (the seed's ``recordSwitchEpoch``)."""
+        refresh only the timestamp (PIP-470's ``recordSwitchEpoch``)."""
         if self._dual_read is None:
             self._dual_read = DualRead(previous, boundary_ledger_id, now_ms)
         else:

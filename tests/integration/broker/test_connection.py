@@ -62,7 +62,7 @@ async def test_segment_topics_are_served_like_persistent_ones_once_created(
     raw = await holder.raw()
     segment = "segment://public/default/orders/0000-7fff-1"
     # A client never creates a segment: only the controller does, with its subscriptions'
-    # cursors (docs/decisions/0020), so the first producer is refused.
+    # cursors (ADR 0020), so the first producer is refused.
     refused = await request(raw, commands.producer(segment, 1, 1, producer_name="seg"), 1)
     assert refused.type == pb.BaseCommand.ERROR
     assert refused.error.error == pb.TopicNotFound

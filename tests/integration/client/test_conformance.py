@@ -1,6 +1,6 @@
-"""Conformance criteria C1-C15 (``conformance.md`` §2) on ``topic://`` topics, one or more tests
-per criterion, against a real in-process broker with the scalable-topic layer installed (the
-``scalable_broker`` fixture: what ``braid standalone`` runs). Splits and merges go through the
+"""Conformance criteria C1-C15 (``docs/client.md#conformance-map``) on ``topic://`` topics, one or
+more tests per criterion, against a real in-process broker with the scalable-topic layer installed
+(the ``scalable_broker`` fixture: what ``braid standalone`` runs). Splits and merges go through the
 real controller; its :class:`StepGate` holds one between two of its steps when a test needs a
 segment sealed while its successor is not published yet.
 

@@ -1,8 +1,8 @@
-"""The conformance criteria on the migration bridge (``conformance.md`` §3, ``compatibility.md``
-§1): ``persistent://`` topics on a broker that does **not** advertise scalable topics, where the
-client drives a synthetic single-segment layout through the same producer/consumer code a
-``topic://`` topic uses - and C15, which only a broker without the feature can show. The
-criteria on ``topic://`` topics are in ``test_conformance.py``.
+"""The conformance criteria on the migration bridge (``docs/client.md#conformance-map``,
+``docs/protocol.md#feature-gating``): ``persistent://`` topics on a broker that does **not**
+advertise scalable topics, where the client drives a synthetic single-segment layout through the
+same producer/consumer code a ``topic://`` topic uses - and C15, which only a broker without the
+feature can show. The criteria on ``topic://`` topics are in ``test_conformance.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """PIP-470 end to end on real components (SQLite metadata roots, in-process bookies, managed
 ledgers, schema storage): register -> precheck -> switch -> BUILD -> PROMOTE -> CLEANUP, rollback,
-and the seed's failure table (unreadable source ledger, CAS conflicts, a cursor owner that wrote
+and PIP-470's failure table (unreadable source ledger, CAS conflicts, a cursor owner that wrote
 or restarted, the orchestrator killed mid-BUILD)."""
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ async def test_exhausted_promote_retries_are_deferred_and_retried(stack: SwitchS
     await _switch_to_new(stack)
     state = await stack.wait_phase("AWAIT_CLEANUP")
     assert [i.status for i in state.items] == [ItemStatus.DEFERRED]
-    assert not state.failed()  # the seed: not counted in failedLedgers
+    assert not state.failed()  # PIP-470: not counted in failedLedgers
     stack.metadata.remove(fault)
     await stack.service.cleanup(dry_run=False, force=True)
     await stack.wait_phase("DONE")

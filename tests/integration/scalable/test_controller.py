@@ -1,6 +1,6 @@
 """ScalableTopicController on a real broker: leadership, split, merge, subscriptions, GC, stats.
 
-Mirrors the upstream controller scenarios (shared/reference/upstream-test-scenarios.md) with Braid's
+Mirrors the scenarios Apache Pulsar's own controller tests pin, in Braid's
 additions: merges of three segments, splits at an explicit hash, and subscriptions carried to every
 child.
 """

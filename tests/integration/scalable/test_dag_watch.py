@@ -1,4 +1,5 @@
-"""DAG-watch and namespace-watch sessions over the wire (``wire-protocol.md`` §4, §7, §9)."""
+"""DAG-watch and namespace-watch sessions over the wire (``docs/protocol.md#dag-watch``,
+``docs/protocol.md#namespace-watch``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A controller killed between any two steps of a split or merge: the next leader rolls forward.
 
-For each cut point of docs/decisions/0021 the first broker's controller dies right after that
+For each cut point of ADR 0021 the first broker's controller dies right after that
 step (its step hook raises and the broker's control plane closes, as a crash would end its
 session); a second broker then takes over the topic. Checks: the operation completes exactly as
 planned, its record is gone, every message acknowledged before the cut is still readable on the

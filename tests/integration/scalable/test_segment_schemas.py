@@ -1,4 +1,4 @@
-"""A scalable topic has one schema whatever its segments (data-model.md §6): a ``segment://``
+"""A scalable topic has one schema whatever its segments (``docs/client.md#schemas``): a ``segment://``
 topic's schema is stored under its parent ``topic://`` name, so every segment - and a segment
 created later by a split - shares the versions, and a schema one segment refuses every segment
 refuses. Raw protocol, as a scalable-topic client speaks it."""

@@ -1,4 +1,4 @@
-"""SIGKILL of ``braid standalone`` at each cut point of a split and a merge (docs/decisions/0021).
+"""SIGKILL of ``braid standalone`` at each cut point of a split and a merge (ADR 0021).
 
 The fault point ``BRAID_FAULT_PAUSE_AT`` stops the controller right after one step; the test then
 SIGKILLs the process, restarts it on the same data directory without the fault, and checks that

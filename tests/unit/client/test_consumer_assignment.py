@@ -1,4 +1,5 @@
-"""Assignment application by layout_epoch and the registration session state (C7, §6.2)."""
+"""Assignment application by layout_epoch and the registration session state (C7,
+``docs/protocol.md#consumer-assignment``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""MessageId: opaque, totally ordered within a topic, versioned bytes (data-model.md §4, C10)."""
+"""MessageId: opaque, totally ordered within a topic, versioned bytes (C10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The Stream consumer's position vector: a cumulative ack advances every segment (§6, C7)."""
+"""The Stream consumer's position vector: a cumulative ack advances every segment (C7)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def test_a_detached_segment_is_skipped() -> None:
 
 @given(st.lists(st.integers(0, 3), max_size=60), st.data())
 def test_matches_a_literal_vector_snapshot(segments: list[int], data: st.DataObject) -> None:
-    """Against the spec's definition: copy the whole vector at every delivery."""
+    """Against the upstream client specification's definition: copy the whole vector at every
+    delivery."""
     v: PositionVector[int] = PositionVector()
     latest: dict[int, int] = {}
     snapshots = []

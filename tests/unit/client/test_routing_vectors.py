@@ -3,8 +3,8 @@
 Three independent computations must agree on every row: the hard-coded table, Braid's router
 (its ``mmh3`` fast path and its :mod:`braid.core.hashing` reference path), and a from-scratch
 Murmur3 x86_32 written in this file. Keyed routing on a managed layout uses the **high** 16 bits
-of the raw hash (``wire-protocol.md`` §5, ADR 0002; ``client-behavior.md`` §2 still says
-``& 0xFFFF``); an all-legacy layout uses v4's ``signSafeMod(murmur3 & 0x7FFFFFFF, N)``, as the
+of the raw hash (``docs/protocol.md#routing-a-key``, ADR 0002; older upstream texts
+say ``& 0xFFFF``); an all-legacy layout uses v4's ``signSafeMod(murmur3 & 0x7FFFFFFF, N)``, as the
 Java and Go clients' ``Murmur3_32Hash`` do.
 """
 

@@ -1,4 +1,5 @@
-"""Pins the key hash (DESIGN.md §3.3, ADR 0002) against an independent Murmur3 implementation."""
+"""Pins the key hash (ADR 0002, ``docs/protocol.md#routing-a-key``) against an independent Murmur3
+implementation."""
 
 from __future__ import annotations
 

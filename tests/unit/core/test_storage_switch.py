@@ -1,7 +1,7 @@
 """The pure part of PIP-470 switching: documents, the directive, and the orchestrator's next step.
 
 Property tests drive :func:`next_step` with an executor model whose every step may fail in the
-ways the seed's failure table lists, and check that a run always ends in a terminal phase, never
+ways PIP-470's failure table lists, and check that a run always ends in a terminal phase, never
 promotes what BUILD did not copy, never deletes a source copy that is not promoted, and flips the
 registry statuses only once nothing promoted is left on the old cluster.
 """

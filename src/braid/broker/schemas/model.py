@@ -13,7 +13,7 @@ These are Pulsar's own names so that tooling and habits carry over:
   (Pulsar's ``LongSchemaVersion``);
 * the *schema id* of a topic is ``tenant/ns/name`` with the partition suffix of a partitioned
   topic's partition removed, and a ``segment://`` topic's id is its parent scalable topic's: every
-  partition, and every segment, shares one topic-level schema (data-model.md §6).
+  partition, and every segment, shares one topic-level schema (``docs/client.md#schemas``).
 
 Pure: no I/O.
 """

@@ -301,7 +301,7 @@ class _SegmentStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_SegmentS
 
 class SegmentState(_SegmentState, metaclass=_SegmentStateEnumTypeWrapper):
     """---------------------------------------------------------------------------------------------
-    Scalable topics (PIP-460 and successors; wire-protocol.md of the scalable-topics spec)
+    Scalable topics (PIP-460 and successors; Braid's reference: docs/protocol.md)
     ---------------------------------------------------------------------------------------------
     """
 
@@ -3182,7 +3182,7 @@ Global___CommandScalableTopicAssignmentUpdate: _TypeAlias = CommandScalableTopic
 @_typing.final
 class CommandScalableTopicUnsubscribe(_message.Message):
     """Clean leave of a Stream/Checkpoint registration; answered with SUCCESS. Braid-chosen field
-    numbers (the command number 82 is the spec's).
+    numbers (the command number 82 is upstream's).
     """
 
     DESCRIPTOR: _descriptor.Descriptor
