@@ -69,7 +69,8 @@ async def open_local_cluster(
 
 
 class LocalBookieSet:
-    """In-process bookies whose membership changes (a :class:`BookieSet`).
+    """In-process bookies whose membership changes (a
+    :class:`~braid.storage.bookie_set.BookieSet`).
 
     A bookie is a member while it has joined and not left; a member whose disk is full is
     read-only. A bookie that left is gone: :meth:`client` raises ``BookieUnavailable`` for it
