@@ -140,6 +140,19 @@ def _report(name: str, producer: _KeyedProducerThread, deliveries: list[Delivery
     )
 
 
+def _wait_delivered(
+    producer: _KeyedProducerThread, log: DeliveryLog, within: float, name: str
+) -> None:
+    """Poll until every message ``producer`` got a receipt for was delivered."""
+    acked = producer.acked_pairs()
+    wait_for(
+        lambda: acked <= log.delivered_pairs(),
+        within=within,
+        interval=0.05,
+        message=lambda: f"{len(acked - log.delivered_pairs())} {name} messages to be delivered",
+    )
+
+
 class OfficialKeyedLoad:
     """The official client on a ``persistent://`` topic: one producer, ``consumers`` consumers of
     one subscription (``Failover`` by default, or ``Key_Shared``)."""
@@ -218,13 +231,7 @@ class OfficialKeyedLoad:
         assert self.producer.error is None, f"official producer raised {self.producer.error!r}"
 
     def wait_delivered(self, within: float = 60.0) -> None:
-        acked = self.producer.acked_pairs()
-        wait_for(
-            lambda: acked <= self.log.delivered_pairs(),
-            within=within,
-            interval=0.05,
-            message=lambda: f"{len(acked - self.log.delivered_pairs())} official messages",
-        )
+        _wait_delivered(self.producer, self.log, within, "official")
 
     def report(self) -> LoadReport:
         return _report("official", self.producer, self.log.snapshot())
@@ -273,13 +280,7 @@ class BraidKeyedLoad:
         assert self.producer.error is None, f"braid producer raised {self.producer.error!r}"
 
     def wait_delivered(self, within: float = 60.0) -> None:
-        acked = self.producer.acked_pairs()
-        wait_for(
-            lambda: acked <= self.group.log.delivered_pairs(),
-            within=within,
-            interval=0.05,
-            message=lambda: f"{len(acked - self.group.log.delivered_pairs())} braid messages",
-        )
+        _wait_delivered(self.producer, self.group.log, within, "braid")
 
     def report(self) -> LoadReport:
         return _report("braid", self.producer, self.group.log.snapshot())

@@ -24,7 +24,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -37,15 +36,20 @@ from tests.cluster.storage.test_replicated_acceptance import (
     Loads,
     assert_nothing_lost_or_reordered,
 )
-from tests.support import netns
 from tests.support.bookie_process import BookieProcess
 from tests.support.keyed_load import run_until
-from tests.support.netns import NetworkLab
+from tests.support.netns import NetworkLab, network_lab
 from tests.support.replicated_cluster import ClusterInspector, ReplicatedCluster
 from tests.support.zookeeper import ZooKeeperServer
 from tests.support.zookeeper import missing_requirement as zk_missing
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
+__all__ = ["network_lab"]
+
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.timeout(180),
+    pytest.mark.skipif(zk_missing() is not None, reason=str(zk_missing())),
+]
 
 SRC = str(Path(__file__).resolve().parents[3] / "src")
 WRITER_PORT = 7000
@@ -80,15 +84,6 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 """
 
 
-@pytest.fixture
-def lab() -> Iterator[NetworkLab]:
-    reason = netns.missing_requirement() or zk_missing()
-    if reason:
-        pytest.skip(reason)
-    with NetworkLab() as made:
-        yield made
-
-
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
@@ -96,8 +91,9 @@ def _env() -> dict[str, str]:
 
 
 def test_a_bookie_cut_off_by_the_network_loses_nothing_and_its_fenced_ledger_stays_fenced(
-    lab: NetworkLab, tmp_path: Path
+    network_lab: NetworkLab, tmp_path: Path
 ) -> None:
+    lab = network_lab
     zk_host = lab.add_host("zk")
     lab.add_host("writer")
     hosts = [lab.add_host(f"bk-{i}") for i in range(4)]
