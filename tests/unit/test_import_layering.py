@@ -57,6 +57,7 @@ _CLIENT_SIDE = {"client", "spark"}
 _ADMIN_CLIENT = {
     "braid.admin.client",
     "braid.admin.client_bookie_clusters",
+    "braid.admin.client_bookies",
     "braid.admin.client_errors",
     "braid.admin.client_namespaces",
     "braid.admin.client_scalable",
