@@ -1,7 +1,8 @@
-"""The ``ScalableTopicDAG`` wire message (``wire-protocol.md`` §2) as one validated model, and its
-codec: the only code that writes the protobuf a broker pushes in ``CommandScalableTopicUpdate`` and
-the only code that reads it back. The broker (:mod:`braid.scalable.dag_watch`) and the client
-(:mod:`braid.client.dag`) both go through it, so they cannot drift apart.
+"""The ``ScalableTopicDAG`` wire message (``docs/protocol.md#the-segment-dag``) as one validated
+model, and its codec: the only code that writes the protobuf a broker pushes in
+``CommandScalableTopicUpdate`` and the only code that reads it back. The broker
+(:mod:`braid.scalable.dag_watch`) and the client (:mod:`braid.client.dag`) both go through it, so
+they cannot drift apart.
 
 :class:`ScalableTopicDag` mirrors the message: the epoch, one :class:`DagSegment` per
 ``SegmentInfoProto`` (a :class:`~braid.core.segment_info.SegmentInfo` plus the wire-only
@@ -20,12 +21,13 @@ construction, whichever way it was built:
 A violation raises :class:`~braid.core.segment_info.CorruptLayout`, on decode as on construction:
 a broker that sends a broken DAG is refused before anything routes on it.
 
-Decisions where the two codecs this one replaces differed (the spec is the reference):
+Decisions where the two codecs this one replaces differed (PIP-468's and PIP-486's message is the
+reference):
 
 * ``entry_bucket_splits`` (field 12): only the client's encoder wrote it. The model carries it both
   ways; whether a broker advertises bucket lists is the broker's choice (it advertises none yet).
-* ``broker_url_tls`` and ``controller_broker_url_tls``: the spec lists them
-  (``broker_url[/_tls]``), neither codec read or wrote them. The model carries them.
+* ``broker_url_tls`` and ``controller_broker_url_tls``: the message has them (fields 3 and 5),
+  neither codec read or wrote them. The model carries them.
 * ``segment_brokers``: the broker listed the brokers of its active segments, the client every
   route with a broker. The model lists what it is given, in segment-id order (segments too).
 * An empty string on the wire (a broker URL, the controller URL, ``legacy_topic_name``) reads as
@@ -78,7 +80,7 @@ class DagSegment:
     Attributes:
         info: the segment (range, state, edges, epochs, wall-clock times).
         legacy_topic_name: set when the segment wraps a classic ``persistent://`` topic (the
-            migration bridge, ``compatibility.md`` §1).
+            migration bridge, ``docs/protocol.md#feature-gating``).
         entry_bucket_splits: PIP-486 bucket boundaries, the start hashes of buckets ``1..N-1``;
             empty means one bucket.
 

@@ -23,7 +23,7 @@ above, and when the leader cannot be reached.
 
 Consumer registration (command 73) is not routed: a client session cannot be forwarded, so the
 controller itself refuses a registration it does not lead, and the client looks the topic up again
-and connects to the leader (``wire-protocol.md`` §6.2).
+and connects to the leader (``docs/protocol.md#consumer-assignment``).
 """
 
 from __future__ import annotations
