@@ -1,5 +1,7 @@
 """Ledger handles of :class:`~braid.storage.client.BookKeeperClient`: the writer and the reader.
 
+A handle asks its client only what :class:`HandleClient` lists (bookies, metadata, reads).
+
 The writer stripes entry ``e`` over the write set ``ensemble[(e + i) % E] for i < write_quorum`` and
 acknowledges it once ``ack_quorum`` of them have it durably - and only after every lower entry was
 acknowledged, so ``last_add_confirmed`` (LAC) only moves forward without gaps. Each add carries the
@@ -17,7 +19,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from braid.storage.api import (
     AddCompletion,
@@ -34,11 +36,34 @@ from braid.storage.api import (
 )
 from braid.storage.bookie_client import BookieClient
 
-if TYPE_CHECKING:
-    from braid.storage.client import BookKeeperClient
-
 log = logging.getLogger(__name__)
 _Ctx = TypeVar("_Ctx")
+
+
+class HandleClient(Protocol):
+    """What a ledger handle may ask of the client that opened it (``BookKeeperClient``)."""
+
+    def bookies_for(self, md: LedgerMetadata) -> dict[str, BookieClient]:
+        """The clients of the ledger's ensemble that the client knows."""
+        ...
+
+    async def read_metadata(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
+        """The ledger's metadata and its version."""
+        ...
+
+    async def write_metadata(self, md: LedgerMetadata, version: int) -> bool:
+        """CAS ``md`` over ``version``; ``False`` if the version moved."""
+        ...
+
+    async def read_range(
+        self, md: LedgerMetadata, first: int, last: int, lac: int
+    ) -> list[LedgerEntry]:
+        """Entries ``first..last`` (<= ``lac``) of the ledger, from its bookies."""
+        ...
+
+    async def probe_lac(self, md: LedgerMetadata, known: int) -> int:
+        """How far the writer of an open ledger got (for tailing readers)."""
+        ...
 
 
 def write_set(md: LedgerMetadata, entry_id: int) -> list[str]:
@@ -95,7 +120,7 @@ class LedgerWriter:
 
     def __init__(
         self,
-        client: BookKeeperClient,
+        client: HandleClient,
         md: LedgerMetadata,
         version: int,
         *,
@@ -314,7 +339,7 @@ class LedgerWriter:
 class LedgerReader:
     """A reader of a ledger (implements :class:`~braid.storage.api.ReadHandle`)."""
 
-    def __init__(self, client: BookKeeperClient, md: LedgerMetadata, lac: int) -> None:
+    def __init__(self, client: HandleClient, md: LedgerMetadata, lac: int) -> None:
         self._client = client
         self._md = md
         self._lac = lac
@@ -355,7 +380,7 @@ class LedgerReader:
 
 
 async def read_entry_from_any(
-    client: BookKeeperClient, md: LedgerMetadata, entry_id: int
+    client: HandleClient, md: LedgerMetadata, entry_id: int
 ) -> tuple[LedgerEntry, list[str], int]:
     """Read ``entry_id`` from its write set: the entry, the bookies lacking it and the piggybacked
     running length. Raises :class:`NoSuchEntry` if no bookie holds it."""
