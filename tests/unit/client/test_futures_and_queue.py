@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from braid.client.errors import AlreadyClosedError
-from braid.client.message import decode_entry
+from braid.client.message import decode_entry, delivered_by
 from braid.client.pending import PendingMessage, SendGroup, SharedConditionFuture, fail, succeed
 from braid.client.receive_queue import ReceiveQueue
 from braid.core.message_id import MessageId
@@ -106,13 +106,13 @@ async def test_blocking_get_from_a_thread_and_purge() -> None:
     await asyncio.to_thread(thread.join, 5)
     assert result[0].value == b"0"
     queue.put_many(_messages(2, owner_b) + _messages(2, owner_a))
-    first_a = queue.first(lambda m: m._owner is owner_a)
+    first_a = queue.first(lambda m: delivered_by(m) is owner_a)
     assert first_a is not None and first_a.value == b"0" and len(queue) == 4  # left in place
-    assert queue.first(lambda m: m._owner is None) is None
-    removed = queue.purge(lambda m: m._owner is owner_a)
+    assert queue.first(lambda m: delivered_by(m) is None) is None
+    removed = queue.purge(lambda m: delivered_by(m) is owner_a)
     assert len(removed) == 2 and len(queue) == 2
     rest = queue.get_many_blocking(10, 0)
-    assert [m._owner for m in rest] == [owner_b, owner_b]
+    assert [delivered_by(m) for m in rest] == [owner_b, owner_b]
     assert queue.get_many_blocking(10, 0.01) == []
 
 
