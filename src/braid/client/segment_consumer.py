@@ -2,8 +2,11 @@
 
 Every consumer type (:mod:`braid.client.consumer_base`) reads a topic through one
 :class:`SegmentConsumer` per segment it reads - a legacy segment's ``persistent://`` topic or a
-managed ``segment://`` topic - and multiplexes them into its receive queue. This class keeps the
-standard consumer protocol for its segment:
+managed ``segment://`` topic - and multiplexes them into its receive queue. The protocol is
+:class:`SegmentSubscriber`'s; :class:`SegmentConsumer` turns entries into messages (the segment
+reader's feed turns them into columns). A per-segment consumer sees its parent only through
+:class:`SegmentParent` (:class:`ConsumerParent` for a consumer), never its private state. For its
+segment it keeps the standard consumer protocol:
 
 * **attach** - lookup -> connect -> SUBSCRIBE -> FLOW, retried with backoff on transient
   failures; deterministic refusals (busy, not found, unauthorized) fail the first attach (so
