@@ -8,10 +8,12 @@ leader's :class:`~braid.scalable.autoscale_decisions.AutoScaleDecisionLog`::
                 "segmentIds", "splitHash"}, ...],
      "notTaken": [... the same shape, "action": "none", "count" folded repeats ...]}
 
-The log lives in memory of the leader's auto-scaler, so a broker that is not the leader forwards
-the request to it (with :data:`~braid.scalable.forwarding.FORWARDED_HEADER`, as the topic's stats
-are); a broker that gets a forwarded request, or cannot reach the leader, answers its own (empty
-when it has never led the topic). 404 when the topic does not exist.
+The log lives in memory of the leader's auto-scaler, so the request is a leader-only read
+(:class:`~braid.scalable.leader_operations.AutoScaleDecisions`) that the service's
+:class:`~braid.scalable.leader_router.LeaderRouter` runs on the leader - forwarded with
+:data:`~braid.scalable.forwarding.FORWARDED_HEADER`, as the topic's stats are; a broker that gets a
+forwarded request, or cannot reach the leader, answers its own (empty when it has never led the
+topic). 404 when the topic does not exist.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from fastapi import APIRouter, Header
 
 from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.core.names import TopicDomain, TopicName
-from braid.scalable.errors import NotLeader
-from braid.scalable.forwarding import FORWARDED_HEADER, LeaderForwarder
+from braid.scalable.controller import ScalableTopicController
+from braid.scalable.forwarding import FORWARDED_HEADER
+from braid.scalable.leader_operations import AutoScaleDecisions
 from braid.scalable.service import ScalableTopicService
 
 _FORWARDED = Annotated[str | None, Header(alias=FORWARDED_HEADER, include_in_schema=False)]
@@ -32,7 +35,10 @@ _FORWARDED = Annotated[str | None, Header(alias=FORWARDED_HEADER, include_in_sch
 def autoscale_decisions_router(service: ScalableTopicService) -> APIRouter:
     """The decision-history endpoint (mounted under ``/admin/v2``)."""
     router = APIRouter()
-    forwarder = LeaderForwarder(service.registry)
+
+    async def local_history(controller: ScalableTopicController) -> dict[str, Any]:
+        leader = service.broker_url if controller.is_leader else await controller.read_leader_url()
+        return _history(service, controller.topic, leader)
 
     @router.get(
         "/scalable/{tenant}/{namespace}/{topic}/autoScaleDecisions",
@@ -43,21 +49,13 @@ def autoscale_decisions_router(service: ScalableTopicService) -> APIRouter:
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName, forwarded: _FORWARDED = None
     ) -> Any:
         name = TopicName(TopicDomain.TOPIC, tenant, namespace, topic)
-        controller = await service.controller(name)  # 404 for an unknown topic
-        leader = None if controller.is_leader else await controller.read_leader_url()
-        if forwarded is None and leader is not None and leader != service.broker_url:
-            try:
-                return await forwarder.call(leader, "GET", name, "/autoScaleDecisions")
-            except NotLeader:
-                pass  # the leader is unreachable: this broker's own (possibly empty) history
-        return _local_history(service, name, service.broker_url if controller.is_leader else leader)
+        operation = AutoScaleDecisions(local_history)
+        return await service.router.run(name, operation, forwarded=forwarded is not None)
 
     return router
 
 
-def _local_history(
-    service: ScalableTopicService, topic: TopicName, leader: str | None
-) -> dict[str, Any]:
+def _history(service: ScalableTopicService, topic: TopicName, leader: str | None) -> dict[str, Any]:
     scaler = service.auto_scale.scaler(topic)
     doc: dict[str, Any] = {"leaderBrokerUrl": leader, "running": False}
     if scaler is None:

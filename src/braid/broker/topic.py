@@ -225,7 +225,7 @@ class PersistentTopic:
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.pop(id(producer), None) is None:
             return
-        producer.closed = True
+        producer.detach()
         if self._exclusive is producer:
             self._exclusive = None
         self._producers_changed.set()
@@ -266,16 +266,13 @@ class PersistentTopic:
         size = len(data)
         # A batch SEND carries several messages: its receipt covers sequence_id..last_sequence_id.
         messages = max(receipt.last_sequence_id - receipt.sequence_id + 1, 1)
-        producer.messages_in += messages
-        producer.bytes_in += size
+        producer.count_in(messages, size)
         counters = self.counters
         counters.messages_in += messages
         counters.bytes_in += size
         sampler = self.key_sampler
         if sampler is not None:
-            sampler.countdown -= 1
-            if sampler.countdown <= 0:
-                sampler.sample(data, metadata)
+            sampler.offer(data, metadata)
         try:
             self.ledger.append_with_callback(data, self._appended, receipt)
         except BraidError as exc:  # the ledger refused at once (closed, fenced, terminated)

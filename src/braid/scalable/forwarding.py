@@ -36,6 +36,7 @@ from braid.core.names import TopicName
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
 from braid.scalable.errors import NotLeader
 from braid.scalable.leader_operations import (
+    AutoScaleDecisions,
     CreateSubscription,
     DeleteSubscription,
     LeaderOperation,
@@ -143,6 +144,8 @@ def admin_request(topic: TopicName, operation: LeaderOperation[Any]) -> AdminReq
             return AdminRequest("POST", path, {"timestamp": timestamp_ms})
         case Stats():
             return AdminRequest("GET", f"{base}/stats")
+        case AutoScaleDecisions():
+            return AdminRequest("GET", f"{base}/autoScaleDecisions")
     raise TypeError(f"no admin request for {type(operation).__name__}")
 
 

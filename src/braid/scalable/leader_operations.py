@@ -130,7 +130,28 @@ class Stats(LeaderOperation[dict[str, Any]]):
         return result
 
 
+ControllerDescriber = Callable[[ScalableTopicController], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class AutoScaleDecisions(LeaderOperation[dict[str, Any]]):
+    """The auto-scaler's recent decisions, as ``describe`` reads them from the broker that runs
+    the auto-scaler (the leader's). A read: served locally when the leader cannot be reached."""
+
+    describe: ControllerDescriber = field(compare=False)
+    local_fallback: ClassVar[bool] = True
+
+    async def run(self, controller: ScalableTopicController) -> dict[str, Any]:
+        return await self.describe(controller)
+
+    def result_of(self, answer: Any) -> dict[str, Any]:
+        result: dict[str, Any] = answer
+        return result
+
+
 __all__ = [
+    "AutoScaleDecisions",
+    "ControllerDescriber",
     "CreateSubscription",
     "DeleteSubscription",
     "LeaderOperation",

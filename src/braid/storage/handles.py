@@ -1,5 +1,8 @@
 """Ledger handles of :class:`~braid.storage.client.BookKeeperClient`: the writer and the reader.
 
+A handle asks its client only what :class:`HandleClient` lists (bookies, health, placement,
+metadata, reads) - it does not import the client.
+
 The writer stripes entry ``e`` over its write set in the current fragment (positions
 ``(e + i) % E`` for ``i < write_quorum``, :mod:`braid.storage.distribution`) and acknowledges it
 once ``ack_quorum`` of them have it durably (fsync'd) - and only after every lower entry was
@@ -34,9 +37,10 @@ import asyncio
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
+from braid.clock import Clock
 from braid.storage.api import (
     AddCompletion,
     BookieUnavailable,
@@ -52,11 +56,9 @@ from braid.storage.api import (
     StorageReadOnly,
 )
 from braid.storage.bookie_client import BookieClient
+from braid.storage.bookie_health import BookieHealth
 from braid.storage.ledger_metadata import with_ensemble_change
 from braid.storage.placement import NotEnoughBookies
-
-if TYPE_CHECKING:
-    from braid.storage.client import BookKeeperClient
 
 log = logging.getLogger(__name__)
 _Ctx = TypeVar("_Ctx")
@@ -64,6 +66,52 @@ _Ctx = TypeVar("_Ctx")
 LATENCY_SAMPLE_EVERY = 64
 #: After an ensemble change found no replacement, try again on adds no sooner than this.
 _DEGRADED_RETRY_S = 1.0
+
+
+class HandleClient(Protocol):
+    """What a ledger handle may ask of the client that opened it (``BookKeeperClient``)."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def health(self) -> BookieHealth: ...
+
+    def client_of(self, bookie_id: str) -> BookieClient | None:
+        """The client of one bookie, or ``None`` when the cluster cannot name it any more."""
+        ...
+
+    def can_replace(self, ensemble: Sequence[str]) -> bool:
+        """Whether some writable bookie outside ``ensemble`` could take a place in it."""
+        ...
+
+    def choose_replacements(
+        self,
+        ensemble: Sequence[str],
+        indices: Sequence[int],
+        write_quorum: int,
+        exclude: Iterable[str] = (),
+    ) -> dict[int, str]:
+        """A replacement for the bookie at each of ``indices`` (raises ``NotEnoughBookies``)."""
+        ...
+
+    async def read_metadata(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
+        """The ledger's metadata and its version."""
+        ...
+
+    async def write_metadata(self, md: LedgerMetadata, version: int) -> bool:
+        """CAS ``md`` over ``version``; ``False`` if the version moved."""
+        ...
+
+    async def read_range(
+        self, md: LedgerMetadata, first: int, last: int, lac: int
+    ) -> list[LedgerEntry]:
+        """Entries ``first..last`` (<= ``lac``) of the ledger, from its bookies."""
+        ...
+
+    async def probe_lac(self, md: LedgerMetadata, known: int) -> int:
+        """How far the writer of an open ledger got (for tailing readers)."""
+        ...
 
 
 def is_bookie_failure(exc: BaseException) -> bool:
@@ -132,7 +180,7 @@ class LedgerWriter:
 
     def __init__(
         self,
-        client: BookKeeperClient,
+        client: HandleClient,
         md: LedgerMetadata,
         version: int,
         *,
@@ -519,7 +567,7 @@ class LedgerWriter:
 class LedgerReader:
     """A reader of a ledger (implements :class:`~braid.storage.api.ReadHandle`)."""
 
-    def __init__(self, client: BookKeeperClient, md: LedgerMetadata, lac: int) -> None:
+    def __init__(self, client: HandleClient, md: LedgerMetadata, lac: int) -> None:
         self._client = client
         self._md = md
         self._lac = lac

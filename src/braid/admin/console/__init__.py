@@ -54,7 +54,7 @@ def mount_console(
     streams = ConsoleStreams(
         sampler,
         layouts=scalable,
-        watches=scalable,  # the service serves DAG watches (its watch hub, once it has one)
+        watches=None if scalable is None else scalable.watches,
         decision_seq=None if scalable is None else _decision_seq(scalable),
     )
     app.include_router(pages_router(load_static_files()))
