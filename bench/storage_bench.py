@@ -46,6 +46,7 @@ from braid.metadata import open_store
 from braid.storage import BookKeeperClient, open_local_cluster
 from braid.storage.bookie import Bookie
 from braid.storage.bookie.records import JournalRecord, RecordKind, encode_record
+from braid.storage.bookie_set import StaticBookieSet
 
 SIZES = (100, 1024, 64 * 1024)
 WRITERS = (1, 8)
@@ -305,11 +306,13 @@ async def network_table(base: Path, rounds: int, seconds: float) -> None:
     try:
         await procs.wait_ready()
         nets = [NetBookieClient(f"bench-{i}", ("127.0.0.1", p)) for i, p in enumerate(procs.ports)]
-        remote1 = BookKeeperClient(store, "remote1", nets[:1])
+        remote1 = BookKeeperClient(store, "remote1", StaticBookieSet(nets[:1]))
         remote3 = BookKeeperClient(
             store,
             "remote3",
-            [NetBookieClient(f"bench-{i}", ("127.0.0.1", p)) for i, p in enumerate(procs.ports)],
+            StaticBookieSet(
+                NetBookieClient(f"bench-{i}", ("127.0.0.1", p)) for i, p in enumerate(procs.ports)
+            ),
         )
         rows = {
             "embedded": (embedded, (1, 1, 1), None, NetTally()),

@@ -1,5 +1,5 @@
 """The official client producing while another writer takes the topic's managed ledger over
-(ADR 0035).
+(ADR 0040).
 
 The other writer is a second managed-ledger factory on the broker's own metadata store and bookie,
 opening the topic's log as a new owner does (recovery fences the broker's ledger on the bookie).

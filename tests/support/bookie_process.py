@@ -3,7 +3,9 @@
 :class:`BookieProcess` starts ``python -m braid.cli.main bookie`` on free 127.0.0.1 ports with
 its directories under the test's tmp dir, waits until it prints that it is ready, and stops it -
 SIGTERM (clean), SIGKILL (crash) - always by its own process id. ``wipe()`` deletes its
-directories (a bookie "lost for good").
+directories (a bookie "lost for good"). For a multi-host test it runs inside a network namespace
+(``exec_prefix``, from :meth:`tests.support.netns.Host.exec_prefix`) on that host's ``address``,
+on BookKeeper's default port (the host's address is its own).
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from braid.cli.process import free_port
+
+#: The port of a bookie on a lab host of its own (BookKeeper's default; the address is private).
+HOST_BOOKIE_PORT = 3181
 
 
 class BookieProcess:
@@ -31,8 +37,12 @@ class BookieProcess:
         *,
         extra: dict[str, str] | None = None,
         cluster: str = "standalone",
+        address: str = "127.0.0.1",
+        exec_prefix: Sequence[str] = (),
     ) -> None:
         self.bookie_id = bookie_id
+        self.address = address
+        self.exec_prefix = list(exec_prefix)
         self.directory = directory
         self.metadata_url = metadata_url
         self.cluster = cluster
@@ -47,6 +57,7 @@ class BookieProcess:
         conf = self.directory.parent / f"{self.bookie_id}.conf"
         lines = {
             "bookieId": self.bookie_id,
+            "advertisedAddress": self.address,
             "bookiePort": str(self.port),
             "httpServerPort": str(self.http_port),
             "journalDirectories": str(self.directory),
@@ -59,13 +70,23 @@ class BookieProcess:
         return conf
 
     def start(self, *, new_port: bool = True, format_: bool = False, wait: bool = True) -> None:
-        if new_port or not self.port:
+        if self.exec_prefix:
+            self.port, self.http_port = HOST_BOOKIE_PORT, HOST_BOOKIE_PORT + 1
+        elif new_port or not self.port:
             self.port = free_port()
             self.http_port = free_port()
         env = dict(os.environ)
         src = str(Path(__file__).resolve().parents[2] / "src")
         env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-        command = [sys.executable, "-m", "braid.cli.main", "bookie", "--config", str(self._conf())]
+        command = [
+            *self.exec_prefix,
+            sys.executable,
+            "-m",
+            "braid.cli.main",
+            "bookie",
+            "--config",
+            str(self._conf()),
+        ]
         if format_:
             command.append("--format")
         if self.proc is not None and self.proc.stdout is not None:

@@ -99,7 +99,7 @@ class TopicTerminated(BrokerError, TopicTerminatedError):
 class TopicFenced(BrokerError, FencedError):
     """Another writer took the topic's managed ledger over (Pulsar's ``TopicFencedException``):
     the send was not stored and gets no receipt; the broker closes the producer and gives the
-    topic up, and the client reconnects and resends (ADR 0035)."""
+    topic up, and the client reconnects and resends (ADR 0040)."""
 
     code = ServerError.ServiceNotReady
 

@@ -414,11 +414,11 @@ class TopicCommands:
     def _refuse(self, producer: Producer, receipt: PendingReceipt, exc: InvalidMessage) -> None:
         """Answer a poison SEND with its SEND_ERROR; logged once per producer (a client sending
         nothing but poison must not flood the log), counted in the producer's stats."""
-        producer.messages_refused += 1
+        refused = producer.count_refused()
         error = InvalidMessage(
             f"message {receipt.sequence_id} of producer {producer.name!r} refused: {exc}"
         )
-        if producer.messages_refused == 1:
+        if refused == 1:
             log.warning(
                 "%s (from %s; later refusals of this producer are only counted)",
                 error,
@@ -645,7 +645,7 @@ class TopicCommands:
                 consumer_name=consumer.consumer_name,
                 subscription_type=SubType.Name(consumer.sub_type),
                 available_permits=max(consumer.permits, 0),
-                unacked_messages=sum(consumer.pending.values()),
+                unacked_messages=consumer.unacked_messages,
                 msg_backlog=binding.subscription.cursor.backlog(),
             )
         )

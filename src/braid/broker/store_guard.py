@@ -1,4 +1,4 @@
-"""The start-up guard: one broker per metadata store (issue 22, ADR 0035).
+"""The start-up guard: one broker per metadata store (issue 22, ADR 0040).
 
 A ``braid standalone`` keeps its ledgers' *metadata* (ledger documents, the ledger-id generator,
 managed-ledger lists, cursors) in the metadata store, and, unless it runs on external bookies, their

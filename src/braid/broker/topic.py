@@ -87,7 +87,7 @@ class PersistentTopic:
         self.compaction.listeners.append(self._wake_dispatchers)
         self._on_drained = on_drained
         self._on_fenced = on_fenced
-        #: Another writer took the managed ledger over: no more sends here (ADR 0035).
+        #: Another writer took the managed ledger over: no more sends here (ADR 0040).
         self.fenced = False
         # Subscriptions already reported drained (reported again only after moving back).
         self._drained: set[str] = set()
@@ -234,7 +234,7 @@ class PersistentTopic:
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.pop(id(producer), None) is None:
             return
-        producer.closed = True
+        producer.detach()
         if self._exclusive is producer:
             self._exclusive = None
         self._producers_changed.set()
@@ -275,16 +275,13 @@ class PersistentTopic:
         size = len(data)
         # A batch SEND carries several messages: its receipt covers sequence_id..last_sequence_id.
         messages = max(receipt.last_sequence_id - receipt.sequence_id + 1, 1)
-        producer.messages_in += messages
-        producer.bytes_in += size
+        producer.count_in(messages, size)
         counters = self.counters
         counters.messages_in += messages
         counters.bytes_in += size
         sampler = self.key_sampler
         if sampler is not None:
-            sampler.countdown -= 1
-            if sampler.countdown <= 0:
-                sampler.sample(data, metadata)
+            sampler.offer(data, metadata)
         try:
             self.ledger.append_with_callback(data, self._appended, receipt)
         except BraidError as exc:  # the ledger refused at once (closed, fenced, terminated)
@@ -311,7 +308,7 @@ class PersistentTopic:
 
     def _fenced_by(self, error: BaseException) -> TopicFenced:
         """The managed ledger has another owner: this send was not stored and nothing sent here
-        will be; tell the broker once, which gives the topic up (ADR 0035)."""
+        will be; tell the broker once, which gives the topic up (ADR 0040)."""
         fenced = TopicFenced(
             f"topic {self.name} was fenced: another writer took its managed ledger over; "
             "the message was not stored"

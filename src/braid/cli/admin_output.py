@@ -532,7 +532,7 @@ def _render_controller(controller: object) -> str:
 
 
 def _render_recovery(recovery: object) -> str:
-    """What the leader does about a split or merge that failed (ADR 0035)."""
+    """What the leader does about a split or merge that failed (ADR 0040)."""
     if not isinstance(recovery, Mapping):
         return "none"
     return (

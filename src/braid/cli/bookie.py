@@ -37,6 +37,11 @@ the bookie's directories:
   a bookie whose directories were wiped refuses to start (its data is gone; rejoining would
   pass it off as a healthy replica) until started once with --format.
 
+auto-recovery:
+  autoRecoveryDaemonEnabled=true runs auto-recovery in this bookie: it contends for the cluster's
+  one auditor election (with brokers and other bookies) and runs a replication worker that copies
+  the fragments of lost bookies to others (lostBookieRecoveryDelay, auditorPeriodicCheckInterval).
+
 examples:
   braid bookie --config conf/bookkeeper.conf
   braid bookie --config conf/bookkeeper.conf --port 3182 --http-port 8001 \\

@@ -72,10 +72,13 @@ _DEMO_EPILOG = """\
 The demo needs nothing running: it starts `braid standalone` on free 127.0.0.1 ports with a
 temporary data directory, produces and consumes with the official pulsar-client, restarts the
 broker to show that data and cursors survive, prints what happens at each step, then shows the
-auto-scaler evolving a scalable topic's segment layout, and cleans up.
+auto-scaler evolving a scalable topic's segment layout, and cleans up. It ends by printing the
+console URL of the scalable topic it built (http://127.0.0.1:PORT/console/topic/...); with --keep
+the broker stays up until Ctrl+C so you can open it in a browser.
 
-example:
+examples:
   braid demo
+  braid demo --keep
 """
 
 
@@ -145,6 +148,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_DEMO_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the broker running after the demo (until Ctrl+C) to look at it in the console",
+    )
     _add_log_level(demo)
     return parser
 
@@ -200,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from braid.cli.demo import run_demo
 
-        return run_demo()
+        return run_demo(keep=args.keep)
     parser.print_help()
     return 2
 

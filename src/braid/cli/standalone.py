@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from braid.ledger.factory import DefaultManagedLedgerFactory
     from braid.scalable.service import ScalableTopicService
     from braid.storage import BookKeeperClient
+    from braid.storage.autorecovery import AutoRecoveryService
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +75,8 @@ class StandaloneServer:
         self.resources: BrokerResources | None = None
         self.ml_factory: DefaultManagedLedgerFactory | None = None
         self.broker: BrokerService | None = None
+        #: Auto-recovery run here (``autoRecoveryDaemonEnabled``), else ``None``.
+        self.auto_recovery: AutoRecoveryService | None = None
         self.scalable: ScalableTopicService | None = None
         self.storage_clusters: StorageClusterService | None = None
         self.admin: AdminServer | None = None
@@ -110,6 +113,11 @@ class StandaloneServer:
         from braid.ledger.factory import DefaultManagedLedgerFactory
         from braid.scalable.install import install_scalable_topics
         from braid.storage import StorageRouter
+        from braid.storage.autorecovery import (
+            AutoRecoveryService,
+            BookieAdmin,
+            UnderreplicationManager,
+        )
 
         config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -172,7 +180,27 @@ class StandaloneServer:
             self.scalable = await install_scalable_topics(self.broker, self.resources)
             self._closers.append(("scalable topics", self.scalable.close))
 
-        app = create_app(config, self.resources, self.broker, self.scalable, self.storage_clusters)
+        bookies = BookieAdmin(
+            storage, UnderreplicationManager(self.metadata, storage.cluster_name, self.clock)
+        )
+        if config.auto_recovery_daemon_enabled:
+            self.auto_recovery = AutoRecoveryService(
+                storage,
+                clock=self.clock,
+                node_id=f"{config.advertised_address}:{self.broker.port}",
+                settings=config.auto_recovery_settings(),
+            )
+            self._closers.append(("auto-recovery", self.auto_recovery.close))
+            await self.auto_recovery.start()
+        app = create_app(
+            config,
+            self.resources,
+            self.broker,
+            self.scalable,
+            self.storage_clusters,
+            bookies=bookies,
+            auto_recovery=self.auto_recovery,
+        )
         self.admin = AdminServer(app, config.bind_address, config.web_service_port)
         self._closers.append(("admin server", self.admin.stop))
         await self.admin.start()
@@ -216,6 +244,7 @@ class StandaloneServer:
         from braid.storage.remote import load_rack_mapping, open_remote_cluster
 
         config = self.config
+        settings = config.storage_client_settings()
         racks = None
         if config.bookkeeper_client_rack_mapping_file is not None:
             racks = load_rack_mapping(config.bookkeeper_client_rack_mapping_file)
@@ -226,6 +255,7 @@ class StandaloneServer:
                 LOCAL_STORAGE_CLUSTER,
                 clock=self.clock,
                 disk_thresholds=config.disk_thresholds(),
+                settings=settings,
             )
         if config.standalone_bookies > 1:
             return await open_loopback_cluster(
@@ -236,6 +266,7 @@ class StandaloneServer:
                 clock=self.clock,
                 disk_thresholds=config.disk_thresholds(),
                 rack_mapping=racks,
+                settings=settings,
             )
         uri = config.bookkeeper_metadata_service_uri
         bookie_store = metadata
@@ -252,6 +283,7 @@ class StandaloneServer:
                 LOCAL_STORAGE_CLUSTER,
                 clock=self.clock,
                 rack_mapping=racks,
+                settings=settings,
                 add_timeout_s=timeout,
                 read_timeout_s=timeout,
                 after_close=[bookie_store.close] if bookie_store is not metadata else [],

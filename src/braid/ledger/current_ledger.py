@@ -159,7 +159,7 @@ class CurrentLedger:
 
     def fail_unreported(self, error: BaseException) -> None:
         """Fail every add not yet reported, acknowledged by storage or not, with ``error``
-        (this writer lost the ledger: no receipt may follow, ADR 0035), in order, as they
+        (this writer lost the ledger: no receipt may follow, ADR 0040), in order, as they
         finish."""
         first = self.pending[0].expected_entry_id if self.pending else self.issued_entries
         self.broken = True

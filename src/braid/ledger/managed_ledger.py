@@ -669,7 +669,7 @@ class ManagedLedgerImpl:
         error = ManagedLedgerFenced(f"managed ledger {self._name!r} was taken over")
         if self._current is not None:
             # Ownership is checked before any receipt: an add storage acknowledged but not yet
-            # reported may be on a ledger the new owner closed before it (ADR 0035).
+            # reported may be on a ledger the new owner closed before it (ADR 0040).
             self._current.fail_unreported(error)
         self._fail_waiting(error)
         self._notify_entries()

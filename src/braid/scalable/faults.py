@@ -1,4 +1,4 @@
-"""Fault points for crash tests of split and merge (ADR 0021, ADR 0035).
+"""Fault points for crash tests of split and merge (ADR 0021, ADR 0040).
 
 ``BRAID_FAULT_PAUSE_AT=<step>`` (one of :data:`braid.scalable.controller.STEPS`) makes every
 controller of the process log ``fault point <step> reached`` and stop right after that step, so a

@@ -1,4 +1,4 @@
-"""Recovering a split or merge that failed on a living leader (issue 22, ADR 0035).
+"""Recovering a split or merge that failed on a living leader (issue 22, ADR 0040).
 
 A controller that dies between two steps leaves its operation recorded, and the next leader rolls
 it forward on take-over (docs/decisions/0021-split-merge-recovery.md). A step can also *fail*

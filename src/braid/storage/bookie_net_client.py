@@ -4,7 +4,10 @@ The aiokafka shape: one connection per bookie, an asyncio protocol whose ``data_
 only reader, and a map from transaction id to what waits for the answer - a callback for adds
 (the ledger writer's hot path: no future or task per add, ADR 0014), a future for everything
 else. Requests are pipelined; the frames written during one loop turn leave in one
-``writelines``.
+``writelines``. The adds of one loop turn go in one ``ADD_ENTRIES`` frame (ADR 0037; a lone add
+in an ``ADD_ENTRY`` frame), split so no batch carries more than :data:`MAX_BATCH_BYTES`; any
+other request first sends the adds queued before it, so the bookie sees requests in the order
+they were made. The bookie acknowledges batched adds in batches (``AddEntriesResponse``).
 
 Failure model (what lets the writer make an ensemble change): a request that gets no answer
 within its timeout (``addEntryTimeoutSec`` / ``readEntryTimeoutSec``) fails with
@@ -26,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from braid.clock import Clock, SystemClock, TimerHandle
@@ -42,7 +45,9 @@ from braid.storage.bookie.wire import (
     DEFAULT_MAX_FRAME_SIZE,
     FENCE_ONLY,
     BadFrame,
+    BatchedAdd,
     FrameDecoder,
+    add_entries_request,
     add_request,
     bpb,
     delete_ledger_request,
@@ -61,6 +66,9 @@ log = logging.getLogger(__name__)
 DEFAULT_ADD_TIMEOUT_S = 10.0
 DEFAULT_READ_TIMEOUT_S = 10.0
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
+#: Entry bytes in one ``ADD_ENTRIES`` frame at most: well under the smallest frame limit a bookie
+#: accepts (``nettyMaxFrameSizeBytes`` >= 1 MiB), so a batch never costs a connection.
+MAX_BATCH_BYTES = 512 * 1024
 
 # What waits for a response: (deadline, entry id, add callback) for an add, or
 # (deadline, -1, future) for the other requests.
@@ -102,6 +110,9 @@ class NetBookieClient:
         self._conn: _ClientConnection | None = None
         self._connecting: asyncio.Task[None] | None = None
         self._backlog: list[bytes] = []  # frames written while connecting
+        self._adds: list[BatchedAdd] = []  # adds of this loop turn, not yet framed
+        self._adds_bytes = 0
+        self._max_batch = min(max_frame_size // 4, MAX_BATCH_BYTES)
         self._timer: TimerHandle | None = None
         self._read_only_reason: str | None = None
         self._closed = False
@@ -165,9 +176,18 @@ class NetBookieClient:
             raise EntryTooLarge(f"entry of {len(data)} bytes exceeds {self._max_entry}")
         if self._read_only_reason is not None and not recovery:
             raise StorageReadOnly(f"bookie {self._id} is read-only: {self._read_only_reason}")
+        if self._closed:
+            raise StorageClosed(f"client of bookie {self._id} is closed")
+        if self._conn is None:
+            self._start_connecting()  # raises BookieUnavailable while backing off
         txn = next(self._txn)
-        frame = add_request(txn, ledger_id, entry_id, data, last_add_confirmed, length, recovery)
-        self._send(txn, frame, (self._clock.monotonic() + self._add_timeout, entry_id, callback))
+        if self._adds and self._adds_bytes + len(data) > self._max_batch:
+            self._send_adds()  # a full batch goes now; a larger add goes alone
+        if not self._adds:
+            asyncio.get_running_loop().call_soon(self._send_adds)
+        self._adds.append((txn, ledger_id, entry_id, data, last_add_confirmed, length, recovery))
+        self._adds_bytes += len(data)
+        self._wait_for(txn, (self._clock.monotonic() + self._add_timeout, entry_id, callback))
 
     async def add_entry(
         self,
@@ -257,18 +277,41 @@ class NetBookieClient:
     def _send(self, txn: int, frame: bytes, waiter: _Waiter) -> None:
         if self._closed:
             raise StorageClosed(f"client of bookie {self._id} is closed")
-        conn = self._conn
-        if conn is None:
+        if self._conn is None:
             self._start_connecting()  # raises BookieUnavailable while backing off
-            self._backlog.append(frame)
-        else:
-            conn.write(frame)
+        self._send_adds()  # the adds made before this request go first
+        self._write(frame)
+        self._wait_for(txn, waiter)
+
+    def _wait_for(self, txn: int, waiter: _Waiter) -> None:
         self._pending[txn] = waiter
         self.requests_sent += 1
         if self._timer is None:
             self._arm_timer(waiter[0])
 
+    def _write(self, frame: bytes) -> None:
+        conn = self._conn
+        if conn is None:
+            self._backlog.append(frame)  # sent once connected (or failed with the rest)
+        else:
+            conn.write(frame)
+
+    def _send_adds(self) -> None:
+        """Frame the adds queued in this loop turn: one ``ADD_ENTRIES`` frame (one ``ADD_ENTRY``
+        for a lone add)."""
+        adds, self._adds = self._adds, []
+        self._adds_bytes = 0
+        if not adds or self._closed:
+            return
+        if len(adds) == 1:
+            self._write(add_request(*adds[0]))
+        else:
+            self._write(add_entries_request(adds))
+
     def _complete(self, response: bpb.Response) -> None:
+        if response.header.operation == bpb.ADD_ENTRIES and response.status == bpb.EOK:
+            self._complete_adds(response.add_entries_response.txn_ids)
+            return
         waiter = self._pending.pop(response.header.txn_id, None)
         if waiter is None:
             return  # timed out already
@@ -285,9 +328,24 @@ class NetBookieClient:
             else:
                 target.set_exception(error)
 
+    def _complete_adds(self, txn_ids: Iterable[int]) -> None:
+        # A batch of acknowledgements: each add it names is durable on the bookie.
+        pending = self._pending
+        for txn in txn_ids:
+            waiter = pending.pop(txn, None)
+            if waiter is None:
+                continue  # timed out already
+            _, entry_id, target = waiter
+            if entry_id >= 0:
+                target(entry_id, None)
+            else:  # a bookie acknowledging a request that was not an add: a broken peer
+                _fail(entry_id, target, StorageError(f"bookie {self._id} acked a non-add"))
+
     def _fail_all(self, error: StorageError) -> None:
         pending, self._pending = self._pending, {}
         self._backlog.clear()
+        self._adds.clear()
+        self._adds_bytes = 0
         for _, entry_id, target in pending.values():
             _fail(entry_id, target, error)
 

@@ -22,7 +22,7 @@ from braid.storage.api import InvalidQuorum
 from braid.storage.bookie.config import BookieConfig
 from braid.storage.bookie.disk import DiskThresholds
 from braid.storage.bookie.service import BookieService
-from braid.storage.client import BookKeeperClient
+from braid.storage.client import BookKeeperClient, ClientSettings
 from braid.storage.remote import open_remote_cluster
 
 
@@ -36,6 +36,7 @@ async def open_loopback_cluster(
     clock: Clock | None = None,
     disk_thresholds: DiskThresholds | None = None,
     rack_mapping: Mapping[str, str] | None = None,
+    settings: ClientSettings | None = None,
     timeout_s: float = 30.0,
 ) -> BookKeeperClient:
     """Start ``bookies`` bookie services in this process and return the cluster's client, which
@@ -76,6 +77,7 @@ async def open_loopback_cluster(
             min_bookies=bookies,
             wait_s=timeout_s,
             rack_mapping=rack_mapping,
+            settings=settings,
             # Closing the client closes the bookies, after their clients.
             after_close=[service.close for service in reversed(services)],
         )

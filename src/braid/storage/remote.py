@@ -13,7 +13,9 @@ A bookie registered in both lists (for a moment, while it moves) counts as read-
 from a rack mapping (``bookkeeperClientRackMappingFile``: ``bookieId=/region/rack`` lines) when
 given, else from the bookie's registration (its ``bookieRack``).
 
-:func:`open_remote_cluster` returns a cluster's ``BookKeeperClient`` over such a set.
+:func:`open_remote_cluster` returns a cluster's ``BookKeeperClient`` over such a set: membership
+changes reach placement, the writers' ensemble changes and the auditor through the set's
+listeners.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from braid.storage.bookie_registry import (
     readonly_path,
 )
 from braid.storage.bookie_set import BookieSet, MembershipListener
-from braid.storage.client import BookKeeperClient
+from braid.storage.client import BookKeeperClient, ClientSettings
 from braid.storage.ledger_metadata import validate_cluster_name
 
 log = logging.getLogger(__name__)
@@ -83,8 +85,10 @@ class RegisteredBookieSet:
         clock: Clock | None = None,
         add_timeout_s: float = 10.0,
         read_timeout_s: float = 10.0,
+        after_close: Sequence[Callable[[], Awaitable[None]]] = (),
     ) -> None:
-        """Use :meth:`open` (it reads the lists once before returning)."""
+        """Use :meth:`open` (it reads the lists once before returning). ``after_close`` run, in
+        order, once :meth:`close` closed the clients (an owner's clean-up)."""
         self._store = store
         self._cluster = validate_cluster_name(cluster_name)
         self._available = available_path(cluster_name)
@@ -100,6 +104,7 @@ class RegisteredBookieSet:
         self._refresh_task: asyncio.Task[None] | None = None
         self._dirty = False
         self._changed = asyncio.Event()
+        self._after_close = list(after_close)
         self._unlisten = store.register_listener(self._on_notification)
         self._closed = False
 
@@ -158,6 +163,9 @@ class RegisteredBookieSet:
             self._refresh_task.cancel()
         for client in self._clients.values():
             await client.close()
+        after, self._after_close = self._after_close, []
+        for step in after:
+            await step()
 
     # -- watching --------------------------------------------------------------------------------
     def registration(self, bookie_id: str) -> BookieRegistration | None:
@@ -245,41 +253,6 @@ class RegisteredBookieSet:
                     log.exception("bookie set listener failed")
 
 
-class _RemoteClusterClient(BookKeeperClient):
-    """Shim until ``BookKeeperClient`` takes a ``BookieSet``: the client over the registered
-    bookies - those of the moment it opened, plus any that register later (bookies never leave
-    its map: a ledger may still name them) - closing the set (then ``after_close``) with it."""
-
-    def __init__(
-        self,
-        store: MetadataStore,
-        cluster_name: str,
-        bookies: RegisteredBookieSet,
-        clock: Clock | None,
-        after_close: Sequence[Callable[[], Awaitable[None]]],
-    ) -> None:
-        ids = [*bookies.writable(), *bookies.readonly()]
-        super().__init__(store, cluster_name, [bookies.client(b) for b in ids], clock=clock)
-        self.bookie_set = bookies
-        self._after_close = list(after_close)
-        bookies.add_listener(self._membership_changed)
-
-    def _membership_changed(self) -> None:
-        # The shim's one reach into BookKeeperClient: its map of bookie clients by id.
-        known = self._bookies
-        for bookie_id in (*self.bookie_set.writable(), *self.bookie_set.readonly()):
-            if bookie_id not in known:
-                known[bookie_id] = self.bookie_set.client(bookie_id)
-        self._bookie_order = sorted(known)
-
-    async def close(self) -> None:
-        await super().close()
-        await self.bookie_set.close()
-        after, self._after_close = self._after_close, []
-        for step in after:
-            await step()
-
-
 async def open_remote_cluster(
     metadata: MetadataStore,
     cluster_name: str,
@@ -288,13 +261,18 @@ async def open_remote_cluster(
     min_bookies: int = 1,
     wait_s: float = 30.0,
     rack_mapping: Mapping[str, str] | None = None,
+    settings: ClientSettings | None = None,
     add_timeout_s: float = 10.0,
     read_timeout_s: float = 10.0,
     after_close: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> BookKeeperClient:
     """The client of a cluster of bookie processes registered in ``metadata``, once at least
-    ``min_bookies`` of them are writable (waiting up to ``wait_s``). ``after_close`` run, in
-    order, after the client closed (an owner's clean-up: the store, in-process bookies).
+    ``min_bookies`` of them are writable (waiting up to ``wait_s``).
+
+    The client owns its :class:`RegisteredBookieSet`: membership changes reach placement,
+    ensemble changes and auto-recovery through the set's listeners. ``after_close`` run, in
+    order, after the client and its set closed (an owner's clean-up: the store, in-process
+    bookies).
 
     Raises:
         BookieUnavailable: fewer than ``min_bookies`` writable bookies registered in time.
@@ -306,13 +284,14 @@ async def open_remote_cluster(
         clock=clock,
         add_timeout_s=add_timeout_s,
         read_timeout_s=read_timeout_s,
+        after_close=after_close,
     )
     try:
         await bookies.wait_for_writable(min_bookies, wait_s)
     except BaseException:
         await bookies.close()
         raise
-    return _RemoteClusterClient(metadata, cluster_name, bookies, clock, after_close)
+    return BookKeeperClient(metadata, cluster_name, bookies, clock=clock, settings=settings)
 
 
 def _conforms(bookies: RegisteredBookieSet, client: NetBookieClient) -> None:

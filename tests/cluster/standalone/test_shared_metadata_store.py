@@ -1,5 +1,5 @@
 """Two ``braid standalone`` processes on one metadata store (one SQLite file, one ZooKeeper): the
-second is refused, and nothing the first acknowledged is lost (issue 22, ADR 0035).
+second is refused, and nothing the first acknowledged is lost (issue 22, ADR 0040).
 
 What used to happen: each process keeps its ledgers' entries in the bookie inside it
 (``<dataDir>/bookie-0``, bookie id ``bookie-0`` of storage cluster ``standalone`` in both) and their

@@ -34,7 +34,7 @@ async def test_a_full_disk_makes_a_bookie_read_only_and_writers_move_off_it(
             await asyncio.gather(asyncio.to_thread(small.start), asyncio.to_thread(roomy.start))
             store = await open_store(zk_url)
             client = await open_remote_cluster(store, "standalone", min_bookies=2, wait_s=30)
-            members = client.bookie_set  # type: ignore[attr-defined]
+            members = client.bookie_set
             assert isinstance(members, RegisteredBookieSet)
             try:
                 assert members.writable() == ["bk-roomy", "bk-small"]

@@ -1,4 +1,4 @@
-"""Two brokers on shared bookies (``--bookies 0``) and one metadata store (ADR 0035).
+"""Two brokers on shared bookies (``--bookies 0``) and one metadata store (ADR 0040).
 
 Shared bookies make fencing real - a broker taking a topic over fences the other's ledger on the
 bookie both write to - but they do not make two brokers on one store safe while brokers do not own

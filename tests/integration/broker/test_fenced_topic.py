@@ -1,4 +1,4 @@
-"""A topic whose managed ledger another writer takes over (ADR 0035), seen on the wire.
+"""A topic whose managed ledger another writer takes over (ADR 0040), seen on the wire.
 
 The other writer is a second managed-ledger factory on the broker's own metadata store and
 bookie, opening the topic's log as a new owner does: it recovers the current ledger, which fences

@@ -1,4 +1,4 @@
-"""The start-up guard of brokers with process-local storage (issue 22, ADR 0035), on real SQLite
+"""The start-up guard of brokers with process-local storage (issue 22, ADR 0040), on real SQLite
 sessions of one file: each :class:`StoreGuard` below stands for one broker process.
 
 Pinned: a second claim is refused naming the first broker, on shared bookies too; a store stays

@@ -108,7 +108,7 @@ async def test_old_owner_rollover_after_takeover_is_fenced(env: LedgerEnv) -> No
 async def test_a_second_owner_on_other_bookies_drops_the_ledger_as_empty_so_the_first_stops_acking(
     env: LedgerEnv, tmp_path: Path
 ) -> None:
-    """The mechanism of issue 22 at the managed-ledger level (ADR 0035): two processes' private
+    """The mechanism of issue 22 at the managed-ledger level (ADR 0040): two processes' private
     bookies (both ``bookie-0`` of cluster ``standalone``) on one metadata store. The second
     owner's recovery fences its *own* bookie, which never held the ledger, finds it empty and
     drops it from the shared log: the first owner's acknowledged entries are unreadable to it,
@@ -162,7 +162,7 @@ async def test_appends_in_flight_when_the_log_learns_it_was_taken_over_are_not_a
 
 @pytest.mark.xfail(
     strict=True,
-    reason="known gap (docs/status.md, ADR 0035): a bookie forgets a ledger's fence when the "
+    reason="known gap (docs/status.md, ADR 0040): a bookie forgets a ledger's fence when the "
     "ledger is deleted, so a stale owner's adds into a ledger the new owner deleted are "
     "acknowledged; one broker per metadata store keeps stale owners away until bookies keep "
     "the fence of a deleted ledger or brokers own topics",

@@ -1,5 +1,5 @@
 """A split or merge that *fails* on a living leader is recovered by that leader (issue 22,
-ADR 0035): rolled back while no parent is sealed, rolled forward once one may be. Before, the
+ADR 0040): rolled back while no parent is sealed, rolled forward once one may be. Before, the
 record stayed, ``stats`` showed the operation in flight with nothing running it, and every later
 split was refused until the broker restarted.
 

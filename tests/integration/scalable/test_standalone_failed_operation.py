@@ -1,5 +1,5 @@
 """A split that fails on the leader of a real ``braid standalone`` recovers by itself, and after a
-SIGKILL in the middle of its recovery, by the restarted process (issue 22, ADR 0035).
+SIGKILL in the middle of its recovery, by the restarted process (issue 22, ADR 0040).
 
 ``BRAID_FAULT_FAIL_AT`` makes the first pass through a step fail, as the reported split did on the
 leader it was forwarded to; ``BRAID_FAULT_PAUSE_AT`` on the same step stops the recovery's pass

@@ -20,6 +20,7 @@ from braid.storage.bookie import Bookie
 from braid.storage.bookie.server import BookieServer
 from braid.storage.bookie_client import BookieClient, LocalBookieClient
 from braid.storage.bookie_net_client import NetBookieClient
+from braid.storage.bookie_set import StaticBookieSet
 
 #: The engine behind each bookie id of the ``net`` clusters (tests that look at the disk).
 _ENGINES: dict[int, dict[str, Bookie]] = {}
@@ -62,7 +63,9 @@ async def _net_cluster(
             servers.append(server)
             # The real clock for request timeouts: the tests' manual clock never advances them.
             clients.append(NetBookieClient(f"bookie-{i}", ("127.0.0.1", server.port)))
-        client = BookKeeperClient(store, name, clients, clock=clock)
+        client = BookKeeperClient(
+            store, name, StaticBookieSet(clients, owns_clients=False), clock=clock
+        )
         _ENGINES[id(client)] = {e.bookie_id: e for e in engines}
         yield client
         _ENGINES.pop(id(client), None)

@@ -17,7 +17,14 @@ from braid.clock import ManualClock
 from braid.storage.api import BookieUnavailable, StorageClosed, StorageError, StorageReadOnly
 from braid.storage.bookie import Bookie
 from braid.storage.bookie.server import BookieServer
-from braid.storage.bookie.wire import encode_frame
+from braid.storage.bookie.wire import (
+    BatchedAdd,
+    FrameDecoder,
+    add_entries_request,
+    bpb,
+    encode_frame,
+    parse_response,
+)
 from braid.storage.bookie_net_client import NetBookieClient
 from tests.support.polling import eventually
 
@@ -93,6 +100,51 @@ async def test_a_read_larger_than_a_frame_is_split_by_the_client(served: BookieS
         await client.add_entry(4, i, bytes([i]) * 20_000, last_add_confirmed=i - 1, length=0)
     entries = await client.read_entries(4, 0, 7)  # 160 KB > the 64 KiB frame limit
     assert [e.data[0] for e in entries] == list(range(8))
+    await client.close()
+
+
+async def test_a_batch_of_adds_is_acknowledged_in_batches_and_a_failed_add_answers_alone(
+    served: BookieServer,
+) -> None:
+    # Over a raw socket: entries 0 and 1, then an invalid entry id, then entry 2 of ledger 6.
+    adds: list[BatchedAdd] = [
+        (11, 6, 0, b"a", -1, 1, False),
+        (12, 6, 1, b"b", 0, 2, False),
+        (13, 6, -5, b"x", 1, 3, False),
+        (14, 6, 2, b"c", 1, 3, False),
+    ]
+    reader, writer = await asyncio.open_connection("127.0.0.1", served.port)
+    writer.write(add_entries_request(adds))
+    await writer.drain()
+    decoder = FrameDecoder()
+    answers: list[tuple[str, list[int]]] = []
+    acked: list[int] = []
+    while len(acked) < 3:
+        for body in decoder.feed(await asyncio.wait_for(reader.read(65536), 10)):
+            response = parse_response(body)
+            if response.header.operation == bpb.ADD_ENTRIES:
+                acked += response.add_entries_response.txn_ids
+                answers.append(("acks", list(response.add_entries_response.txn_ids)))
+            else:
+                answers.append((bpb.StatusCode.Name(response.status), [response.header.txn_id]))
+    writer.close()
+    # The refusal comes at once, before the acknowledgements that wait for the fsync.
+    assert answers[0] == ("EINVALIDENTRYID", [13])
+    assert acked == [11, 12, 14] and served.stats.add_requests == 4
+
+
+async def test_a_request_made_after_adds_reaches_the_bookie_after_them(
+    served: BookieServer,
+) -> None:
+    # The adds of a loop turn wait to be framed together; a fence made after them must not
+    # overtake them (it would fence the ledger before they arrive).
+    client = NetBookieClient("b", ("127.0.0.1", served.port))
+    await client.add_entry(8, 0, b"first", last_add_confirmed=-1, length=5)  # connected
+    results: list[StorageError | None] = []
+    for i in range(1, 11):
+        client.send_add(8, i, b"e", lambda _e, err: results.append(err), i - 1, 5 + i)
+    fenced = await client.fence(8)
+    assert results == [None] * 10 and fenced.last_entry_id == 10
     await client.close()
 
 

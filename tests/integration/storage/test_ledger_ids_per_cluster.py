@@ -1,4 +1,4 @@
-"""Ledger ids are unique per storage cluster, not per process (issue 22, ADR 0035): two processes'
+"""Ledger ids are unique per storage cluster, not per process (issue 22, ADR 0040): two processes'
 private bookies of one cluster name on one metadata store - what two standalones sharing a store
 used to be - never hand out the same id, because ids come from the store's one generator, taken
 with compare-and-swap, not from the bookies."""

@@ -86,6 +86,53 @@ def test_add_requests_round_trip_through_frames(
     assert add.HasField("flag") == recovery
 
 
+@given(
+    adds=st.lists(
+        st.tuples(
+            st.integers(0, 2**64 - 1),
+            st.integers(0, 2**63 - 1),
+            st.integers(0, 2**62 - 1),
+            st.binary(max_size=200),
+            st.integers(-1, 2**62 - 1),
+            st.integers(0, 2**62),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
+def test_a_batch_of_adds_round_trips_each_add_with_its_own_transaction(
+    adds: list[wire.BatchedAdd],
+) -> None:
+    (body,) = FrameDecoder().feed(wire.add_entries_request(adds))
+    request = wire.parse_request(body)
+    assert request.header.operation == bpb.ADD_ENTRIES
+    got = [
+        (
+            a.txn_id,
+            a.ledger_id,
+            a.entry_id,
+            a.body,
+            a.last_add_confirmed,
+            a.length,
+            a.HasField("flag"),
+        )
+        for a in request.add_entries_request.adds
+    ]
+    assert got == adds
+    # The message object is reused: a second, smaller batch carries only its own adds.
+    (again,) = FrameDecoder().feed(wire.add_entries_request(adds[:1]))
+    assert len(wire.parse_request(again).add_entries_request.adds) == 1
+
+
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=300))
+def test_a_batch_of_acknowledgements_names_each_transaction_in_order(txns: list[int]) -> None:
+    (body,) = FrameDecoder().feed(wire.add_entries_response(txns))
+    response = wire.parse_response(body)
+    assert response.header.operation == bpb.ADD_ENTRIES and response.status == bpb.EOK
+    assert list(response.add_entries_response.txn_ids) == txns
+
+
 @given(frames=st.lists(st.binary(max_size=300), max_size=8), cuts=st.lists(st.integers(0, 3000)))
 def test_the_decoder_yields_the_same_bodies_however_the_stream_is_split(
     frames: list[bytes], cuts: list[int]

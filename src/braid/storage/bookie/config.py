@@ -5,10 +5,11 @@ Keys keep BookKeeper's names where BookKeeper has the setting (``bookiePort``,
 ``advertisedAddress``, ``journalDirectories``, ``ledgerDirectories``, ``metadataServiceUri``,
 ``httpServerEnabled``, ``httpServerPort``, ``readOnlyModeEnabled``, ``diskUsageThreshold``,
 ``diskUsageLwmThreshold``, ``diskCheckInterval``, ``journalSyncData``, ``journalMaxSizeMB``,
-``nettyMaxFrameSizeBytes``, ``bookieId``); Braid's own are ``storageClusterName``,
-``bindAddress`` and ``bookieRack``. Unknown keys are named in one warning; an empty value means
-the default; a value that does not parse raises :class:`InvalidBookieConfig` naming the key.
-Command-line flags override the file.
+``nettyMaxFrameSizeBytes``, ``bookieId``, and auto-recovery's ``autoRecoveryDaemonEnabled``,
+``lostBookieRecoveryDelay``, ``auditorPeriodicCheckInterval``); Braid's own are
+``storageClusterName``, ``bindAddress`` and ``bookieRack``. Unknown keys are named in one
+warning; an empty value means the default; a value that does not parse raises
+:class:`InvalidBookieConfig` naming the key. Command-line flags override the file.
 """
 
 from __future__ import annotations
@@ -56,6 +57,10 @@ class BookieConfig:
     journal_sync_data: bool = True
     journal_max_size_mb: int = 2048
     netty_max_frame_size_bytes: int = DEFAULT_MAX_FRAME_SIZE
+    #: Run the auditor election and a replication worker in this bookie (BookKeeper's key).
+    auto_recovery_daemon_enabled: bool = False
+    lost_bookie_recovery_delay: int = 0  # seconds
+    auditor_periodic_check_interval: int = 604_800  # seconds; 0 = never
 
     @property
     def effective_bookie_id(self) -> str:
@@ -137,6 +142,9 @@ _PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "journalSyncData": ("journal_sync_data", _bool),
     "journalMaxSizeMB": ("journal_max_size_mb", _int(1, 1 << 20)),
     "nettyMaxFrameSizeBytes": ("netty_max_frame_size_bytes", _int(_MIB, 512 * _MIB)),
+    "autoRecoveryDaemonEnabled": ("auto_recovery_daemon_enabled", _bool),
+    "lostBookieRecoveryDelay": ("lost_bookie_recovery_delay", _int(0, 365 * 86_400)),
+    "auditorPeriodicCheckInterval": ("auditor_periodic_check_interval", _int(0, 365 * 86_400)),
 }
 
 

@@ -8,6 +8,12 @@ the adds of one ledger are answered in journal order. Reads, fences, LAC reads a
 small tasks and can be answered out of order - every response carries its request's transaction
 id. Responses produced during one loop turn leave in one ``writelines``.
 
+Adds that came in an ``ADD_ENTRIES`` batch (ADR 0037) are acknowledged in batches too: the
+transaction ids of the adds that became durable during one loop turn leave in one
+``AddEntriesResponse``, in the order they became durable. Any other response (an error, a read)
+first closes the batch of acknowledgements gathered so far, so a connection's responses keep the
+order in which the bookie produced them.
+
 A frame that is too large, fails its checksum or does not decode closes that connection, with one
 log line naming the peer; the server and every other connection go on. A request the engine
 refuses (fenced, read-only, bad id, ...) gets its status code and message and the connection stays.
@@ -32,6 +38,7 @@ from braid.storage.bookie.wire import (
     FRAME_HEADER_SIZE,
     BadFrame,
     FrameDecoder,
+    add_entries_response,
     add_response,
     bpb,
     encode_frame,
@@ -118,6 +125,11 @@ def _is_recovery(add: bpb.AddRequest) -> bool:
     return add.HasField("flag") and add.flag == bpb.AddRequest.RECOVERY_ADD
 
 
+def _add_header(txn_id: int) -> bpb.PacketHeader:
+    """The header of an answer to one add (alone or in a batch)."""
+    return bpb.PacketHeader(version=bpb.VERSION_ONE, operation=bpb.ADD_ENTRY, txn_id=txn_id)
+
+
 def _is_fencing(read: bpb.ReadRequest) -> bool:
     return read.HasField("flag") and read.flag == bpb.ReadRequest.FENCE_LEDGER
 
@@ -133,6 +145,8 @@ class _Connection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._peer = "?"
         self._out: list[bytes] = []
+        self._acks: list[int] = []  # txn ids of batched adds made durable this loop turn
+        self._flushing = False
         self._closed = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._loop = asyncio.get_running_loop()
@@ -150,6 +164,7 @@ class _Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._out.clear()
+        self._acks.clear()
         if self in self._server._connections:
             self._server._connections.discard(self)
             self._stats.connections_open -= 1
@@ -187,14 +202,33 @@ class _Connection(asyncio.Protocol):
             self._transport.abort()
 
     # -- responses -------------------------------------------------------------------------------
+    def _schedule_flush(self) -> None:
+        if not self._flushing:
+            self._flushing = True
+            self._loop.call_soon(self._flush)
+
     def _send(self, frame: bytes) -> None:
         if self._closed:
             return
-        if not self._out:
-            self._loop.call_soon(self._flush)
+        if self._acks:
+            self._close_ack_batch()
         self._out.append(frame)
+        self._schedule_flush()
+
+    def _ack(self, txn_id: int) -> None:
+        if self._closed:
+            return
+        self._acks.append(txn_id)
+        self._schedule_flush()
+
+    def _close_ack_batch(self) -> None:
+        acks, self._acks = self._acks, []
+        self._out.append(add_entries_response(acks))
 
     def _flush(self) -> None:
+        self._flushing = False
+        if self._acks:
+            self._close_ack_batch()
         out = self._out
         if not out or self._closed or self._transport is None:
             return
@@ -212,6 +246,8 @@ class _Connection(asyncio.Protocol):
         operation = request.header.operation
         if operation == bpb.ADD_ENTRY and request.HasField("add_request"):
             self._add(request)
+        elif operation == bpb.ADD_ENTRIES and request.HasField("add_entries_request"):
+            self._add_entries(request.add_entries_request)
         elif operation == bpb.READ_ENTRY and request.HasField("read_request"):
             self._stats.read_requests += 1
             self._spawn(self._read(request))
@@ -247,6 +283,34 @@ class _Connection(asyncio.Protocol):
             self._stats.add_errors += 1
             self._send(error_response(request.header, exc))
 
+    def _add_entries(self, batch: bpb.AddEntriesRequest) -> None:
+        # One frame of adds, each as if it came alone; acknowledged in batches (_batch_added).
+        bookie, stats = self._bookie, self._stats
+        for add in batch.adds:
+            stats.add_requests += 1
+            txn_id = add.txn_id
+            try:
+                bookie.submit_add_callback(
+                    add.ledger_id,
+                    add.entry_id,
+                    add.body,
+                    functools.partial(self._batch_added, txn_id),
+                    add.last_add_confirmed,
+                    add.length,
+                    _is_recovery(add),
+                )
+            except StorageError as exc:
+                stats.add_errors += 1
+                self._send(error_response(_add_header(txn_id), exc))
+
+    def _batch_added(self, txn_id: int, entry_id: int, error: StorageError | None) -> None:
+        del entry_id  # the client knows it by txn id
+        if error is None:
+            self._ack(txn_id)
+            return
+        self._stats.add_errors += 1
+        self._send(error_response(_add_header(txn_id), error))
+
     def _added(
         self, txn_id: int, ledger_id: int, entry_id: int, error: StorageError | None
     ) -> None:
@@ -254,8 +318,7 @@ class _Connection(asyncio.Protocol):
             self._send(add_response(txn_id, ledger_id, entry_id))
             return
         self._stats.add_errors += 1
-        header = bpb.PacketHeader(version=bpb.VERSION_ONE, operation=bpb.ADD_ENTRY, txn_id=txn_id)
-        self._send(error_response(header, error))
+        self._send(error_response(_add_header(txn_id), error))
 
     async def _read(self, request: bpb.Request) -> None:
         read = request.read_request

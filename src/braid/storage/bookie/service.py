@@ -8,6 +8,13 @@ never finds a bookie that cannot answer yet. It stops in the reverse order, regi
 clean stop takes the bookie out of the lists before its port closes, and every acknowledged entry
 is in the journal before the process exits.
 
+With ``autoRecoveryDaemonEnabled=true`` (BookKeeper's key) the bookie also hosts auto-recovery
+once registered: a storage client over the cluster's registered bookies
+(:class:`~braid.storage.remote.RegisteredBookieSet`) and an
+:class:`~braid.storage.autorecovery.service.AutoRecoveryService` - it contends for the cluster's
+one auditor election (brokers with the same key contend for the same one) and runs a replication
+worker; its counters join ``/metrics``. It is stopped first on close, before the registration.
+
 While it runs, a watch moves the registration between the writable and the read-only list as the
 engine's disk state changes (``diskUsageThreshold``/``diskUsageLwmThreshold``). With
 ``readOnlyModeEnabled=false`` a full disk stops the bookie instead, as in BookKeeper. Losing the
@@ -22,7 +29,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from braid.clock import Clock, SystemClock
 from braid.metadata import MetadataStore, open_store
@@ -34,6 +41,12 @@ from braid.storage.bookie.http import BookieHttpServer, bookie_metrics_registry
 from braid.storage.bookie.registration import BookieRegistrar
 from braid.storage.bookie.server import BookieServer
 from braid.storage.bookie_registry import BookieRegistration
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from braid.storage.autorecovery.service import AutoRecoveryService
+    from braid.storage.client import BookKeeperClient
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +83,10 @@ class BookieService:
         self._registrar: BookieRegistrar | None = None
         self._watch: asyncio.Task[None] | None = None
         self._unlisten: Any = None
+        self._metrics: CollectorRegistry | None = None
+        #: Auto-recovery hosted here (``autoRecoveryDaemonEnabled``), else ``None``.
+        self.auto_recovery: AutoRecoveryService | None = None
+        self._recovery_client: BookKeeperClient | None = None
         self._closing = False
         #: Set when the bookie stopped by itself (session lost, full disk without read-only mode).
         self.stopped = asyncio.Event()
@@ -122,12 +139,13 @@ class BookieService:
             max_frame_size=config.netty_max_frame_size_bytes,
         )
         await self.server.start()
+        self._metrics = bookie_metrics_registry(self.bookie, self.server.stats)
         if config.http_server_enabled:
             self.http = BookieHttpServer(
                 config.effective_bind_address,
                 config.http_server_port,
                 self.health,
-                bookie_metrics_registry(self.bookie, self.server.stats),
+                self._metrics,
             )
             await self.http.start()
         reason = self.bookie.read_only_reason
@@ -147,6 +165,36 @@ class BookieService:
         await self._registrar.register(wait_s=self._registration_wait)
         self._unlisten = store.register_session_listener(self._on_session)
         self._watch = asyncio.create_task(self._follow_disk_state(), name=f"{self.bookie_id}-state")
+        if config.auto_recovery_daemon_enabled:
+            await self._start_auto_recovery(store)
+
+    async def _start_auto_recovery(self, store: MetadataStore) -> None:
+        # Imported here: a bookie without auto-recovery never loads the ledger client.
+        from braid.storage.autorecovery.metrics import AutoRecoveryCollector
+        from braid.storage.autorecovery.service import AutoRecoveryService, AutoRecoverySettings
+        from braid.storage.client import BookKeeperClient
+        from braid.storage.remote import RegisteredBookieSet
+
+        config = self.config
+        bookies = await RegisteredBookieSet.open(
+            store, config.storage_cluster_name, clock=self._clock
+        )
+        self._recovery_client = BookKeeperClient(
+            store, config.storage_cluster_name, bookies, clock=self._clock
+        )
+        self.auto_recovery = AutoRecoveryService(
+            self._recovery_client,
+            clock=self._clock,
+            node_id=self.bookie_id,
+            settings=AutoRecoverySettings(
+                lost_bookie_recovery_delay_s=float(config.lost_bookie_recovery_delay),
+                periodic_check_interval_s=float(config.auditor_periodic_check_interval),
+            ),
+        )
+        await self.auto_recovery.start()
+        if self._metrics is not None:
+            self._metrics.register(AutoRecoveryCollector(self.auto_recovery))
+        log.info("bookie %s runs auto-recovery", self.bookie_id)
 
     def health(self) -> tuple[int, Mapping[str, object]]:
         """``/health``: 200 while writable, 503 while read-only or stopping."""
@@ -195,6 +243,10 @@ class BookieService:
         if self._unlisten is not None:
             self._unlisten()
         steps: list[tuple[str, Any]] = []
+        if self.auto_recovery is not None:
+            steps.append(("auto-recovery", self.auto_recovery.close))
+        if self._recovery_client is not None:
+            steps.append(("auto-recovery storage client", self._recovery_client.close))
         if self._registrar is not None:
             steps.append(("registration", self._registrar.unregister))
         if self.http is not None:

@@ -22,6 +22,7 @@ bookie is closing), which its clients raise as ``BookieUnavailable``.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 
 import crc32c
 
@@ -233,6 +234,57 @@ def add_request(
     else:
         add.ClearField("flag")
     return encode_frame(request.SerializeToString())
+
+
+#: One add of a batch: ``(txn_id, ledger_id, entry_id, data, last_add_confirmed, length,
+#: recovery)``.
+BatchedAdd = tuple[int, int, int, bytes, int, int, bool]
+
+_ADD_ENTRIES_REQUEST = bpb.Request()
+_ADD_ENTRIES_REQUEST.header.version = bpb.VERSION_ONE
+_ADD_ENTRIES_REQUEST.header.operation = bpb.ADD_ENTRIES
+_ADD_ENTRIES_REQUEST.header.txn_id = 0
+_ADD_ENTRIES_RESPONSE = bpb.Response()
+_ADD_ENTRIES_RESPONSE.header.version = bpb.VERSION_ONE
+_ADD_ENTRIES_RESPONSE.header.operation = bpb.ADD_ENTRIES
+_ADD_ENTRIES_RESPONSE.header.txn_id = 0
+_ADD_ENTRIES_RESPONSE.status = bpb.EOK
+
+
+def add_entries_request(adds: Sequence[BatchedAdd]) -> bytes:
+    """The frame of several adds (``ADD_ENTRIES``), each with its own transaction id."""
+    batch = _ADD_ENTRIES_REQUEST.add_entries_request
+    del batch.adds[:]
+    new = batch.adds.add
+    for txn_id, ledger_id, entry_id, data, lac, length, recovery in adds:
+        if recovery:
+            new(
+                txn_id=txn_id,
+                ledger_id=ledger_id,
+                entry_id=entry_id,
+                last_add_confirmed=lac,
+                length=length,
+                body=data,
+                flag=bpb.AddRequest.RECOVERY_ADD,
+            )
+        else:
+            new(
+                txn_id=txn_id,
+                ledger_id=ledger_id,
+                entry_id=entry_id,
+                last_add_confirmed=lac,
+                length=length,
+                body=data,
+            )
+    return encode_frame(_ADD_ENTRIES_REQUEST.SerializeToString())
+
+
+def add_entries_response(txn_ids: Sequence[int]) -> bytes:
+    """The frame acknowledging several adds (each durable on this bookie), by transaction id."""
+    ids = _ADD_ENTRIES_RESPONSE.add_entries_response.txn_ids
+    del ids[:]
+    ids.extend(txn_ids)
+    return encode_frame(_ADD_ENTRIES_RESPONSE.SerializeToString())
 
 
 def read_request(txn_id: int, ledger_id: int, first: int, last: int, *, fence: bool) -> bytes:

@@ -24,45 +24,51 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x42ookieProtocol.proto\x12\x0c\x62raid.bookie\"~\n\x0cPacketHeader\x12.\n\x07version\x18\x01 \x02(\x0e\x32\x1d.braid.bookie.ProtocolVersion\x12.\n\toperation\x18\x02 \x02(\x0e\x32\x1b.braid.bookie.OperationType\x12\x0e\n\x06txn_id\x18\x03 \x02(\x04\"\x8f\x02\n\x07Request\x12*\n\x06header\x18\x01 \x02(\x0b\x32\x1a.braid.bookie.PacketHeader\x12-\n\x0b\x61\x64\x64_request\x18\x64 \x01(\x0b\x32\x18.braid.bookie.AddRequest\x12/\n\x0cread_request\x18\x65 \x01(\x0b\x32\x19.braid.bookie.ReadRequest\x12\x36\n\x10read_lac_request\x18\x66 \x01(\x0b\x32\x1c.braid.bookie.ReadLacRequest\x12@\n\x15\x64\x65lete_ledger_request\x18g \x01(\x0b\x32!.braid.bookie.DeleteLedgerRequest\"\xb2\x01\n\nAddRequest\x12\x11\n\tledger_id\x18\x01 \x02(\x03\x12\x10\n\x08\x65ntry_id\x18\x02 \x02(\x03\x12\x1a\n\x12last_add_confirmed\x18\x03 \x02(\x03\x12\x0e\n\x06length\x18\x04 \x02(\x03\x12\x0c\n\x04\x62ody\x18\x05 \x02(\x0c\x12+\n\x04\x66lag\x18\x06 \x01(\x0e\x32\x1d.braid.bookie.AddRequest.Flag\"\x18\n\x04\x46lag\x12\x10\n\x0cRECOVERY_ADD\x10\x01\"\x97\x01\n\x0bReadRequest\x12\x11\n\tledger_id\x18\x01 \x02(\x03\x12\x16\n\x0e\x66irst_entry_id\x18\x02 \x02(\x03\x12\x15\n\rlast_entry_id\x18\x03 \x01(\x03\x12,\n\x04\x66lag\x18\x04 \x01(\x0e\x32\x1e.braid.bookie.ReadRequest.Flag\"\x18\n\x04\x46lag\x12\x10\n\x0c\x46\x45NCE_LEDGER\x10\x01\"#\n\x0eReadLacRequest\x12\x11\n\tledger_id\x18\x01 \x02(\x03\"(\n\x13\x44\x65leteLedgerRequest\x12\x11\n\tledger_id\x18\x01 \x02(\x03\"\xd9\x02\n\x08Response\x12*\n\x06header\x18\x01 \x02(\x0b\x32\x1a.braid.bookie.PacketHeader\x12(\n\x06status\x18\x02 \x02(\x0e\x32\x18.braid.bookie.StatusCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12/\n\x0c\x61\x64\x64_response\x18\x64 \x01(\x0b\x32\x19.braid.bookie.AddResponse\x12\x31\n\rread_response\x18\x65 \x01(\x0b\x32\x1a.braid.bookie.ReadResponse\x12\x38\n\x11read_lac_response\x18\x66 \x01(\x0b\x32\x1d.braid.bookie.ReadLacResponse\x12\x42\n\x16\x64\x65lete_ledger_response\x18g \x01(\x0b\x32\".braid.bookie.DeleteLedgerResponse\"2\n\x0b\x41\x64\x64Response\x12\x11\n\tledger_id\x18\x01 \x02(\x03\x12\x10\n\x08\x65ntry_id\x18\x02 \x02(\x03\"S\n\x05\x45ntry\x12\x10\n\x08\x65ntry_id\x18\x01 \x02(\x03\x12\x0c\n\x04\x62ody\x18\x02 \x02(\x0c\x12\x1a\n\x12last_add_confirmed\x18\x03 \x02(\x03\x12\x0e\n\x06length\x18\x04 \x02(\x03\"z\n\x0cReadResponse\x12\x11\n\tledger_id\x18\x01 \x02(\x03\x12$\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x13.braid.bookie.Entry\x12\x1a\n\x12last_add_confirmed\x18\x03 \x01(\x03\x12\x15\n\rlast_entry_id\x18\x04 \x01(\x03\"W\n\x0fReadLacResponse\x12\x11\n\tledger_id\x18\x01 \x02(\x03\x12\x1a\n\x12last_add_confirmed\x18\x02 \x02(\x03\x12\x15\n\rlast_entry_id\x18\x03 \x02(\x03\")\n\x14\x44\x65leteLedgerResponse\x12\x11\n\tledger_id\x18\x01 \x02(\x03*\"\n\x0fProtocolVersion\x12\x0f\n\x0bVERSION_ONE\x10\x01*O\n\rOperationType\x12\r\n\tADD_ENTRY\x10\x01\x12\x0e\n\nREAD_ENTRY\x10\x02\x12\x0c\n\x08READ_LAC\x10\x03\x12\x11\n\rDELETE_LEDGER\x10\x04*\xb7\x01\n\nStatusCode\x12\x07\n\x03\x45OK\x10\x00\x12\x0e\n\tENOLEDGER\x10\x92\x03\x12\r\n\x08\x45NOENTRY\x10\x93\x03\x12\x0c\n\x07\x45\x42\x41\x44REQ\x10\x94\x03\x12\x08\n\x03\x45IO\x10\xf5\x03\x12\x0c\n\x07\x45\x46\x45NCED\x10\xf8\x03\x12\x0e\n\tEREADONLY\x10\xf9\x03\x12\x0e\n\tESHUTDOWN\x10\x88\x04\x12\x0e\n\tETOOLARGE\x10\x89\x04\x12\x15\n\x10\x45INVALIDLEDGERID\x10\x8a\x04\x12\x14\n\x0f\x45INVALIDENTRYID\x10\x8b\x04')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x42ookieProtocol.proto\x12\x0c\x62raid.bookie\"~\n\x0cPacketHeader\x12.\n\x07version\x18\x01 \x02(\x0e\x32\x1d.braid.bookie.ProtocolVersion\x12.\n\toperation\x18\x02 \x02(\x0e\x32\x1b.braid.bookie.OperationType\x12\x0e\n\x06txn_id\x18\x03 \x02(\x04\"\xcd\x02\n\x07Request\x12*\n\x06header\x18\x01 \x02(\x0b\x32\x1a.braid.bookie.PacketHeader\x12-\n\x0b\x61\x64\x64_request\x18\x64 \x01(\x0b\x32\x18.braid.bookie.AddRequest\x12/\n\x0cread_request\x18\x65 \x01(\x0b\x32\x19.braid.bookie.ReadRequest\x12\x36\n\x10read_lac_request\x18\x66 \x01(\x0b\x32\x1c.braid.bookie.ReadLacRequest\x12@\n\x15\x64\x65lete_ledger_request\x18g \x01(\x0b\x32!.braid.bookie.DeleteLedgerRequest\x12<\n\x13\x61\x64\x64_entries_request\x18h \x01(\x0b\x32\x1f.braid.bookie.AddEntriesRequest\"\xc2\x01\n\nAddRequest\x12\x11\n\tledger_id\x18\x01 \x02(\x03\x12\x10\n\x08\x65ntry_id\x18\x02 \x02(\x03\x12\x1a\n\x12last_add_confirmed\x18\x03 \x02(\x03\x12\x0e\n\x06length\x18\x04 \x02(\x03\x12\x0c\n\x04\x62ody\x18\x05 \x02(\x0c\x12+\n\x04\x66lag\x18\x06 \x01(\x0e\x32\x1d.braid.bookie.AddRequest.Flag\x12\x0e\n\x06txn_id\x18\x07 \x01(\x04\"\x18\n\x04\x46lag\x12\x10\n\x0cRECOVERY_ADD\x10\x01\";\n\x11\x41\x64\x64\x45ntriesRequest\x12&\n\x04\x61\x64\x64s\x18\x01 \x03(\x0b\x32\x18.braid.bookie.AddRequest\"\x97\x01\n\x0bReadRequest\x12\x11\n\tledger_id\x18\x01 \x02(\x03\x12\x16\n\x0e\x66irst_entry_id\x18\x02 \x02(\x03\x12\x15\n\rlast_entry_id\x18\x03 \x01(\x03\x12,\n\x04\x66lag\x18\x04 \x01(\x0e\x32\x1e.braid.bookie.ReadRequest.Flag\"\x18\n\x04\x46lag\x12\x10\n\x0c\x46\x45NCE_LEDGER\x10\x01\"#\n\x0eReadLacRequest\x12\x11\n\tledger_id\x18\x01 \x02(\x03\"(\n\x13\x44\x65leteLedgerRequest\x12\x11\n\tledger_id\x18\x01 \x02(\x03\"\x99\x03\n\x08Response\x12*\n\x06header\x18\x01 \x02(\x0b\x32\x1a.braid.bookie.PacketHeader\x12(\n\x06status\x18\x02 \x02(\x0e\x32\x18.braid.bookie.StatusCode\x12\x15\n\rerror_message\x18\x03 \x01(\t\x12/\n\x0c\x61\x64\x64_response\x18\x64 \x01(\x0b\x32\x19.braid.bookie.AddResponse\x12\x31\n\rread_response\x18\x65 \x01(\x0b\x32\x1a.braid.bookie.ReadResponse\x12\x38\n\x11read_lac_response\x18\x66 \x01(\x0b\x32\x1d.braid.bookie.ReadLacResponse\x12\x42\n\x16\x64\x65lete_ledger_response\x18g \x01(\x0b\x32\".braid.bookie.DeleteLedgerResponse\x12>\n\x14\x61\x64\x64_entries_response\x18h \x01(\x0b\x32 .braid.bookie.AddEntriesResponse\"2\n\x0b\x41\x64\x64Response\x12\x11\n\tledger_id\x18\x01 \x02(\x03\x12\x10\n\x08\x65ntry_id\x18\x02 \x02(\x03\"S\n\x05\x45ntry\x12\x10\n\x08\x65ntry_id\x18\x01 \x02(\x03\x12\x0c\n\x04\x62ody\x18\x02 \x02(\x0c\x12\x1a\n\x12last_add_confirmed\x18\x03 \x02(\x03\x12\x0e\n\x06length\x18\x04 \x02(\x03\"z\n\x0cReadResponse\x12\x11\n\tledger_id\x18\x01 \x02(\x03\x12$\n\x07\x65ntries\x18\x02 \x03(\x0b\x32\x13.braid.bookie.Entry\x12\x1a\n\x12last_add_confirmed\x18\x03 \x01(\x03\x12\x15\n\rlast_entry_id\x18\x04 \x01(\x03\"W\n\x0fReadLacResponse\x12\x11\n\tledger_id\x18\x01 \x02(\x03\x12\x1a\n\x12last_add_confirmed\x18\x02 \x02(\x03\x12\x15\n\rlast_entry_id\x18\x03 \x02(\x03\")\n\x14\x44\x65leteLedgerResponse\x12\x11\n\tledger_id\x18\x01 \x02(\x03\")\n\x12\x41\x64\x64\x45ntriesResponse\x12\x13\n\x07txn_ids\x18\x01 \x03(\x04\x42\x02\x10\x01*\"\n\x0fProtocolVersion\x12\x0f\n\x0bVERSION_ONE\x10\x01*`\n\rOperationType\x12\r\n\tADD_ENTRY\x10\x01\x12\x0e\n\nREAD_ENTRY\x10\x02\x12\x0c\n\x08READ_LAC\x10\x03\x12\x11\n\rDELETE_LEDGER\x10\x04\x12\x0f\n\x0b\x41\x44\x44_ENTRIES\x10\x05*\xb7\x01\n\nStatusCode\x12\x07\n\x03\x45OK\x10\x00\x12\x0e\n\tENOLEDGER\x10\x92\x03\x12\r\n\x08\x45NOENTRY\x10\x93\x03\x12\x0c\n\x07\x45\x42\x41\x44REQ\x10\x94\x03\x12\x08\n\x03\x45IO\x10\xf5\x03\x12\x0c\n\x07\x45\x46\x45NCED\x10\xf8\x03\x12\x0e\n\tEREADONLY\x10\xf9\x03\x12\x0e\n\tESHUTDOWN\x10\x88\x04\x12\x0e\n\tETOOLARGE\x10\x89\x04\x12\x15\n\x10\x45INVALIDLEDGERID\x10\x8a\x04\x12\x14\n\x0f\x45INVALIDENTRYID\x10\x8b\x04')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'BookieProtocol_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PROTOCOLVERSION']._serialized_start=1595
-  _globals['_PROTOCOLVERSION']._serialized_end=1629
-  _globals['_OPERATIONTYPE']._serialized_start=1631
-  _globals['_OPERATIONTYPE']._serialized_end=1710
-  _globals['_STATUSCODE']._serialized_start=1713
-  _globals['_STATUSCODE']._serialized_end=1896
+  _globals['_ADDENTRIESRESPONSE'].fields_by_name['txn_ids']._loaded_options = None
+  _globals['_ADDENTRIESRESPONSE'].fields_by_name['txn_ids']._serialized_options = b'\020\001'
+  _globals['_PROTOCOLVERSION']._serialized_start=1841
+  _globals['_PROTOCOLVERSION']._serialized_end=1875
+  _globals['_OPERATIONTYPE']._serialized_start=1877
+  _globals['_OPERATIONTYPE']._serialized_end=1973
+  _globals['_STATUSCODE']._serialized_start=1976
+  _globals['_STATUSCODE']._serialized_end=2159
   _globals['_PACKETHEADER']._serialized_start=38
   _globals['_PACKETHEADER']._serialized_end=164
   _globals['_REQUEST']._serialized_start=167
-  _globals['_REQUEST']._serialized_end=438
-  _globals['_ADDREQUEST']._serialized_start=441
-  _globals['_ADDREQUEST']._serialized_end=619
-  _globals['_ADDREQUEST_FLAG']._serialized_start=595
-  _globals['_ADDREQUEST_FLAG']._serialized_end=619
-  _globals['_READREQUEST']._serialized_start=622
-  _globals['_READREQUEST']._serialized_end=773
-  _globals['_READREQUEST_FLAG']._serialized_start=749
-  _globals['_READREQUEST_FLAG']._serialized_end=773
-  _globals['_READLACREQUEST']._serialized_start=775
-  _globals['_READLACREQUEST']._serialized_end=810
-  _globals['_DELETELEDGERREQUEST']._serialized_start=812
-  _globals['_DELETELEDGERREQUEST']._serialized_end=852
-  _globals['_RESPONSE']._serialized_start=855
-  _globals['_RESPONSE']._serialized_end=1200
-  _globals['_ADDRESPONSE']._serialized_start=1202
-  _globals['_ADDRESPONSE']._serialized_end=1252
-  _globals['_ENTRY']._serialized_start=1254
-  _globals['_ENTRY']._serialized_end=1337
-  _globals['_READRESPONSE']._serialized_start=1339
-  _globals['_READRESPONSE']._serialized_end=1461
-  _globals['_READLACRESPONSE']._serialized_start=1463
-  _globals['_READLACRESPONSE']._serialized_end=1550
-  _globals['_DELETELEDGERRESPONSE']._serialized_start=1552
-  _globals['_DELETELEDGERRESPONSE']._serialized_end=1593
+  _globals['_REQUEST']._serialized_end=500
+  _globals['_ADDREQUEST']._serialized_start=503
+  _globals['_ADDREQUEST']._serialized_end=697
+  _globals['_ADDREQUEST_FLAG']._serialized_start=673
+  _globals['_ADDREQUEST_FLAG']._serialized_end=697
+  _globals['_ADDENTRIESREQUEST']._serialized_start=699
+  _globals['_ADDENTRIESREQUEST']._serialized_end=758
+  _globals['_READREQUEST']._serialized_start=761
+  _globals['_READREQUEST']._serialized_end=912
+  _globals['_READREQUEST_FLAG']._serialized_start=888
+  _globals['_READREQUEST_FLAG']._serialized_end=912
+  _globals['_READLACREQUEST']._serialized_start=914
+  _globals['_READLACREQUEST']._serialized_end=949
+  _globals['_DELETELEDGERREQUEST']._serialized_start=951
+  _globals['_DELETELEDGERREQUEST']._serialized_end=991
+  _globals['_RESPONSE']._serialized_start=994
+  _globals['_RESPONSE']._serialized_end=1403
+  _globals['_ADDRESPONSE']._serialized_start=1405
+  _globals['_ADDRESPONSE']._serialized_end=1455
+  _globals['_ENTRY']._serialized_start=1457
+  _globals['_ENTRY']._serialized_end=1540
+  _globals['_READRESPONSE']._serialized_start=1542
+  _globals['_READRESPONSE']._serialized_end=1664
+  _globals['_READLACRESPONSE']._serialized_start=1666
+  _globals['_READLACRESPONSE']._serialized_end=1753
+  _globals['_DELETELEDGERRESPONSE']._serialized_start=1755
+  _globals['_DELETELEDGERRESPONSE']._serialized_end=1796
+  _globals['_ADDENTRIESRESPONSE']._serialized_start=1798
+  _globals['_ADDENTRIESRESPONSE']._serialized_end=1839
 # @@protoc_insertion_point(module_scope)

@@ -49,6 +49,10 @@ class _OperationTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_Operati
     READ_ENTRY: _OperationType.ValueType  # 2
     READ_LAC: _OperationType.ValueType  # 3
     DELETE_LEDGER: _OperationType.ValueType  # 4
+    ADD_ENTRIES: _OperationType.ValueType  # 5
+    """Several adds in one frame (Braid's; ADR 0037): each with its own transaction id, answered by
+    one AddEntriesResponse per batch of acknowledgements (errors still answer one by one).
+    """
 
 class OperationType(_OperationType, metaclass=_OperationTypeEnumTypeWrapper): ...
 
@@ -56,6 +60,10 @@ ADD_ENTRY: OperationType.ValueType  # 1
 READ_ENTRY: OperationType.ValueType  # 2
 READ_LAC: OperationType.ValueType  # 3
 DELETE_LEDGER: OperationType.ValueType  # 4
+ADD_ENTRIES: OperationType.ValueType  # 5
+"""Several adds in one frame (Braid's; ADR 0037): each with its own transaction id, answered by
+one AddEntriesResponse per batch of acknowledgements (errors still answer one by one).
+"""
 Global___OperationType: _TypeAlias = OperationType  # noqa: Y015
 
 class _StatusCode:
@@ -149,6 +157,7 @@ class Request(_message.Message):
     READ_REQUEST_FIELD_NUMBER: _builtins.int
     READ_LAC_REQUEST_FIELD_NUMBER: _builtins.int
     DELETE_LEDGER_REQUEST_FIELD_NUMBER: _builtins.int
+    ADD_ENTRIES_REQUEST_FIELD_NUMBER: _builtins.int
     @_builtins.property
     def header(self) -> Global___PacketHeader: ...
     @_builtins.property
@@ -159,6 +168,8 @@ class Request(_message.Message):
     def read_lac_request(self) -> Global___ReadLacRequest: ...
     @_builtins.property
     def delete_ledger_request(self) -> Global___DeleteLedgerRequest: ...
+    @_builtins.property
+    def add_entries_request(self) -> Global___AddEntriesRequest: ...
     def __init__(
         self,
         *,
@@ -167,10 +178,11 @@ class Request(_message.Message):
         read_request: Global___ReadRequest | None = ...,
         read_lac_request: Global___ReadLacRequest | None = ...,
         delete_ledger_request: Global___DeleteLedgerRequest | None = ...,
+        add_entries_request: Global___AddEntriesRequest | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["add_request", b"add_request", "delete_ledger_request", b"delete_ledger_request", "header", b"header", "read_lac_request", b"read_lac_request", "read_request", b"read_request"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["add_entries_request", b"add_entries_request", "add_request", b"add_request", "delete_ledger_request", b"delete_ledger_request", "header", b"header", "read_lac_request", b"read_lac_request", "read_request", b"read_request"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["add_request", b"add_request", "delete_ledger_request", b"delete_ledger_request", "header", b"header", "read_lac_request", b"read_lac_request", "read_request", b"read_request"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["add_entries_request", b"add_entries_request", "add_request", b"add_request", "delete_ledger_request", b"delete_ledger_request", "header", b"header", "read_lac_request", b"read_lac_request", "read_request", b"read_request"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -199,6 +211,7 @@ class AddRequest(_message.Message):
     LENGTH_FIELD_NUMBER: _builtins.int
     BODY_FIELD_NUMBER: _builtins.int
     FLAG_FIELD_NUMBER: _builtins.int
+    TXN_ID_FIELD_NUMBER: _builtins.int
     ledger_id: _builtins.int
     entry_id: _builtins.int
     last_add_confirmed: _builtins.int
@@ -206,6 +219,8 @@ class AddRequest(_message.Message):
     length: _builtins.int
     body: _builtins.bytes
     flag: Global___AddRequest.Flag.ValueType
+    txn_id: _builtins.int
+    """In an AddEntriesRequest: this add's transaction id (its acknowledgement or error names it)."""
     def __init__(
         self,
         *,
@@ -215,14 +230,39 @@ class AddRequest(_message.Message):
         length: _builtins.int | None = ...,
         body: _builtins.bytes | None = ...,
         flag: Global___AddRequest.Flag.ValueType | None = ...,
+        txn_id: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "entry_id", b"entry_id", "flag", b"flag", "last_add_confirmed", b"last_add_confirmed", "ledger_id", b"ledger_id", "length", b"length"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "entry_id", b"entry_id", "flag", b"flag", "last_add_confirmed", b"last_add_confirmed", "ledger_id", b"ledger_id", "length", b"length", "txn_id", b"txn_id"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "entry_id", b"entry_id", "flag", b"flag", "last_add_confirmed", b"last_add_confirmed", "ledger_id", b"ledger_id", "length", b"length"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["body", b"body", "entry_id", b"entry_id", "flag", b"flag", "last_add_confirmed", b"last_add_confirmed", "ledger_id", b"ledger_id", "length", b"length", "txn_id", b"txn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___AddRequest: _TypeAlias = AddRequest  # noqa: Y015
+
+@_typing.final
+class AddEntriesRequest(_message.Message):
+    """Several adds sent together (ADD_ENTRIES): processed in order, as if each came in a frame of
+    its own.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ADDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def adds(self) -> _containers.RepeatedCompositeFieldContainer[Global___AddRequest]: ...
+    def __init__(
+        self,
+        *,
+        adds: _abc.Iterable[Global___AddRequest] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adds", b"adds"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddEntriesRequest: _TypeAlias = AddEntriesRequest  # noqa: Y015
 
 @_typing.final
 class ReadRequest(_message.Message):
@@ -316,6 +356,7 @@ class Response(_message.Message):
     READ_RESPONSE_FIELD_NUMBER: _builtins.int
     READ_LAC_RESPONSE_FIELD_NUMBER: _builtins.int
     DELETE_LEDGER_RESPONSE_FIELD_NUMBER: _builtins.int
+    ADD_ENTRIES_RESPONSE_FIELD_NUMBER: _builtins.int
     status: Global___StatusCode.ValueType
     error_message: _builtins.str
     """Why, when status is not EOK (for logs and the error raised to the caller)."""
@@ -329,6 +370,8 @@ class Response(_message.Message):
     def read_lac_response(self) -> Global___ReadLacResponse: ...
     @_builtins.property
     def delete_ledger_response(self) -> Global___DeleteLedgerResponse: ...
+    @_builtins.property
+    def add_entries_response(self) -> Global___AddEntriesResponse: ...
     def __init__(
         self,
         *,
@@ -339,10 +382,11 @@ class Response(_message.Message):
         read_response: Global___ReadResponse | None = ...,
         read_lac_response: Global___ReadLacResponse | None = ...,
         delete_ledger_response: Global___DeleteLedgerResponse | None = ...,
+        add_entries_response: Global___AddEntriesResponse | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["add_response", b"add_response", "delete_ledger_response", b"delete_ledger_response", "error_message", b"error_message", "header", b"header", "read_lac_response", b"read_lac_response", "read_response", b"read_response", "status", b"status"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["add_entries_response", b"add_entries_response", "add_response", b"add_response", "delete_ledger_response", b"delete_ledger_response", "error_message", b"error_message", "header", b"header", "read_lac_response", b"read_lac_response", "read_response", b"read_response", "status", b"status"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["add_response", b"add_response", "delete_ledger_response", b"delete_ledger_response", "error_message", b"error_message", "header", b"header", "read_lac_response", b"read_lac_response", "read_response", b"read_response", "status", b"status"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["add_entries_response", b"add_entries_response", "add_response", b"add_response", "delete_ledger_response", b"delete_ledger_response", "error_message", b"error_message", "header", b"header", "read_lac_response", b"read_lac_response", "read_response", b"read_response", "status", b"status"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -471,3 +515,27 @@ class DeleteLedgerResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteLedgerResponse: _TypeAlias = DeleteLedgerResponse  # noqa: Y015
+
+@_typing.final
+class AddEntriesResponse(_message.Message):
+    """The transaction ids of adds that are durable on this bookie (EOK), in the order they became
+    durable; the header's txn_id is 0. Any add that failed is answered by its own Response.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TXN_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def txn_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]: ...
+    def __init__(
+        self,
+        *,
+        txn_ids: _abc.Iterable[_builtins.int] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["txn_ids", b"txn_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AddEntriesResponse: _TypeAlias = AddEntriesResponse  # noqa: Y015
