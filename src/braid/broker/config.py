@@ -102,6 +102,9 @@ class BrokerConfig:
     broker_service_port: int = 6650
     web_service_port: int = 8080
     metadata_store_url: str = ""
+    #: A ZooKeeper session silent this long expires: its ephemeral nodes (the broker's claim on
+    #: the store, elections) go, and another process may take them (Pulsar's key).
+    metadata_store_session_timeout_millis: int = 10_000
     max_message_size: int = 5 * _MIB
     keep_alive_interval_seconds: int = 30
     #: A connection must complete CONNECT within this many seconds (Braid-specific; Pulsar closes
@@ -243,8 +246,10 @@ class BrokerConfig:
 
     @property
     def storage_is_process_local(self) -> bool:
-        """Whether the home storage cluster's bookies live inside this process (so no other
-        broker can share its ledgers); ``False`` with external bookies (``standaloneBookies=0``)."""
+        """Whether the home storage cluster's bookies live inside this process, on
+        ``data_dir`` (so no other broker can read its ledgers, and the metadata store is bound to
+        this data directory: :mod:`braid.broker.store_guard`); ``False`` with external bookies
+        (``standaloneBookies=0``)."""
         return self.standalone_bookies > 0
 
     def gc_policy(self) -> GcPolicy:
@@ -473,6 +478,11 @@ KEYS: tuple[_Key, ...] = (
     _Key("brokerServicePort", "broker_service_port", _PORT),
     _Key("webServicePort", "web_service_port", _PORT),
     _Key("metadataStoreUrl", "metadata_store_url", _parse_url),
+    _Key(
+        "metadataStoreSessionTimeoutMillis",
+        "metadata_store_session_timeout_millis",
+        _parse_int(1000, 600_000),
+    ),
     _Key("maxMessageSize", "max_message_size", _parse_int(1024, 512 * _MIB)),
     _Key("keepAliveIntervalSeconds", "keep_alive_interval_seconds", _parse_int(1)),
     _Key("handshakeTimeoutSeconds", "handshake_timeout_seconds", _parse_int(1)),

@@ -30,6 +30,7 @@ from braid.broker.errors import (
     NotSupported,
     ServerError,
     ServerErrorCode,
+    TopicFenced,
     to_server_error,
 )
 from braid.broker.producer import PendingReceipt, Producer
@@ -185,10 +186,11 @@ class TopicCommands:
 
     def send_publish_error(self, producer_id: int, sequence_id: int, exc: BaseException) -> None:
         code, message = to_server_error(exc)
-        if code == ServerError.PersistenceError:
-            # Not stored (storage failed or is full), or the first copy of a resend is still
-            # being written (Pulsar's MessageDupUnknownException): close the producer, so the
-            # client resends once it reconnects. A SEND_ERROR would make the official clients
+        if code == ServerError.PersistenceError or isinstance(exc, TopicFenced):
+            # Not stored (storage failed or is full, or another writer took the ledger over),
+            # or the first copy of a resend is still being written (Pulsar's
+            # MessageDupUnknownException): close the producer, so the client resends once it
+            # reconnects. A SEND_ERROR would make the official clients
             # drop the whole connection - this client's consumers with it - and resend at once,
             # in a loop; a reconnecting producer is refused while storage is read-only instead
             # (on_producer), and its sends time out as they should.

@@ -132,6 +132,7 @@ class BrokerService:
         self._dispatch_settings = config.dispatch_settings()
         self._topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
+        self._unloading: set[asyncio.Task[None]] = set()
         self._connections: set[BrokerConnection] = set()
         #: brokerMaxConnections / brokerMaxConnectionsPerIp, checked before a socket costs more.
         self.connection_limits = ConnectionLimiter(
@@ -298,6 +299,7 @@ class BrokerService:
             except Exception:
                 log.exception("closing topic %s failed", topic.name)
         self._topics.clear()
+        await asyncio.gather(*self._unloading, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -427,6 +429,7 @@ class BrokerService:
                 settings=self._dispatch_settings,
                 clock=self.clock,
                 on_drained=self._subscription_drained,
+                on_fenced=self._topic_fenced,
             )
         except BaseException:
             await ledger.close()
@@ -596,6 +599,23 @@ class BrokerService:
         """Terminate a topic: no more messages; returns its last position."""
         topic = await self.get_or_create_topic(name, create=False)
         return await topic.terminate()
+
+    def _topic_fenced(self, topic: PersistentTopic) -> None:
+        """Another writer took ``topic``'s managed ledger over: unload it, so its producers and
+        consumers are closed and reconnect, and the next use opens the ledger again as a new
+        owner does (recovering whatever the other writer stored; ADR 0040)."""
+        if self._topics.get(topic.name) is topic:
+            del self._topics[topic.name]
+        task = asyncio.ensure_future(self._close_fenced(topic))
+        self._unloading.add(task)
+        task.add_done_callback(self._unloading.discard)
+
+    async def _close_fenced(self, topic: PersistentTopic) -> None:
+        try:
+            await topic.close()
+        except Exception:
+            log.exception("closing fenced topic %s failed", topic.name)
+        log.info("unloaded fenced topic %s", topic.name)
 
     def _subscription_drained(self, topic: str, subscription: str) -> None:
         for listener in list(self.drain_listeners):

@@ -64,6 +64,8 @@ examples:
 
 Stop with Ctrl+C or SIGTERM: the broker closes connections, flushes cursors, closes storage
 and exits 0. Starting again on the same --data-dir resumes with every message and cursor.
+One standalone per metadata store: its bookie lives in its process, so a second one pointed at
+the same metadataStoreUrl exits 1 naming the first one's address and data directory.
 """
 
 _DEMO_EPILOG = """\

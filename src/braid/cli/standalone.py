@@ -4,7 +4,9 @@
 unless ``metadataStoreUrl`` says otherwise), an in-process bookie cluster on the data dir, the
 managed-ledger factory, tenants/namespaces (creating ``public/default``), the broker and the admin
 HTTP server, all in one event loop; it closes them in reverse order, so cursors are flushed and
-files closed before the process exits. A lock file keeps a second process off the same data dir.
+files closed before the process exits. A lock file keeps a second process off the same data dir,
+and a claim in the metadata store keeps a second broker off the same store
+(:mod:`braid.broker.store_guard`).
 
 :func:`run_standalone` is the command: set the process's GC policy (thresholds at once, and
 ``gc.freeze()`` once started: see :mod:`braid.broker.gc_policy`) and glibc's mmap threshold
@@ -15,6 +17,8 @@ cursor.
 Data dir layout::
 
     <dataDir>/braid.lock           held (flock) while a process uses the directory
+    <dataDir>/storage.id           the id of this directory's storage, which the metadata store
+                                   is bound to (:mod:`braid.broker.store_guard`)
     <dataDir>/metadata/metadata.db the SQLite metadata store (default metadataStoreUrl)
     <dataDir>/bookie-0/            the in-process bookie: journal and ledger files
     <dataDir>/bookie-<i>/          with ``standaloneBookies`` N > 1, the N bookies (loopback TCP)
@@ -44,6 +48,7 @@ from braid.metadata import MetadataStore, open_store
 
 if TYPE_CHECKING:
     from braid.broker.service import BrokerService
+    from braid.broker.store_guard import StoreGuard
     from braid.clusters.service import StorageClusterService
     from braid.ledger.factory import DefaultManagedLedgerFactory
     from braid.scalable.service import ScalableTopicService
@@ -75,6 +80,7 @@ class StandaloneServer:
         self.scalable: ScalableTopicService | None = None
         self.storage_clusters: StorageClusterService | None = None
         self.admin: AdminServer | None = None
+        self.guard: StoreGuard | None = None
 
     @property
     def service_url(self) -> str:
@@ -122,8 +128,13 @@ class StandaloneServer:
         self._closers.append(("data dir lock", self._lock.release))
         log.info("starting standalone", extra={"fields": describe(config)})
 
-        self.metadata = await open_store(config.metadata_store_url, clock=self.clock)
+        self.metadata = await open_store(
+            config.metadata_store_url,
+            clock=self.clock,
+            session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
+        )
         self._closers.append(("metadata store", self.metadata.close))
+        await self._guard_store(self.metadata)
 
         storage = await self._open_home_storage(self.metadata)
         self._closers.append(("storage", storage.close))
@@ -197,10 +208,33 @@ class StandaloneServer:
         self._closers.append(("switch orchestrator", self.storage_clusters.stop))
         if self.scalable is not None:
             await self.scalable.start(self.web_service_url)
+        if self.guard is not None:
+            await self.guard.announce(self.service_url, self.web_service_url)
         log.info(
             "standalone ready",
             extra={"fields": {"broker": self.service_url, "web": self.web_service_url}},
         )
+
+    async def _guard_store(self, metadata: MetadataStore) -> None:
+        """Claim the metadata store before anything touches a ledger: refused while another
+        broker uses it, or (process-local storage) when its ledgers live in another data
+        directory (:mod:`braid.broker.store_guard`)."""
+        from braid.broker.store_guard import StoreGuard
+
+        config = self.config
+        guard = StoreGuard(
+            metadata,
+            config.metadata_store_url,
+            config.data_dir,
+            service_url=f"pulsar://{config.advertised_address}:{config.broker_service_port}",
+            web_service_url=config.web_service_url,
+            clock=self.clock,
+            session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
+            storage_is_process_local=config.storage_is_process_local,
+        )
+        await guard.acquire()
+        self.guard = guard
+        self._closers.append(("metadata store claim", guard.release))
 
     async def _open_home_storage(self, metadata: MetadataStore) -> BookKeeperClient:
         """The home storage cluster: the embedded bookie, N bookies on loopback TCP, or the
@@ -237,7 +271,11 @@ class StandaloneServer:
         uri = config.bookkeeper_metadata_service_uri
         bookie_store = metadata
         if uri and uri != config.metadata_store_url:
-            bookie_store = await open_store(uri, clock=self.clock)
+            bookie_store = await open_store(
+                uri,
+                clock=self.clock,
+                session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
+            )
         timeout = float(config.bookkeeper_client_timeout_in_seconds)
         try:
             return await open_remote_cluster(
