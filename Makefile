@@ -9,12 +9,12 @@ RUN_STAMP := $(VENV)/.run-installed
 ZK_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit integration cluster interop spark spark-example spark-pipeline proto bench bench-deps mutation system-deps clean help
+.PHONY: demo test lint typecheck unit integration cluster interop spark browser spark-example spark-pipeline proto bench bench-deps mutation system-deps clean help
 
 help:
 	@echo "make demo    - create .venv, install Braid, run the scripted demo"
 	@echo "make test    - create .venv, install test deps (incl. Debian zookeeper), run everything CI runs"
-	@echo "make lint | typecheck | unit | integration | cluster | interop | spark - one tier at a time"
+	@echo "make lint | typecheck | unit | integration | cluster | interop | spark | browser - one tier at a time"
 	@echo "make spark-example - the Spark pipeline of examples/ against a fresh braid standalone"
 	@echo "make spark-pipeline - the Spark Declarative Pipeline of examples/ (spark-pipelines run)"
 	@echo "make proto   - regenerate src/braid/protocol/generated from the .proto"
@@ -36,11 +36,16 @@ $(DEV_STAMP): pyproject.toml setup.py $(NATIVE) | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev,spark]'
 	touch $@ $(RUN_STAMP)
 
-# Debian packages the tests need: a real ZooKeeper (and the Java it runs on).
+# Debian packages the tests need: a real ZooKeeper (and the Java it runs on), and Chromium with
+# its WebDriver for the console's browser tests.
 system-deps:
 	@if [ ! -f $(ZK_JAR) ]; then \
 	  echo "installing Debian package zookeeper (needed by the cluster tests)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq zookeeper >/dev/null; \
+	fi
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  echo "installing Debian packages chromium and chromium-driver (needed by the browser tests)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
 	fi
 
 demo: $(DEV_STAMP)
@@ -82,6 +87,10 @@ spark-pipeline: $(DEV_STAMP) system-deps
 
 proto: $(DEV_STAMP)
 	$(BIN)/python tools/regenerate_protocol.py
+
+# The console in a real headless Chromium (screenshots land in build/console-screenshots/).
+browser: $(DEV_STAMP) system-deps
+	$(BIN)/python -m pytest -m browser $(PYTEST_ARGS)
 
 bench: $(DEV_STAMP)
 	for b in bench/*_bench.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -2,7 +2,7 @@
 
 ``braid.protocol._batch_walk`` is the broker's batch walk in C (ADR 0032);
 ``braid.client._entry_columns`` decodes batch payloads into column lists for the client's
-columnar read path (ADR 0035). Both are optional: where they cannot be compiled (no C compiler
+columnar read path (ADR 0041). Both are optional: where they cannot be compiled (no C compiler
 or Python headers) the install still succeeds and the pure-Python code does the same work, with
 the same results.
 """

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-_TIERS = ("unit", "integration", "cluster", "interop", "spark")
+_TIERS = ("unit", "integration", "cluster", "interop", "spark", "browser")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,24 +1,58 @@
 """``braid demo`` (what ``make demo`` runs) works end to end: it starts a standalone broker, tells
 the scalable-topic story with the Braid client (splits and merges while producing and consuming,
 a broker crash, the per-key order and loss check), has the official client read a classic topic,
-and cleans up."""
+ends with the console URL of the topic it built, and cleans up. Run with ``--keep`` here: the
+broker stays up at the end, its console page answers, and Ctrl+C (SIGINT) stops it cleanly."""
 
 from __future__ import annotations
 
+import re
+import signal
 import subprocess
 import sys
+import threading
+
+import httpx
 
 
-def test_demo_runs_the_whole_scenario_and_exits_zero() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "braid.cli.main", "demo"],
-        capture_output=True,
+def test_demo_runs_the_whole_scenario_and_keeps_the_broker_for_the_console() -> None:
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "braid.cli.main", "demo", "--keep"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
-        timeout=90,
-        check=False,
     )
-    out = done.stdout
-    assert done.returncode == 0, out + done.stderr
+    lines: list[str] = []
+    kept = threading.Event()
+
+    def read() -> None:
+        assert demo.stdout is not None
+        for line in demo.stdout:
+            lines.append(line)
+            if "press Ctrl+C to stop" in line:
+                kept.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert kept.wait(90), "".join(lines)
+        out = "".join(lines)
+        url = re.search(r"the console shows topic://demo/orders/events live: (\S+)", out)
+        assert url is not None, out
+        page = httpx.get(url.group(1), timeout=10)
+        assert page.status_code == 200 and "Braid console" in page.text
+        base = url.group(1).split("/console/")[0]
+        topic = httpx.get(f"{base}/admin/v2/scalable/demo/orders/events", timeout=10)
+        assert topic.status_code == 200 and topic.json()["epoch"] >= 3
+        demo.send_signal(signal.SIGINT)
+        demo.wait(timeout=30)
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+            demo.wait()
+    reader.join(10)  # the pipe is at its end once the process has exited
+    out = "".join(lines)
+    assert demo.returncode == 0, out
     for step in range(1, 11):
         assert f"[{step}/10]" in out
     assert out.count("at its midpoint  -> epoch") == 2 and "merge segments 6, 4 and 5" in out
@@ -28,4 +62,4 @@ def test_demo_runs_the_whole_scenario_and_exits_zero() -> None:
     assert out.count("pulsar-client received key=") == 6
     assert "backlog 0" in out
     assert "broker stopped (exit code 0)" in out
-    assert "Traceback" not in out + done.stderr
+    assert "Traceback" not in out

@@ -308,6 +308,18 @@ class MetadataStoreConformance:
         await second.close()
         assert await read_leader(reader, "/election/two") is None
 
+    async def test_two_contenders_sharing_one_session_make_one_leader(self, env: StoreEnv) -> None:
+        # Several services of one process on one store (bookies inside a standalone): the node
+        # is owned by their common session, but only the one whose value it holds leads.
+        store = await env.open()
+        first = LeaderElection(store, "/election/shared", b"bookie-1")
+        second = LeaderElection(store, "/election/shared", b"bookie-2")
+        assert await first.start() is LEADING
+        assert await second.start() is FOLLOWING
+        await first.close()
+        await eventually(lambda: second.state is LEADING, message="second leads")
+        await second.close()
+
     async def test_leader_failover_with_three_contenders_when_the_leader_session_ends(
         self, env: StoreEnv
     ) -> None:

@@ -12,8 +12,9 @@ Fixtures (import them explicitly into a test module)::
 
 ``standalone_process`` yields a started process on ``tmp_path / "data"``; whatever state the test
 leaves it in, the fixture stops it (and fails loudly if it cannot). :func:`official_client` connects
-the official ``pulsar-client`` to such a process, and :func:`metadata_barrier` makes the cursor
-state the broker has applied durable before a test kills it.
+the official ``pulsar-client`` to such a process (:func:`produce` and :func:`read_all` use it for
+a whole topic), and :func:`metadata_barrier` makes the cursor state the broker has applied durable
+before a test kills it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ __all__ = [
     "free_port",
     "metadata_barrier",
     "official_client",
+    "produce",
+    "read_all",
     "standalone_config",
     "standalone_process",
 ]
@@ -57,6 +60,30 @@ def official_client(process: StandaloneProcess) -> pulsar.Client:
         operation_timeout_seconds=30,
         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
     )
+
+
+def produce(process: StandaloneProcess, topic: str, payloads: list[str]) -> None:
+    """Send ``payloads`` to ``topic`` with the official client, each receipted before the next."""
+    client = official_client(process)
+    try:
+        producer = client.create_producer(topic)
+        for payload in payloads:
+            producer.send(payload.encode())
+    finally:
+        client.close()
+
+
+def read_all(process: StandaloneProcess, topic: str) -> list[str]:
+    """Every message of ``topic`` from its start, read with the official client's reader."""
+    client = official_client(process)
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        received = []
+        while reader.has_message_available():
+            received.append(reader.read_next(timeout_millis=30_000).data().decode())
+        return received
+    finally:
+        client.close()
 
 
 def metadata_barrier(process: StandaloneProcess, tag: str) -> None:

@@ -17,15 +17,15 @@ import braid
 SRC = Path(braid.__file__).parent
 MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 150
-GENERATED = SRC / "protocol" / "generated"
+GENERATED = (SRC / "protocol" / "generated", SRC / "storage" / "bookie" / "generated")
 
-#: Modules over the limit while another change splits them. Temporary (issue 23): the storage
-#: change splits ``storage/bookie/engine.py``; the lead removes the entry when it lands.
-ALLOWED_LONG_MODULES = {"storage/bookie/engine.py"}
+#: Modules over the limit while another change splits them (none now: issue 24's storage change
+#: split ``storage/bookie/engine.py``).
+ALLOWED_LONG_MODULES: set[str] = set()
 
 
 def _modules() -> list[Path]:
-    return sorted(p for p in SRC.rglob("*.py") if GENERATED not in p.parents)
+    return sorted(p for p in SRC.rglob("*.py") if not any(g in p.parents for g in GENERATED))
 
 
 def _name(path: Path) -> str:

@@ -5,10 +5,12 @@ The import graph is read from the source with ``ast`` (nothing is imported): eve
 and ``from x import y`` anywhere in a module - at the top or inside a function - is an edge, with
 ``from pkg import name`` resolved to the module ``pkg.name`` when that is a module and to ``pkg``
 otherwise, and relative imports resolved against the importing package. Imports under
-``if TYPE_CHECKING:`` are left out: they never run, and annotations may name an upper layer's
-types without depending on it at run time. A package's ``__init__`` is the module ``pkg``; that
-importing ``pkg.sub`` first runs ``pkg/__init__.py`` is not counted as an edge (it would make
-every re-exporting ``__init__`` a cycle).
+``if TYPE_CHECKING:`` count like any other: a type-only import still couples the two modules (a
+reader of one must know the other), so it too must point down the layers and close no cycle; a
+child that needs its parent is given a narrow ``Protocol`` of what it may ask instead. A
+package's ``__init__`` is the module ``pkg``; that importing ``pkg.sub`` first runs
+``pkg/__init__.py`` is not counted as an edge (it would make every re-exporting ``__init__`` a
+cycle).
 
 Layers, bottom to top (a module may import its own layer and the ones below it)::
 
@@ -57,6 +59,7 @@ _CLIENT_SIDE = {"client", "spark"}
 _ADMIN_CLIENT = {
     "braid.admin.client",
     "braid.admin.client_bookie_clusters",
+    "braid.admin.client_bookies",
     "braid.admin.client_errors",
     "braid.admin.client_namespaces",
     "braid.admin.client_scalable",
@@ -83,22 +86,11 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _import_nodes(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement, skipping the bodies of ``if TYPE_CHECKING:``."""
-    for node in ast.iter_child_nodes(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
-            for child in node.orelse:
-                yield from _import_nodes(ast.Module(body=[child], type_ignores=[]))
-            continue
+    """Every import statement, wherever it is (``if TYPE_CHECKING:`` bodies included)."""
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import | ast.ImportFrom):
             yield node
-        yield from _import_nodes(node)
 
 
 def _owning_module(name: str) -> str | None:
@@ -233,6 +225,29 @@ def test_the_graph_is_read_from_the_source() -> None:
     assert "braid.broker.connection" in GRAPH["braid.broker.service"]
     assert "braid.protocol.commands" in GRAPH["braid.broker.handlers"]  # from x import module
     assert "braid.core.errors" in GRAPH["braid.filelock"]
+
+
+def test_type_only_imports_are_edges() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from braid.client.producer import AsyncProducer\n"
+        "else:\n"
+        "    import braid.core.errors\n"
+        "def f() -> None:\n"
+        "    from braid.clock import Clock\n"
+    )
+    found = {
+        alias.name if isinstance(node, ast.Import) else f"{node.module}.{alias.name}"
+        for node in _import_nodes(ast.parse(source))
+        for alias in node.names
+    }
+    assert found == {
+        "typing.TYPE_CHECKING",
+        "braid.client.producer.AsyncProducer",
+        "braid.core.errors",
+        "braid.clock.Clock",
+    }
 
 
 def test_no_import_cycle_between_modules() -> None:

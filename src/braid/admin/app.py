@@ -23,8 +23,11 @@ from fastapi import APIRouter, FastAPI, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from braid.admin.autoscale_decisions import autoscale_decisions_router
 from braid.admin.bookie_clusters import bookie_clusters_router
+from braid.admin.bookies import bookies_router
 from braid.admin.brokers import brokers_router
+from braid.admin.console import mount_console
 from braid.admin.errors import install_error_handlers
 from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.metrics import metrics_registry
@@ -41,6 +44,8 @@ from braid.clusters.service import StorageClusterService
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.service import ScalableTopicService
+from braid.storage.autorecovery import AutoRecoveryService, BookieAdmin
+from braid.storage.autorecovery.metrics import AutoRecoveryCollector
 
 
 class TopicAdmin(PersistentTopicAdmin, PartitionAdmin, LookupService, Protocol):
@@ -64,6 +69,8 @@ def create_app(
     broker: TopicAdmin,
     scalable: ScalableTopicService | None = None,
     storage_clusters: StorageClusterService | None = None,
+    bookies: BookieAdmin | None = None,
+    auto_recovery: AutoRecoveryService | None = None,
 ) -> FastAPI:
     """Build the admin application.
 
@@ -74,6 +81,9 @@ def create_app(
         scalable: the scalable-topic service; ``None`` leaves ``/scalable`` and ``/segments``
             out (scalable topics disabled).
         storage_clusters: PIP-470's service; ``None`` leaves ``/bookie-clusters`` out.
+        bookies: the home cluster's bookie list and decommission; ``None`` leaves ``/bookies``
+            out.
+        auto_recovery: auto-recovery run by this broker, whose counters ``/metrics`` shows.
     """
     app = FastAPI(
         title="Braid admin API",
@@ -113,10 +123,14 @@ def create_app(
     )
     if scalable is not None:
         v2.include_router(scalable_router(scalable, scalable.segments, resources.namespace_exists))
+        v2.include_router(autoscale_decisions_router(scalable))
     if storage_clusters is not None:
         v2.include_router(bookie_clusters_router(storage_clusters))
+    if bookies is not None:
+        v2.include_router(bookies_router(bookies))
     app.include_router(v2)
     app.include_router(lookup_router(broker))
+    mount_console(app, broker.topics, scalable)  # /console: braid.admin.console
 
     @app.get(
         "/health",
@@ -132,6 +146,8 @@ def create_app(
         return {"status": "degraded", "reason": storage["reason"], "storage": storage}
 
     registry = metrics_registry(broker.topics, config.cluster_name, scalable, storage_clusters)
+    if auto_recovery is not None:
+        registry.register(AutoRecoveryCollector(auto_recovery))
 
     @app.get(
         "/metrics",

@@ -52,6 +52,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from braid.admin.client_bookie_clusters import BookieClusters
+from braid.admin.client_bookies import Bookies
 from braid.admin.client_errors import (
     AdminAlreadyExistsError,
     AdminAuthorizationError,
@@ -117,6 +118,7 @@ class AdminClient:
         self.scalable_topics = ScalableTopics(http)
         self.segments = Segments(http)
         self.bookie_clusters = BookieClusters(http)
+        self.bookies = Bookies(http)
 
     def health(self) -> dict[str, Any]:
         """``GET /health``: the process answers (``{"status": "ok"}``)."""
@@ -169,6 +171,7 @@ __all__ = [
     "AdminTopicTerminatedError",
     "AdminUnavailableError",
     "BookieClusters",
+    "Bookies",
     "Namespaces",
     "ScalableTopics",
     "Schemas",

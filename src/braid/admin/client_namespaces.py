@@ -63,6 +63,41 @@ class Namespaces:
             "DELETE", f"/admin/v2/namespaces/{_namespace_path(namespace)}/deduplication"
         )
 
+    def get_persistence(self, namespace: str) -> dict[str, Any] | None:
+        """The namespace's persistence policies (``None``: the broker's defaults apply)."""
+        result: dict[str, Any] | None = self._http.call(
+            "GET", f"/admin/v2/namespaces/{_namespace_path(namespace)}/persistence"
+        )
+        return result
+
+    def set_persistence(
+        self,
+        namespace: str,
+        ensemble: int,
+        write_quorum: int,
+        ack_quorum: int,
+        max_mark_delete_rate: float = 0.0,
+    ) -> None:
+        """Set the ensemble, write quorum and ack quorum of the namespace's new ledgers.
+
+        Raises:
+            AdminInvalidInputError: not ``1 <= ack_quorum <= write_quorum <= ensemble`` (412).
+        """
+        self._http.call(
+            "POST",
+            f"/admin/v2/namespaces/{_namespace_path(namespace)}/persistence",
+            body={
+                "bookkeeperEnsemble": ensemble,
+                "bookkeeperWriteQuorum": write_quorum,
+                "bookkeeperAckQuorum": ack_quorum,
+                "managedLedgerMaxMarkDeleteRate": max_mark_delete_rate,
+            },
+        )
+
+    def remove_persistence(self, namespace: str) -> None:
+        """Drop the namespace's persistence policies: the broker defaults apply again."""
+        self._http.call("DELETE", f"/admin/v2/namespaces/{_namespace_path(namespace)}/persistence")
+
     def get_scalable_topic_auto_scale_policy(self, namespace: str) -> dict[str, Any] | None:
         """The namespace's PIP-483 auto-scale override of its scalable topics (``None``: none)."""
         result: dict[str, Any] | None = self._http.call(

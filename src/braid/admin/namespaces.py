@@ -7,6 +7,9 @@
   broker's default);
 * ``GET/PUT/DELETE .../compactionThreshold``: bytes after a topic's compaction horizon that
   trigger compaction (``null`` = ``brokerServiceCompactionThresholdInBytes``, ``0`` = never);
+* ``GET/POST/DELETE .../persistence``: Pulsar's ``PersistencePolicies`` - the ensemble, write
+  quorum and ack quorum of the namespace's new ledgers (topics and cursors; ``null`` = the broker's
+  ``managedLedgerDefault*`` keys), applied by each loaded topic from its next ledger on;
 * ``GET/POST/DELETE .../scalableTopicAutoScalePolicy``: PIP-483's namespace override of its
   scalable topics' auto-scale policy, validated against the broker's ``broker.conf`` policy (the
   topic-level override is served with the scalable-topic endpoints, :mod:`braid.admin.scalable`).
@@ -25,7 +28,12 @@ from fastapi import APIRouter, Body, Response
 
 from braid.admin.errors import PreconditionFailed
 from braid.admin.path_params import Namespace, Tenant
-from braid.broker.resources import BrokerResources, InvalidPolicies, NamespacePolicies
+from braid.broker.resources import (
+    BrokerResources,
+    InvalidPolicies,
+    NamespacePolicies,
+    PersistencePolicies,
+)
 from braid.scalable.autoscale_policies import AutoScalePolicies
 
 
@@ -50,6 +58,53 @@ def namespaces_router(
     router.include_router(_deduplication_router(resources))
     router.include_router(_compaction_threshold_router(resources, watch_compaction_thresholds))
     router.include_router(_auto_scale_override_router(resources, auto_scale))
+    router.include_router(_persistence_router(resources))
+    return router
+
+
+def _persistence_router(resources: BrokerResources) -> APIRouter:
+    """The namespace's persistence policies (ensemble and quorums of its ledgers)."""
+    router = APIRouter()
+
+    @router.get(
+        "/namespaces/{tenant}/{namespace}/persistence",
+        tags=["namespaces"],
+        summary="Ensemble, write and ack quorum of the namespace's ledgers (null = broker default)",
+    )
+    async def get_persistence(tenant: Tenant, namespace: Namespace) -> dict[str, Any] | None:
+        stored = (await resources.get_namespace_policies(tenant, namespace)).persistence
+        return None if stored is None else stored.to_json()
+
+    @router.post(
+        "/namespaces/{tenant}/{namespace}/persistence",
+        status_code=204,
+        tags=["namespaces"],
+        summary="Set the persistence policies (Pulsar's PersistencePolicies JSON)",
+    )
+    async def set_persistence(
+        tenant: Tenant, namespace: Namespace, body: Annotated[Any, Body()]
+    ) -> Response:
+        try:
+            policies = PersistencePolicies.from_json(body)
+        except InvalidPolicies as exc:
+            raise PreconditionFailed(str(exc)) from None
+        await resources.update_namespace_policies(
+            tenant, namespace, lambda p: dataclasses.replace(p, persistence=policies)
+        )
+        return Response(status_code=204)
+
+    @router.delete(
+        "/namespaces/{tenant}/{namespace}/persistence",
+        status_code=204,
+        tags=["namespaces"],
+        summary="Remove the persistence policies (the broker's managedLedgerDefault* apply)",
+    )
+    async def delete_persistence(tenant: Tenant, namespace: Namespace) -> Response:
+        await resources.update_namespace_policies(
+            tenant, namespace, lambda p: dataclasses.replace(p, persistence=None)
+        )
+        return Response(status_code=204)
+
     return router
 
 

@@ -93,6 +93,10 @@ class AdminServer:
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests (bounded) and close. Idempotent."""
         if self._server is not None and self._task is not None:
+            # uvicorn waits for every response in flight: end the long-lived ones (the console's
+            # event streams) first, or each open page would hold the stop for the whole grace.
+            for close_streams in getattr(self._app.state, "close_streams", ()):
+                close_streams()
             self._server.should_exit = True
             try:
                 await self._task

@@ -46,7 +46,11 @@ from braid.core.autoscale_policy import (
 )
 from braid.core.errors import InvalidInputError
 from braid.ledger.api import ManagedLedgerConfig
+from braid.storage.autorecovery.service import AutoRecoverySettings
 from braid.storage.bookie.disk import DiskThresholds, InvalidDiskThresholds
+from braid.storage.bookie_health import HealthPolicy
+from braid.storage.client import ClientSettings
+from braid.storage.placement import PlacementPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +102,9 @@ class BrokerConfig:
     broker_service_port: int = 6650
     web_service_port: int = 8080
     metadata_store_url: str = ""
+    #: A ZooKeeper session silent this long expires: its ephemeral nodes (the broker's claim on
+    #: the store, elections) go, and another process may take them (Pulsar's key).
+    metadata_store_session_timeout_millis: int = 10_000
     max_message_size: int = 5 * _MIB
     keep_alive_interval_seconds: int = 30
     #: A connection must complete CONNECT within this many seconds (Braid-specific; Pulsar closes
@@ -113,6 +120,25 @@ class BrokerConfig:
     managed_ledger_max_entries_per_ledger: int = 50_000
     managed_ledger_max_size_per_ledger_mbytes: int = 2048
     managed_ledger_max_ledger_rollover_time_minutes: int = 240
+    #: Bookies per new ledger, copies of each entry, copies acknowledged before an add is
+    #: (Pulsar's keys; 1/1/1 as its standalone.conf; namespace persistence policies override).
+    managed_ledger_default_ensemble_size: int = 1
+    managed_ledger_default_write_quorum: int = 1
+    managed_ledger_default_ack_quorum: int = 1
+    #: The storage client (Pulsar's ``bookkeeperClient*`` keys, ``docs/storage.md``).
+    bookkeeper_client_rackaware_policy_enabled: bool = True
+    bookkeeper_client_min_num_racks_per_write_quorum: int = 2
+    bookkeeper_client_enforce_min_num_racks_per_write_quorum: bool = False
+    bookkeeper_client_speculative_read_timeout_in_millis: int = 0
+    bookkeeper_client_health_check_enabled: bool = True
+    bookkeeper_client_health_check_interval_seconds: int = 60
+    bookkeeper_client_health_check_error_threshold_per_interval: int = 5
+    bookkeeper_client_health_check_quarantine_time_in_seconds: int = 1800
+    bookkeeper_client_quarantine_ratio: float = 1.0
+    #: Auto-recovery hosted by this broker (BookKeeper's bookkeeper.conf keys, in seconds).
+    auto_recovery_daemon_enabled: bool = False
+    lost_bookie_recovery_delay: int = 0
+    auditor_periodic_check_interval: int = 604_800
     dispatcher_max_read_batch_size: int = 100
     #: PIP-54 batch-index acknowledgements (Pulsar's default since 4.1, PIP-391).
     acknowledgment_at_batch_index_level_enabled: bool = True
@@ -164,6 +190,17 @@ class BrokerConfig:
     bookie_clusters: tuple[tuple[str, str], ...] = ()
     #: PIP-470: switch without the I11 idgen precheck (lab/staging only).
     bookie_cluster_switch_skip_idgen_precheck: bool = False
+    #: Bookies of the home storage cluster: ``N >= 1`` bookies inside this process
+    #: (``<dataDir>/bookie-<i>``; with N > 1 each serves the bookie protocol on 127.0.0.1 and the
+    #: broker reaches it over TCP, ADR 0034); ``0``: none - use the ``braid bookie`` processes
+    #: registered in ``bookkeeperMetadataServiceUri``.
+    standalone_bookies: int = 1
+    #: Where the home cluster's bookies register (Pulsar's key); empty = ``metadataStoreUrl``.
+    bookkeeper_metadata_service_uri: str = ""
+    #: ``bookieId=/region/rack`` lines giving the bookies' racks for placement (Braid's key).
+    bookkeeper_client_rack_mapping_file: Path | None = None
+    #: A request to a bookie process without an answer after this long fails it (Pulsar's key).
+    bookkeeper_client_timeout_in_seconds: int = 30
     #: PIP-470: the rollback window after a switch, before CLEANUP runs on its own.
     bookie_cluster_dual_read_timeout_days: int = 15
     #: PIP-470: ledgers BUILD copies at once.
@@ -207,6 +244,14 @@ class BrokerConfig:
             self.disk_check_interval / 1000.0,
         )
 
+    @property
+    def storage_is_process_local(self) -> bool:
+        """Whether the home storage cluster's bookies live inside this process, on
+        ``data_dir`` (so no other broker can read its ledgers, and the metadata store is bound to
+        this data directory: :mod:`braid.broker.store_guard`); ``False`` with external bookies
+        (``standaloneBookies=0``)."""
+        return self.standalone_bookies > 0
+
     def gc_policy(self) -> GcPolicy:
         """The process's garbage-collection policy."""
         return GcPolicy(self.python_gc_freeze_after_startup, self.python_gc_thresholds)
@@ -235,6 +280,36 @@ class BrokerConfig:
             max_ledger_age_s=self.managed_ledger_max_ledger_rollover_time_minutes * 60.0,
             retention_time_s=retention_minutes_to_seconds(self.default_retention_time_in_minutes),
             retention_size_bytes=retention_mb_to_bytes(self.default_retention_size_in_mb),
+            ensemble=self.managed_ledger_default_ensemble_size,
+            write_quorum=self.managed_ledger_default_write_quorum,
+            ack_quorum=self.managed_ledger_default_ack_quorum,
+        )
+
+    def auto_recovery_settings(self) -> AutoRecoverySettings:
+        """The auditor's and replication worker's settings."""
+        return AutoRecoverySettings(
+            lost_bookie_recovery_delay_s=float(self.lost_bookie_recovery_delay),
+            periodic_check_interval_s=float(self.auditor_periodic_check_interval),
+        )
+
+    def storage_client_settings(self) -> ClientSettings:
+        """Placement, health check and read settings of the storage clients."""
+        return ClientSettings(
+            placement=PlacementPolicy(
+                rack_aware=self.bookkeeper_client_rackaware_policy_enabled,
+                min_racks_per_write_quorum=self.bookkeeper_client_min_num_racks_per_write_quorum,
+                enforce_min_racks=self.bookkeeper_client_enforce_min_num_racks_per_write_quorum,
+            ),
+            health=HealthPolicy(
+                enabled=self.bookkeeper_client_health_check_enabled,
+                interval_s=float(self.bookkeeper_client_health_check_interval_seconds),
+                error_threshold_per_interval=(
+                    self.bookkeeper_client_health_check_error_threshold_per_interval
+                ),
+                quarantine_s=float(self.bookkeeper_client_health_check_quarantine_time_in_seconds),
+                quarantine_ratio=self.bookkeeper_client_quarantine_ratio,
+            ),
+            speculative_read_timeout_ms=self.bookkeeper_client_speculative_read_timeout_in_millis,
         )
 
 
@@ -275,6 +350,16 @@ def _parse_fraction(text: str) -> float:
         raise ValueError("expected a number between 0 and 1, such as 0.95") from None
     if not 0.0 < value <= 1.0:
         raise ValueError("expected a number above 0 and at most 1, such as 0.95")
+    return value
+
+
+def _parse_ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError("expected a number between 0 and 1") from None
+    if not 0.0 <= value <= 1.0:
+        raise ValueError("expected a number between 0 and 1")
     return value
 
 
@@ -377,6 +462,11 @@ class _Key:
     parse: Callable[[str], Any]
 
 
+def _snake(name: str) -> str:
+    """``managedLedgerDefaultAckQuorum`` -> ``managed_ledger_default_ack_quorum``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
 _PORT = _parse_int(0, 65535)
 
 #: Every recognised key except the raw ``scalableTopic*`` auto-scale ones.
@@ -388,6 +478,11 @@ KEYS: tuple[_Key, ...] = (
     _Key("brokerServicePort", "broker_service_port", _PORT),
     _Key("webServicePort", "web_service_port", _PORT),
     _Key("metadataStoreUrl", "metadata_store_url", _parse_url),
+    _Key(
+        "metadataStoreSessionTimeoutMillis",
+        "metadata_store_session_timeout_millis",
+        _parse_int(1000, 600_000),
+    ),
     _Key("maxMessageSize", "max_message_size", _parse_int(1024, 512 * _MIB)),
     _Key("keepAliveIntervalSeconds", "keep_alive_interval_seconds", _parse_int(1)),
     _Key("handshakeTimeoutSeconds", "handshake_timeout_seconds", _parse_int(1)),
@@ -411,6 +506,26 @@ KEYS: tuple[_Key, ...] = (
         "managedLedgerMaxLedgerRolloverTimeMinutes",
         "managed_ledger_max_ledger_rollover_time_minutes",
         _parse_int(1),
+    ),
+    *(
+        _Key(name, _snake(name), parse)
+        for name, parse in (
+            ("managedLedgerDefaultEnsembleSize", _parse_int(1, 64)),
+            ("managedLedgerDefaultWriteQuorum", _parse_int(1, 64)),
+            ("managedLedgerDefaultAckQuorum", _parse_int(1, 64)),
+            ("bookkeeperClientRackawarePolicyEnabled", _parse_bool),
+            ("bookkeeperClientMinNumRacksPerWriteQuorum", _parse_int(1, 64)),
+            ("bookkeeperClientEnforceMinNumRacksPerWriteQuorum", _parse_bool),
+            ("bookkeeperClientSpeculativeReadTimeoutInMillis", _parse_int(0)),
+            ("bookkeeperClientHealthCheckEnabled", _parse_bool),
+            ("bookkeeperClientHealthCheckIntervalSeconds", _parse_int(1)),
+            ("bookkeeperClientHealthCheckErrorThresholdPerInterval", _parse_int(0)),
+            ("bookkeeperClientHealthCheckQuarantineTimeInSeconds", _parse_int(0)),
+            ("bookkeeperClientQuarantineRatio", _parse_ratio),
+            ("autoRecoveryDaemonEnabled", _parse_bool),
+            ("lostBookieRecoveryDelay", _parse_int(0)),
+            ("auditorPeriodicCheckInterval", _parse_int(0)),
+        )
     ),
     _Key("dispatcherMaxReadBatchSize", "dispatcher_max_read_batch_size", _parse_int(1)),
     _Key(
@@ -470,6 +585,14 @@ KEYS: tuple[_Key, ...] = (
     _Key("defaultNumPartitions", "default_num_partitions", _parse_int(1, 10_000)),
     _Key("advertisedListeners", "advertised_listeners", _parse_listeners),
     _Key("bookieClusters", "bookie_clusters", _parse_bookie_clusters),
+    _Key("standaloneBookies", "standalone_bookies", _parse_int(0, 64)),
+    _Key("bookkeeperMetadataServiceUri", "bookkeeper_metadata_service_uri", _parse_url),
+    _Key("bookkeeperClientRackMappingFile", "bookkeeper_client_rack_mapping_file", _parse_path),
+    _Key(
+        "bookkeeperClientTimeoutInSeconds",
+        "bookkeeper_client_timeout_in_seconds",
+        _parse_int(1, 3600),
+    ),
     _Key(
         "bookieClusterSwitchSkipIdgenPrecheck",
         "bookie_cluster_switch_skip_idgen_precheck",
@@ -486,6 +609,11 @@ KEYS: tuple[_Key, ...] = (
 )
 
 _BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}
+QUORUM_KEYS = (
+    "managedLedgerDefaultEnsembleSize",
+    "managedLedgerDefaultWriteQuorum",
+    "managedLedgerDefaultAckQuorum",
+)
 
 #: PIP-483's configuration table: kept raw, validated by the auto-scale policy (whose knob table
 #: is the one list of these keys).
@@ -599,6 +727,19 @@ def _build(raw: Mapping[str, str]) -> BrokerConfig:
         raise InvalidConfig(
             None, "", str(exc), keys=("diskUsageThreshold", "diskUsageLwmThreshold")
         ) from None
+    ensemble, write_quorum, ack_quorum = (
+        config.managed_ledger_default_ensemble_size,
+        config.managed_ledger_default_write_quorum,
+        config.managed_ledger_default_ack_quorum,
+    )
+    if not ack_quorum <= write_quorum <= ensemble:
+        raise InvalidConfig(
+            None,
+            "",
+            f"need managedLedgerDefaultAckQuorum ({ack_quorum}) <= managedLedgerDefaultWriteQuorum"
+            f" ({write_quorum}) <= managedLedgerDefaultEnsembleSize ({ensemble})",
+            keys=QUORUM_KEYS,
+        )
     return config
 
 

@@ -4,13 +4,14 @@ The dispatcher decides *what* a consumer gets; the consumer keeps the per-consum
 keeps: FLOW permits counted in messages (a batch entry costs ``num_messages_in_batch``), the
 entries delivered but not yet acknowledged (so they can be redelivered when the consumer asks or
 leaves), and counters for stats - its own and its topic's (:attr:`Consumer.topic_counters`, which
-outlive the consumer). Sending goes through :class:`ConsumerTransport`, implemented by the
-connection.
+outlive the consumer). The consumer is the only writer of its books: the dispatcher asks through
+its methods (:meth:`Consumer.deliver`, :meth:`Consumer.acknowledged`, :meth:`Consumer.take_pending`,
+...). Sending goes through :class:`ConsumerTransport`, implemented by the connection.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -88,10 +89,11 @@ class Consumer:
         #: The ``KeySharedMeta`` it subscribed with (Key_Shared only).
         self.key_shared = key_shared
         self.permits = 0
-        #: Delivered, not yet acknowledged: position -> number of messages in that entry.
-        self.pending: dict[Position, int] = {}
+        # Delivered, not yet acknowledged: position -> number of messages in that entry. Only
+        # this class changes it: the dispatcher asks through the methods below.
+        self._pending: dict[Position, int] = {}
         self.closed = False
-        self.told_end_of_topic = False
+        self._told_end_of_topic = False
         self.messages_out = 0
         self.bytes_out = 0
         #: The topic's counters (set when it attaches), so dispatch rates survive the consumer.
@@ -100,12 +102,23 @@ class Consumer:
     def add_permits(self, permits: int) -> None:
         self.permits += permits
 
+    def detach(self) -> None:
+        """Stop delivering to this consumer (its subscription let it go); idempotent."""
+        self.closed = True
+
+    def notify_end_of_topic(self) -> None:
+        """Tell the client, once, that it drained a terminated topic (a client that cannot take
+        the notice simply finds no more messages)."""
+        if not self._told_end_of_topic:
+            self._told_end_of_topic = True
+            self.transport.send_reached_end_of_topic(self.consumer_id)
+
     def deliver(self, deliveries: Sequence[Delivery]) -> None:
         """Send ``deliveries`` to the client and charge their messages against the permits."""
         if not deliveries or self.closed:
             return
         messages = size = 0
-        pending = self.pending
+        pending = self._pending
         for d in deliveries:
             pending[d.entry.position] = d.messages
             messages += d.messages
@@ -118,31 +131,44 @@ class Consumer:
         topic.bytes_out += size
         self.transport.send_messages(self.consumer_id, deliveries)
 
-    def acknowledged(self, positions: Sequence[Position]) -> None:
+    @property
+    def unacked_messages(self) -> int:
+        """Messages delivered and not acknowledged yet (a batch entry counts its messages)."""
+        return sum(self._pending.values())
+
+    def acknowledged(self, positions: Iterable[Position]) -> None:
+        """Forget the delivered entries at ``positions`` (individually acknowledged)."""
+        pending = self._pending
         for pos in positions:
-            self.pending.pop(pos, None)
+            pending.pop(pos, None)
 
     def acknowledged_up_to(self, position: Position) -> None:
-        for pos in [p for p in self.pending if p <= position]:
-            del self.pending[pos]
+        """Forget every delivered entry at or before ``position`` (cumulative ack)."""
+        for pos in [p for p in self._pending if p <= position]:
+            del self._pending[pos]
 
     def take_pending(self, positions: Sequence[Position] | None = None) -> list[Position]:
         """Remove and return pending positions (all, or those of ``positions`` it has)."""
+        pending = self._pending
         if positions is None:
-            taken = list(self.pending)
-            self.pending.clear()
+            taken = list(pending)
+            pending.clear()
             return taken
-        taken = [p for p in positions if p in self.pending]
+        taken = [p for p in positions if p in pending]
         for p in taken:
-            del self.pending[p]
+            del pending[p]
         return taken
+
+    def forget_pending(self) -> None:
+        """Forget every delivered entry (the cursor was reset: they are read again)."""
+        self._pending.clear()
 
     def stats(self) -> dict[str, object]:
         return {
             "consumerName": self.consumer_name,
             "address": self.transport.remote_address,
             "availablePermits": self.permits,
-            "unackedMessages": sum(self.pending.values()),
+            "unackedMessages": self.unacked_messages,
             "msgOutCounter": self.messages_out,
             "bytesOutCounter": self.bytes_out,
             "priorityLevel": self.priority_level,

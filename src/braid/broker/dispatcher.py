@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from braid.broker.consumer import Consumer, Delivery, SubType
@@ -195,7 +195,7 @@ class Dispatcher:
 
     def remove_consumer(self, consumer: Consumer) -> None:
         """Detach ``consumer``; its unacknowledged entries are redelivered to the others."""
-        consumer.closed = True
+        consumer.detach()
         if consumer in self.consumers:
             self.consumers.remove(consumer)
         self._requeue(consumer.take_pending())
@@ -207,12 +207,12 @@ class Dispatcher:
         consumer.add_permits(permits)
         self.unblock()
 
-    def on_acked(self, positions: Iterable[Position]) -> None:
+    def on_acked(self, positions: Sequence[Position]) -> None:
         """Forget delivery books for individually acknowledged positions."""
         for pos in positions:
             self._redeliveries.pop(pos, None)
-            for c in self.consumers:
-                c.pending.pop(pos, None)
+        for c in self.consumers:
+            c.acknowledged(positions)
 
     def on_acked_up_to(self, position: Position) -> None:
         """Forget delivery books for everything up to ``position`` (cumulative ack)."""
@@ -234,10 +234,10 @@ class Dispatcher:
         """Forget every delivery book (after the cursor was reset by a seek); hold :attr:`lock`."""
         self._redeliveries.clear()
         for c in self.consumers:
-            c.pending.clear()
+            c.forget_pending()
 
     def unacked_count(self) -> int:
-        return sum(sum(c.pending.values()) for c in self.consumers)
+        return sum(c.unacked_messages for c in self.consumers)
 
     def stats(self) -> dict[str, object]:
         """Dispatcher details for the subscription's stats."""
@@ -293,10 +293,7 @@ class Dispatcher:
         if not self._ledger.is_terminated or self._cursor.has_more_entries():
             return
         for c in self.consumers:
-            if not c.told_end_of_topic:
-                # Told once; a client that cannot take the notice simply finds no more messages.
-                c.told_end_of_topic = True
-                c.transport.send_reached_end_of_topic(c.consumer_id)
+            c.notify_end_of_topic()
 
 
 class SingleActiveDispatcher(Dispatcher):
@@ -336,7 +333,7 @@ class SingleActiveDispatcher(Dispatcher):
         self.unblock()
 
     def remove_consumer(self, consumer: Consumer) -> None:
-        consumer.closed = True
+        consumer.detach()
         if consumer in self.consumers:
             self.consumers.remove(consumer)
         self._requeue(consumer.take_pending())
@@ -508,8 +505,7 @@ class SharedDispatcher(Dispatcher):
         self._replay_stuck = False
         super().unblock()
 
-    def on_acked(self, positions: Iterable[Position]) -> None:
-        positions = list(positions)
+    def on_acked(self, positions: Sequence[Position]) -> None:
         for pos in positions:
             self.replay.discard(pos)
             self._replay_reading.discard(pos)

@@ -96,6 +96,14 @@ class TopicTerminated(BrokerError, TopicTerminatedError):
     code = ServerError.TopicTerminatedError
 
 
+class TopicFenced(BrokerError, FencedError):
+    """Another writer took the topic's managed ledger over (Pulsar's ``TopicFencedException``):
+    the send was not stored and gets no receipt; the broker closes the producer and gives the
+    topic up, and the client reconnects and resends (ADR 0040)."""
+
+    code = ServerError.ServiceNotReady
+
+
 class ChecksumMismatch(BrokerError, InvalidInputError):
     """A SEND whose CRC32C does not match its metadata and payload."""
 
@@ -195,6 +203,7 @@ __all__ = [
     "ServerErrorCode",
     "ServiceNotReady",
     "SubscriptionNotFound",
+    "TopicFenced",
     "TopicNotFound",
     "TopicTerminated",
     "UnknownListener",

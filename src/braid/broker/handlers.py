@@ -30,6 +30,7 @@ from braid.broker.errors import (
     NotSupported,
     ServerError,
     ServerErrorCode,
+    TopicFenced,
     to_server_error,
 )
 from braid.broker.producer import PendingReceipt, Producer
@@ -185,10 +186,11 @@ class TopicCommands:
 
     def send_publish_error(self, producer_id: int, sequence_id: int, exc: BaseException) -> None:
         code, message = to_server_error(exc)
-        if code == ServerError.PersistenceError:
-            # Not stored (storage failed or is full), or the first copy of a resend is still
-            # being written (Pulsar's MessageDupUnknownException): close the producer, so the
-            # client resends once it reconnects. A SEND_ERROR would make the official clients
+        if code == ServerError.PersistenceError or isinstance(exc, TopicFenced):
+            # Not stored (storage failed or is full, or another writer took the ledger over),
+            # or the first copy of a resend is still being written (Pulsar's
+            # MessageDupUnknownException): close the producer, so the client resends once it
+            # reconnects. A SEND_ERROR would make the official clients
             # drop the whole connection - this client's consumers with it - and resend at once,
             # in a loop; a reconnecting producer is refused while storage is read-only instead
             # (on_producer), and its sends time out as they should.
@@ -412,11 +414,11 @@ class TopicCommands:
     def _refuse(self, producer: Producer, receipt: PendingReceipt, exc: InvalidMessage) -> None:
         """Answer a poison SEND with its SEND_ERROR; logged once per producer (a client sending
         nothing but poison must not flood the log), counted in the producer's stats."""
-        producer.messages_refused += 1
+        refused = producer.count_refused()
         error = InvalidMessage(
             f"message {receipt.sequence_id} of producer {producer.name!r} refused: {exc}"
         )
-        if producer.messages_refused == 1:
+        if refused == 1:
             log.warning(
                 "%s (from %s; later refusals of this producer are only counted)",
                 error,
@@ -643,7 +645,7 @@ class TopicCommands:
                 consumer_name=consumer.consumer_name,
                 subscription_type=SubType.Name(consumer.sub_type),
                 available_permits=max(consumer.permits, 0),
-                unacked_messages=sum(consumer.pending.values()),
+                unacked_messages=consumer.unacked_messages,
                 msg_backlog=binding.subscription.cursor.backlog(),
             )
         )

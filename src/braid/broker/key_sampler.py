@@ -2,8 +2,9 @@
 
 Each ``segment://`` topic served here carries a :class:`KeyHashSampler` over the segment's own hash
 range (the range in its name's descriptor), split into
-:data:`~braid.core.split_point.KEY_HASH_BUCKETS` equal buckets. The SEND path costs one countdown
-decrement per entry; one entry in :attr:`KeyHashSampler.every` is looked at: its
+:data:`~braid.core.split_point.KEY_HASH_BUCKETS` equal buckets. The SEND path offers every entry
+(:meth:`KeyHashSampler.offer`: one countdown decrement); one entry in :attr:`KeyHashSampler.every`
+is looked at: its
 ``MessageMetadata`` is parsed for ``partition_key`` or, for a batch entry, the keys of up to
 :data:`MAX_BATCH_KEYS` of its messages are read from the (decompressed) batch payload, each weighted
 so the batch counts as all its messages. Keyless messages and keys outside the range add nothing.
@@ -40,7 +41,7 @@ _NONE = pb.NONE
 class KeyHashSampler:
     """The sampled key-hash histogram of one segment topic."""
 
-    __slots__ = ("_buckets", "_size", "_start", "countdown", "every", "hash_range", "weights")
+    __slots__ = ("_buckets", "_countdown", "_size", "_start", "every", "hash_range", "weights")
 
     def __init__(
         self,
@@ -53,8 +54,8 @@ class KeyHashSampler:
             raise ValueError("sampling stride and bucket count must be positive")
         self.hash_range = hash_range
         self.every = every
-        #: Entries left until the next sampled one (the SEND path decrements it).
-        self.countdown = every
+        # Entries left until the next sampled one (counted down by offer, reset by sample).
+        self._countdown = every
         self.weights = [0.0] * buckets
         self._start = hash_range.start
         self._size = hash_range.size
@@ -69,10 +70,17 @@ class KeyHashSampler:
         except InvalidTopicName:
             return None
 
+    def offer(self, data: bytes, meta: pb.MessageMetadata | None = None) -> None:
+        """One entry published: every :attr:`every`-th offered entry is sampled (for the others
+        the SEND path pays this call and one decrement)."""
+        self._countdown -= 1
+        if self._countdown <= 0:
+            self.sample(data, meta)
+
     def sample(self, data: bytes, meta: pb.MessageMetadata | None = None) -> None:
         """Add the keys of one stored entry (``[u32 size][MessageMetadata][payload]``); ``meta``
         is its metadata when the caller parsed it already (not parsed again then)."""
-        self.countdown = self.every
+        self._countdown = self.every
         try:
             size = _U32.unpack_from(data, 0)[0]
             if meta is None:

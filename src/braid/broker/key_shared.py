@@ -19,7 +19,7 @@ keys apart. Cumulative acknowledgement is refused, as in Pulsar.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from braid.broker.consumer import Consumer, Delivery, SubType
 from braid.broker.dispatch_settings import DispatchSettings
@@ -99,8 +99,7 @@ class KeySharedDispatcher(SharedDispatcher):
 
     # -- acknowledgements and redelivery --------------------------------------------------------
 
-    def on_acked(self, positions: Iterable[Position]) -> None:
-        positions = list(positions)
+    def on_acked(self, positions: Sequence[Position]) -> None:
         super().on_acked(positions)
         if self._pending.release(positions):
             self.unblock()  # a draining hash may now go to its new consumer

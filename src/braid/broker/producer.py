@@ -100,15 +100,30 @@ class Producer:
         #: The schema version PRODUCER_SUCCESS gave it (``None``: no schema).
         self.schema_version: bytes | None = None
         self.closed = False
-        self.messages_in = 0
-        self.bytes_in = 0
-        #: SENDs refused before storage (poison or oversize messages).
-        self.messages_refused = 0
+        # Counters for stats (messages counts every message of a batch; refused: SENDs refused
+        # before storage, poison or oversize); only count_in and count_refused change them.
+        self._messages_in = 0
+        self._bytes_in = 0
+        self._messages_refused = 0
         self._inflight: deque[PendingReceipt] = deque()
 
     @property
     def pending(self) -> int:
         return len(self._inflight)
+
+    def detach(self) -> None:
+        """The topic let this producer go: answers still due are no longer sent."""
+        self.closed = True
+
+    def count_in(self, messages: int, size: int) -> None:
+        """Count one SEND handed to storage: ``messages`` messages, ``size`` bytes."""
+        self._messages_in += messages
+        self._bytes_in += size
+
+    def count_refused(self) -> int:
+        """Count one SEND refused before storage; returns how many were refused so far."""
+        self._messages_refused += 1
+        return self._messages_refused
 
     def expect(
         self, sequence_id: int, highest_sequence_id: int, last_sequence_id: int
@@ -149,8 +164,8 @@ class Producer:
             "producerName": self.name,
             "accessMode": AccessMode.Name(self.access_mode),
             "address": self.transport.remote_address,
-            "msgInCounter": self.messages_in,
-            "bytesInCounter": self.bytes_in,
-            "msgRefusedCounter": self.messages_refused,
+            "msgInCounter": self._messages_in,
+            "bytesInCounter": self._bytes_in,
+            "msgRefusedCounter": self._messages_refused,
             "pendingReceipts": len(self._inflight),
         }

@@ -167,6 +167,53 @@ class RetentionPolicies:
 
 
 @dataclass(frozen=True)
+class PersistencePolicies:
+    """Pulsar's namespace ``PersistencePolicies``: the ensemble, write quorum and ack quorum of
+    the namespace's new ledgers (topics and cursors), and the cursors' mark-delete rate."""
+
+    bookkeeper_ensemble: int
+    bookkeeper_write_quorum: int
+    bookkeeper_ack_quorum: int
+    managed_ledger_max_mark_delete_rate: float = 0.0
+
+    def __post_init__(self) -> None:
+        e, w, a = self.bookkeeper_ensemble, self.bookkeeper_write_quorum, self.bookkeeper_ack_quorum
+        if not 1 <= a <= w <= e:
+            raise InvalidPolicies(
+                f"need 1 <= bookkeeperAckQuorum ({a}) <= bookkeeperWriteQuorum ({w}) <= "
+                f"bookkeeperEnsemble ({e})"
+            )
+        if self.managed_ledger_max_mark_delete_rate < 0:
+            raise InvalidPolicies(
+                "managedLedgerMaxMarkDeleteRate must be 0 or more, got "
+                f"{self.managed_ledger_max_mark_delete_rate}"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bookkeeperEnsemble": self.bookkeeper_ensemble,
+            "bookkeeperWriteQuorum": self.bookkeeper_write_quorum,
+            "bookkeeperAckQuorum": self.bookkeeper_ack_quorum,
+            "managedLedgerMaxMarkDeleteRate": self.managed_ledger_max_mark_delete_rate,
+        }
+
+    @classmethod
+    def from_json(cls, doc: object) -> PersistencePolicies:
+        if not isinstance(doc, dict):
+            raise InvalidPolicies(f"persistence policies must be a JSON object, got {doc!r}")
+        values = []
+        for key in ("bookkeeperEnsemble", "bookkeeperWriteQuorum", "bookkeeperAckQuorum"):
+            value = doc.get(key)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidPolicies(f"{key} must be an integer, got {value!r}")
+            values.append(value)
+        rate = doc.get("managedLedgerMaxMarkDeleteRate", 0.0)
+        if isinstance(rate, bool) or not isinstance(rate, int | float):
+            raise InvalidPolicies(f"managedLedgerMaxMarkDeleteRate must be a number, got {rate!r}")
+        return cls(values[0], values[1], values[2], float(rate))
+
+
+@dataclass(frozen=True)
 class AutoTopicCreationOverride:
     """Namespace override of the broker's ``allowAutoTopicCreation``,
     ``allowAutoTopicCreationType`` and ``defaultNumPartitions``."""
@@ -207,6 +254,7 @@ _MODELLED = (
     "deduplicationEnabled",
     "autoTopicCreationOverride",
     "retention_policies",
+    "persistence",
     "scalableTopicAutoScalePolicy",
     "compaction_threshold",
     "schema_compatibility_strategy",
@@ -243,6 +291,9 @@ class NamespacePolicies:
     deduplication_enabled: bool | None = None
     auto_topic_creation: AutoTopicCreationOverride | None = None
     retention: RetentionPolicies | None = None
+    #: Ensemble and quorums of the namespace's new ledgers (``None``: the broker's
+    #: ``managedLedgerDefault*`` keys).
+    persistence: PersistencePolicies | None = None
     #: PIP-483 ``AutoScalePolicyOverride`` as stored (interpreted by the auto-scaler).
     scalable_topic_auto_scale_policy: Mapping[str, Any] | None = None
     #: Bytes after a topic's compaction horizon that trigger compaction (0: never).
@@ -264,6 +315,8 @@ class NamespacePolicies:
             doc["autoTopicCreationOverride"] = self.auto_topic_creation.to_json()
         if self.retention is not None:
             doc["retention_policies"] = self.retention.to_json()
+        if self.persistence is not None:
+            doc["persistence"] = self.persistence.to_json()
         if self.scalable_topic_auto_scale_policy is not None:
             doc["scalableTopicAutoScalePolicy"] = dict(self.scalable_topic_auto_scale_policy)
         if self.compaction_threshold is not None:
@@ -286,6 +339,7 @@ class NamespacePolicies:
             raise InvalidPolicies(f"deduplicationEnabled must be a boolean, got {dedup!r}")
         creation = doc.get("autoTopicCreationOverride")
         retention = doc.get("retention_policies")
+        persistence = doc.get("persistence")
         scale = doc.get("scalableTopicAutoScalePolicy")
         if scale is not None and not isinstance(scale, dict):
             raise InvalidPolicies(f"scalableTopicAutoScalePolicy must be an object, got {scale!r}")
@@ -298,6 +352,7 @@ class NamespacePolicies:
                 None if creation is None else AutoTopicCreationOverride.from_json(creation)
             ),
             retention=None if retention is None else RetentionPolicies.from_json(retention),
+            persistence=None if persistence is None else PersistencePolicies.from_json(persistence),
             scalable_topic_auto_scale_policy=None if scale is None else _frozen(scale),
             compaction_threshold=threshold,
             schema_compatibility_strategy=_strategy(doc),
@@ -552,6 +607,7 @@ __all__ = [
     "NamespaceNotEmpty",
     "NamespaceNotFound",
     "NamespacePolicies",
+    "PersistencePolicies",
     "ResourceError",
     "RetentionPolicies",
     "TenantAlreadyExists",

@@ -54,7 +54,7 @@ from braid.broker.partitions import (
     PartitionedTopics,
 )
 from braid.broker.registry import CommandRegistry
-from braid.broker.resources import BrokerResources, NamespacePolicies
+from braid.broker.resources import POLICIES_ROOT, BrokerResources, NamespacePolicies
 from braid.broker.schemas.commands import schema_commands
 from braid.broker.schemas.model import schema_id_of
 from braid.broker.schemas.registry import SchemaRegistry
@@ -73,7 +73,7 @@ from braid.core.partitions import (
     partitioned_topic_of,
 )
 from braid.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory, Position
-from braid.metadata.api import MetadataStore
+from braid.metadata.api import MetadataStore, Notification, NotificationType
 from braid.protocol import commands
 from braid.protocol.frames import encode_command
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -132,6 +132,7 @@ class BrokerService:
         self._dispatch_settings = config.dispatch_settings()
         self._topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
+        self._unloading: set[asyncio.Task[None]] = set()
         self._connections: set[BrokerConnection] = set()
         #: brokerMaxConnections / brokerMaxConnectionsPerIp, checked before a socket costs more.
         self.connection_limits = ConnectionLimiter(
@@ -172,6 +173,8 @@ class BrokerService:
             interval_s=float(config.broker_service_compaction_monitor_interval_in_seconds),
             broker_threshold=config.broker_service_compaction_threshold_in_bytes,
         )
+        self._policy_refreshes: set[asyncio.Task[int]] = set()
+        self._unwatch_policies = metadata.register_listener(self._on_policies_changed)
 
     # -- server --------------------------------------------------------------------------------
 
@@ -281,6 +284,7 @@ class BrokerService:
         if self._closing:
             return
         self._closing = True
+        self._unwatch_policies()
         await self.compaction_monitor.close()
         self.topic_events.close()
         if self._server is not None:
@@ -295,6 +299,7 @@ class BrokerService:
             except Exception:
                 log.exception("closing topic %s failed", topic.name)
         self._topics.clear()
+        await asyncio.gather(*self._unloading, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -424,6 +429,7 @@ class BrokerService:
                 settings=self._dispatch_settings,
                 clock=self.clock,
                 on_drained=self._subscription_drained,
+                on_fenced=self._topic_fenced,
             )
         except BaseException:
             await ledger.close()
@@ -549,12 +555,67 @@ class BrokerService:
                 ),
                 retention_size_bytes=retention_mb_to_bytes(policies.retention.retention_size_in_mb),
             )
+        if policies.persistence is not None:
+            config = dataclasses.replace(
+                config,
+                ensemble=policies.persistence.bookkeeper_ensemble,
+                write_quorum=policies.persistence.bookkeeper_write_quorum,
+                ack_quorum=policies.persistence.bookkeeper_ack_quorum,
+            )
         return config
+
+    async def refresh_ledger_configs(self, tenant: str, namespace: str) -> int:
+        """Give the loaded topics of a namespace its current policies' managed-ledger settings
+        (ensemble and quorums apply from each one's next ledger); returns how many."""
+        config = self._ledger_config(await self.resources.get_namespace_policies(tenant, namespace))
+        refreshed = 0
+        for name in list(self._topics):
+            topic = parse_topic_name(name)
+            if (topic.tenant, topic.namespace) == (tenant, namespace):
+                await self.ml_factory.open(managed_ledger_name(topic), config)
+                refreshed += 1
+        return refreshed
+
+    def _on_policies_changed(self, event: Notification) -> None:
+        # /admin/policies/{tenant}/{namespace}: this broker's topics follow a change made
+        # through any broker.
+        parts = event.path.split("/")
+        if len(parts) != 5 or event.path.rsplit("/", 2)[0] != POLICIES_ROOT:
+            return
+        if event.type is not NotificationType.MODIFIED or self._closing:
+            return
+        task = asyncio.get_running_loop().create_task(
+            self.refresh_ledger_configs(parts[3], parts[4])
+        )
+        self._policy_refreshes.add(task)
+        task.add_done_callback(self._policy_refresh_done)
+
+    def _policy_refresh_done(self, task: asyncio.Task[int]) -> None:
+        self._policy_refreshes.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("refreshing managed-ledger settings failed: %r", task.exception())
 
     async def terminate_topic(self, name: str) -> Position:
         """Terminate a topic: no more messages; returns its last position."""
         topic = await self.get_or_create_topic(name, create=False)
         return await topic.terminate()
+
+    def _topic_fenced(self, topic: PersistentTopic) -> None:
+        """Another writer took ``topic``'s managed ledger over: unload it, so its producers and
+        consumers are closed and reconnect, and the next use opens the ledger again as a new
+        owner does (recovering whatever the other writer stored; ADR 0040)."""
+        if self._topics.get(topic.name) is topic:
+            del self._topics[topic.name]
+        task = asyncio.ensure_future(self._close_fenced(topic))
+        self._unloading.add(task)
+        task.add_done_callback(self._unloading.discard)
+
+    async def _close_fenced(self, topic: PersistentTopic) -> None:
+        try:
+            await topic.close()
+        except Exception:
+            log.exception("closing fenced topic %s failed", topic.name)
+        log.info("unloaded fenced topic %s", topic.name)
 
     def _subscription_drained(self, topic: str, subscription: str) -> None:
         for listener in list(self.drain_listeners):

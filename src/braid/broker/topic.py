@@ -33,6 +33,7 @@ from braid.broker.errors import (
     ProducerBusy,
     ProducerFenced,
     SubscriptionNotFound,
+    TopicFenced,
     TopicTerminated,
 )
 from braid.broker.key_sampler import KeyHashSampler
@@ -40,7 +41,7 @@ from braid.broker.producer import AccessMode, PendingReceipt, Producer
 from braid.broker.rates import TrafficCounters
 from braid.broker.subscription import Subscription
 from braid.clock import Clock, SystemClock
-from braid.core.errors import BraidError
+from braid.core.errors import BraidError, FencedError
 from braid.ledger.api import (
     EARLIEST,
     LATEST,
@@ -75,6 +76,7 @@ class PersistentTopic:
         settings: DispatchSettings | None = None,
         clock: Clock | None = None,
         on_drained: Callable[[str, str], None] | None = None,
+        on_fenced: Callable[[PersistentTopic], None] | None = None,
     ) -> None:
         self.name = name
         self.ledger = ledger
@@ -84,6 +86,9 @@ class PersistentTopic:
         self.compaction = TopicCompaction.load(name, ledger, self.clock)
         self.compaction.listeners.append(self._wake_dispatchers)
         self._on_drained = on_drained
+        self._on_fenced = on_fenced
+        #: Another writer took the managed ledger over: no more sends here (ADR 0040).
+        self.fenced = False
         # Subscriptions already reported drained (reported again only after moving back).
         self._drained: set[str] = set()
         self.producers: dict[int, Producer] = {}  # keyed by id(producer): ids are per connection
@@ -109,11 +114,14 @@ class PersistentTopic:
         settings: DispatchSettings | None = None,
         clock: Clock | None = None,
         on_drained: Callable[[str, str], None] | None = None,
+        on_fenced: Callable[[PersistentTopic], None] | None = None,
     ) -> PersistentTopic:
         """Wrap an opened managed ledger; rebuilds dedup state and the durable subscriptions.
 
         ``on_drained(topic, subscription)`` is called when a subscription has consumed every
-        entry of the terminated topic (the scalable-topic controller's drain events).
+        entry of the terminated topic (the scalable-topic controller's drain events);
+        ``on_fenced(topic)`` once, when another writer took the managed ledger over (the broker
+        unloads the topic).
         """
         dedup: MessageDeduplication | None = None
         if dedup_enabled:
@@ -131,6 +139,7 @@ class PersistentTopic:
             settings=settings,
             clock=clock,
             on_drained=on_drained,
+            on_fenced=on_fenced,
         )
         for cursor_name, cursor in ledger.cursors.items():
             if cursor_name not in SYSTEM_CURSORS:
@@ -225,7 +234,7 @@ class PersistentTopic:
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.pop(id(producer), None) is None:
             return
-        producer.closed = True
+        producer.detach()
         if self._exclusive is producer:
             self._exclusive = None
         self._producers_changed.set()
@@ -266,16 +275,13 @@ class PersistentTopic:
         size = len(data)
         # A batch SEND carries several messages: its receipt covers sequence_id..last_sequence_id.
         messages = max(receipt.last_sequence_id - receipt.sequence_id + 1, 1)
-        producer.messages_in += messages
-        producer.bytes_in += size
+        producer.count_in(messages, size)
         counters = self.counters
         counters.messages_in += messages
         counters.bytes_in += size
         sampler = self.key_sampler
         if sampler is not None:
-            sampler.countdown -= 1
-            if sampler.countdown <= 0:
-                sampler.sample(data, metadata)
+            sampler.offer(data, metadata)
         try:
             self.ledger.append_with_callback(data, self._appended, receipt)
         except BraidError as exc:  # the ledger refused at once (closed, fenced, terminated)
@@ -287,6 +293,8 @@ class PersistentTopic:
         producer = receipt.producer
         dedup = self.dedup
         if error is not None:
+            if isinstance(error, FencedError):
+                error = self._fenced_by(error)
             if dedup is not None:
                 dedup.on_failed(producer.name)
         else:
@@ -297,6 +305,20 @@ class PersistentTopic:
                 if sub.dispatcher is not None:
                     sub.dispatcher.wake()
         producer.complete(receipt, position, error)
+
+    def _fenced_by(self, error: BaseException) -> TopicFenced:
+        """The managed ledger has another owner: this send was not stored and nothing sent here
+        will be; tell the broker once, which gives the topic up (ADR 0040)."""
+        fenced = TopicFenced(
+            f"topic {self.name} was fenced: another writer took its managed ledger over; "
+            "the message was not stored"
+        )
+        if not self.fenced:
+            self.fenced = True
+            log.warning("topic %s was fenced: %s; giving it up", self.name, error)
+            if self._on_fenced is not None:
+                self._on_fenced(self)
+        return fenced
 
     # -- subscriptions -------------------------------------------------------------------------
 

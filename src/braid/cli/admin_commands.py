@@ -296,6 +296,41 @@ def ns_remove_dedup(admin: AdminClient, args: argparse.Namespace, p: Printer) ->
     p.done(f"Removed the deduplication setting of {args.namespace} (the broker default applies).")
 
 
+def ns_get_persistence(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
+    policies = admin.namespaces.get_persistence(args.namespace)
+    if p.json:
+        p.data(policies)
+    elif policies is None:
+        p.line(
+            f"{args.namespace}: persistence not set (managedLedgerDefault* of broker.conf apply)"
+        )
+    else:
+        p.line(
+            f"{args.namespace}: ensemble {policies['bookkeeperEnsemble']}, write quorum "
+            f"{policies['bookkeeperWriteQuorum']}, ack quorum {policies['bookkeeperAckQuorum']}, "
+            f"max mark-delete rate {policies['managedLedgerMaxMarkDeleteRate']}"
+        )
+
+
+def ns_set_persistence(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
+    admin.namespaces.set_persistence(
+        args.namespace,
+        args.bookkeeper_ensemble,
+        args.bookkeeper_write_quorum,
+        args.bookkeeper_ack_quorum,
+        args.ml_mark_delete_max_rate,
+    )
+    p.done(
+        f"Persistence of {args.namespace}: ensemble {args.bookkeeper_ensemble}, write quorum "
+        f"{args.bookkeeper_write_quorum}, ack quorum {args.bookkeeper_ack_quorum} (new ledgers)."
+    )
+
+
+def ns_remove_persistence(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
+    admin.namespaces.remove_persistence(args.namespace)
+    p.done(f"Removed the persistence policies of {args.namespace} (broker defaults apply).")
+
+
 _BOOL_WORDS = {"on": "true", "off": "false", "yes": "true", "no": "false"}
 
 

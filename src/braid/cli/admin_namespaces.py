@@ -5,6 +5,8 @@ with the schema-strategy and compaction-threshold commands of :mod:`braid.cli.ad
 
 from __future__ import annotations
 
+import argparse
+
 from braid.cli import admin_commands as cmd
 from braid.cli import admin_compaction, admin_compat
 from braid.cli.admin_parser import (
@@ -131,8 +133,47 @@ def add_namespaces_group(builder: Builder) -> None:
         examples="  braid admin namespaces remove-scalable-topic-auto-scale-policy acme/orders\n",
     )
     namespace_arg(p)
+    _add_persistence_commands(commands)
     admin_compat.add_schema_strategy_commands(commands, command, namespace_arg)
     admin_compaction.add_namespace_compaction_commands(commands, command, namespace_arg)
+
+
+def _add_persistence_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """``set-persistence``, ``get-persistence``, ``remove-persistence`` (Pulsar's flags)."""
+    p = command(
+        commands,
+        "set-persistence",
+        cmd.ns_set_persistence,
+        "set the ensemble and quorums of the namespace's ledgers",
+        description="Set the namespace's persistence policies: each new ledger of its topics "
+        "and cursors is striped over ENSEMBLE bookies, every entry stored on WRITE_QUORUM of "
+        "them and acknowledged once ACK_QUORUM have it on disk (ensemble >= write quorum >= ack "
+        "quorum >= 1). Loaded topics apply it from their next ledger.",
+        examples="  braid admin namespaces set-persistence public/default -e 3 -w 2 -a 2\n",
+    )
+    namespace_arg(p)
+    p.add_argument("-e", "--bookkeeper-ensemble", type=int, required=True, metavar="N")
+    p.add_argument("-w", "--bookkeeper-write-quorum", type=int, required=True, metavar="N")
+    p.add_argument("-a", "--bookkeeper-ack-quorum", type=int, required=True, metavar="N")
+    p.add_argument("-r", "--ml-mark-delete-max-rate", type=float, default=0.0, metavar="RATE")
+    p = command(
+        commands,
+        "get-persistence",
+        cmd.ns_get_persistence,
+        "show the namespace's persistence policies",
+        examples="  braid admin namespaces get-persistence public/default\n",
+    )
+    namespace_arg(p)
+    p = command(
+        commands,
+        "remove-persistence",
+        cmd.ns_remove_persistence,
+        "drop the namespace's persistence policies (broker.conf defaults apply)",
+        examples="  braid admin namespaces remove-persistence public/default\n",
+    )
+    namespace_arg(p)
 
 
 __all__ = ["add_namespaces_group"]

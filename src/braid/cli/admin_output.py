@@ -523,11 +523,23 @@ def _render_controller(controller: object) -> str:
         ("leader", controller.get("leaderBrokerUrl") or "none (election in progress)"),
         ("answered by leader", controller.get("isLeader")),
         ("operation in flight", json.dumps(operation) if operation else "none"),
+        ("recovery", _render_recovery(controller.get("operationRecovery"))),
         ("last split", when(controller.get("lastSplitAtMs"))),
         ("last merge", when(controller.get("lastMergeAtMs"))),
     ]
     lines = key_values(pairs).splitlines()
     return "Controller\n" + "\n".join("  " + line for line in lines)
+
+
+def _render_recovery(recovery: object) -> str:
+    """What the leader does about a split or merge that failed (ADR 0040)."""
+    if not isinstance(recovery, Mapping):
+        return "none"
+    return (
+        f"{recovery.get('action')} of the {recovery.get('operation')} after "
+        f"{recovery.get('failedAttempts')} more failed attempt(s), next at "
+        f"{when(recovery.get('nextAttemptAtMs'))}; last error: {recovery.get('lastError')}"
+    )
 
 
 # --- persistent topics ---------------------------------------------------------------------------

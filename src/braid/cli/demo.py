@@ -7,18 +7,23 @@ admin REST API; tells the scalable-topic story with the Braid client
 billed by a Stream consumer, a broker crash and restart, then a per-customer order and loss
 check and the segment DAG); shows the official ``pulsar-client`` reading a classic topic the
 Braid client wrote; and finally runs the auto-scaler over a simulated day
-(:mod:`braid.cli.demo_autoscale`). It stops the broker with SIGTERM and removes the data dir.
+(:mod:`braid.cli.demo_autoscale`). It ends by printing the console URL of the scalable topic it
+built; with ``--keep`` the broker stays up until Ctrl+C so a newcomer can look at it there. It
+stops the broker with SIGTERM and removes the data dir.
 """
 
 from __future__ import annotations
 
+import signal
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 
+from braid.cli.demo_scalable import TOPIC as SCALABLE_TOPIC
 from braid.cli.demo_scalable import run_scalable_story
 from braid.cli.process import StandaloneProcess
 from braid.client import Client
@@ -104,8 +109,36 @@ def _print_now(line: str) -> None:
     print(line, flush=True)
 
 
-def run_demo(emit: Emit = _print_now) -> int:
-    """Run the whole demo; returns the exit code (0 on success)."""
+def console_url(web_url: str) -> str:
+    """The console page of the scalable topic the demo builds."""
+    tenant, namespace, topic = SCALABLE_TOPIC.removeprefix("topic://").split("/")
+    return f"{web_url}/console/topic/{tenant}/{namespace}/{topic}"
+
+
+def wait_until_interrupted() -> None:
+    """Block until Ctrl+C (SIGINT) or SIGTERM: ``--keep``'s wait, so either stops the broker."""
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def run_demo(
+    emit: Emit = _print_now,
+    *,
+    keep: bool = False,
+    wait_for_stop: Callable[[], None] = wait_until_interrupted,
+) -> int:
+    """Run the whole demo; returns the exit code (0 on success).
+
+    Args:
+        keep: after the last step, print the console URL and keep the broker running until
+            ``wait_for_stop`` returns (Ctrl+C or SIGTERM by default).
+    """
     total = 10
     numbers = iter(range(1, total + 1))
 
@@ -137,10 +170,16 @@ def run_demo(emit: Emit = _print_now) -> int:
                     _classic_part(broker, web, emit)
                 else:
                     emit("      skipped: install it with `.venv/bin/pip install pulsar-client`")
+            step("scalable topics: the auto-scaler over a simulated day")
+            _autoscale_part(emit)
+            emit("")
+            emit(f"the console shows {SCALABLE_TOPIC} live: {console_url(broker.web_url)}")
+            if keep:
+                emit("the broker keeps running (--keep): open that URL; press Ctrl+C to stop")
+                wait_for_stop()
+            else:
+                emit("(run `braid demo --keep` to keep the broker up and look at it there)")
         finally:
             code = broker.stop()
-        step("scalable topics: the auto-scaler over a simulated day")
-        _autoscale_part(emit)
-        emit("")
         emit(f"broker stopped (exit code {code}); temporary data dir removed. Done.")
         return 0 if code == 0 and ok else 1

@@ -1,6 +1,7 @@
-"""The ``braid`` command line: ``braid standalone``, ``braid admin`` and ``braid demo``.
+"""The ``braid`` command line: ``braid standalone``, ``bookie``, ``admin`` and ``demo``.
 
 Argument parsing and dispatch only; the commands live in :mod:`braid.cli.standalone`,
+:mod:`braid.cli.bookie`,
 :mod:`braid.cli.admin` and :mod:`braid.cli.demo`, each imported only when it runs.
 """
 
@@ -25,6 +26,8 @@ Braid: elastic, key-ordered messaging that speaks the Apache Pulsar binary proto
 commands:
   standalone  run a complete Braid (metadata store, bookie, broker, admin REST API) in one
               process on one data directory; data and cursors survive restarts
+  bookie      run a bookie (storage node) that brokers reach over TCP; bookies register in
+              the metadata store, and a broker replicates its ledgers across them
   admin       manage a running broker through its admin REST API: scalable topics (create,
               split, merge, subscriptions, stats), segments, tenants, namespaces, topics
   demo        start a throw-away standalone broker and walk through producing and consuming
@@ -52,21 +55,30 @@ examples:
       data in ./data, broker on pulsar://127.0.0.1:6650, admin on http://127.0.0.1:8080
   braid standalone --data-dir /var/lib/braid --port 6651 --web-port 8081
   braid standalone --config conf/broker.conf --log-level DEBUG
+  braid standalone --bookies 3
+      three bookies in the process, reached over TCP on 127.0.0.1 (try replication)
+  braid standalone --bookies 0 --config conf/broker.conf
+      no bookie of its own: the `braid bookie` processes registered in the metadata store
   BRAID_brokerDeduplicationEnabled=true braid standalone
   curl http://127.0.0.1:8080/admin/v2/tenants
 
 Stop with Ctrl+C or SIGTERM: the broker closes connections, flushes cursors, closes storage
 and exits 0. Starting again on the same --data-dir resumes with every message and cursor.
+One standalone per metadata store: its bookie lives in its process, so a second one pointed at
+the same metadataStoreUrl exits 1 naming the first one's address and data directory.
 """
 
 _DEMO_EPILOG = """\
 The demo needs nothing running: it starts `braid standalone` on free 127.0.0.1 ports with a
 temporary data directory, produces and consumes with the official pulsar-client, restarts the
 broker to show that data and cursors survive, prints what happens at each step, then shows the
-auto-scaler evolving a scalable topic's segment layout, and cleans up.
+auto-scaler evolving a scalable topic's segment layout, and cleans up. It ends by printing the
+console URL of the scalable topic it built (http://127.0.0.1:PORT/console/topic/...); with --keep
+the broker stays up until Ctrl+C so you can open it in a browser.
 
-example:
+examples:
   braid demo
+  braid demo --keep
 """
 
 
@@ -111,11 +123,22 @@ def build_parser() -> argparse.ArgumentParser:
     standalone.add_argument(
         "--advertised-address", help="host name given to clients (default: the bind address)"
     )
+    standalone.add_argument(
+        "--bookies",
+        "--num-bookies",
+        type=int,
+        dest="bookies",
+        help="standaloneBookies: 1 embedded bookie (default); N > 1 bookies in this process "
+        "reached over loopback TCP, to try replication; 0 = use the `braid bookie` processes "
+        "registered in bookkeeperMetadataServiceUri",
+    )
     _add_log_level(standalone)
 
     from braid.cli.admin import add_admin_parser  # argparse only; the client loads on use
+    from braid.cli.bookie import add_bookie_parser
 
     add_admin_parser(commands)
+    add_bookie_parser(commands)
 
     demo = commands.add_parser(
         "demo",
@@ -124,6 +147,11 @@ def build_parser() -> argparse.ArgumentParser:
         "official pulsar-client.",
         epilog=_DEMO_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    demo.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the broker running after the demo (until Ctrl+C) to look at it in the console",
     )
     _add_log_level(demo)
     return parser
@@ -147,6 +175,7 @@ def _standalone_overrides(args: argparse.Namespace) -> dict[str, str]:
         "webServicePort": args.web_port,
         "bindAddress": args.bind,
         "advertisedAddress": args.advertised_address,
+        "standaloneBookies": args.bookies,
     }
     return {key: str(value) for key, value in flags.items() if value is not None}
 
@@ -168,6 +197,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"braid standalone: {exc}", file=sys.stderr)
             return 2
         return run_standalone(config)
+    if args.command == "bookie":
+        from braid.cli.bookie import run_bookie
+
+        return run_bookie(args)
     if args.command == "admin":
         from braid.cli.admin import run_admin
 
@@ -175,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         from braid.cli.demo import run_demo
 
-        return run_demo()
+        return run_demo(keep=args.keep)
     parser.print_help()
     return 2
 

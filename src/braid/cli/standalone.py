@@ -4,7 +4,9 @@
 unless ``metadataStoreUrl`` says otherwise), an in-process bookie cluster on the data dir, the
 managed-ledger factory, tenants/namespaces (creating ``public/default``), the broker and the admin
 HTTP server, all in one event loop; it closes them in reverse order, so cursors are flushed and
-files closed before the process exits. A lock file keeps a second process off the same data dir.
+files closed before the process exits. A lock file keeps a second process off the same data dir,
+and a claim in the metadata store keeps a second broker off the same store
+(:mod:`braid.broker.store_guard`).
 
 :func:`run_standalone` is the command: set the process's GC policy (thresholds at once, and
 ``gc.freeze()`` once started: see :mod:`braid.broker.gc_policy`) and glibc's mmap threshold
@@ -15,8 +17,11 @@ cursor.
 Data dir layout::
 
     <dataDir>/braid.lock           held (flock) while a process uses the directory
+    <dataDir>/storage.id           the id of this directory's storage, which the metadata store
+                                   is bound to (:mod:`braid.broker.store_guard`)
     <dataDir>/metadata/metadata.db the SQLite metadata store (default metadataStoreUrl)
     <dataDir>/bookie-0/            the in-process bookie: journal and ledger files
+    <dataDir>/bookie-<i>/          with ``standaloneBookies`` N > 1, the N bookies (loopback TCP)
     <dataDir>/storage/<name>/      the bookies of another storage cluster (PIP-470,
                                    ``bookieClusters`` or ``braid admin bookie-clusters register``)
 """
@@ -43,9 +48,12 @@ from braid.metadata import MetadataStore, open_store
 
 if TYPE_CHECKING:
     from braid.broker.service import BrokerService
+    from braid.broker.store_guard import StoreGuard
     from braid.clusters.service import StorageClusterService
     from braid.ledger.factory import DefaultManagedLedgerFactory
     from braid.scalable.service import ScalableTopicService
+    from braid.storage import BookKeeperClient
+    from braid.storage.autorecovery import AutoRecoveryService
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +75,12 @@ class StandaloneServer:
         self.resources: BrokerResources | None = None
         self.ml_factory: DefaultManagedLedgerFactory | None = None
         self.broker: BrokerService | None = None
+        #: Auto-recovery run here (``autoRecoveryDaemonEnabled``), else ``None``.
+        self.auto_recovery: AutoRecoveryService | None = None
         self.scalable: ScalableTopicService | None = None
         self.storage_clusters: StorageClusterService | None = None
         self.admin: AdminServer | None = None
+        self.guard: StoreGuard | None = None
 
     @property
     def service_url(self) -> str:
@@ -101,7 +112,12 @@ class StandaloneServer:
         from braid.clusters.service import StorageClusterService
         from braid.ledger.factory import DefaultManagedLedgerFactory
         from braid.scalable.install import install_scalable_topics
-        from braid.storage import StorageRouter, open_local_cluster
+        from braid.storage import StorageRouter
+        from braid.storage.autorecovery import (
+            AutoRecoveryService,
+            BookieAdmin,
+            UnderreplicationManager,
+        )
 
         config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
@@ -112,16 +128,15 @@ class StandaloneServer:
         self._closers.append(("data dir lock", self._lock.release))
         log.info("starting standalone", extra={"fields": describe(config)})
 
-        self.metadata = await open_store(config.metadata_store_url, clock=self.clock)
-        self._closers.append(("metadata store", self.metadata.close))
-
-        storage = await open_local_cluster(
-            self.metadata,
-            config.data_dir,
-            LOCAL_STORAGE_CLUSTER,
+        self.metadata = await open_store(
+            config.metadata_store_url,
             clock=self.clock,
-            disk_thresholds=config.disk_thresholds(),
+            session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
         )
+        self._closers.append(("metadata store", self.metadata.close))
+        await self._guard_store(self.metadata)
+
+        storage = await self._open_home_storage(self.metadata)
         self._closers.append(("storage", storage.close))
         router = StorageRouter([storage], active=LOCAL_STORAGE_CLUSTER)
 
@@ -165,7 +180,27 @@ class StandaloneServer:
             self.scalable = await install_scalable_topics(self.broker, self.resources)
             self._closers.append(("scalable topics", self.scalable.close))
 
-        app = create_app(config, self.resources, self.broker, self.scalable, self.storage_clusters)
+        bookies = BookieAdmin(
+            storage, UnderreplicationManager(self.metadata, storage.cluster_name, self.clock)
+        )
+        if config.auto_recovery_daemon_enabled:
+            self.auto_recovery = AutoRecoveryService(
+                storage,
+                clock=self.clock,
+                node_id=f"{config.advertised_address}:{self.broker.port}",
+                settings=config.auto_recovery_settings(),
+            )
+            self._closers.append(("auto-recovery", self.auto_recovery.close))
+            await self.auto_recovery.start()
+        app = create_app(
+            config,
+            self.resources,
+            self.broker,
+            self.scalable,
+            self.storage_clusters,
+            bookies=bookies,
+            auto_recovery=self.auto_recovery,
+        )
         self.admin = AdminServer(app, config.bind_address, config.web_service_port)
         self._closers.append(("admin server", self.admin.stop))
         await self.admin.start()
@@ -173,10 +208,90 @@ class StandaloneServer:
         self._closers.append(("switch orchestrator", self.storage_clusters.stop))
         if self.scalable is not None:
             await self.scalable.start(self.web_service_url)
+        if self.guard is not None:
+            await self.guard.announce(self.service_url, self.web_service_url)
         log.info(
             "standalone ready",
             extra={"fields": {"broker": self.service_url, "web": self.web_service_url}},
         )
+
+    async def _guard_store(self, metadata: MetadataStore) -> None:
+        """Claim the metadata store before anything touches a ledger: refused while another
+        broker uses it, or (process-local storage) when its ledgers live in another data
+        directory (:mod:`braid.broker.store_guard`)."""
+        from braid.broker.store_guard import StoreGuard
+
+        config = self.config
+        guard = StoreGuard(
+            metadata,
+            config.metadata_store_url,
+            config.data_dir,
+            service_url=f"pulsar://{config.advertised_address}:{config.broker_service_port}",
+            web_service_url=config.web_service_url,
+            clock=self.clock,
+            session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
+            storage_is_process_local=config.storage_is_process_local,
+        )
+        await guard.acquire()
+        self.guard = guard
+        self._closers.append(("metadata store claim", guard.release))
+
+    async def _open_home_storage(self, metadata: MetadataStore) -> BookKeeperClient:
+        """The home storage cluster: the embedded bookie, N bookies on loopback TCP, or the
+        bookie processes registered in ``bookkeeperMetadataServiceUri`` (``standaloneBookies``)."""
+        from braid.storage import open_local_cluster
+        from braid.storage.loopback import open_loopback_cluster
+        from braid.storage.remote import load_rack_mapping, open_remote_cluster
+
+        config = self.config
+        settings = config.storage_client_settings()
+        racks = None
+        if config.bookkeeper_client_rack_mapping_file is not None:
+            racks = load_rack_mapping(config.bookkeeper_client_rack_mapping_file)
+        if config.standalone_bookies == 1:
+            return await open_local_cluster(
+                metadata,
+                config.data_dir,
+                LOCAL_STORAGE_CLUSTER,
+                clock=self.clock,
+                disk_thresholds=config.disk_thresholds(),
+                settings=settings,
+            )
+        if config.standalone_bookies > 1:
+            return await open_loopback_cluster(
+                metadata,
+                config.data_dir,
+                LOCAL_STORAGE_CLUSTER,
+                config.standalone_bookies,
+                clock=self.clock,
+                disk_thresholds=config.disk_thresholds(),
+                rack_mapping=racks,
+                settings=settings,
+            )
+        uri = config.bookkeeper_metadata_service_uri
+        bookie_store = metadata
+        if uri and uri != config.metadata_store_url:
+            bookie_store = await open_store(
+                uri,
+                clock=self.clock,
+                session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
+            )
+        timeout = float(config.bookkeeper_client_timeout_in_seconds)
+        try:
+            return await open_remote_cluster(
+                bookie_store,
+                LOCAL_STORAGE_CLUSTER,
+                clock=self.clock,
+                rack_mapping=racks,
+                settings=settings,
+                add_timeout_s=timeout,
+                read_timeout_s=timeout,
+                after_close=[bookie_store.close] if bookie_store is not metadata else [],
+            )
+        except BaseException:
+            if bookie_store is not metadata:
+                await bookie_store.close()
+            raise
 
     async def close(self) -> None:
         """Stop in reverse start order; keeps going past a failing component (each failure is

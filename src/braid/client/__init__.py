@@ -22,6 +22,7 @@ from braid.client.blocking import (
     Client,
     Producer,
     QueueConsumer,
+    SegmentReader,
     StreamConsumer,
 )
 from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
@@ -30,7 +31,7 @@ from braid.client.message import Message
 from braid.client.producer import AsyncProducer
 from braid.client.queue_consumer import AsyncQueueConsumer
 from braid.client.schema import Schema
-from braid.client.segment_reader import AsyncSegmentReader, SegmentReader
+from braid.client.segment_reader import AsyncSegmentReader
 from braid.client.stream_consumer import AsyncStreamConsumer
 
 __all__ = [

@@ -1,5 +1,5 @@
 /* The compiled half of braid.client.columns.EntryColumnDecoder: a batch payload into column
- * lists, for the messages whose metadata is the commonest shape (ADR 0035).
+ * lists, for the messages whose metadata is the commonest shape (ADR 0041).
  *
  * A batch payload is a run of [u32 size][SingleMessageMetadata][payload]. decode() reads the
  * messages from index/pos on and appends, per message kept, to the column lists: the payload
@@ -298,7 +298,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "_entry_columns",
-    "A batch payload into column lists, compiled (braid.client.columns; ADR 0035).", -1, methods,
+    "A batch payload into column lists, compiled (braid.client.columns; ADR 0041).", -1, methods,
 };
 
 PyMODINIT_FUNC

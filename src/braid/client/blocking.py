@@ -28,13 +28,14 @@ from typing import Any, TypeVar
 
 from braid.client.async_client import AsyncClient
 from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
+from braid.client.columns import MessageColumns
 from braid.client.consumer_base import ConsumerBase
 from braid.client.errors import AlreadyClosedError, IllegalStateError
 from braid.client.message import Message
 from braid.client.pending import SharedConditionFuture
 from braid.client.producer import AsyncProducer
 from braid.client.queue_consumer import AsyncQueueConsumer
-from braid.client.segment_reader import SegmentReader
+from braid.client.segment_reader import AsyncSegmentReader
 from braid.client.stream_consumer import AsyncStreamConsumer
 from braid.core.checkpoint import Checkpoint, SegmentCursor
 from braid.core.message_id import MessageId
@@ -429,4 +430,56 @@ class CheckpointConsumer(_Consumer):
         return self._consumer.checkpoint()
 
 
-__all__ = ["CheckpointConsumer", "Client", "Producer", "QueueConsumer", "StreamConsumer"]
+class SegmentReader:
+    """Blocking view of an :class:`AsyncSegmentReader` (create with
+    ``Client.create_segment_reader``)."""
+
+    def __init__(self, client: Client, reader: AsyncSegmentReader) -> None:
+        self._client = client
+        self._reader = reader
+
+    @property
+    def topic(self) -> str:
+        return self._reader.topic
+
+    @property
+    def segment_id(self) -> int:
+        return self._reader.segment_id
+
+    @property
+    def drained(self) -> bool:
+        """Whether the broker reported the segment's end and every row was taken."""
+        return self._reader.drained
+
+    @property
+    def last_position(self) -> tuple[int, int, int] | None:
+        """``(ledger_id, entry_id, batch_index)`` of the last row taken, else ``None``."""
+        return self._reader.last_position
+
+    def read_columns(self, max_messages: int, timeout: float | None = None) -> MessageColumns:
+        """Up to ``max_messages`` next rows (those buffered, else the first within ``timeout``
+        seconds; ``None`` = wait); empty when none came or the segment is drained."""
+        if threading.current_thread() is self._client._runner.thread:
+            raise IllegalStateError("blocking reads cannot run on the client's own loop thread")
+        return self._reader.read_columns_blocking(max_messages, timeout)
+
+    def close(self) -> None:
+        """Stop reading. Idempotent."""
+        with contextlib.suppress(AlreadyClosedError):
+            self._client._run(self._reader.close())
+
+    def __enter__(self) -> SegmentReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+__all__ = [
+    "CheckpointConsumer",
+    "Client",
+    "Producer",
+    "QueueConsumer",
+    "SegmentReader",
+    "StreamConsumer",
+]

@@ -33,9 +33,9 @@ from braid.client.consumer_base import ConsumerBase
 from braid.client.context import ClientContext
 from braid.client.errors import FeatureNotSupportedError
 from braid.client.layout_source import LayoutSource, LayoutSources
-from braid.client.message import Message
+from braid.client.message import Message, last_positions
 from braid.client.schema import Schema
-from braid.client.segment_consumer import ReaderStart, SegmentConsumer, SubscriptionSpec
+from braid.client.segment_consumer import ReaderStart, SegmentSubscriber, SubscriptionSpec
 from braid.core.checkpoint import (
     DRAINED,
     LATEST_CURSOR,
@@ -144,7 +144,7 @@ class AsyncCheckpointConsumer(ConsumerBase):
                 # without drain gating; parent before child is kept within this member.
                 ancestors &= self._assigned
             if ancestors <= self._drained:
-                seg = SegmentConsumer(self, self._ctx, layout.route(sid), self._spec)
+                seg = self._new_segment(layout.route(sid), self._spec)
                 self._segments[sid] = seg
                 seg.start()
         for sid in [s for s in self._segments if s not in dag.segments or s in self._drained]:
@@ -169,7 +169,7 @@ class AsyncCheckpointConsumer(ConsumerBase):
 
     # -- reader positions ---------------------------------------------------------------------
 
-    def _reader_start(self, seg: SegmentConsumer) -> ReaderStart:
+    def _reader_start(self, seg: SegmentSubscriber) -> ReaderStart:
         sid = seg.segment_id
         with self._lock:
             delivered = self._delivered_at.get(sid)
@@ -182,19 +182,15 @@ class AsyncCheckpointConsumer(ConsumerBase):
             return ReaderStart("latest")
         return ReaderStart("after", cursor)
 
-    def _latest_resolved(self, seg: SegmentConsumer, cursor: SegmentCursor | None) -> None:
+    def _latest_resolved(self, seg: SegmentSubscriber, cursor: SegmentCursor | None) -> None:
         with self._lock:
             if self._cursors.get(seg.segment_id) is LATEST_CURSOR:
                 self._cursors[seg.segment_id] = cursor
 
-    def _record_delivery(self, seg: SegmentConsumer, message: Message) -> None:
-        self._delivered_at[seg.segment_id] = (
-            message._ledger_id,
-            message._entry_id,
-            message._batch_index,
-        )
+    def _record_deliveries(self, messages: list[Message]) -> None:
+        self._delivered_at.update(last_positions(messages))
 
-    def _segment_drained(self, seg: SegmentConsumer) -> None:
+    def _segment_drained(self, seg: SegmentSubscriber) -> None:
         layout = self._source.current
         sid = seg.segment_id
         if layout.is_active(sid) or self._segments.get(sid) is not seg:

@@ -51,7 +51,7 @@ _U32 = struct.Struct(">I").unpack_from
 
 _NativeDecode: TypeAlias = Callable[..., tuple[int, int]]
 _native_decode: _NativeDecode | None
-try:  # the compiled decoder of the common message shape (ADR 0035); optional
+try:  # the compiled decoder of the common message shape (ADR 0041); optional
     from braid.client._entry_columns import decode as _native_decode
 except ImportError:  # pragma: no cover - no C compiler where Braid was installed
     _native_decode = None

@@ -9,7 +9,8 @@ Checkpoint consumer's per-segment positions). That bookkeeping runs under one lo
 blocking facade takes messages on application threads.
 
 Subclasses decide which segments to attach and how (:meth:`ConsumerBase._start`), and implement
-the acknowledgment API of their kind.
+the acknowledgment API of their kind. Per-segment consumers see their consumer only through
+:class:`~braid.client.segment_consumer.ConsumerParent` (implemented by :class:`_SegmentsParent`).
 """
 
 from __future__ import annotations
@@ -24,13 +25,19 @@ from typing import Any
 from braid.client.context import ClientContext
 from braid.client.errors import AlreadyClosedError, InvalidConfigurationError, NotFoundError
 from braid.client.layout_source import LayoutSource, LayoutSources
-from braid.client.message import Message
+from braid.client.message import Message, count_by_owner, delivered_by, position_of
 from braid.client.receive_queue import ReceiveQueue
 from braid.client.schema import PayloadDecoder, Schema
-from braid.client.segment_consumer import ReaderStart, SegmentConsumer
+from braid.client.segment_consumer import (
+    ReaderStart,
+    SegmentConsumer,
+    SegmentSubscriber,
+    SubscriptionSpec,
+)
 from braid.core.checkpoint import SegmentCursor
 from braid.core.message_id import MessageId, message_position
-from braid.core.topic_layout import TopicLayout
+from braid.core.topic_layout import SegmentRoute, TopicLayout
+from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +80,8 @@ class ConsumerBase:
         self._queue = ReceiveQueue(ctx.loop, f"{self.kind} on {source.topic}")
         self._lock = threading.Lock()
         self._segments: dict[int, SegmentConsumer] = {}
+        #: What its per-segment consumers may ask of it.
+        self._as_parent = _SegmentsParent(self)
         self._closed = False
         self._close_task: asyncio.Future[None] | None = None
         source.add_listener(self._on_layout_event)
@@ -113,6 +122,15 @@ class ConsumerBase:
 
     def _on_loop_thread(self) -> bool:
         return threading.get_ident() == self._loop_thread
+
+    def _new_segment(
+        self,
+        route: SegmentRoute,
+        spec: SubscriptionSpec,
+        key_shared: pb.KeySharedMeta | None = None,
+    ) -> SegmentConsumer:
+        """A per-segment consumer feeding this consumer (not started)."""
+        return SegmentConsumer(self._as_parent, self._ctx, route, spec, key_shared)
 
     # -- receiving ----------------------------------------------------------------------------
 
@@ -166,7 +184,7 @@ class ConsumerBase:
     # -- fan-in -------------------------------------------------------------------------------
 
     def _enqueue(
-        self, seg: SegmentConsumer, messages: list[Message], *, counted: bool = False
+        self, seg: SegmentSubscriber, messages: list[Message], *, counted: bool = False
     ) -> None:
         """Make ``messages`` receivable (``counted``: already in ``seg.queued``, as entries a
         segment held while it learnt their writer schema are)."""
@@ -175,8 +193,8 @@ class ConsumerBase:
                 seg.queued += len(messages)
         self._queue.put_many(messages)
 
-    def _purge(self, seg: SegmentConsumer) -> None:
-        removed = self._queue.purge(lambda m: m._owner is seg)
+    def _purge(self, seg: SegmentSubscriber) -> None:
+        removed = self._queue.purge(lambda m: delivered_by(m) is seg)
         with self._lock:
             seg.queued -= len(removed)
 
@@ -184,26 +202,19 @@ class ConsumerBase:
         """Bookkeeping for messages the application just took (any thread)."""
         if not messages:
             return
-        record = self._record_delivery
         flows: list[SegmentConsumer] = []
         drained: list[SegmentConsumer] = []
         with self._lock:
+            self._record_deliveries(messages)
             if len(messages) == 1:
-                message = messages[0]
-                seg = message._owner
-                record(seg, message)
+                seg: SegmentConsumer = delivered_by(messages[0])
                 seg.queued -= 1
                 if seg.count_delivered(1):
                     flows.append(seg)
                 if seg.ended and seg.queued == 0:
                     drained.append(seg)
             else:
-                counts: dict[SegmentConsumer, int] = {}
-                for message in messages:
-                    seg = message._owner
-                    counts[seg] = counts.get(seg, 0) + 1
-                    record(seg, message)
-                for seg, count in counts.items():
+                for seg, count in count_by_owner(messages).items():
                     seg.queued -= count
                     if seg.count_delivered(count):
                         flows.append(seg)
@@ -214,17 +225,18 @@ class ConsumerBase:
         for seg in drained:
             self._call_in_loop(self._segment_drained, seg)
 
-    def _record_delivery(self, seg: SegmentConsumer, message: Message) -> None:
-        """Subclass hook, under the delivery lock: a message reached the application."""
+    def _record_deliveries(self, messages: list[Message]) -> None:
+        """Subclass hook, under the delivery lock: ``messages`` reached the application, in
+        this order."""
 
-    def _segment_ended(self, seg: SegmentConsumer) -> None:
+    def _segment_ended(self, seg: SegmentSubscriber) -> None:
         """The broker reported the end of a (terminated) segment; drained once emptied."""
         with self._lock:
             drained = seg.queued == 0
         if drained:
             self._segment_drained(seg)
 
-    def _segment_drained(self, seg: SegmentConsumer) -> None:
+    def _segment_drained(self, seg: SegmentSubscriber) -> None:
         """Subclass hook: every message of an ended segment reached the application."""
 
     def _call_in_loop(self, fn: Any, *args: Any) -> None:
@@ -235,11 +247,11 @@ class ConsumerBase:
 
     # -- readers ------------------------------------------------------------------------------
 
-    def _reader_start(self, seg: SegmentConsumer) -> ReaderStart:
+    def _reader_start(self, seg: SegmentSubscriber) -> ReaderStart:
         """Where a reader of ``seg`` starts (readers only)."""
         return ReaderStart("latest")
 
-    def _latest_resolved(self, seg: SegmentConsumer, cursor: SegmentCursor | None) -> None:
+    def _latest_resolved(self, seg: SegmentSubscriber, cursor: SegmentCursor | None) -> None:
         """A reader started at "latest" now knows the position it started after."""
 
     # -- acknowledgment helpers ---------------------------------------------------------------
@@ -249,13 +261,12 @@ class ConsumerBase:
     ) -> tuple[SegmentConsumer | None, tuple[int, int, int, int]]:
         """The per-segment consumer a message (or id) belongs to, and its position."""
         if isinstance(message, Message):
-            seg = message._owner
-            if seg is None or seg.parent is not self:
+            seg = delivered_by(message)
+            if seg is None or seg.parent is not self._as_parent:
                 raise InvalidConfigurationError("this message was not delivered by this consumer")
             if seg.closed:
                 seg = self._segments.get(seg.segment_id)
-            pos = (message._ledger_id, message._entry_id, message._batch_index, message._batch_size)
-            return seg, pos
+            return seg, position_of(message)
         if isinstance(message, MessageId):
             position = message_position(message)
             if position is None:
@@ -318,6 +329,43 @@ class ConsumerBase:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class _SegmentsParent:
+    """What a :class:`ConsumerBase` lets its per-segment consumers ask of it (it implements
+    :class:`~braid.client.segment_consumer.ConsumerParent`)."""
+
+    __slots__ = ("_consumer", "decoder", "delivery_lock", "wire_schema")
+
+    def __init__(self, consumer: ConsumerBase) -> None:
+        self._consumer = consumer
+        self.wire_schema = consumer.wire_schema
+        self.decoder = consumer.decoder
+        self.delivery_lock = consumer._lock
+
+    @property
+    def topic(self) -> str:
+        return self._consumer.topic
+
+    def on_loop_thread(self) -> bool:
+        return self._consumer._on_loop_thread()
+
+    def reader_start(self, seg: SegmentSubscriber) -> ReaderStart:
+        return self._consumer._reader_start(seg)
+
+    def latest_resolved(self, seg: SegmentSubscriber, cursor: SegmentCursor | None) -> None:
+        self._consumer._latest_resolved(seg, cursor)
+
+    def enqueue(
+        self, seg: SegmentSubscriber, messages: list[Message], *, counted: bool = False
+    ) -> None:
+        self._consumer._enqueue(seg, messages, counted=counted)
+
+    def purge(self, seg: SegmentSubscriber) -> None:
+        self._consumer._purge(seg)
+
+    def segment_ended(self, seg: SegmentSubscriber) -> None:
+        self._consumer._segment_ended(seg)
 
 
 __all__ = ["ConsumerBase", "check_receive_args"]

@@ -10,11 +10,14 @@ only when the application asks.
 A :class:`Message` is immutable to the application
 (``docs/client.md#messages-ids-and-checkpoints``). Internally it remembers the per-segment consumer
 that delivered it, so an acknowledgment is routed to the right segment without a lookup, and the
-delivery token of the Stream consumer's position vector.
+delivery token of the Stream consumer's position vector. Those internals are read and written only
+here: the consumers use the functions at the end of this module (:func:`delivered_by`,
+:func:`position_of`, :func:`stamp_delivery_tokens`, ...), never a message's private slots.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from braid.core.message_id import MessageId, unchecked_message_id
@@ -280,4 +283,66 @@ def decode_entry(
     return out, count
 
 
-__all__ = ["Message", "decode_entry"]
+# -- the consumers' view of a delivered message (never the application's) ----------------------
+
+#: Where a message sits in its segment: (ledger id, entry id, batch index, batch size).
+MessagePosition = tuple[int, int, int, int]
+
+
+def delivered_by(message: Message) -> Any:
+    """The per-segment consumer that delivered ``message`` (``None``: none did)."""
+    return message._owner
+
+
+def position_of(message: Message) -> MessagePosition:
+    """Where ``message`` sits in its segment (batch index -1 and size 1: not in a batch)."""
+    return (message._ledger_id, message._entry_id, message._batch_index, message._batch_size)
+
+
+def wire_schema_version(message: Message) -> bytes | None:
+    """The schema version ``message`` was written with, as the broker sent it."""
+    return message._wire_schema_version
+
+
+def delivery_token(message: Message) -> int:
+    """The token :func:`stamp_delivery_tokens` gave ``message`` (-1: none yet)."""
+    return message._token
+
+
+def stamp_delivery_tokens(
+    messages: Iterable[Message], token_for: Callable[[int, MessagePosition], int]
+) -> None:
+    """Give each message the delivery token ``token_for(segment_id, position)`` returns (the
+    Stream consumer's position vector records each delivery this way, under its lock)."""
+    for m in messages:
+        m._token = token_for(
+            m._segment_id, (m._ledger_id, m._entry_id, m._batch_index, m._batch_size)
+        )
+
+
+def last_positions(messages: Sequence[Message]) -> dict[int, tuple[int, int, int]]:
+    """Per segment, (ledger id, entry id, batch index) of the last of ``messages`` in it."""
+    return {m._segment_id: (m._ledger_id, m._entry_id, m._batch_index) for m in messages}
+
+
+def count_by_owner(messages: Iterable[Message]) -> dict[Any, int]:
+    """How many of ``messages`` each per-segment consumer delivered (in first-seen order)."""
+    counts: dict[Any, int] = {}
+    for m in messages:
+        owner = m._owner
+        counts[owner] = counts.get(owner, 0) + 1
+    return counts
+
+
+__all__ = [
+    "Message",
+    "MessagePosition",
+    "count_by_owner",
+    "decode_entry",
+    "delivered_by",
+    "delivery_token",
+    "last_positions",
+    "position_of",
+    "stamp_delivery_tokens",
+    "wire_schema_version",
+]

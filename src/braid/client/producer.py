@@ -21,7 +21,8 @@ Guarantees kept here:
   the segment is no longer active, and re-routes them (in call order, with fresh sequence ids)
   before anything sent later; only after :data:`MAX_REROUTE_ATTEMPTS` attempts do those messages
   fail with ``TopicTerminatedError``;
-* **sequence ids** (C5) - one monotonic counter per producer, seeded from the brokers'
+* **sequence ids** (C5) - one monotonic counter per producer
+  (:class:`~braid.client.sequence_ids.SequenceIds`), seeded from the brokers'
   ``last_sequence_id``; :attr:`AsyncProducer.last_sequence_id` is the highest stored one;
 * **send timeout, flush, graceful and idempotent close**; async entry points never raise:
   every failure, including bad arguments, completes the returned future.
@@ -50,6 +51,7 @@ from braid.client.pending import PendingMessage, SendGroup, fail
 from braid.client.producer_options import ProducerOptions
 from braid.client.schema import Schema
 from braid.client.segment_producer import SegmentProducer, generated_name
+from braid.client.sequence_ids import SequenceIds
 from braid.core.errors import BraidError, DeadlineExceededError, InvalidInputError
 from braid.core.message_id import MessageId
 from braid.core.routing import SegmentRouter
@@ -90,9 +92,9 @@ class AsyncProducer:
         self._dead: dict[int, tuple[int, BaseException]] = {}
         self._base_name = options.producer_name
         self._scalable_base: str | None = None
-        seed = options.initial_sequence_id
-        self._next_seq = 0 if seed is None else seed + 1
-        self._last_seq = -1 if seed is None else seed
+        self._sequence = SequenceIds(options.initial_sequence_id)
+        #: What its segment producers may ask of it (SegmentProducerOwner).
+        self._segment_owner = _SegmentOwner(self)
         self._call_no = 0
         self._unresolved: dict[int, PendingMessage] = {}
         self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
@@ -209,7 +211,7 @@ class AsyncProducer:
     @property
     def last_sequence_id(self) -> int:
         """The highest sequence id the broker has confirmed (-1 before any)."""
-        return self._last_seq
+        return self._sequence.last
 
     @property
     def pending_count(self) -> int:
@@ -459,7 +461,7 @@ class AsyncProducer:
                 self._scalable_base = self._base_name or generated_name()
             name = f"{self._scalable_base}-seg-{sid}"
         seg = SegmentProducer(
-            self,
+            self._segment_owner,
             self._ctx,
             route,
             self._options,
@@ -469,34 +471,16 @@ class AsyncProducer:
         self._segments[sid] = seg
         return seg
 
-    def _assign_seq(self, record: PendingMessage) -> None:
-        explicit = record.explicit_seq
-        if explicit is None:
-            record.seq = self._next_seq
-            self._next_seq += 1
-        else:
-            record.seq = explicit
-            if explicit >= self._next_seq:
-                self._next_seq = explicit + 1
-
-    def _seen_last_sequence(self, last: int) -> None:
-        if self._options.initial_sequence_id is not None:
-            return
-        if last + 1 > self._next_seq:
-            self._next_seq = last + 1
-        if last > self._last_seq:
-            self._last_seq = last
-
     # -- outcomes -----------------------------------------------------------------------------
 
     def _resolved_ok(self, records: list[PendingMessage]) -> None:
         unresolved = self._unresolved
-        last = self._last_seq
+        last = -1
         for record in records:
             unresolved.pop(record.call_no, None)
             if record.seq > last:
                 last = record.seq
-        self._last_seq = last
+        self._sequence.confirmed(last)
         self._after_resolve()
 
     def _resolved_failed(self, records: list[PendingMessage], error: BaseException) -> None:
@@ -713,6 +697,31 @@ class AsyncProducer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class _SegmentOwner:
+    """What an :class:`AsyncProducer` lets its segment producers ask of it (it implements
+    :class:`~braid.client.segment_producer.SegmentProducerOwner`): its schema, its sequence ids,
+    and where the outcomes of their messages go."""
+
+    __slots__ = ("_producer", "sequence_ids", "wire_schema")
+
+    def __init__(self, producer: AsyncProducer) -> None:
+        self._producer = producer
+        self.sequence_ids = producer._sequence
+        self.wire_schema = producer.wire_schema
+
+    def confirmed(self, records: list[PendingMessage]) -> None:
+        self._producer._resolved_ok(records)
+
+    def failed(self, records: list[PendingMessage], error: BaseException) -> None:
+        self._producer._resolved_failed(records, error)
+
+    def segment_gone(self, segment: SegmentProducer, error: BaseException) -> None:
+        self._producer._segment_gone(segment, error)
+
+    def segment_refused(self, segment: SegmentProducer, error: BaseException) -> None:
+        self._producer._segment_failed(segment, error)
 
 
 def check_options(**kwargs: Any) -> ProducerOptions:

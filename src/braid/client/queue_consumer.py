@@ -74,7 +74,7 @@ class AsyncQueueConsumer(ConsumerBase):
             # would lose what was written between its creation and this attach whenever the
             # controller created it before this subscription's cursor reached its parents.
             spec = self._earliest_spec
-        seg = SegmentConsumer(self, self._ctx, self._source.current.route(sid), spec)
+        seg = self._new_segment(self._source.current.route(sid), spec)
         self._segments[sid] = seg
         return seg
 

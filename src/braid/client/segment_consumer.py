@@ -2,8 +2,11 @@
 
 Every consumer type (:mod:`braid.client.consumer_base`) reads a topic through one
 :class:`SegmentConsumer` per segment it reads - a legacy segment's ``persistent://`` topic or a
-managed ``segment://`` topic - and multiplexes them into its receive queue. This class keeps the
-standard consumer protocol for its segment:
+managed ``segment://`` topic - and multiplexes them into its receive queue. The protocol is
+:class:`SegmentSubscriber`'s; :class:`SegmentConsumer` turns entries into messages (the segment
+reader's feed turns them into columns). A per-segment consumer sees its parent only through
+:class:`SegmentParent` (:class:`ConsumerParent` for a consumer), never its private state. For its
+segment it keeps the standard consumer protocol:
 
 * **attach** - lookup -> connect -> SUBSCRIBE -> FLOW, retried with backoff on transient
   failures; deterministic refusals (busy, not found, unauthorized) fail the first attach (so
@@ -35,22 +38,21 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from braid.client.backoff import Backoff
 from braid.client.connection import BrokerConnection
 from braid.client.context import ClientContext
 from braid.client.errors import AlreadyClosedError, ConsumerBusyError, is_transient
-from braid.client.message import Message, decode_entry
+from braid.client.message import Message, decode_entry, position_of, wire_schema_version
+from braid.client.schema import PayloadDecoder
 from braid.core.checkpoint import SegmentCursor
 from braid.core.errors import BraidError
 from braid.core.topic_layout import SegmentRoute
 from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
-
-if TYPE_CHECKING:
-    from braid.client.consumer_base import ConsumerBase
 
 log = logging.getLogger(__name__)
 
@@ -89,18 +91,77 @@ class ReaderStart:
         self.cursor = cursor
 
 
-class SegmentConsumer:
-    """The consumer (or reader) of one segment (see the module docstring)."""
+class SegmentParent(Protocol):
+    """What a per-segment consumer may ask of the consumer (or segment reader) it feeds.
+
+    The parent owns what its segments share: the delivery lock (it guards every segment's
+    :attr:`~SegmentSubscriber.queued` count and permit counters, because the application takes
+    messages on its own threads), where readers start, and what happens to a segment's
+    undelivered messages and to its end.
+    """
+
+    @property
+    def wire_schema(self) -> pb.Schema | None:
+        """The schema every SUBSCRIBE carries (``None``: bytes, no schema)."""
+        ...
+
+    @property
+    def delivery_lock(self) -> threading.Lock: ...
+
+    def on_loop_thread(self) -> bool:
+        """Whether the caller runs on the client's event loop thread."""
+        ...
+
+    def reader_start(self, seg: SegmentSubscriber) -> ReaderStart:
+        """Where the reader ``seg`` (re)starts (non-durable segments only)."""
+        ...
+
+    def latest_resolved(self, seg: SegmentSubscriber, cursor: SegmentCursor | None) -> None:
+        """A reader started at "latest" learnt the position it started after."""
+        ...
+
+    def purge(self, seg: SegmentSubscriber) -> None:
+        """Drop ``seg``'s messages not taken by the application yet (it lost its connection:
+        the broker sends them again)."""
+        ...
+
+    def segment_ended(self, seg: SegmentSubscriber) -> None:
+        """The broker reported the end of ``seg``'s (terminated) topic."""
+        ...
+
+
+class ConsumerParent(SegmentParent, Protocol):
+    """The parent of a :class:`SegmentConsumer`: the consumer whose receive queue it feeds."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def decoder(self) -> PayloadDecoder | None:
+        """Decodes payloads with the consumer's schema (``None``: bytes)."""
+        ...
+
+    def enqueue(
+        self, seg: SegmentSubscriber, messages: list[Message], *, counted: bool = False
+    ) -> None:
+        """Make ``messages`` receivable, in order (``counted``: already in ``seg.queued``)."""
+        ...
+
+
+class SegmentSubscriber:
+    """The consumer protocol on one segment (attach, flow, acknowledgments, reconnect); what a
+    dispatched entry becomes is the subclass's (:class:`SegmentConsumer`: messages)."""
 
     def __init__(
         self,
-        parent: ConsumerBase,
+        parent: SegmentParent,
         ctx: ClientContext,
         route: SegmentRoute,
         spec: SubscriptionSpec,
         key_shared: pb.KeySharedMeta | None = None,
     ) -> None:
         self.parent = parent
+        self._delivery_lock = parent.delivery_lock
         self.ctx = ctx
         self.route = route
         self.segment_id = route.segment_id
@@ -127,10 +188,6 @@ class SegmentConsumer:
         self._batches: dict[tuple[int, int], set[int]] = {}
         self._nacks: dict[tuple[int, int], None] = {}
         self._nack_timer: asyncio.TimerHandle | None = None
-        # Entries waiting for a writer schema definition (None: nothing waits), and the
-        # generation that drops them when the segment's undelivered messages are purged.
-        self._held: list[list[Message]] | None = None
-        self._held_generation = 0
 
     # -- attach -------------------------------------------------------------------------------
 
@@ -191,7 +248,7 @@ class SegmentConsumer:
         initial = spec.initial_position
         start: ReaderStart | None = None
         if not spec.durable:
-            start = self.parent._reader_start(self)
+            start = self.parent.reader_start(self)
             if start.kind == "after" and start.cursor is not None:
                 cursor = start.cursor
                 self._skip = cursor
@@ -235,7 +292,7 @@ class SegmentConsumer:
         self.conn = conn
         self.consumer_id = consumer_id
         self.ready = True
-        with self.parent._lock:
+        with self._delivery_lock:
             self._consumed = 0
         if not self.paused:
             conn.send(commands.flow(consumer_id, spec.receiver_queue_size))
@@ -263,127 +320,16 @@ class SegmentConsumer:
             cursor = None  # nothing stored yet: "after the start" is the beginning
         else:
             cursor = SegmentCursor.after(mid.ledgerId, mid.entryId, WHOLE_ENTRY)
-        self.parent._latest_resolved(self, cursor)
+        self.parent.latest_resolved(self, cursor)
 
     # -- receiving ----------------------------------------------------------------------------
 
     def on_message(self, message: pb.CommandMessage, body: bytes) -> None:
-        if self.paused:
-            return  # draining: not delivered, so never acknowledged; the broker redelivers it
-        mid = message.message_id
-        try:
-            messages, dispatched = decode_entry(
-                body,
-                topic=self.parent.topic,
-                segment_id=self.segment_id,
-                ledger_id=mid.ledgerId,
-                entry_id=mid.entryId,
-                redelivery=message.redelivery_count,
-                owner=self,
-                decoder=self.parent.decoder,
-            )
-        except BraidError as exc:
-            self._discard_undecodable(mid, exc)
-            return
-        if self._batches:
-            with self._lock:
-                remaining = self._batches.get((mid.ledgerId, mid.entryId))
-                if remaining is not None:
-                    # A redelivery of a half-acknowledged entry: deliver what is left of it.
-                    messages = [m for m in messages if m._batch_index in remaining]
-        skip = self._skip
-        if skip is not None:
-            messages = [
-                m for m in messages if skip.is_after(m._ledger_id, m._entry_id, m._batch_index)
-            ]
-            if messages:
-                self._skip = None
-        if len(messages) < dispatched:
-            # Messages the application will never take (below a reader's start, compacted out)
-            # still used permits: grant them back now, or the broker stops dispatching.
-            self._permits_back(dispatched - len(messages))
-        if messages:
-            self._deliver(messages)
-
-    def _deliver(self, messages: list[Message]) -> None:
-        """Queue an entry's messages for the application, behind any entry still waiting for
-        its writer schema definition."""
-        decoder = self.parent.decoder
-        if self._held is None and (
-            decoder is None or not decoder.needs_writer(messages[0]._wire_schema_version)
-        ):
-            self.parent._enqueue(self, messages)
-            return
-        with self.parent._lock:
-            self.queued += len(messages)  # in the consumer's hands: not drained yet
-        self._hold(messages)
-
-    def _hold(self, messages: list[Message]) -> None:
-        """Keep ``messages`` (counted in :attr:`queued`) until their writer definition is
-        known; the first entry held starts the GET_SCHEMA."""
-        if self._held is not None:
-            self._held.append(messages)
-            return
-        self._held = [messages]
-        version = messages[0]._wire_schema_version
-        assert version is not None
-        self.ctx.spawn(
-            self._fetch_writer(version, self._held_generation),
-            f"schema version of {self.route.topic}",
-        )
-
-    async def _fetch_writer(self, version: bytes, generation: int) -> None:
-        """Learn the definition of schema ``version`` (GET_SCHEMA), then release the held
-        entries in order. A version the broker does not have decodes with the consumer's own
-        definition (``Message.value`` raises if that cannot read it)."""
-        decoder = self.parent.decoder
-        assert decoder is not None
-        backoff = self.ctx.backoff()
-        while not self.closed and version not in decoder.writers:
-            try:
-                conn = await self.ctx.connection_for(self.route)
-                request_id = conn.new_request_id()
-                response = await conn.request(
-                    commands.get_schema(self.route.topic, request_id, version), request_id
-                )
-            except Exception as exc:
-                if is_transient(exc):
-                    await asyncio.sleep(backoff.next_delay())
-                    continue
-                log.warning("GET_SCHEMA on %s failed: %s", self.route.topic, exc)
-                decoder.writers.setdefault(version, None)
-                break
-            answer = response.getSchemaResponse
-            if answer.HasField("error_code"):
-                log.warning(
-                    "schema version %s of %s is unavailable (%s): decoding with the "
-                    "consumer's schema",
-                    version.hex(),
-                    self.route.topic,
-                    answer.error_message,
-                )
-                decoder.writers.setdefault(version, None)
-            else:
-                decoder.writers.setdefault(version, bytes(answer.schema.schema_data))
-        if generation != self._held_generation:
-            return  # the held entries were purged meanwhile (the broker redelivers them)
-        held, self._held = self._held or [], None
-        for messages in held:
-            if self.closed or self.paused:
-                # Never delivered, so never acknowledged: redelivered (to the next owner).
-                with self.parent._lock:
-                    self.queued -= len(messages)
-            elif self._held is None and not decoder.needs_writer(messages[0]._wire_schema_version):
-                self.parent._enqueue(self, messages, counted=True)
-            else:
-                self._hold(messages)  # behind another version to learn: order kept
+        """One dispatched entry (what it becomes is the subclass's)."""
+        raise NotImplementedError
 
     def _drop_held(self) -> None:
-        held, self._held = self._held, None
-        self._held_generation += 1
-        if held:
-            with self.parent._lock:
-                self.queued -= sum(len(m) for m in held)
+        """Forget entries a subclass holds back undelivered (the broker redelivers them)."""
 
     def _discard_undecodable(self, mid: pb.MessageIdData, exc: BraidError) -> None:
         """Drop an entry that cannot be decoded: log it once, acknowledge it so it is not
@@ -401,7 +347,7 @@ class SegmentConsumer:
         self._permits_back(1)
 
     def _permits_back(self, count: int) -> None:
-        with self.parent._lock:
+        with self._delivery_lock:
             grant = self.count_delivered(count)
         if grant:
             self.send_flow()
@@ -420,7 +366,7 @@ class SegmentConsumer:
 
     def send_flow(self) -> None:
         """Grant the permits of the messages delivered since the last grant (loop only)."""
-        with self.parent._lock:
+        with self._delivery_lock:
             permits, self._consumed = self._consumed, 0
             self._flow_pending = False
         conn = self.conn
@@ -534,7 +480,7 @@ class SegmentConsumer:
 
     def on_end_of_topic(self) -> None:
         self.ended = True
-        self.parent._segment_ended(self)
+        self.parent.segment_ended(self)
 
     def on_closed_by_broker(self) -> None:
         log.info("broker closed the consumer on %s: re-subscribing", self.route.topic)
@@ -551,11 +497,11 @@ class SegmentConsumer:
         # Acknowledgments recorded but not sent yet stay, and go out once re-attached: the
         # application did acknowledge those messages (an ack names a stored position, valid
         # on any connection). So do the acknowledged indexes of half-acknowledged entries.
-        with self.parent._lock:
+        with self._delivery_lock:
             self._consumed = 0
             self._flow_pending = False
         self._drop_held()
-        self.parent._purge(self)
+        self.parent.purge(self)
         if not self.closed:
             self._spawn_attach()
 
@@ -597,18 +543,158 @@ class SegmentConsumer:
             with contextlib.suppress(Exception):
                 conn.send(cmd)
 
-    def _call_in_loop(self, fn: object) -> None:
-        if self.parent._on_loop_thread():
-            fn()  # type: ignore[operator]
+    def _call_in_loop(self, fn: Callable[[], None]) -> None:
+        if self.parent.on_loop_thread():
+            fn()
         else:
-            self.ctx.loop.call_soon_threadsafe(fn)  # type: ignore[arg-type]
+            self.ctx.loop.call_soon_threadsafe(fn)
+
+
+class SegmentConsumer(SegmentSubscriber):
+    """The consumer (or reader) of one segment for a consumer: entries become
+    :class:`~braid.client.message.Message` objects in the consumer's receive queue, an entry
+    whose writer schema is not known yet held back (see the module docstring)."""
+
+    def __init__(
+        self,
+        parent: ConsumerParent,
+        ctx: ClientContext,
+        route: SegmentRoute,
+        spec: SubscriptionSpec,
+        key_shared: pb.KeySharedMeta | None = None,
+    ) -> None:
+        super().__init__(parent, ctx, route, spec, key_shared)
+        self._consumer = parent
+        # Entries waiting for a writer schema definition (None: nothing waits), and the
+        # generation that drops them when the segment's undelivered messages are purged.
+        self._held: list[list[Message]] | None = None
+        self._held_generation = 0
+
+    def on_message(self, message: pb.CommandMessage, body: bytes) -> None:
+        if self.paused:
+            return  # draining: not delivered, so never acknowledged; the broker redelivers it
+        mid = message.message_id
+        try:
+            messages, dispatched = decode_entry(
+                body,
+                topic=self._consumer.topic,
+                segment_id=self.segment_id,
+                ledger_id=mid.ledgerId,
+                entry_id=mid.entryId,
+                redelivery=message.redelivery_count,
+                owner=self,
+                decoder=self._consumer.decoder,
+            )
+        except BraidError as exc:
+            self._discard_undecodable(mid, exc)
+            return
+        if self._batches:
+            with self._lock:
+                remaining = self._batches.get((mid.ledgerId, mid.entryId))
+                if remaining is not None:
+                    # A redelivery of a half-acknowledged entry: deliver what is left of it.
+                    messages = [m for m in messages if position_of(m)[2] in remaining]
+        skip = self._skip
+        if skip is not None:
+            messages = [m for m in messages if skip.is_after(*position_of(m)[:3])]
+            if messages:
+                self._skip = None
+        if len(messages) < dispatched:
+            # Messages the application will never take (below a reader's start, compacted out)
+            # still used permits: grant them back now, or the broker stops dispatching.
+            self._permits_back(dispatched - len(messages))
+        if messages:
+            self._deliver(messages)
+
+    def _deliver(self, messages: list[Message]) -> None:
+        """Queue an entry's messages for the application, behind any entry still waiting for
+        its writer schema definition."""
+        decoder = self._consumer.decoder
+        if self._held is None and (
+            decoder is None or not decoder.needs_writer(wire_schema_version(messages[0]))
+        ):
+            self._consumer.enqueue(self, messages)
+            return
+        with self._delivery_lock:
+            self.queued += len(messages)  # in the consumer's hands: not drained yet
+        self._hold(messages)
+
+    def _hold(self, messages: list[Message]) -> None:
+        """Keep ``messages`` (counted in :attr:`queued`) until their writer definition is
+        known; the first entry held starts the GET_SCHEMA."""
+        if self._held is not None:
+            self._held.append(messages)
+            return
+        self._held = [messages]
+        version = wire_schema_version(messages[0])
+        assert version is not None
+        self.ctx.spawn(
+            self._fetch_writer(version, self._held_generation),
+            f"schema version of {self.route.topic}",
+        )
+
+    async def _fetch_writer(self, version: bytes, generation: int) -> None:
+        """Learn the definition of schema ``version`` (GET_SCHEMA), then release the held
+        entries in order. A version the broker does not have decodes with the consumer's own
+        definition (``Message.value`` raises if that cannot read it)."""
+        decoder = self._consumer.decoder
+        assert decoder is not None
+        backoff = self.ctx.backoff()
+        while not self.closed and version not in decoder.writers:
+            try:
+                conn = await self.ctx.connection_for(self.route)
+                request_id = conn.new_request_id()
+                response = await conn.request(
+                    commands.get_schema(self.route.topic, request_id, version), request_id
+                )
+            except Exception as exc:
+                if is_transient(exc):
+                    await asyncio.sleep(backoff.next_delay())
+                    continue
+                log.warning("GET_SCHEMA on %s failed: %s", self.route.topic, exc)
+                decoder.writers.setdefault(version, None)
+                break
+            answer = response.getSchemaResponse
+            if answer.HasField("error_code"):
+                log.warning(
+                    "schema version %s of %s is unavailable (%s): decoding with the "
+                    "consumer's schema",
+                    version.hex(),
+                    self.route.topic,
+                    answer.error_message,
+                )
+                decoder.writers.setdefault(version, None)
+            else:
+                decoder.writers.setdefault(version, bytes(answer.schema.schema_data))
+        if generation != self._held_generation:
+            return  # the held entries were purged meanwhile (the broker redelivers them)
+        held, self._held = self._held or [], None
+        for messages in held:
+            if self.closed or self.paused:
+                # Never delivered, so never acknowledged: redelivered (to the next owner).
+                with self._delivery_lock:
+                    self.queued -= len(messages)
+            elif self._held is None and not decoder.needs_writer(wire_schema_version(messages[0])):
+                self._consumer.enqueue(self, messages, counted=True)
+            else:
+                self._hold(messages)  # behind another version to learn: order kept
+
+    def _drop_held(self) -> None:
+        held, self._held = self._held, None
+        self._held_generation += 1
+        if held:
+            with self._delivery_lock:
+                self.queued -= sum(len(m) for m in held)
 
 
 __all__ = [
     "ACK_GROUP_MAX",
     "ACK_GROUP_TIME",
     "WHOLE_ENTRY",
+    "ConsumerParent",
     "ReaderStart",
     "SegmentConsumer",
+    "SegmentParent",
+    "SegmentSubscriber",
     "SubscriptionSpec",
 ]

@@ -18,7 +18,9 @@ has written to. This class keeps Pulsar's producer guarantees for that segment:
 * **fatal refusals** (busy, fenced, not found, unauthorized) fail the segment's messages with
   the typed error and drop the segment producer, so a later send tries again.
 
-Sequence ids are assigned by the topic producer when a message enters a batch.
+Sequence ids come from the topic producer's counter when a message enters a batch. What a
+segment producer may ask of its topic producer is :class:`SegmentProducerOwner`: the schema, the
+sequence ids, and where its messages' outcomes go.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import contextlib
 import logging
 import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from braid.client.batch_encoder import (
     bare_header,
@@ -48,14 +50,12 @@ from braid.client.errors import (
 )
 from braid.client.pending import PendingMessage, succeed
 from braid.client.producer_options import ProducerOptions
+from braid.client.sequence_ids import SequenceIds
 from braid.core.message_id import MessageId, unchecked_message_id
 from braid.core.routing import bucket_hash, bucket_of
 from braid.core.topic_layout import SegmentRoute
 from braid.protocol import batch, commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
-
-if TYPE_CHECKING:
-    from braid.client.producer import AsyncProducer
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +77,43 @@ class _Op:
         self.created = records[0].enqueued_at
 
 
+class SegmentProducerOwner(Protocol):
+    """What a :class:`SegmentProducer` may ask of the topic producer that owns it."""
+
+    @property
+    def wire_schema(self) -> pb.Schema | None:
+        """The schema every PRODUCER carries (``None``: bytes, no schema)."""
+        ...
+
+    @property
+    def sequence_ids(self) -> SequenceIds:
+        """The topic producer's counter: numbers messages as they enter a batch."""
+        ...
+
+    def confirmed(self, records: list[PendingMessage]) -> None:
+        """``records`` were stored (their completions are resolved already)."""
+        ...
+
+    def failed(self, records: list[PendingMessage], error: BaseException) -> None:
+        """``records`` failed for good with ``error``."""
+        ...
+
+    def segment_gone(self, segment: SegmentProducer, error: BaseException) -> None:
+        """``segment`` was terminated (a split or merge sealed it): its unconfirmed messages
+        (:meth:`SegmentProducer.take_unresolved`) are to be re-routed."""
+        ...
+
+    def segment_refused(self, segment: SegmentProducer, error: BaseException) -> None:
+        """``segment`` refused the producer for good: its messages fail with ``error``."""
+        ...
+
+
 class SegmentProducer:
     """The producer of one segment (see the module docstring)."""
 
     def __init__(
         self,
-        owner: AsyncProducer,
+        owner: SegmentProducerOwner,
         ctx: ClientContext,
         route: SegmentRoute,
         options: ProducerOptions,
@@ -91,6 +122,7 @@ class SegmentProducer:
         entry_buckets: bool = False,
     ) -> None:
         self.owner = owner
+        self._sequence = owner.sequence_ids
         self.ctx = ctx
         self.route = route
         self.segment_id = route.segment_id
@@ -203,7 +235,7 @@ class SegmentProducer:
             bytes(success.schema_version) or None if self.owner.wire_schema is not None else None
         )
         self._max_size = conn.max_message_size
-        self.owner._seen_last_sequence(success.last_sequence_id)
+        self._sequence.resume_after(success.last_sequence_id)
         self.ready = True
         log.debug("producer %s attached to %s", self.name, self.route.topic)
         for op in self._ops:
@@ -234,7 +266,7 @@ class SegmentProducer:
             return
         size = len(record.value)
         if size > self._max_size:
-            self.owner._resolved_failed(
+            self.owner.failed(
                 [record],
                 MessageTooLargeError(
                     f"message of {size} bytes exceeds the broker's limit of {self._max_size}"
@@ -242,7 +274,7 @@ class SegmentProducer:
             )
             return
         if not self.options.batching:
-            self.owner._assign_seq(record)
+            self._sequence.assign(record)
             self._send_single(record)
             return
         if self._bucketed or self._stamp:
@@ -251,7 +283,7 @@ class SegmentProducer:
         if batch and self._batch_bytes + size > self.options.batching_max_bytes:
             self.flush()
             batch = self._batch
-        self.owner._assign_seq(record)
+        self._sequence.assign(record)
         seq = record.seq
         # The sequence id is written only where the entry's ids stop being contiguous
         # (entry sequence id + index is the default a reader applies).
@@ -384,7 +416,7 @@ class SegmentProducer:
             ids = [unchecked_message_id(sid, ledger, entry, -1, 1)]
         for record, message_id in zip(op.records, ids, strict=True):
             succeed(record, message_id)
-        self.owner._resolved_ok(op.records)
+        self.owner.confirmed(op.records)
         if not ops:
             self._wake_idle()
 
@@ -459,7 +491,7 @@ class SegmentProducer:
         if not self._attached.done():
             self._attached.set_exception(exc)
             self._attached.exception()  # retrieved: the owner re-routes instead
-        self.owner._segment_gone(self, exc)
+        self.owner.segment_gone(self, exc)
 
     def _fatal(self, exc: BaseException) -> None:
         log.warning("producer on %s refused: %s", self.route.topic, exc)
@@ -468,7 +500,7 @@ class SegmentProducer:
         if not self._attached.done():
             self._attached.set_exception(exc)
             self._attached.exception()
-        self.owner._segment_failed(self, exc)
+        self.owner.segment_refused(self, exc)
 
     def _detach(self) -> None:
         conn, self.conn = self.conn, None
@@ -531,4 +563,4 @@ def generated_name() -> str:
     return f"braid-{uuid.uuid4().hex[:12]}"
 
 
-__all__ = ["SegmentProducer", "generated_name"]
+__all__ = ["SegmentProducer", "SegmentProducerOwner", "generated_name"]

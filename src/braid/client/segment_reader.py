@@ -8,8 +8,8 @@ applications that hold positions themselves and want columns, not messages: a Sp
 reading a planned range of a segment. No broker cursor, no acknowledgments, no drain gating
 across segments: the caller decides which segments to read and when.
 
-How it reads: one non-durable :class:`~braid.client.segment_consumer.SegmentConsumer` (attach,
-reconnect, flow control and the start filter are the consumer's), whose entries are decoded on
+How it reads: one non-durable :class:`~braid.client.segment_consumer.SegmentSubscriber` (attach,
+reconnect, flow control and the start filter are its), whose entries are decoded on
 the event loop by an :class:`~braid.client.columns.EntryColumnDecoder` straight into one
 :class:`~braid.client.columns.MessageColumns` buffer - no ``Message`` per row.
 :meth:`AsyncSegmentReader.read_columns` (or the blocking facade's ``read_columns``) takes up to
@@ -32,28 +32,23 @@ import logging
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
 from braid.client.columns import EntryColumnDecoder, MessageColumns
 from braid.client.consumer_base import check_receive_args
 from braid.client.context import ClientContext
 from braid.client.errors import (
     AlreadyClosedError,
-    IllegalStateError,
     InvalidConfigurationError,
     NotFoundError,
 )
 from braid.client.layout_source import LayoutSource, LayoutSources
-from braid.client.segment_consumer import ReaderStart, SegmentConsumer, SubscriptionSpec
+from braid.client.segment_consumer import ReaderStart, SegmentSubscriber, SubscriptionSpec
 from braid.core.checkpoint import CursorKind, SegmentCursor
 from braid.core.errors import BraidError
 from braid.core.message_id import MessageId, message_position
-from braid.core.topic_layout import TopicLayout
+from braid.core.topic_layout import SegmentRoute, TopicLayout
 from braid.protocol.generated import PulsarApi_pb2 as pb
-
-if TYPE_CHECKING:
-    from braid.client.blocking import Client
-    from braid.client.consumer_base import ConsumerBase
 
 log = logging.getLogger(__name__)
 
@@ -85,10 +80,14 @@ def start_cursor(start: SegmentCursor | MessageId | None, segment_id: int) -> Se
     )
 
 
-class _SegmentFeed(SegmentConsumer):
+class _SegmentFeed(SegmentSubscriber):
     """The per-segment consumer of a :class:`AsyncSegmentReader`: entries become columns."""
 
-    reader: AsyncSegmentReader
+    def __init__(
+        self, reader: AsyncSegmentReader, route: SegmentRoute, spec: SubscriptionSpec
+    ) -> None:
+        super().__init__(_FeedParent(reader), reader._ctx, route, spec)
+        self.reader = reader
 
     def on_message(self, message: pb.CommandMessage, body: bytes) -> None:
         mid = message.message_id
@@ -122,10 +121,6 @@ class AsyncSegmentReader:
     ``AsyncClient.create_segment_reader``; see the module docstring)."""
 
     kind = "segment reader"
-    #: The parent interface the segment consumer reads: a reader subscribes without a schema and
-    #: hands out the payload bytes (``MessageColumns.values``), so there is nothing to decode.
-    wire_schema = None
-    decoder = None
 
     def __init__(
         self,
@@ -182,13 +177,7 @@ class AsyncSegmentReader:
     async def _start(self) -> None:
         layout = await self._layout_with_segment()
         self._source.add_listener(self._on_layout)
-        feed = _SegmentFeed(
-            cast("ConsumerBase", self),  # the parent interface SegmentConsumer uses, duck-typed
-            self._ctx,
-            layout.route(self.segment_id),
-            self._spec,
-        )
-        feed.reader = self
+        feed = _SegmentFeed(self, layout.route(self.segment_id), self._spec)
         self._seg = feed
         await feed.start()
 
@@ -216,12 +205,12 @@ class AsyncSegmentReader:
         if seg is not None and route is not None and route.topic == seg.route.topic:
             seg.route = route  # the segment moved to another broker: reconnect there
 
-    # -- the parent interface of SegmentConsumer ----------------------------------------------
+    # -- what its feed asks (through _FeedParent) ----------------------------------------------
 
     def _on_loop_thread(self) -> bool:
         return threading.get_ident() == self._loop_thread
 
-    def _reader_start(self, seg: SegmentConsumer) -> ReaderStart:
+    def _reader_start(self) -> ReaderStart:
         with self._lock:
             last = self._last
         if last is not None:
@@ -230,10 +219,7 @@ class AsyncSegmentReader:
             return ReaderStart("after", self.start)
         return ReaderStart("beginning")
 
-    def _latest_resolved(self, seg: SegmentConsumer, cursor: SegmentCursor | None) -> None:
-        """Not used: a segment reader never starts at "latest"."""
-
-    def _enqueue(self, seg: SegmentConsumer, cols: MessageColumns) -> None:
+    def _enqueue(self, seg: SegmentSubscriber, cols: MessageColumns) -> None:
         with self._lock:
             if self._closed or seg is not self._seg:
                 return
@@ -242,13 +228,13 @@ class AsyncSegmentReader:
             self._cond.notify_all()
         self._wake_async()
 
-    def _purge(self, seg: SegmentConsumer) -> None:
+    def _purge(self, seg: SegmentSubscriber) -> None:
         with self._lock:
             removed = len(self._buffer)
             self._buffer = MessageColumns(self.topic, self.segment_id)
             seg.queued -= removed
 
-    def _segment_ended(self, seg: SegmentConsumer) -> None:
+    def _segment_ended(self) -> None:
         with self._lock:
             self._cond.notify_all()
         self._wake_async()
@@ -379,49 +365,33 @@ class AsyncSegmentReader:
         await self.close()
 
 
-class SegmentReader:
-    """Blocking view of an :class:`AsyncSegmentReader` (create with
-    ``Client.create_segment_reader``)."""
+class _FeedParent:
+    """What an :class:`AsyncSegmentReader` lets its feed ask of it (it implements
+    :class:`~braid.client.segment_consumer.SegmentParent`): a reader subscribes without a schema
+    and hands out payload bytes (``MessageColumns.values``), so there is nothing to decode."""
 
-    def __init__(self, client: Client, reader: AsyncSegmentReader) -> None:
-        self._client = client
+    __slots__ = ("_reader", "delivery_lock")
+
+    wire_schema = None
+
+    def __init__(self, reader: AsyncSegmentReader) -> None:
         self._reader = reader
+        self.delivery_lock = reader._lock
 
-    @property
-    def topic(self) -> str:
-        return self._reader.topic
+    def on_loop_thread(self) -> bool:
+        return self._reader._on_loop_thread()
 
-    @property
-    def segment_id(self) -> int:
-        return self._reader.segment_id
+    def reader_start(self, seg: SegmentSubscriber) -> ReaderStart:
+        return self._reader._reader_start()
 
-    @property
-    def drained(self) -> bool:
-        """Whether the broker reported the segment's end and every row was taken."""
-        return self._reader.drained
+    def latest_resolved(self, seg: SegmentSubscriber, cursor: SegmentCursor | None) -> None:
+        """Not used: a segment reader never starts at "latest"."""
 
-    @property
-    def last_position(self) -> tuple[int, int, int] | None:
-        """``(ledger_id, entry_id, batch_index)`` of the last row taken, else ``None``."""
-        return self._reader.last_position
+    def purge(self, seg: SegmentSubscriber) -> None:
+        self._reader._purge(seg)
 
-    def read_columns(self, max_messages: int, timeout: float | None = None) -> MessageColumns:
-        """Up to ``max_messages`` next rows (those buffered, else the first within ``timeout``
-        seconds; ``None`` = wait); empty when none came or the segment is drained."""
-        if threading.current_thread() is self._client._runner.thread:
-            raise IllegalStateError("blocking reads cannot run on the client's own loop thread")
-        return self._reader.read_columns_blocking(max_messages, timeout)
-
-    def close(self) -> None:
-        """Stop reading. Idempotent."""
-        with contextlib.suppress(AlreadyClosedError):
-            self._client._run(self._reader.close())
-
-    def __enter__(self) -> SegmentReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def segment_ended(self, seg: SegmentSubscriber) -> None:
+        self._reader._segment_ended()
 
 
-__all__ = ["NEWER_LAYOUT_WAIT", "AsyncSegmentReader", "SegmentReader", "start_cursor"]
+__all__ = ["NEWER_LAYOUT_WAIT", "AsyncSegmentReader", "start_cursor"]

@@ -33,7 +33,14 @@ from braid.client.consumer_base import ConsumerBase
 from braid.client.context import ClientContext
 from braid.client.errors import InvalidConfigurationError
 from braid.client.layout_source import LayoutSource, LayoutSources
-from braid.client.message import Message
+from braid.client.message import (
+    Message,
+    MessagePosition,
+    delivered_by,
+    delivery_token,
+    position_of,
+    stamp_delivery_tokens,
+)
 from braid.client.schema import Schema
 from braid.client.segment_consumer import ACK_GROUP_TIME, SegmentConsumer, SubscriptionSpec
 from braid.core.consumer_assignment import AssignedSegment, AssignmentDiff
@@ -43,8 +50,6 @@ from braid.core.topic_layout import SegmentRoute, TopicLayout
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
-
-_Position = tuple[int, int, int, int]
 
 
 class AsyncStreamConsumer(ConsumerBase):
@@ -67,7 +72,7 @@ class AsyncStreamConsumer(ConsumerBase):
         self.subscription = subscription
         self._initial = initial_position
         self._queue_size = receiver_queue_size
-        self._vector: PositionVector[_Position] = PositionVector()
+        self._vector: PositionVector[MessagePosition] = PositionVector()
         self._session: AssignmentSession | None = None
         self._assigned: dict[int, AssignedSegment] = {}
         self._draining: dict[int, SegmentConsumer] = {}
@@ -112,7 +117,7 @@ class AsyncStreamConsumer(ConsumerBase):
 
     def _attach_failover(self, sid: int) -> SegmentConsumer:
         route = self._source.current.route(sid)
-        seg = SegmentConsumer(self, self._ctx, route, self._spec(pb.CommandSubscribe.Failover))
+        seg = self._new_segment(route, self._spec(pb.CommandSubscribe.Failover))
         self._segments[sid] = seg
         return seg
 
@@ -163,7 +168,7 @@ class AsyncStreamConsumer(ConsumerBase):
             key_shared = pb.KeySharedMeta(keySharedMode=pb.STICKY, entryBucketDispatch=True)
             for r in assigned.bucket_ranges:
                 key_shared.hashRanges.add(start=r.start, end=r.end)
-        seg = SegmentConsumer(self, self._ctx, route, self._spec(sub_type, sid), key_shared)
+        seg = self._new_segment(route, self._spec(sub_type, sid), key_shared)
         self._segments[sid] = seg
         seg.start()
 
@@ -219,12 +224,14 @@ class AsyncStreamConsumer(ConsumerBase):
         this consumer already had acknowledged. Delivering the rest of it first lets the
         application's cumulative ack cover the entire entry before the segment is handed over.
         """
-        head = self._queue.first(lambda m: m._owner is seg)
+        head = self._queue.first(lambda m: delivered_by(m) is seg)
         partial = None
-        if head is not None and head._batch_index > 0:
-            partial = (head._ledger_id, head._entry_id)
+        if head is not None:
+            ledger, entry, index, _size = position_of(head)
+            if index > 0:
+                partial = (ledger, entry)
         removed = self._queue.purge(
-            lambda m: m._owner is seg and (m._ledger_id, m._entry_id) != partial
+            lambda m: delivered_by(m) is seg and position_of(m)[:2] != partial
         )
         with self._lock:
             seg.queued -= len(removed)
@@ -240,11 +247,8 @@ class AsyncStreamConsumer(ConsumerBase):
 
     # -- delivery and acknowledgment ----------------------------------------------------------
 
-    def _record_delivery(self, seg: SegmentConsumer, message: Message) -> None:
-        message._token = self._vector.delivered(
-            seg.segment_id,
-            (message._ledger_id, message._entry_id, message._batch_index, message._batch_size),
-        )
+    def _record_deliveries(self, messages: list[Message]) -> None:
+        stamp_delivery_tokens(messages, self._vector.delivered)
 
     def acknowledge_cumulative(self, message: Message | MessageId) -> None:
         """Acknowledge this message and everything delivered before it, in every segment.
@@ -289,17 +293,17 @@ class AsyncStreamConsumer(ConsumerBase):
 
     def _token_of(self, message: Message | MessageId) -> int | None:
         if isinstance(message, Message):
-            owner = message._owner
-            if message._token < 0 or owner is None or owner.parent is not self:
+            owner = delivered_by(message)
+            token = delivery_token(message)
+            if token < 0 or owner is None or owner.parent is not self._as_parent:
                 raise InvalidConfigurationError("this message was not delivered by this consumer")
-            return message._token
+            return token
         if isinstance(message, MessageId):
             position = message_position(message)
             if position is None:
                 raise InvalidConfigurationError("cannot acknowledge the earliest/latest sentinel")
             key = (position.ledger_id, position.entry_id, position.batch_index, position.batch_size)
-            token = self._vector.token_of(position.segment_id, key)
-            return token
+            return self._vector.token_of(position.segment_id, key)
         raise InvalidConfigurationError(
             f"expected a Message or MessageId, got {type(message).__name__}"
         )

@@ -67,6 +67,9 @@ class CurrentLedger:
     # Set when an add failed: the ledger's true content is unknown until it is recovered.
     broken: bool = False
     first_failure: int = 2**63
+    # What the adds from ``first_failure`` on are failed with when they carry no error of their
+    # own (``None``: "an earlier entry of this ledger failed").
+    failure: BaseException | None = None
     # Issued and not yet reported to their callers, in issue (= entry id) order.
     pending: deque[PendingAdd] = field(default_factory=deque)
     # Resolved when ``pending`` empties; made only while someone waits for that.
@@ -146,11 +149,24 @@ class CurrentLedger:
                     op.callback,
                     op.ctx,
                     None,
-                    op.error or ManagedLedgerError("an earlier entry of this ledger failed"),
+                    op.error
+                    or self.failure
+                    or ManagedLedgerError("an earlier entry of this ledger failed"),
                 )
         if not pending and self.drained is not None and not self.drained.done():
             self.drained.set_result(None)
         return advanced
+
+    def fail_unreported(self, error: BaseException) -> None:
+        """Fail every add not yet reported, acknowledged by storage or not, with ``error``
+        (this writer lost the ledger: no receipt may follow, ADR 0040), in order, as they
+        finish."""
+        first = self.pending[0].expected_entry_id if self.pending else self.issued_entries
+        self.broken = True
+        self.first_failure = min(self.first_failure, first)
+        if self.failure is None:
+            self.failure = error
+        self.complete_in_order()
 
     def info(self) -> LedgerInfo:
         return LedgerInfo(

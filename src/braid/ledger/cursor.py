@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Mapping, Sequence
+from typing import Protocol
 
+from braid.clock import Clock
 from braid.core import ack_set
 from braid.core.errors import BraidError, InvalidInputError
 from braid.ledger.api import (
@@ -34,11 +35,8 @@ from braid.ledger.api import (
     Position,
 )
 from braid.ledger.codec import ManagedCursorInfo
-from braid.ledger.cursor_store import CursorStore
+from braid.ledger.cursor_store import CursorStore, CursorStoreContext
 from braid.ledger.range_set import PositionRangeSet
-
-if TYPE_CHECKING:
-    from braid.ledger.managed_ledger import ManagedLedgerImpl
 
 log = logging.getLogger(__name__)
 
@@ -59,12 +57,59 @@ def _check_properties(properties: Mapping[str, int]) -> dict[str, int]:
     return checked
 
 
+class CursorLedger(Protocol):
+    """What a cursor may ask of the managed ledger it reads (``ManagedLedgerImpl``): positions,
+    reads, and the hooks that let it persist and wait. It never changes the ledger's state."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def is_terminated(self) -> bool: ...
+
+    @property
+    def last_confirmed_position(self) -> Position: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    def normalize(self, position: Position) -> Position:
+        """The first position at or after ``position`` holding an entry (or next to write)."""
+        ...
+
+    def next_position(self, position: Position) -> Position: ...
+
+    def first_position_marker(self) -> Position:
+        """The mark-delete position of a cursor that has consumed nothing."""
+        ...
+
+    def count_after(self, position: Position) -> int: ...
+
+    def is_acknowledgeable(self, position: Position) -> bool: ...
+
+    async def read(self, position: Position, max_entries: int) -> list[Entry]: ...
+
+    def wait_for_entries(self) -> Awaitable[None]:
+        """Completes at the next append, termination, fencing or close."""
+        ...
+
+    def schedule_trim(self) -> None:
+        """Trim acknowledged ledgers in the background (the mark-delete moved)."""
+        ...
+
+    def cursor_store_context(self) -> CursorStoreContext: ...
+
+    def check_cursor_usable(self) -> None:
+        """Raise if the ledger is fenced or closed (cursors share its fate)."""
+        ...
+
+
 class ManagedCursorImpl:
     """The implementation of :class:`braid.ledger.api.ManagedCursor`; made by the ledger."""
 
     def __init__(
         self,
-        ml: ManagedLedgerImpl,
+        ml: CursorLedger,
         name: str,
         info: ManagedCursorInfo,
         store: CursorStore,
@@ -92,7 +137,7 @@ class ManagedCursorImpl:
 
     @classmethod
     async def create(
-        cls, ml: ManagedLedgerImpl, name: str, path: str, mark_delete: Position
+        cls, ml: CursorLedger, name: str, path: str, mark_delete: Position
     ) -> ManagedCursorImpl:
         """Create the cursor's node at ``mark_delete``; an existing node is taken over instead."""
         info = ManagedCursorInfo(mark_delete=mark_delete, last_active_ms=ml.clock.now_ms())
@@ -105,7 +150,7 @@ class ManagedCursorImpl:
         return cls(ml, name, info, store)
 
     @classmethod
-    async def load(cls, ml: ManagedLedgerImpl, name: str, path: str) -> ManagedCursorImpl | None:
+    async def load(cls, ml: CursorLedger, name: str, path: str) -> ManagedCursorImpl | None:
         """Restore the cursor from its node (and cursor ledger) and claim it, so an earlier
         owner's next write fails. ``None`` if the node is gone."""
         loaded = await CursorStore.load(ml.cursor_store_context(), name, path)

@@ -666,7 +666,12 @@ class ManagedLedgerImpl:
         if self._age_task is not None:
             self._age_task.cancel()
         log.info("managed ledger %s was fenced by another owner", self._name)
-        self._fail_waiting(ManagedLedgerFenced(f"managed ledger {self._name!r} was taken over"))
+        error = ManagedLedgerFenced(f"managed ledger {self._name!r} was taken over")
+        if self._current is not None:
+            # Ownership is checked before any receipt: an add storage acknowledged but not yet
+            # reported may be on a ledger the new owner closed before it (ADR 0040).
+            self._current.fail_unreported(error)
+        self._fail_waiting(error)
         self._notify_entries()
         self._on_gone(self)
 

@@ -11,7 +11,14 @@ import logging
 from braid.core.errors import BraidError
 from braid.ledger.api import LedgerIdNotIncreasing, LedgerInfo, ManagedLedgerConfig
 from braid.ledger.routing import StorageRouting
-from braid.storage.api import LedgerMetadata, NoSuchLedger, StorageClient, WriteHandle
+from braid.storage.api import (
+    BookieUnavailable,
+    InvalidQuorum,
+    LedgerMetadata,
+    NoSuchLedger,
+    StorageClient,
+    WriteHandle,
+)
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +41,19 @@ async def create_next_ledger(
 
     Raises:
         LedgerIdNotIncreasing: the active cluster's id generator is behind (PIP-470 I11).
+        BookieUnavailable, InvalidQuorum: the ensemble and quorums cannot be met; the message
+            names the settings that asked for them.
     """
     client = storage.active
-    handle = await client.create_ledger(
-        ensemble=config.ensemble,
-        write_quorum=config.write_quorum,
-        ack_quorum=config.ack_quorum,
-        custom_metadata={"component": b"managed-ledger", "managed-ledger": name.encode()},
-    )
+    try:
+        handle = await client.create_ledger(
+            ensemble=config.ensemble,
+            write_quorum=config.write_quorum,
+            ack_quorum=config.ack_quorum,
+            custom_metadata={"component": b"managed-ledger", "managed-ledger": name.encode()},
+        )
+    except (BookieUnavailable, InvalidQuorum) as exc:
+        raise type(exc)(f"{name}: {quorum_settings(config)}: {exc}") from exc
     if handle.ledger_id <= after_id:
         await delete_quietly(client, handle.ledger_id)
         raise LedgerIdNotIncreasing(
@@ -49,6 +61,15 @@ async def create_next_ledger(
             f"not above its last ledger {after_id}: advance that cluster's id generator"
         )
     return handle
+
+
+def quorum_settings(config: ManagedLedgerConfig) -> str:
+    """The settings a ledger's ensemble and quorums come from, for error messages."""
+    return (
+        f"ensemble {config.ensemble}, write quorum {config.write_quorum}, ack quorum "
+        f"{config.ack_quorum} (managedLedgerDefaultEnsembleSize/WriteQuorum/AckQuorum, or the "
+        "namespace's persistence policies bookkeeperEnsemble/WriteQuorum/AckQuorum)"
+    )
 
 
 async def recover_ledger(storage: StorageRouting, info: LedgerInfo) -> LedgerMetadata:

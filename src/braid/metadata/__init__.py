@@ -38,13 +38,18 @@ from braid.metadata.memory import MemoryBackend, MemoryMetadataStore
 from braid.metadata.url import StoreUrl, parse_store_url
 
 
-async def open_store(url: str, *, clock: Clock | None = None) -> MetadataStore:
+async def open_store(
+    url: str, *, clock: Clock | None = None, session_timeout_s: float = 10.0
+) -> MetadataStore:
     """Open the metadata store named by ``url``.
 
     Args:
         url: ``memory://[name]``, ``sqlite:///abs/path`` or ``zk://host:port[,...]/chroot``.
         clock: source of ``created_ms``/``modified_ms`` for memory and sqlite (ZooKeeper uses
             its own server times). Defaults to the system clock.
+        session_timeout_s: ZooKeeper's session timeout (the server bounds it by its tick time);
+            a process that dies keeps its ephemeral nodes this long. SQLite sessions end with
+            their process, memory ones with their store.
 
     Raises:
         InvalidStoreUrl: unknown scheme or malformed URL.
@@ -62,7 +67,9 @@ async def open_store(url: str, *, clock: Clock | None = None) -> MetadataStore:
         return store
     from braid.metadata.zookeeper import ZkMetadataStore
 
-    zk_store: MetadataStore = await ZkMetadataStore.open(parsed.location, parsed.chroot)
+    zk_store: MetadataStore = await ZkMetadataStore.open(
+        parsed.location, parsed.chroot, session_timeout=session_timeout_s
+    )
     return zk_store
 
 

@@ -119,8 +119,10 @@ class LeaderElection:
                     value, stat = found
                     if self._epoch != epoch:
                         return  # disconnected meanwhile: what we read may be stale
-                    if stat.owner == self._store.session_id:
-                        # Our own node (we led before a disconnection): still leading.
+                    if stat.owner == self._store.session_id and value == self._value:
+                        # Our own node (we led before a disconnection): still leading. Another
+                        # contender sharing this store's session (several services of one
+                        # process) proposes another value: it leads, not us.
                         self._owned_version = stat.version
                         self._leader_value = value
                         await self._set_state(LeaderElectionState.LEADING)

@@ -2,7 +2,8 @@
 
 The lock is an ephemeral node created with ``expected_version=-1``: whoever created it holds it
 until :meth:`Lock.release`, or until its session ends (the node then vanishes and a waiter gets
-it). ``held`` turns false when the session is lost, since the node is gone with it.
+it). ``held`` turns false when the session is lost, since the node is gone with it. The holder may
+replace the value others read (:meth:`Lock.update`, a CAS on the node it created).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+from braid.core.errors import IllegalStateError
 from braid.metadata.api import (
     BadVersion,
     MetadataStore,
@@ -60,6 +62,19 @@ class Lock:
             # The holder may have gone between our put and now: only wait if it is there.
             if await self._store.exists(self._path) is not None:
                 await self._released.wait()
+
+    async def update(self, value: bytes) -> None:
+        """Replace the value others read (the holder's details changed), keeping the lock.
+
+        Raises:
+            IllegalStateError: the lock is not held.
+            BadVersion: the node changed under the holder (its session was lost).
+        """
+        if not self.held:
+            raise IllegalStateError(f"lock {self._path} is not held")
+        stat = await self._store.put(self._path, value, self._version)
+        self._value = value
+        self._version = stat.version
 
     async def release(self) -> None:
         """Give the lock up (no-op when not held)."""

@@ -52,6 +52,7 @@ from braid.core.layout import SegmentLayout
 from braid.core.segment_load import SegmentLoad
 from braid.core.split_point import balanced_split_hash, midpoint_split_hash
 from braid.metadata.api import MetadataStore
+from braid.scalable.autoscale_decisions import AutoScaleDecisionLog
 from braid.scalable.autoscale_metrics import AutoScaleMetrics
 from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.controller import ScalableTopicController
@@ -152,6 +153,8 @@ class AutoScaler:
         #: The effective policy of the last evaluation (None before one, or when invalid).
         self.policy: AutoScalePolicy | None = None
         self.last_decision: DecisionRecord | None = None
+        #: Recent decisions taken and not taken, with their reasons (the console's timeline).
+        self.decisions = AutoScaleDecisionLog()
         self.evaluations = 0
 
     @property
@@ -427,6 +430,7 @@ class AutoScaler:
             segment_ids,
             split_hash,
         )
+        self.decisions.append(self.last_decision)
 
     def stats(self) -> dict[str, Any]:
         """The loop's state for topic stats."""

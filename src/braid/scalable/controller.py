@@ -4,7 +4,9 @@ Every broker that touches a scalable topic's control plane holds a controller in
 of them — the one holding the ephemeral node ``/topics/{t}/{ns}/{topic}/controller`` (value: its
 broker service URL) — is the **leader**. Only the leader
 
-* splits and merges segments (:mod:`braid.scalable.operations`, one at a time, resumable),
+* splits and merges segments (:mod:`braid.scalable.operations`, one at a time, resumable; one
+  that fails while this broker leads is rolled back or retried in the background:
+  :mod:`braid.scalable.operation_recovery`),
 * creates and deletes subscriptions on every segment,
 * registers STREAM/CHECKPOINT consumers and assigns them segments
   (:class:`~braid.scalable.coordinator.SubscriptionCoordinator`, one per subscription),
@@ -40,6 +42,7 @@ from braid.scalable.coordinator import (
     segment_topic_name,
 )
 from braid.scalable.errors import NotLeader, OperationInProgress
+from braid.scalable.operation_recovery import OperationRecovery
 from braid.scalable.operations import MERGE, SPLIT, StructuralOperation
 from braid.scalable.resources import (
     ScalableTopicResources,
@@ -95,6 +98,9 @@ class ScalableTopicController:
             on_state_change=self._on_leader_state,
         )
         self._op_lock = asyncio.Lock()
+        # Set by _execute once it starts sealing parents (nothing to roll back after that).
+        self._sealing = False
+        self._recovery = OperationRecovery(str(topic), self, clock)
         self._takeover: asyncio.Task[None] | None = None
         self._taken_over = asyncio.Event()
         self._gc_task: asyncio.Task[None] | None = None
@@ -120,8 +126,14 @@ class ScalableTopicController:
 
     @property
     def operation_running(self) -> bool:
-        """A split, merge, subscription change or GC prune holds the operation lock."""
-        return self._op_lock.locked()
+        """A split, merge, subscription change or GC prune holds the operation lock, or a failed
+        split or merge is being recovered."""
+        return self._op_lock.locked() or self._recovery.active
+
+    @property
+    def operation_lock(self) -> asyncio.Lock:
+        """Held by whatever changes the topic's structure (one thing at a time)."""
+        return self._op_lock
 
     @property
     def leader_url(self) -> str | None:
@@ -195,7 +207,10 @@ class ScalableTopicController:
                         self.topic,
                         operation.describe(),
                     )
-                    await self._execute(operation)
+                    try:
+                        await self._execute(operation)
+                    except Exception as exc:
+                        self._recover_later(operation, exc)
                 await self._ensure_active_segments()
                 await self._restore_sessions()
             if self._gc_interval_s > 0 and self._retention_ms is not None:
@@ -250,6 +265,7 @@ class ScalableTopicController:
             self._takeover.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._takeover
+        await self._recovery.close()
         self._stop_leader_duties()
         await self._election.close()
 
@@ -305,6 +321,11 @@ class ScalableTopicController:
     ) -> SegmentLayout:
         self._check_leader()
         await self.wait_ready()
+        if self._recovery.active:
+            raise OperationInProgress(
+                f"a failed split or merge of {self.topic} is being recovered: "
+                f"{self._recovery.describe()}"
+            )
         if self._op_lock.locked():
             raise OperationInProgress(f"another split or merge of {self.topic} is running")
         async with self._op_lock:
@@ -334,11 +355,22 @@ class ScalableTopicController:
                 operation.describe(),
                 layout.epoch,
             )
-            await self._step("recorded")
-            return await self._execute(operation)
+            try:
+                await self._step("recorded")
+                return await self._execute(operation)
+            except asyncio.CancelledError as exc:
+                self._recover_later(operation, exc)
+                raise
+            except Exception as exc:
+                # A failed step leaves the record (unless the operation was abandoned): recover
+                # it rather than leave it in flight with nothing running it.
+                if await self._still_recorded(operation):
+                    self._recover_later(operation, exc)
+                raise
 
     async def _execute(self, operation: StructuralOperation) -> SegmentLayout:
         """Run (or resume) ``operation`` from step 2; every step is idempotent."""
+        self._sealing = False
         layout = (await self._resources.require_layout(self.topic)).layout
         try:
             target = layout if operation.is_applied(layout) else operation.apply(layout)
@@ -367,6 +399,7 @@ class ScalableTopicController:
             await self._resources.end_operation(self.topic)
             raise
         await self._step("children-created")
+        self._sealing = True
         for parent in parents:
             # Sequentially: a producer of one parent cannot keep writing while the other is
             # already sealed and its keys moved on.
@@ -393,6 +426,47 @@ class ScalableTopicController:
         )
         await self._notify_coordinators()
         return updated.layout
+
+    # -- recovering a failed split or merge (operation_recovery.RecoveryHost) -------------------
+
+    def _recover_later(self, operation: StructuralOperation, error: BaseException) -> None:
+        if self.is_leader:
+            self._recovery.schedule(operation, error, may_roll_back=not self._sealing)
+
+    async def _still_recorded(self, operation: StructuralOperation) -> bool:
+        try:
+            return await self.recorded_operation() == operation
+        except Exception:
+            return True  # cannot tell: the recovery looks again before it acts
+
+    async def recorded_operation(self) -> StructuralOperation | None:
+        """The split or merge recorded for the topic, if any."""
+        pending = await self._resources.get_operation(self.topic)
+        return None if pending is None else StructuralOperation.from_json(pending[0])
+
+    async def any_parent_sealed(self, operation: StructuralOperation) -> bool:
+        """Whether a parent of ``operation`` is (or may be) terminated already."""
+        layout = (await self._resources.require_layout(self.topic)).layout
+        if operation.is_applied(layout):
+            return True
+        for parent in operation.parents(layout):
+            if await self._segments.is_terminated(segment_topic_name(self.topic, parent)):
+                return True
+        return False
+
+    async def roll_back(self, operation: StructuralOperation) -> None:
+        """Undo a split or merge that sealed no parent (operation lock held): delete the
+        children created so far and drop the record; the layout never changed."""
+        self._check_leader()
+        layout = (await self._resources.require_layout(self.topic)).layout
+        for child in operation.children(operation.apply(layout)):
+            await self._segments.delete_segment(segment_topic_name(self.topic, child))
+        await self._resources.end_operation(self.topic)
+
+    async def roll_forward(self, operation: StructuralOperation) -> None:
+        """Run a recorded split or merge again from step 2 (operation lock held)."""
+        self._check_leader()
+        await self._execute(operation)
 
     async def _discover_subscriptions(self, parents: Sequence[SegmentInfo]) -> list[str]:
         """Step 2: every subscription the children need a cursor for."""
@@ -682,6 +756,7 @@ class ScalableTopicController:
                 "leaderBrokerUrl": await self.read_leader_url(),
                 "isLeader": self.is_leader,
                 "operationInFlight": pending[0] if pending else None,
+                "operationRecovery": self._recovery.stats(),
                 "lastSplitAtMs": self.last_split_at_ms,
                 "lastMergeAtMs": self.last_merge_at_ms,
             },

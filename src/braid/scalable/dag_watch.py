@@ -27,8 +27,7 @@ import crc32c
 
 from braid.core.layout import SegmentLayout
 from braid.core.names import TopicName
-from braid.core.ranges import MAX_HASH, MIN_HASH
-from braid.core.segment_info import SegmentState
+from braid.protocol.dag import ScalableTopicDag
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -62,42 +61,20 @@ def layout_to_dag(
     controller_url: str | None,
 ) -> pb.ScalableTopicDAG:
     """The wire form of a layout; ``segment_brokers`` lists the brokers of active segments."""
-    dag = pb.ScalableTopicDAG(epoch=layout.epoch)
-    for info in layout.segments.values():
-        seg = dag.segments.add()
-        seg.segment_id = info.segment_id
-        seg.hash_start = info.hash_range.start
-        seg.hash_end = info.hash_range.end
-        seg.state = pb.ACTIVE if info.state is SegmentState.ACTIVE else pb.SEALED
-        seg.parent_ids.extend(info.parent_ids)
-        seg.child_ids.extend(info.child_ids)
-        seg.created_at_epoch = info.created_at_epoch
-        seg.created_at_ms = info.created_at_ms
-        if not info.is_active:
-            seg.sealed_at_epoch = info.sealed_at_epoch
-            seg.sealed_at_ms = info.sealed_at_ms
-    for segment_id in sorted(segment_brokers):
-        dag.segment_brokers.add(segment_id=segment_id, broker_url=segment_brokers[segment_id])
-    if controller_url:
-        dag.controller_broker_url = controller_url
-    return dag
+    return ScalableTopicDag.of_layout(
+        layout, segment_brokers=segment_brokers, controller_broker_url=controller_url
+    ).to_proto()
 
 
 def legacy_dag(
     persistent_topic: str, broker_url: str, created_at_ms: int = 0
 ) -> pb.ScalableTopicDAG:
     """The synthetic one-segment DAG of a ``persistent://`` topic (the migration bridge)."""
-    dag = pb.ScalableTopicDAG(epoch=0)
-    seg = dag.segments.add()
-    seg.segment_id = 0
-    seg.hash_start = MIN_HASH
-    seg.hash_end = MAX_HASH
-    seg.state = pb.ACTIVE
-    seg.created_at_epoch = 0
-    seg.created_at_ms = created_at_ms
-    seg.legacy_topic_name = persistent_topic
-    dag.segment_brokers.add(segment_id=0, broker_url=broker_url)
-    return dag
+    return ScalableTopicDag.of_layout(
+        SegmentLayout.initial(1, created_at_ms),
+        segment_brokers={0: broker_url},
+        legacy_topic_names={0: persistent_topic},
+    ).to_proto()
 
 
 class DagWatchSession:

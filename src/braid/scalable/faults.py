@@ -1,9 +1,15 @@
-"""A fault point for crash tests of split and merge (ADR 0021).
+"""Fault points for crash tests of split and merge (ADR 0021, ADR 0040).
 
 ``BRAID_FAULT_PAUSE_AT=<step>`` (one of :data:`braid.scalable.controller.STEPS`) makes every
 controller of the process log ``fault point <step> reached`` and stop right after that step, so a
-test can SIGKILL ``braid standalone`` at exactly that cut point. Unset (the normal case) there is
-no hook at all.
+test can SIGKILL ``braid standalone`` at exactly that cut point.
+
+``BRAID_FAULT_FAIL_AT=<step>`` makes the first pass through that step fail (a retriable
+:class:`InjectedFault`, as a store or a broker that does not answer would), so a test can watch
+the leader recover the failed operation by itself. With both set to the same step, the first pass
+fails and the next one - the recovery's - pauses there.
+
+Unset (the normal case) there is no hook at all.
 """
 
 from __future__ import annotations
@@ -12,32 +18,53 @@ import asyncio
 import logging
 from collections.abc import Mapping
 
+from braid.core.errors import ServiceUnavailableError
 from braid.scalable.controller import STEPS, StepHook
 
 log = logging.getLogger(__name__)
 
 #: The environment variable naming the step to stop after.
 FAULT_ENV = "BRAID_FAULT_PAUSE_AT"
+#: The environment variable naming the step whose first pass fails.
+FAIL_ENV = "BRAID_FAULT_FAIL_AT"
 
 
-def pause_hook_from_env(environ: Mapping[str, str]) -> StepHook | None:
-    """The step hook ``BRAID_FAULT_PAUSE_AT`` asks for, or ``None``.
+class InjectedFault(ServiceUnavailableError):
+    """The failure :data:`FAIL_ENV` injects."""
 
-    Raises:
-        ValueError: the variable names no known step.
-    """
-    step = environ.get(FAULT_ENV)
+
+def _step(environ: Mapping[str, str], variable: str) -> str | None:
+    step = environ.get(variable)
     if not step:
         return None
     if step not in STEPS:
-        raise ValueError(f"{FAULT_ENV}={step!r}: expected one of {', '.join(STEPS)}")
+        raise ValueError(f"{variable}={step!r}: expected one of {', '.join(STEPS)}")
+    return step
+
+
+def pause_hook_from_env(environ: Mapping[str, str]) -> StepHook | None:
+    """The step hook ``BRAID_FAULT_PAUSE_AT`` and ``BRAID_FAULT_FAIL_AT`` ask for, or ``None``.
+
+    Raises:
+        ValueError: a variable names no known step.
+    """
+    pause_at = _step(environ, FAULT_ENV)
+    fail_at = _step(environ, FAIL_ENV)
+    if pause_at is None and fail_at is None:
+        return None
+    failed = False
 
     async def hook(name: str) -> None:
-        if name == step:
+        nonlocal failed
+        if name == fail_at and not failed:
+            failed = True
+            log.warning("fault point %s reached; failing this step once", name)
+            raise InjectedFault(f"fault injected at step {name}")
+        if name == pause_at:
             log.warning("fault point %s reached; pausing until the process is killed", name)
             await asyncio.Event().wait()
 
     return hook
 
 
-__all__ = ["FAULT_ENV", "pause_hook_from_env"]
+__all__ = ["FAIL_ENV", "FAULT_ENV", "InjectedFault", "pause_hook_from_env"]

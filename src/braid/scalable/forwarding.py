@@ -2,7 +2,10 @@
 transparently").
 
 Split, merge, subscription and stats requests may land on any broker. When the local controller
-is not the leader, the service forwards the request to the leader's admin REST API. The election
+is not the leader, :class:`~braid.scalable.leader_router.LeaderRouter` hands the operation
+(:mod:`braid.scalable.leader_operations`) to :class:`LeaderForwarder`, which sends it to the
+leader's admin REST API; :func:`admin_request` is the one table of the operations' REST forms, so
+no other module of ``scalable/`` builds an admin URL. The election
 value is the leader's *broker service* URL (``pulsar://host:port``, what clients need); the
 matching admin URL comes from the broker registry, where every broker announces itself in an
 ephemeral node ``/loadbalance/brokers/{host:port}`` holding ``{"pulsarServiceUrl",
@@ -15,7 +18,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -31,13 +35,27 @@ from braid.core.errors import (
 from braid.core.names import TopicName
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
 from braid.scalable.errors import NotLeader
+from braid.scalable.leader_operations import (
+    AutoScaleDecisions,
+    CreateSubscription,
+    DeleteSubscription,
+    LeaderOperation,
+    Merge,
+    SeekSubscription,
+    Split,
+    Stats,
+)
 
 log = logging.getLogger(__name__)
+
+R = TypeVar("R")
 
 #: Root of the broker registry.
 BROKERS_ROOT = "/loadbalance/brokers"
 #: Header marking a request one broker forwarded to another.
 FORWARDED_HEADER = "X-Braid-Forwarded"
+#: Where a broker serves its admin REST API.
+ADMIN_PREFIX = "/admin/v2"
 
 
 def broker_id(service_url: str) -> str:
@@ -84,22 +102,63 @@ class BrokerRegistry:
         return value if isinstance(value, str) and value else None
 
 
+@dataclass(frozen=True)
+class AdminRequest:
+    """One call of a broker's admin REST API: the method, the path below ``/admin/v2`` and the
+    JSON body (``None``: no body)."""
+
+    method: str
+    path: str
+    body: Any = None
+
+
+def _topic_path(topic: TopicName) -> str:
+    return (
+        f"/scalable/{quote(topic.tenant, safe='')}/{quote(topic.namespace, safe='')}/"
+        f"{quote(topic.local_name, safe='')}"
+    )
+
+
+def admin_request(topic: TopicName, operation: LeaderOperation[Any]) -> AdminRequest:
+    """The admin REST form of a leader-only operation (the paths :mod:`braid.admin.scalable`
+    serves).
+
+    Raises:
+        TypeError: an operation this table does not know (a programming error).
+    """
+    base = _topic_path(topic)
+    match operation:
+        case Split(segment_id=segment_id, split_hash=split_hash):
+            split = {} if split_hash is None else {"splitHash": split_hash}
+            return AdminRequest("POST", f"{base}/split/{segment_id}", split)
+        case Merge(segment_ids=segment_ids):
+            return AdminRequest("POST", f"{base}/merge", {"segmentIds": list(segment_ids)})
+        case CreateSubscription(subscription=name, sub_type=sub_type, earliest=earliest):
+            position = "Earliest" if earliest else "Latest"
+            body = {"type": sub_type.value, "initialPosition": position}
+            return AdminRequest("PUT", f"{base}/subscriptions/{quote(name, safe='')}", body)
+        case DeleteSubscription(subscription=name):
+            return AdminRequest("DELETE", f"{base}/subscriptions/{quote(name, safe='')}")
+        case SeekSubscription(subscription=name, timestamp_ms=timestamp_ms):
+            path = f"{base}/subscriptions/{quote(name, safe='')}/seek"
+            return AdminRequest("POST", path, {"timestamp": timestamp_ms})
+        case Stats():
+            return AdminRequest("GET", f"{base}/stats")
+        case AutoScaleDecisions():
+            return AdminRequest("GET", f"{base}/autoScaleDecisions")
+    raise TypeError(f"no admin request for {type(operation).__name__}")
+
+
 class LeaderForwarder:
-    """Sends an admin request to the leader broker's REST API and maps its answer back."""
+    """Sends a leader-only operation to the leader broker's admin REST API and maps its answer
+    back: the one place that knows how to reach another broker's controller."""
 
     def __init__(self, registry: BrokerRegistry, *, timeout_s: float = 30.0) -> None:
         self._registry = registry
         self._timeout_s = timeout_s
 
-    async def call(
-        self,
-        leader_url: str,
-        method: str,
-        topic: TopicName,
-        suffix: str = "",
-        body: Any = None,
-    ) -> Any:
-        """Call ``/admin/v2/scalable/{t}/{ns}/{topic}{suffix}`` on the leader; returns its JSON.
+    async def send(self, leader_url: str, topic: TopicName, operation: LeaderOperation[R]) -> R:
+        """Run ``operation`` on the broker whose service URL is ``leader_url``; returns its result.
 
         Raises:
             NotLeader: the leader's admin URL is unknown or it is unreachable (retriable).
@@ -111,14 +170,14 @@ class LeaderForwarder:
                 f"the controller leader of {topic} is {leader_url}, whose admin address is not "
                 "registered; retry shortly"
             )
-        path = (
-            f"/admin/v2/scalable/{quote(topic.tenant, safe='')}/"
-            f"{quote(topic.namespace, safe='')}/{quote(topic.local_name, safe='')}{suffix}"
-        )
+        request = admin_request(topic, operation)
         try:
             async with httpx.AsyncClient(base_url=web, timeout=self._timeout_s) as http:
                 response = await http.request(
-                    method, path, json=body, headers={FORWARDED_HEADER: "1"}
+                    request.method,
+                    ADMIN_PREFIX + request.path,
+                    json=request.body,
+                    headers={FORWARDED_HEADER: "1"},
                 )
         except httpx.HTTPError as exc:
             raise NotLeader(
@@ -126,9 +185,7 @@ class LeaderForwarder:
             ) from exc
         if response.status_code >= 400:
             raise _error_for(response)
-        if not response.content:
-            return None
-        return response.json()
+        return operation.result_of(response.json() if response.content else None)
 
 
 def _error_for(response: httpx.Response) -> BraidError:
@@ -154,4 +211,13 @@ def _error_for(response: httpx.Response) -> BraidError:
     return NotLeader(f"the controller leader answered {status}: {reason}")
 
 
-__all__ = ["BROKERS_ROOT", "FORWARDED_HEADER", "BrokerRegistry", "LeaderForwarder", "broker_id"]
+__all__ = [
+    "ADMIN_PREFIX",
+    "BROKERS_ROOT",
+    "FORWARDED_HEADER",
+    "AdminRequest",
+    "BrokerRegistry",
+    "LeaderForwarder",
+    "admin_request",
+    "broker_id",
+]

@@ -94,7 +94,7 @@ class ScalableTopicSession:
 
         async def run() -> None:
             try:
-                await self._service.open_dag_watch(req.session_id, req.topic, self)
+                await self._service.watches.open_dag_watch(req.session_id, req.topic, self)
             except Exception as exc:
                 code, message = to_server_error(exc)
                 log.info(
@@ -110,7 +110,7 @@ class ScalableTopicSession:
         self._channel.spawn(run())
 
     def on_close(self, event: CommandReceived) -> None:
-        self._service.close_dag_watch(self, event.command.scalableTopicClose.session_id)
+        self._service.watches.close_dag_watch(self, event.command.scalableTopicClose.session_id)
 
     # -- consumer controller sessions ----------------------------------------------------------
 
@@ -174,7 +174,7 @@ class ScalableTopicSession:
 
         async def run() -> None:
             try:
-                await self._service.open_namespace_watch(
+                await self._service.watches.open_namespace_watch(
                     req.watch_id, req.namespace, filters, current_hash, self
                 )
             except Exception as exc:
@@ -186,7 +186,9 @@ class ScalableTopicSession:
         self._channel.spawn(run())
 
     def on_watch_topics_close(self, event: CommandReceived) -> None:
-        self._service.close_namespace_watch(self, event.command.watchScalableTopicsClose.watch_id)
+        self._service.watches.close_namespace_watch(
+            self, event.command.watchScalableTopicsClose.watch_id
+        )
 
     async def close(self) -> None:
         self._service.on_connection_closed(self)

@@ -1,23 +1,24 @@
 """PIP-468 ``ScalableTopicService``: the per-broker entry point of the scalable-topic layer.
 
-One per broker. It
+One per broker: the registry of this broker's controllers and the life cycle of topics. It
 
 * creates and deletes scalable topics (metadata first, then the segment topics; a crash in
   between is healed by the controller's take-over),
-* holds the controllers of the topics this broker touches, keyed by topic, created on demand and
-  released on delete and shutdown; it delegates split, merge, subscription and consumer
-  operations to them and forwards to the leader when the local controller is a follower
-  (:mod:`braid.scalable.forwarding`),
-* serves DAG-watch and namespace-watch sessions from the metadata store
-  (:mod:`braid.scalable.dag_watch`): one metadata listener for the whole broker, dispatching by
-  path to the sessions and controllers of the topic that changed,
+* holds the controllers of the topics this broker touches, keyed by topic, created on demand
+  (one start at a time per topic) and released on delete and shutdown,
+* runs every leader-only operation (split, merge, subscription changes, stats) through its
+  :class:`~braid.scalable.leader_router.LeaderRouter`, which decides local or forwarded,
+* registers STREAM/CHECKPOINT consumers with the local controller (which must lead),
 * turns the broker's "subscription drained a sealed segment" events into rebalances,
 * resumes, at start, any split or merge a crashed leader left recorded,
 * runs PIP-483's auto split/merge (:mod:`braid.scalable.autoscale_service`): the broker's load
   reporter and an auto-scaler per controller.
 
-Client-facing protocol handlers (commands 70-82) live in :mod:`braid.scalable.handlers`; the admin
-REST API in :mod:`braid.admin.scalable`.
+DAG-watch and namespace-watch sessions and the metadata listener are its
+:class:`~braid.scalable.watch_hub.WatchHub`'s (:attr:`ScalableTopicService.watches`), which asks
+the service only what :class:`~braid.scalable.watch_hub.TopicControllers` lists. Client-facing
+protocol handlers (commands 70-82) live in :mod:`braid.scalable.handlers`; the admin REST API in
+:mod:`braid.admin.scalable`.
 """
 
 from __future__ import annotations
@@ -25,18 +26,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 from braid.broker.service import managed_ledger_name
 from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.errors import IllegalStateError, InvalidInputError
 from braid.core.layout import SegmentLayout
-from braid.core.layout_codec import layout_from_metadata
 from braid.core.names import (
     MAX_SEGMENT_ID,
     InvalidTopicName,
@@ -46,33 +44,33 @@ from braid.core.names import (
 )
 from braid.core.ranges import HashRange
 from braid.ledger.names import MAX_NAME_LENGTH
-from braid.metadata.api import MetadataStore, Notification, NotificationType
-from braid.metadata.election import read_leader
-from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.metadata.api import MetadataStore
 from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.autoscale_service import AutoScaleService
+from braid.scalable.background import BackgroundTasks
 from braid.scalable.controller import ScalableTopicController, StepHook
 from braid.scalable.coordinator import AssignmentTransport, ConsumerAssignmentView
-from braid.scalable.dag_watch import (
-    DagWatchSession,
-    DagWatchTransport,
-    NamespaceWatchSession,
-    layout_to_dag,
-    legacy_dag,
-)
 from braid.scalable.errors import NotLeader, ScalableTopicsDisabled
 from braid.scalable.forwarding import BrokerRegistry, LeaderForwarder
+from braid.scalable.leader_operations import (
+    CreateSubscription,
+    DeleteSubscription,
+    Merge,
+    SeekSubscription,
+    Split,
+    Stats,
+)
+from braid.scalable.leader_router import LeaderRouter
 from braid.scalable.load_reporter import SegmentLoadReporter
 from braid.scalable.resources import (
-    TOPICS_ROOT,
     ScalableTopicAlreadyExists,
     ScalableTopicNotFound,
     ScalableTopicResources,
     SubscriptionType,
     check_scalable_topic,
-    decode_name,
 )
 from braid.scalable.segments import SegmentAdmin
+from braid.scalable.watch_hub import WatchHub
 
 log = logging.getLogger(__name__)
 
@@ -132,17 +130,23 @@ class ScalableTopicService:
         self._clock = clock
         self._step_hook = step_hook
         self.registry = BrokerRegistry(store)
-        self._forwarder = LeaderForwarder(self.registry)
+        #: Decides where every leader-only operation runs (here, or forwarded to the leader).
+        self.router = LeaderRouter(
+            broker_url=broker_url,
+            controllers=self.controller,
+            forwarder=LeaderForwarder(self.registry),
+        )
+        #: The DAG-watch and namespace-watch sessions and the metadata listener.
+        self.watches = WatchHub(
+            store=store,
+            resources=self.resources,
+            segments=segments,
+            broker_url=broker_url,
+            topics=self,
+        )
         self._controllers: dict[str, ScalableTopicController] = {}
         self._starting: dict[str, asyncio.Task[ScalableTopicController]] = {}
-        self._watches: dict[str, set[DagWatchSession]] = defaultdict(set)
-        self._sessions_by_transport: dict[int, dict[int, DagWatchSession]] = defaultdict(dict)
-        self._ns_watches: dict[tuple[str, str], set[NamespaceWatchSession]] = defaultdict(set)
-        self._ns_by_transport: dict[int, dict[int, NamespaceWatchSession]] = defaultdict(dict)
-        self._refreshing: dict[str, asyncio.Task[None]] = {}
-        self._dirty: set[str] = set()
-        self._background: set[asyncio.Task[Any]] = set()
-        self._unregister_listener: Any = None
+        self._background = BackgroundTasks()
         self._closed = False
         self.auto_scale = AutoScaleService(
             store=store,
@@ -166,7 +170,7 @@ class ScalableTopicService:
     async def start(self, web_service_url: str | None = None) -> None:
         """Register in the broker registry, listen to the store and resume pending operations."""
         await self.registry.register(self._broker_url, web_service_url)
-        self._unregister_listener = self._store.register_listener(self._on_notification)
+        self.watches.start()
         if self.settings.enabled:
             await self._resume_pending_operations()
             self.auto_scale.start()
@@ -189,10 +193,8 @@ class ScalableTopicService:
         if self._closed:
             return
         self._closed = True
-        if self._unregister_listener is not None:
-            self._unregister_listener()
-        for task in list(self._refreshing.values()) + list(self._background):
-            task.cancel()
+        self.watches.close()
+        self._background.cancel()
         for task in list(self._starting.values()):
             task.cancel()
         await self.auto_scale.close()
@@ -200,14 +202,11 @@ class ScalableTopicService:
             with contextlib.suppress(Exception):
                 await controller.close()
         self._controllers.clear()
-        for sessions in self._watches.values():
-            for session in sessions:
-                session.close()
-        self._watches.clear()
         with contextlib.suppress(Exception):
             await self.registry.unregister()
 
-    def _check_enabled(self) -> None:
+    def check_enabled(self) -> None:
+        """Raise :class:`ScalableTopicsDisabled` when the layer is switched off."""
         if not self.settings.enabled:
             raise ScalableTopicsDisabled(
                 "scalable topics are disabled on this broker (scalableTopicEnabled=false)"
@@ -221,7 +220,7 @@ class ScalableTopicService:
         Raises:
             ScalableTopicNotFound: the topic does not exist.
         """
-        self._check_enabled()
+        self.check_enabled()
         check_scalable_topic(topic)
         key = str(topic)
         existing = self._controllers.get(key)
@@ -275,15 +274,32 @@ class ScalableTopicService:
             minutes = self.settings.default_retention_minutes
         return None if minutes < 0 else minutes * 60_000
 
-    async def _leader(self, topic: TopicName) -> tuple[ScalableTopicController, str | None]:
-        """The local controller and, when it is a follower, the leader's URL to forward to."""
+    async def watched_controller(self, topic: TopicName) -> ScalableTopicController:
+        """The controller of a topic a client looks up, ready; a missing topic is created when
+        its namespace allows auto-creation.
+
+        Raises:
+            ScalableTopicNotFound: no such topic (and no auto-creation), or no such namespace.
+        """
+        if await self.resources.get_layout(topic) is None:
+            await self._auto_create(topic)
         controller = await self.controller(topic)
-        if controller.is_leader:
-            return controller, None
-        leader = await controller.read_leader_url()
-        if leader is None or leader == self._broker_url:
-            raise NotLeader(f"the controller of {topic} is electing a leader; retry shortly")
-        return controller, leader
+        await controller.wait_ready()
+        return controller
+
+    async def _auto_create(self, topic: TopicName) -> None:
+        if not await self._namespaces.namespace_exists(topic.tenant, topic.namespace):
+            raise ScalableTopicNotFound(f"namespace {topic.namespace_name} does not exist")
+        if not await self._namespaces.auto_topic_creation_allowed(topic.tenant, topic.namespace):
+            raise ScalableTopicNotFound(
+                f"scalable topic {topic} does not exist and auto topic creation is disabled for "
+                f"namespace {topic.namespace_name}"
+            )
+        with contextlib.suppress(ScalableTopicAlreadyExists):
+            await self.create_topic(topic, 1)
+
+    async def namespace_exists(self, tenant: str, namespace: str) -> bool:
+        return await self._namespaces.namespace_exists(tenant, namespace)
 
     # -- topic lifecycle -----------------------------------------------------------------------
 
@@ -298,7 +314,7 @@ class ScalableTopicService:
         Raises:
             ScalableTopicAlreadyExists, NotFoundError (namespace), InvalidInputError.
         """
-        self._check_enabled()
+        self.check_enabled()
         check_scalable_topic(topic)
         check_segment_names_fit(topic)
         limit = self.settings.max_initial_segments
@@ -334,7 +350,7 @@ class ScalableTopicService:
         Raises:
             ScalableTopicNotFound, IllegalStateError (in use).
         """
-        self._check_enabled()
+        self.check_enabled()
         layout = (await self.resources.require_layout(topic)).layout
         if not force:
             await self._refuse_if_in_use(topic, layout)
@@ -386,7 +402,7 @@ class ScalableTopicService:
         )
         return updated.layout
 
-    # -- delegated to the leader ---------------------------------------------------------------
+    # -- leader-only operations (routed: here, or forwarded to the leader) ---------------------
 
     async def split(
         self,
@@ -397,24 +413,13 @@ class ScalableTopicService:
         forwarded: bool = False,
     ) -> SegmentLayout:
         """Split on the leader (forwarding if needed); returns the new layout."""
-        controller, leader = await self._leader_or_refuse(topic, forwarded)
-        if leader is None:
-            return await controller.split(segment_id, split_hash)
-        body = {} if split_hash is None else {"splitHash": split_hash}
-        doc = await self._forwarder.call(leader, "POST", topic, f"/split/{segment_id}", body)
-        return layout_from_metadata(doc)
+        return await self.router.run(topic, Split(segment_id, split_hash), forwarded=forwarded)
 
     async def merge(
         self, topic: TopicName, segment_ids: Sequence[int], *, forwarded: bool = False
     ) -> SegmentLayout:
         """Merge on the leader (forwarding if needed); returns the new layout."""
-        controller, leader = await self._leader_or_refuse(topic, forwarded)
-        if leader is None:
-            return await controller.merge(segment_ids)
-        doc = await self._forwarder.call(
-            leader, "POST", topic, "/merge", {"segmentIds": list(segment_ids)}
-        )
-        return layout_from_metadata(doc)
+        return await self.router.run(topic, Merge(segment_ids), forwarded=forwarded)
 
     async def create_subscription(
         self,
@@ -425,67 +430,24 @@ class ScalableTopicService:
         earliest: bool = False,
         forwarded: bool = False,
     ) -> None:
-        controller, leader = await self._leader_or_refuse(topic, forwarded)
-        if leader is None:
-            await controller.create_subscription(subscription, sub_type, earliest=earliest)
-            return
-        await self._forwarder.call(
-            leader,
-            "PUT",
-            topic,
-            f"/subscriptions/{_quote(subscription)}",
-            {"type": sub_type.value, "initialPosition": "Earliest" if earliest else "Latest"},
-        )
+        operation = CreateSubscription(subscription, sub_type, earliest)
+        await self.router.run(topic, operation, forwarded=forwarded)
 
     async def delete_subscription(
         self, topic: TopicName, subscription: str, *, forwarded: bool = False
     ) -> None:
-        controller, leader = await self._leader_or_refuse(topic, forwarded)
-        if leader is None:
-            await controller.delete_subscription(subscription)
-            return
-        await self._forwarder.call(
-            leader, "DELETE", topic, f"/subscriptions/{_quote(subscription)}"
-        )
+        await self.router.run(topic, DeleteSubscription(subscription), forwarded=forwarded)
 
     async def seek_subscription(
         self, topic: TopicName, subscription: str, timestamp_ms: int, *, forwarded: bool = False
     ) -> None:
-        controller, leader = await self._leader_or_refuse(topic, forwarded)
-        if leader is None:
-            await controller.seek_subscription(subscription, timestamp_ms)
-            return
-        await self._forwarder.call(
-            leader,
-            "POST",
-            topic,
-            f"/subscriptions/{_quote(subscription)}/seek",
-            {"timestamp": timestamp_ms},
-        )
+        operation = SeekSubscription(subscription, timestamp_ms)
+        await self.router.run(topic, operation, forwarded=forwarded)
 
     async def stats(self, topic: TopicName, *, forwarded: bool = False) -> dict[str, Any]:
-        """Topic stats from the leader (its coordinators know the live sessions)."""
-        controller = await self.controller(topic)
-        if controller.is_leader or forwarded:
-            return await self.auto_scale.describe(topic, await controller.stats())
-        leader = await controller.read_leader_url()
-        if leader is None or leader == self._broker_url:
-            return await self.auto_scale.describe(topic, await controller.stats())
-        try:
-            result: dict[str, Any] = await self._forwarder.call(leader, "GET", topic, "/stats")
-            return result
-        except NotLeader:
-            return await self.auto_scale.describe(topic, await controller.stats())
-
-    async def _leader_or_refuse(
-        self, topic: TopicName, forwarded: bool
-    ) -> tuple[ScalableTopicController, str | None]:
-        controller, leader = await self._leader(topic)
-        if leader is not None and forwarded:
-            raise NotLeader(
-                f"this broker is not the controller leader of {topic} (the leader is {leader})"
-            )
-        return controller, leader
+        """Topic stats from the leader (its coordinators know the live sessions); this broker's
+        own when the leader cannot be reached."""
+        return await self.router.run(topic, Stats(self.auto_scale.describe), forwarded=forwarded)
 
     # -- consumer sessions (commands 73-75, 82) ------------------------------------------------
 
@@ -539,9 +501,7 @@ class ScalableTopicService:
         controller = self._controllers.get(str(segment.parent))
         if controller is None or not controller.is_leader:
             return
-        self._spawn(controller.on_segment_drained(subscription))
-
-    # -- DAG watch sessions (commands 70-72) ---------------------------------------------------
+        self._background.spawn(controller.on_segment_drained(subscription))
 
     def parse_scalable(self, name: str) -> TopicName:
         topic = TopicName.parse(name, default_domain=TopicDomain.TOPIC)
@@ -549,193 +509,13 @@ class ScalableTopicService:
             raise InvalidTopicName(f"{name} is not a scalable topic name (topic://...)")
         return topic
 
-    async def open_dag_watch(
-        self, session_id: int, name: str, transport: DagWatchTransport
-    ) -> DagWatchSession:
-        """Resolve ``name`` and send the first update; the session then receives every layout
-        change. A ``persistent://`` name gets its synthetic one-segment DAG (no pushes).
-
-        Raises:
-            InvalidTopicName, ScalableTopicNotFound (auto-creation not allowed), NotFoundError.
-        """
-        self._check_enabled()
-        topic = TopicName.parse(name, default_domain=TopicDomain.TOPIC)
-        if topic.domain is TopicDomain.SEGMENT:
-            raise InvalidTopicName(f"{name}: segment topics are not looked up as scalable topics")
-        if topic.domain is TopicDomain.PERSISTENT:
-            session = DagWatchSession(session_id, topic, str(topic), transport)
-            self._sessions_by_transport[id(transport)][session_id] = session
-            session.push(legacy_dag(str(topic), await self._legacy_broker_url(topic)))
-            return session
-        found = await self.resources.get_layout(topic)
-        if found is None:
-            await self._auto_create(topic)
-        controller = await self.controller(topic)
-        await controller.wait_ready()
-        session = DagWatchSession(session_id, topic, str(topic), transport)
-        self._watches[str(topic)].add(session)
-        self._sessions_by_transport[id(transport)][session_id] = session
-        session.push(await self._dag_of(topic, controller))
-        return session
-
-    async def _legacy_broker_url(self, topic: TopicName) -> str:
-        # A persistent:// topic is served where its lookup says; one broker today.
-        return self._broker_url
-
-    async def _auto_create(self, topic: TopicName) -> None:
-        if not await self._namespaces.namespace_exists(topic.tenant, topic.namespace):
-            raise ScalableTopicNotFound(f"namespace {topic.namespace_name} does not exist")
-        if not await self._namespaces.auto_topic_creation_allowed(topic.tenant, topic.namespace):
-            raise ScalableTopicNotFound(
-                f"scalable topic {topic} does not exist and auto topic creation is disabled for "
-                f"namespace {topic.namespace_name}"
-            )
-        with contextlib.suppress(ScalableTopicAlreadyExists):
-            await self.create_topic(topic, 1)
-
-    async def _dag_of(
-        self, topic: TopicName, controller: ScalableTopicController | None = None
-    ) -> pb.ScalableTopicDAG:
-        found = await self.resources.require_layout(topic)
-        layout = found.layout
-        brokers = {}
-        for segment in layout.active_segments:
-            name = SegmentTopicName.of(topic, segment.hash_range, segment.segment_id)
-            brokers[segment.segment_id] = await self._segments.broker_url(name)
-        if controller is None:
-            controller = self._controllers.get(str(topic))
-        value = await read_leader(self._store, self.resources.controller_path(topic))
-        leader = None if value is None else value.decode()
-        return layout_to_dag(layout, brokers, leader)
-
-    def close_dag_watch(self, transport: DagWatchTransport, session_id: int) -> None:
-        session = self._sessions_by_transport.get(id(transport), {}).pop(session_id, None)
-        if session is None:
-            return
-        session.close()
-        self._watches.get(str(session.topic), set()).discard(session)
-
-    # -- namespace watches (commands 76-78) ----------------------------------------------------
-
-    async def open_namespace_watch(
-        self,
-        watch_id: int,
-        namespace: str,
-        property_filters: Mapping[str, str],
-        current_hash: str | None,
-        transport: DagWatchTransport,
-    ) -> NamespaceWatchSession:
-        self._check_enabled()
-        parts = namespace.split("/")
-        if len(parts) != 2 or not all(parts):
-            raise InvalidInputError(f"namespace {namespace!r} must be 'tenant/namespace'")
-        tenant, ns = parts
-        if not await self._namespaces.namespace_exists(tenant, ns):
-            raise ScalableTopicNotFound(f"namespace {namespace} does not exist")
-        session = NamespaceWatchSession(watch_id, tenant, ns, property_filters, transport)
-        self._ns_watches[(tenant, ns)].add(session)
-        self._ns_by_transport[id(transport)][watch_id] = session
-        session.publish(await self._matching_topics(session), current_hash)
-        return session
-
-    async def _matching_topics(self, session: NamespaceWatchSession) -> set[str]:
-        names = set()
-        for topic in await self.resources.list_topics(session.tenant, session.namespace):
-            if session.property_filters:
-                found = await self.resources.get_layout(topic)
-                if found is None or not session.matches(found.layout):
-                    continue
-            names.add(str(topic))
-        return names
-
-    def close_namespace_watch(self, transport: DagWatchTransport, watch_id: int) -> None:
-        session = self._ns_by_transport.get(id(transport), {}).pop(watch_id, None)
-        if session is None:
-            return
-        session.close()
-        self._ns_watches.get((session.tenant, session.namespace), set()).discard(session)
-
     # -- connections ---------------------------------------------------------------------------
 
     def on_connection_closed(self, transport: object) -> None:
         """End the connection's watches; its registered consumers enter their grace periods."""
-        for session_id in list(self._sessions_by_transport.get(id(transport), {})):
-            self.close_dag_watch(transport, session_id)  # type: ignore[arg-type]
-        self._sessions_by_transport.pop(id(transport), None)
-        for watch_id in list(self._ns_by_transport.get(id(transport), {})):
-            self.close_namespace_watch(transport, watch_id)  # type: ignore[arg-type]
-        self._ns_by_transport.pop(id(transport), None)
+        self.watches.on_connection_closed(transport)  # type: ignore[arg-type]
         for controller in self._controllers.values():
             controller.on_transport_closed(transport)  # type: ignore[arg-type]
-
-    # -- metadata notifications ----------------------------------------------------------------
-
-    def _on_notification(self, notification: Notification) -> None:
-        path = notification.path
-        if not path.startswith(TOPICS_ROOT + "/"):
-            return
-        topic = ScalableTopicResources.topic_of_path(path)
-        if topic is not None:
-            if notification.type in (NotificationType.CREATED, NotificationType.MODIFIED):
-                self._schedule_refresh(topic)
-            return
-        parts = path.split("/")
-        if len(parts) == 4 and notification.type is NotificationType.CHILDREN_CHANGED:
-            key = (decode_name(parts[2]), decode_name(parts[3]))
-            if self._ns_watches.get(key):
-                self._spawn(self._publish_namespace(key))
-
-    def _schedule_refresh(self, topic: TopicName) -> None:
-        """Coalesce notifications: one reload in flight per topic, plus one more if needed."""
-        key = str(topic)
-        if key in self._refreshing:
-            self._dirty.add(key)
-            return
-        if not self._watches.get(key) and key not in self._controllers:
-            return
-        task = asyncio.ensure_future(self._refresh(topic))
-        self._refreshing[key] = task
-
-        def done(_: asyncio.Task[None]) -> None:
-            self._refreshing.pop(key, None)
-            if key in self._dirty and not self._closed:
-                self._dirty.discard(key)
-                self._schedule_refresh(topic)
-
-        task.add_done_callback(done)
-
-    async def _refresh(self, topic: TopicName) -> None:
-        try:
-            controller = self._controllers.get(str(topic))
-            if controller is not None and not controller.is_leader:
-                await controller.refresh_layout()
-            sessions = [s for s in self._watches.get(str(topic), ()) if not s.closed]
-            if sessions:
-                dag = await self._dag_of(topic, controller)
-                for session in sessions:
-                    session.push(dag)
-            for (tenant, ns), watches in list(self._ns_watches.items()):
-                if watches and tenant == topic.tenant and ns == topic.namespace:
-                    await self._publish_namespace((tenant, ns))
-        except ScalableTopicNotFound:
-            pass
-        except Exception:
-            log.exception("refreshing the watchers of %s failed", topic)
-
-    async def _publish_namespace(self, key: tuple[str, str]) -> None:
-        for session in list(self._ns_watches.get(key, ())):
-            session.publish(await self._matching_topics(session))
-
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.ensure_future(coro)
-        self._background.add(task)
-
-        def done(t: asyncio.Task[Any]) -> None:
-            self._background.discard(t)
-            if not t.cancelled() and t.exception() is not None:
-                log.warning("scalable-topic background task failed: %r", t.exception())
-
-        task.add_done_callback(done)
 
 
 def check_segment_names_fit(topic: TopicName) -> None:
@@ -756,10 +536,6 @@ def check_segment_names_fit(topic: TopicName) -> None:
             f"the name of scalable topic {str(topic)[:120]}... is {excess} character(s) too long: "
             f"its segment topics' storage names must stay within {MAX_NAME_LENGTH} characters"
         )
-
-
-def _quote(name: str) -> str:
-    return quote(name, safe="")
 
 
 __all__ = ["NamespacePolicySource", "ScalableTopicService", "ScalableTopicSettings"]

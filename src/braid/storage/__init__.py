@@ -4,6 +4,9 @@
 * :mod:`braid.storage.bookie` - one bookie's storage engine (journal, entry files, index);
 * :mod:`braid.storage.client` - ``BookKeeperClient`` over ``BookieClient`` s;
 * :func:`open_local_cluster` - the standalone cluster of in-process bookies;
+* :mod:`braid.storage.bookie_net_client`, :mod:`braid.storage.remote` - bookie processes reached
+  over TCP, found through their registrations (``RegisteredBookieSet``, ``open_remote_cluster``);
+  :mod:`braid.storage.loopback` - N such bookies inside one process (``--bookies N``);
 * :mod:`braid.storage.router` - PIP-470 read routing by cluster name.
 """
 

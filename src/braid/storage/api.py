@@ -41,19 +41,109 @@ class LedgerState(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
+class Fragment:
+    """A run of a ledger's entries stored on one ensemble (BookKeeper's *ledger fragment*).
+
+    ``last_entry_id`` is ``None`` for the open tail of an open ledger (it grows as entries are
+    added); an empty fragment has ``last_entry_id == first_entry_id - 1``.
+    """
+
+    first_entry_id: int
+    last_entry_id: int | None
+    ensemble: tuple[str, ...]
+
+    @property
+    def is_empty(self) -> bool:
+        return self.last_entry_id is not None and self.last_entry_id < self.first_entry_id
+
+
+@dataclass(frozen=True, slots=True)
 class LedgerMetadata:
-    """What the storage cluster's metadata root records about a ledger."""
+    """What the storage cluster's metadata root records about a ledger.
+
+    ``ensembles`` maps the first entry id of each fragment to the bookies that store it
+    (BookKeeper's ``getAllEnsembles()``): it starts with ``{0: initial ensemble}`` and gains a key
+    at each ensemble change. Every ensemble has the same size; entry ``e`` is stored on the write
+    set of the fragment containing ``e``. Validated on construction.
+    """
 
     ledger_id: int
     cluster_name: str
     state: LedgerState
-    ensemble: tuple[str, ...]
+    ensembles: Mapping[int, tuple[str, ...]]
     write_quorum: int
     ack_quorum: int
     last_entry_id: int  # -1 while empty or open
     length: int  # total payload bytes of entries 0..last_entry_id (valid once CLOSED)
     created_ms: int
     custom_metadata: Mapping[str, bytes] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        starts = sorted(self.ensembles)
+        if not starts or starts[0] != 0:
+            raise InvalidLedgerMetadata(
+                f"ledger {self.ledger_id}: ensembles must start at entry 0, got {starts!r}"
+            )
+        size = len(self.ensembles[0])
+        for start in starts:
+            ensemble = self.ensembles[start]
+            if not isinstance(ensemble, tuple) or len(ensemble) != size or size == 0:
+                raise InvalidLedgerMetadata(
+                    f"ledger {self.ledger_id}: ensemble at entry {start} is not a tuple of "
+                    f"{size} bookie id(s): {ensemble!r}"
+                )
+            if len(set(ensemble)) != size:
+                raise InvalidLedgerMetadata(
+                    f"ledger {self.ledger_id}: ensemble at entry {start} names a bookie twice"
+                )
+        if not 1 <= self.ack_quorum <= self.write_quorum <= size:
+            raise InvalidLedgerMetadata(
+                f"ledger {self.ledger_id}: impossible quorums ensemble={size} "
+                f"write_quorum={self.write_quorum} ack_quorum={self.ack_quorum}"
+            )
+        if list(self.ensembles) != starts:  # keep the mapping in entry order
+            object.__setattr__(self, "ensembles", {s: self.ensembles[s] for s in starts})
+
+    @property
+    def ensemble_size(self) -> int:
+        return len(self.ensembles[0])
+
+    @property
+    def ensemble(self) -> tuple[str, ...]:
+        """The current (last) ensemble: where new entries of an open ledger go."""
+        return self.ensembles[self.last_fragment_start]
+
+    @property
+    def last_fragment_start(self) -> int:
+        """First entry id of the last fragment."""
+        return max(self.ensembles)
+
+    def ensemble_at(self, entry_id: int) -> tuple[str, ...]:
+        """The ensemble of the fragment holding ``entry_id`` (BookKeeper's ``getEnsembleAt``)."""
+        found = self.ensembles[0]
+        for start, ensemble in self.ensembles.items():
+            if start > entry_id:
+                break
+            found = ensemble
+        return found
+
+    def fragments(self) -> list[Fragment]:
+        """The ledger's fragments in entry order (the last one open-ended while OPEN)."""
+        starts = list(self.ensembles)
+        out = []
+        for i, start in enumerate(starts):
+            if i + 1 < len(starts):
+                last: int | None = starts[i + 1] - 1
+            elif self.state is LedgerState.CLOSED:
+                last = self.last_entry_id
+            else:
+                last = None
+            out.append(Fragment(start, last, self.ensembles[start]))
+        return out
+
+    def bookies(self) -> set[str]:
+        """Every bookie that any fragment names."""
+        return {b for ensemble in self.ensembles.values() for b in ensemble}
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,9 +2,8 @@
 
 :class:`BookieClient` is the seam between the ledger client (:mod:`braid.storage.client`) and a
 bookie. :class:`LocalBookieClient` calls a :class:`~braid.storage.bookie.Bookie` in the same
-process; a network bookie client (request id -> future map, one reader task, per-request timeout,
-every pending future failed on close, in the aiokafka shape) implements the same protocol later,
-and nothing above it changes.
+process; :class:`~braid.storage.bookie_net_client.NetBookieClient` reaches a bookie process over
+TCP (ADR 0033) behind the same protocol, so nothing above it changes.
 """
 
 from __future__ import annotations

@@ -1,8 +1,13 @@
 """``BookKeeperClient``: the :class:`~braid.storage.api.StorageClient` of one storage cluster.
 
 It keeps ledger metadata under the cluster's metadata root (:mod:`ledger_metadata`), allocates
-ids from the cluster's id generator, and writes and reads entries through ``BookieClient`` s, so
-the same code drives in-process bookies today and network bookies later.
+ids from the cluster's id generator, and writes and reads entries through the bookies of a
+:class:`~braid.storage.bookie_set.BookieSet` - in-process bookies (``StaticBookieSet``) or bookie
+processes found by their registrations - so the same code drives both. Placement
+(:mod:`placement`) picks ensembles among the set's *writable* bookies, leaving quarantined ones
+(:mod:`bookie_health`) out while enough others remain; the handles (:mod:`handles`) do ensemble
+changes through :meth:`BookKeeperClient.choose_replacements`; reads go to any replica
+(:mod:`ledger_reads`); recovery fences and closes (:mod:`ledger_recovery`).
 
 Id rule (PIP-470's I11 on one cluster): ``create_ledger`` takes the generator's value with CAS
 and then creates the ledger document with ``expected_version=-1``; ``create_ledger_adv(id)``
@@ -17,7 +22,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from braid.clock import Clock, SystemClock
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
@@ -39,12 +46,9 @@ from braid.storage.api import (
     WriteHandle,
 )
 from braid.storage.bookie_client import BookieClient
-from braid.storage.handles import (
-    LedgerReader,
-    LedgerWriter,
-    quorum_error,
-    read_entry_from_any,
-)
+from braid.storage.bookie_health import BookieHealth, HealthPolicy
+from braid.storage.bookie_set import BookieSet
+from braid.storage.handles import LedgerReader, LedgerWriter
 from braid.storage.ledger_metadata import (
     decode_ledger_metadata,
     encode_ledger_metadata,
@@ -54,9 +58,28 @@ from braid.storage.ledger_metadata import (
     validate_cluster_name,
     validate_custom_metadata,
 )
+from braid.storage.ledger_reads import read_range
+from braid.storage.ledger_recovery import probe_lac, recover_and_close
+from braid.storage.placement import (
+    NotEnoughBookies,
+    PlacementPolicy,
+    new_ensemble,
+    replace_bookie,
+)
 from braid.storage.validation import MAX_LEDGER_ID, validate_ledger_id
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSettings:
+    """How a storage client places, watches and reads (Pulsar's ``bookkeeperClient*`` keys)."""
+
+    placement: PlacementPolicy = field(default_factory=PlacementPolicy)
+    health: HealthPolicy = field(default_factory=HealthPolicy)
+    #: ``bookkeeperClientSpeculativeReadTimeoutInMillis``: ask the next replica after this long
+    #: without an answer (0: only when a replica fails).
+    speculative_read_timeout_ms: int = 0
 
 
 class BookKeeperClient:
@@ -66,31 +89,83 @@ class BookKeeperClient:
         self,
         metadata: MetadataStore,
         cluster_name: str,
-        bookies: Sequence[BookieClient],
+        bookies: BookieSet,
         *,
         clock: Clock | None = None,
+        settings: ClientSettings | None = None,
+        rng: random.Random | None = None,
+        owns_bookies: bool = True,
     ) -> None:
         """Use :func:`braid.storage.open_local_cluster` for the standalone cluster.
 
         Args:
             metadata: the store holding the cluster's metadata root.
             cluster_name: stamped on every ledger this client creates.
-            bookies: the cluster's bookies; closing the client closes these clients.
+            bookies: the cluster's bookies; closing the client closes the set when it owns it.
+            settings: placement, health check and read settings.
+            rng: the randomness of placement and quarantine (tests pass a seeded one).
         """
         self._md_store = metadata
         self._cluster = validate_cluster_name(cluster_name)
-        self._bookies = {b.bookie_id: b for b in bookies}
-        self._bookie_order = sorted(self._bookies)
+        self._set = bookies
+        self._owns_set = owns_bookies
         self._clock: Clock = clock or SystemClock()
+        self._settings = settings or ClientSettings()
+        self._rng = rng or random.Random()
+        self._health = BookieHealth(self._settings.health, self._clock, self._rng)
         self._closed = False
 
     @property
     def cluster_name(self) -> str:
         return self._cluster
 
+    @property
+    def bookie_set(self) -> BookieSet:
+        """The bookies of this cluster."""
+        return self._set
+
+    @property
+    def metadata_store(self) -> MetadataStore:
+        """The store holding this cluster's metadata root."""
+        return self._md_store
+
+    @property
+    def clock(self) -> Clock:
+        return self._clock
+
+    @property
+    def settings(self) -> ClientSettings:
+        return self._settings
+
+    @property
+    def health(self) -> BookieHealth:
+        """Failure counts, sampled latencies and quarantines of the cluster's bookies."""
+        return self._health
+
+    @property
+    def speculative_read_timeout_s(self) -> float:
+        return self._settings.speculative_read_timeout_ms / 1000.0
+
     def bookie(self, bookie_id: str) -> BookieClient:
-        """The client of one bookie (for tests and tools)."""
-        return self._bookies[bookie_id]
+        """The client of one bookie (for tests and tools). Raises ``BookieUnavailable``."""
+        return self._set.client(bookie_id)
+
+    def client_of(self, bookie_id: str) -> BookieClient | None:
+        """The client of one bookie, or ``None`` when the cluster cannot name it any more."""
+        try:
+            return self._set.client(bookie_id)
+        except BookieUnavailable:
+            return None
+
+    def record_failure(self, bookie_id: str) -> None:
+        """A request to ``bookie_id`` failed or timed out (health check)."""
+        self._health.record_failure(bookie_id)
+
+    def read_order(self, bookie_ids: Sequence[str]) -> list[str]:
+        """``bookie_ids`` to read from, those neither gone nor quarantined first (stable)."""
+        members = set(self._set.writable()) | set(self._set.readonly())
+        quarantined = self._health.quarantined()
+        return sorted(bookie_ids, key=lambda b: (b not in members) * 2 + (b in quarantined))
 
     def _check_open(self) -> None:
         if self._closed:
@@ -100,22 +175,97 @@ class BookKeeperClient:
         """Why a new ledger could not take entries now (fewer than ``ack_quorum`` writable
         bookies: their disks are full), or ``None``. Cheap: a managed ledger asks before it rolls
         over rather than create ledgers nobody can write to."""
-        refusals = []
-        for bookie_id in self._bookie_order:
-            reason = self._bookies[bookie_id].read_only_reason
-            if reason is not None:
-                refusals.append(f"bookie {bookie_id} is read-only: {reason}")
-        if len(self._bookie_order) - len(refusals) >= ack_quorum:
+        if len(self._set.writable()) >= ack_quorum:
             return None
-        return StorageReadOnly(f"cluster {self._cluster}: {'; '.join(refusals)}")
+        refusals = []
+        for bookie_id in self._set.readonly():
+            client = self.client_of(bookie_id)
+            reason = None if client is None else client.read_only_reason
+            refusals.append(f"bookie {bookie_id} is read-only: {reason or 'registered read-only'}")
+        return StorageReadOnly(
+            f"cluster {self._cluster}: {len(self._set.writable())} writable bookie(s), "
+            f"{ack_quorum} needed; {'; '.join(refusals) or 'no read-only bookie'}"
+        )
 
     def disk_status(self) -> list[Mapping[str, object]]:
         """Each bookie's disk state (for health checks)."""
-        return [self._bookies[b].disk_status() for b in self._bookie_order]
+        out = []
+        for bookie_id in sorted([*self._set.writable(), *self._set.readonly()]):
+            client = self.client_of(bookie_id)
+            if client is not None:
+                out.append(client.disk_status())
+        return out
 
-    def bookies_for(self, md: LedgerMetadata) -> dict[str, BookieClient]:
-        """The clients of a ledger's ensemble that this client knows."""
-        return {b: self._bookies[b] for b in md.ensemble if b in self._bookies}
+    # -- placement -----------------------------------------------------------------------------
+    def _candidates(self, exclude: Iterable[str]) -> tuple[list[str], list[str]]:
+        """Writable bookies not excluded: (healthy ones, all of them)."""
+        excluded = set(exclude)
+        writable = [b for b in self._set.writable() if b not in excluded]
+        quarantined = self._health.quarantined()
+        return [b for b in writable if b not in quarantined], writable
+
+    def _racks(self, bookies: Iterable[str]) -> dict[str, str | None]:
+        return {b: self._set.rack_of(b) for b in bookies}
+
+    def choose_ensemble(self, size: int, write_quorum: int) -> tuple[str, ...]:
+        """The ensemble of a new ledger.
+
+        Raises:
+            StorageReadOnly: enough bookies, but too many are read-only (full disks).
+            NotEnoughBookies: too few bookies (or racks, when enforced).
+        """
+        healthy, writable = self._candidates(())
+        policy = self._settings.placement
+        for pool in (healthy, writable) if len(healthy) < len(writable) else (writable,):
+            try:
+                return new_ensemble(policy, pool, size, write_quorum, self._racks(pool), self._rng)
+            except NotEnoughBookies:
+                if pool is writable:
+                    if len(writable) + len(self._set.readonly()) >= size:
+                        refusal = self.write_refusal(size)
+                        raise refusal or StorageReadOnly(
+                            f"cluster {self._cluster}: not enough writable bookies"
+                        ) from None
+                    raise
+        raise AssertionError("unreachable")
+
+    def can_replace(self, ensemble: Sequence[str]) -> bool:
+        """Whether some writable bookie outside ``ensemble`` could take a place in it."""
+        _, writable = self._candidates(ensemble)
+        return bool(writable)
+
+    def choose_replacements(
+        self,
+        ensemble: Sequence[str],
+        indices: Sequence[int],
+        write_quorum: int,
+        exclude: Iterable[str] = (),
+    ) -> dict[int, str]:
+        """A replacement for the bookie at each of ``indices`` of ``ensemble`` (an ensemble
+        change, recovery, re-replication), none of them in the ensemble or ``exclude``.
+
+        Raises:
+            NotEnoughBookies: no writable bookie left to take one of the places.
+        """
+        current = list(ensemble)
+        excluded = set(exclude) | set(ensemble)
+        out: dict[int, str] = {}
+        for index in indices:
+            healthy, writable = self._candidates(excluded)
+            pool = healthy or writable
+            chosen = replace_bookie(
+                self._settings.placement,
+                current,
+                index,
+                pool,
+                write_quorum,
+                self._racks([*pool, *current]),
+                self._rng,
+            )
+            out[index] = chosen
+            current[index] = chosen
+            excluded.add(chosen)
+        return out
 
     # -- metadata ------------------------------------------------------------------------------
     async def read_metadata(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
@@ -197,21 +347,13 @@ class BookKeeperClient:
         return value
 
     # -- creating ------------------------------------------------------------------------------
-    def _ensemble(
-        self, ledger_id: int, ensemble: int, write_quorum: int, ack_quorum: int
-    ) -> tuple[str, ...]:
+    def _ensemble(self, ensemble: int, write_quorum: int, ack_quorum: int) -> tuple[str, ...]:
         if not 1 <= ack_quorum <= write_quorum <= ensemble:
             raise InvalidQuorum(
                 f"need 1 <= ack_quorum <= write_quorum <= ensemble, got "
                 f"ensemble={ensemble} write_quorum={write_quorum} ack_quorum={ack_quorum}"
             )
-        count = len(self._bookie_order)
-        if ensemble > count:
-            raise BookieUnavailable(
-                f"cluster {self._cluster} has {count} bookie(s), ensemble of {ensemble} requested"
-            )
-        start = ledger_id % count
-        return tuple(self._bookie_order[(start + i) % count] for i in range(ensemble))
+        return self.choose_ensemble(ensemble, write_quorum)
 
     def _new_metadata(
         self,
@@ -225,7 +367,7 @@ class BookKeeperClient:
             ledger_id=ledger_id,
             cluster_name=self._cluster,
             state=LedgerState.OPEN,
-            ensemble=ensemble,
+            ensembles={0: ensemble},
             write_quorum=write_quorum,
             ack_quorum=ack_quorum,
             last_entry_id=-1,
@@ -254,16 +396,17 @@ class BookKeeperClient:
 
         Raises:
             InvalidQuorum: impossible quorum sizes.
-            BookieUnavailable: fewer bookies than the ensemble size.
+            StorageReadOnly: enough bookies, but too many of them read-only (full disks).
+            NotEnoughBookies: fewer writable bookies than the ensemble size.
         """
         self._check_open()
         custom = validate_custom_metadata(custom_metadata)
-        self._ensemble(0, ensemble, write_quorum, ack_quorum)
+        self._ensemble(ensemble, write_quorum, ack_quorum)
         while True:
             ledger_id = await self._next_id()
             md = self._new_metadata(
                 ledger_id,
-                self._ensemble(ledger_id, ensemble, write_quorum, ack_quorum),
+                self._ensemble(ensemble, write_quorum, ack_quorum),
                 write_quorum,
                 ack_quorum,
                 custom,
@@ -292,7 +435,7 @@ class BookKeeperClient:
         custom = validate_custom_metadata(custom_metadata)
         md = self._new_metadata(
             ledger_id,
-            self._ensemble(ledger_id, ensemble, write_quorum, ack_quorum),
+            self._ensemble(ensemble, write_quorum, ack_quorum),
             write_quorum,
             ack_quorum,
             custom,
@@ -307,7 +450,7 @@ class BookKeeperClient:
     async def read_range(
         self, md: LedgerMetadata, first: int, last: int, lac: int
     ) -> list[LedgerEntry]:
-        """Read entries ``first..last`` (<= ``lac``) of a ledger from its bookies."""
+        """Read entries ``first..last`` (<= ``lac``) of a ledger from any of their replicas."""
         self._check_open()
         if first < 0 or first > last:
             raise InvalidEntryId(f"invalid entry range {first}..{last}")
@@ -315,76 +458,20 @@ class BookKeeperClient:
             raise NoSuchEntry(
                 f"ledger {md.ledger_id}: entry {last} is past last add confirmed {lac}"
             )
-        bookies = self.bookies_for(md)
-        if md.write_quorum == len(md.ensemble):
-            # Every bookie holds every entry: one range read, falling back bookie by bookie.
-            errors: list[BaseException] = []
-            for bookie_id in md.ensemble:
-                bookie = bookies.get(bookie_id)
-                if bookie is None:
-                    continue
-                try:
-                    stored = await bookie.read_entries(md.ledger_id, first, last)
-                except StorageError as exc:
-                    errors.append(exc)
-                    continue
-                return [LedgerEntry(md.ledger_id, s.entry_id, s.data) for s in stored]
-            raise (
-                quorum_error(md.ledger_id, errors)
-                if errors
-                else BookieUnavailable(f"ledger {md.ledger_id}: no bookie of its ensemble is known")
-            )
-        out = []
-        for entry_id in range(first, last + 1):
-            entry, _, _ = await read_entry_from_any(self, md, entry_id)
-            out.append(entry)
-        return out
-
-    async def _lac_infos(self, md: LedgerMetadata, *, fence: bool) -> list[tuple[int, int]]:
-        bookies = self.bookies_for(md)
-        calls = [
-            (b.fence(md.ledger_id) if fence else b.read_lac(md.ledger_id)) for b in bookies.values()
-        ]
-        results = await asyncio.gather(*calls, return_exceptions=True)
-        infos = []
-        errors = []
-        for result in results:
-            if isinstance(result, BaseException):
-                if not isinstance(result, StorageError):
-                    raise result
-                errors.append(result)
-            else:
-                infos.append((result.last_add_confirmed, result.last_entry_id))
-        # Enough bookies must answer that every write set keeps at least one (so no acked entry is
-        # missed) and, when fencing, that the old writer can no longer reach an ack quorum.
-        needed = len(md.ensemble) - md.ack_quorum + 1
-        if len(infos) < needed:
-            raise quorum_error(md.ledger_id, errors)
-        return infos
+        return await read_range(self, md, first, last)
 
     async def probe_lac(self, md: LedgerMetadata, known: int) -> int:
         """How far a writer of an open ledger got: the highest entry durable on an ack quorum with
         every lower one too (for tailing readers)."""
-        infos = await self._lac_infos(md, fence=False)
-        entry_id = max([known, *(lac for lac, _ in infos)])
-        highest = max(last for _, last in infos)
-        while entry_id < highest:
-            try:
-                _, lacking, _ = await read_entry_from_any(self, md, entry_id + 1)
-            except NoSuchEntry:
-                break
-            if md.write_quorum - len(lacking) < md.ack_quorum:
-                break
-            entry_id += 1
-        return entry_id
+        return await probe_lac(self, md, known)
 
     # -- opening / recovery ----------------------------------------------------------------------
     async def open_ledger(self, ledger_id: int, recovery: bool = True) -> LedgerReader:
         """Open a ledger for reading.
 
         ``recovery=True`` fences it (the previous writer's next add fails with ``LedgerFenced``),
-        recovers the last entry and closes it. ``recovery=False`` only reads; use
-        ``refresh_last_add_confirmed`` to follow an open ledger.
+        recovers the last entry and closes it (:mod:`ledger_recovery`). ``recovery=False`` only
+        reads; use ``refresh_last_add_confirmed`` to follow an open ledger.
 
         Raises:
             NoSuchLedger: no such ledger in this cluster.
@@ -404,58 +491,8 @@ class BookKeeperClient:
             md, version = await self.read_metadata(ledger_id)
         if md.state is LedgerState.CLOSED:
             return LedgerReader(self, md, md.last_entry_id)
-        last, length = await self._recover_tail(md)
-        while True:
-            closed = dataclasses.replace(
-                md, state=LedgerState.CLOSED, last_entry_id=last, length=length
-            )
-            if await self.write_metadata(closed, version):
-                return LedgerReader(self, closed, last)
-            md, version = await self.read_metadata(ledger_id)
-            if md.state is LedgerState.CLOSED:
-                # Another recovery finished first; both saw the same fenced bookies.
-                return LedgerReader(self, md, md.last_entry_id)
-
-    async def _recover_tail(self, md: LedgerMetadata) -> tuple[int, int]:
-        """Fence the ledger on its bookies, then find (and re-replicate) its last entry."""
-        infos = await self._lac_infos(md, fence=True)
-        last = max(lac for lac, _ in infos)
-        highest = max(h for _, h in infos)
-        length = 0
-        if last >= 0:
-            _, _, length = await read_entry_from_any(self, md, last)
-        bookies = self.bookies_for(md)
-        # Entries past the highest piggybacked LAC may or may not have been acknowledged: keep every
-        # one still readable in sequence, and make sure its whole write set has it.
-        while last < highest:
-            try:
-                entry, lacking, entry_length = await read_entry_from_any(self, md, last + 1)
-            except NoSuchEntry:
-                break
-            targets = [bookies[b] for b in lacking if b in bookies]
-            if targets:
-                # Wait for every copy (not just a quorum): the ledger is about to be closed and
-                # its write sets should be whole.
-                results = await asyncio.gather(
-                    *(
-                        b.add_entry(
-                            md.ledger_id,
-                            entry.entry_id,
-                            entry.data,
-                            last_add_confirmed=last,
-                            length=entry_length,
-                            recovery=True,
-                        )
-                        for b in targets
-                    ),
-                    return_exceptions=True,
-                )
-                copies = md.write_quorum - len(lacking) + sum(r is None for r in results)
-                if copies < md.ack_quorum:
-                    raise BookieUnavailable(f"ledger {md.ledger_id}: cannot re-replicate entry")
-            last += 1
-            length = entry_length
-        return last, length
+        closed = await recover_and_close(self, md, version)
+        return LedgerReader(self, closed, closed.last_entry_id)
 
     # -- deleting ------------------------------------------------------------------------------
     async def delete_ledger(self, ledger_id: int) -> None:
@@ -469,9 +506,9 @@ class BookKeeperClient:
         """
         self._check_open()
         md, _ = await self.read_metadata(ledger_id)
+        clients = [c for c in (self.client_of(b) for b in sorted(md.bookies())) if c is not None]
         results = await asyncio.gather(
-            *(b.delete_ledger(ledger_id) for b in self.bookies_for(md).values()),
-            return_exceptions=True,
+            *(c.delete_ledger(ledger_id) for c in clients), return_exceptions=True
         )
         for result in results:
             if isinstance(result, BaseException):
@@ -484,12 +521,13 @@ class BookKeeperClient:
             pass
 
     async def close(self) -> None:
-        """Close the bookie clients (and the bookies this client owns). Idempotent."""
+        """Close the bookie set when this client owns it (and so the bookies it owns).
+        Idempotent."""
         if self._closed:
             return
         self._closed = True
-        for bookie in self._bookies.values():
-            await bookie.close()
+        if self._owns_set:
+            await self._set.close()
 
 
 def _conforms(client: BookKeeperClient, writer: LedgerWriter, reader: LedgerReader) -> None:

@@ -1,24 +1,46 @@
 """Ledger handles of :class:`~braid.storage.client.BookKeeperClient`: the writer and the reader.
 
-The writer stripes entry ``e`` over the write set ``ensemble[(e + i) % E] for i < write_quorum`` and
-acknowledges it once ``ack_quorum`` of them have it durably - and only after every lower entry was
-acknowledged, so ``last_add_confirmed`` (LAC) only moves forward without gaps. Each add carries the
-writer's LAC and running length so recovery can find both on the bookies (BookKeeper's piggyback).
-The first failed add breaks the handle: later adds fail too (the ledger will be recovered and closed
-by its next owner and a new ledger started). An add that cannot reach an ack quorum of *writable*
-bookies (a read-only bookie: its disk is full) is refused before anything is sent, with
-``StorageReadOnly``: no entry id is used, the handle stays intact and takes adds again once the
-bookies are writable.
+A handle asks its client only what :class:`HandleClient` lists (bookies, health, placement,
+metadata, reads) - it does not import the client.
+
+The writer stripes entry ``e`` over its write set in the current fragment (positions
+``(e + i) % E`` for ``i < write_quorum``, :mod:`braid.storage.distribution`) and acknowledges it
+once ``ack_quorum`` of them have it durably (fsync'd) - and only after every lower entry was
+acknowledged, so ``last_add_confirmed`` (LAC) only moves forward without gaps. Each add carries
+the writer's LAC and running length so recovery can find both on the bookies (BookKeeper's
+piggyback).
+
+**Ensemble change** (BookKeeper's ``LedgerHandle.handleBookieFailure``): when a bookie of the
+current ensemble fails an add - it is unreachable, timed out, its disk failed or turned
+read-only (:func:`is_bookie_failure`) - the writer stops acknowledging, picks a replacement
+(placement policy, never a bookie of the ensemble), and records a new fragment starting at
+``LAC + 1`` in the ledger metadata with compare-and-swap (a conflict re-reads the document; a
+ledger that is no longer OPEN - fenced by a recovery, closed - fails the handle with
+:class:`LedgerFenced`). Only then does it re-send the unacknowledged entries whose write set
+included the failed bookie to its replacement (an ack the failed bookie gave no longer counts)
+and resume acknowledging in order. Every entry acknowledged so far is below the new fragment, so
+no acknowledged entry ever changes fragment. With no replacement available the writer goes on
+*degraded* while every write set can still reach an ack quorum (it retries the change on later
+adds); otherwise it fails with :class:`~braid.storage.placement.NotEnoughBookies`.
+``LedgerFenced`` / ``LedgerClosed`` from a bookie are not bookie failures: they break the handle
+(the ledger has a new owner). An add that cannot reach an ack quorum of *writable* bookies and
+has nowhere to move (a read-only bookie: its disk is full) is refused before anything is sent,
+with ``StorageReadOnly``: no entry id is used, the handle stays intact.
+
+Hot path (ADR 0014): one callback object per bookie of the ensemble (made at each ensemble
+change, not per add), a precomputed write set per ``entry_id % E``, no task or future per add.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
+from braid.clock import Clock
 from braid.storage.api import (
     AddCompletion,
     BookieUnavailable,
@@ -28,49 +50,112 @@ from braid.storage.api import (
     LedgerFenced,
     LedgerMetadata,
     LedgerState,
-    NoSuchEntry,
+    StorageClosed,
     StorageError,
+    StorageIOError,
     StorageReadOnly,
 )
 from braid.storage.bookie_client import BookieClient
-
-if TYPE_CHECKING:
-    from braid.storage.client import BookKeeperClient
+from braid.storage.bookie_health import BookieHealth
+from braid.storage.ledger_metadata import with_ensemble_change
+from braid.storage.placement import NotEnoughBookies
 
 log = logging.getLogger(__name__)
 _Ctx = TypeVar("_Ctx")
+#: One add in this many records its send time, so bookie latencies are sampled off the hot path.
+LATENCY_SAMPLE_EVERY = 64
+#: After an ensemble change found no replacement, try again on adds no sooner than this.
+_DEGRADED_RETRY_S = 1.0
 
 
-def write_set(md: LedgerMetadata, entry_id: int) -> list[str]:
-    """Bookie ids that store ``entry_id`` of the ledger described by ``md``."""
-    size = len(md.ensemble)
-    return [md.ensemble[(entry_id + i) % size] for i in range(md.write_quorum)]
+class HandleClient(Protocol):
+    """What a ledger handle may ask of the client that opened it (``BookKeeperClient``)."""
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def health(self) -> BookieHealth: ...
+
+    def client_of(self, bookie_id: str) -> BookieClient | None:
+        """The client of one bookie, or ``None`` when the cluster cannot name it any more."""
+        ...
+
+    def can_replace(self, ensemble: Sequence[str]) -> bool:
+        """Whether some writable bookie outside ``ensemble`` could take a place in it."""
+        ...
+
+    def choose_replacements(
+        self,
+        ensemble: Sequence[str],
+        indices: Sequence[int],
+        write_quorum: int,
+        exclude: Iterable[str] = (),
+    ) -> dict[int, str]:
+        """A replacement for the bookie at each of ``indices`` (raises ``NotEnoughBookies``)."""
+        ...
+
+    async def read_metadata(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
+        """The ledger's metadata and its version."""
+        ...
+
+    async def write_metadata(self, md: LedgerMetadata, version: int) -> bool:
+        """CAS ``md`` over ``version``; ``False`` if the version moved."""
+        ...
+
+    async def read_range(
+        self, md: LedgerMetadata, first: int, last: int, lac: int
+    ) -> list[LedgerEntry]:
+        """Entries ``first..last`` (<= ``lac``) of the ledger, from its bookies."""
+        ...
+
+    async def probe_lac(self, md: LedgerMetadata, known: int) -> int:
+        """How far the writer of an open ledger got (for tailing readers)."""
+        ...
 
 
-def quorum_error(ledger_id: int, errors: Sequence[BaseException]) -> StorageError:
-    """The error to raise when a quorum could not be reached."""
-    for exc in errors:
-        if isinstance(exc, LedgerFenced):
-            return exc
-    for exc in errors:
-        if isinstance(exc, StorageError):
-            return exc
-    return BookieUnavailable(f"ledger {ledger_id}: not enough bookies answered: {errors!r}")
+def is_bookie_failure(exc: BaseException) -> bool:
+    """Whether an add's error means its bookie should be replaced (ensemble change): it is
+    unreachable or timed out, its disk failed or filled, or it shut down. Fencing and closing
+    are not: the ledger has a new owner."""
+    return isinstance(exc, BookieUnavailable | StorageReadOnly | StorageIOError | StorageClosed)
 
 
 class _InFlight:
     """One add between send and confirmation."""
 
-    __slots__ = ("acked", "asked", "callback", "ctx", "errors", "ok", "size")
+    __slots__ = ("acked", "callback", "ctx", "data", "length", "mask", "ok", "sent_at")
 
-    def __init__(self, callback: AddCompletion[Any], ctx: Any, size: int, asked: int) -> None:
+    def __init__(self, callback: AddCompletion[Any], ctx: Any, data: bytes, length: int) -> None:
         self.callback = callback
         self.ctx = ctx
-        self.size = size
-        self.asked = asked  # copies requested (write quorum)
+        self.data = data  # kept to re-send it after an ensemble change
+        self.length = length  # the running length piggybacked with it
         self.ok = 0
-        self.errors: list[StorageError] | None = None  # made on the first failure only
-        self.acked = False
+        self.mask = 0  # ensemble positions whose bookie has it durably
+        self.acked = False  # reached the ack quorum (confirmed once every lower entry is)
+        self.sent_at: float | None = None  # latency sample
+
+
+class _Slot:
+    """One position of the current ensemble: its bookie and the callback its answers come to.
+
+    A slot object lives as long as its bookie holds the position: answers from a replaced
+    bookie arrive at a slot that is no longer current and are ignored.
+    """
+
+    __slots__ = ("answer", "bookie_id", "client", "failed", "index")
+
+    def __init__(
+        self, writer: LedgerWriter, index: int, bookie_id: str, client: BookieClient | None
+    ) -> None:
+        self.index = index
+        self.bookie_id = bookie_id
+        self.client = client
+        self.failed = client is None  # waiting for a replacement: adds skip it meanwhile
+        self.answer: Callable[[int, StorageError | None], None] = functools.partial(
+            writer._on_answer, self
+        )
 
 
 def _report(add: _InFlight, entry_id: int, error: BaseException | None) -> None:
@@ -95,7 +180,7 @@ class LedgerWriter:
 
     def __init__(
         self,
-        client: BookKeeperClient,
+        client: HandleClient,
         md: LedgerMetadata,
         version: int,
         *,
@@ -106,7 +191,7 @@ class LedgerWriter:
         self._version = version
         #: Made by ``create_ledger_adv``: entries come with their ids (``add_entry_with_id``).
         self._explicit_entry_ids = explicit_entry_ids
-        self._bookies: dict[str, BookieClient] = client.bookies_for(md)
+        self._ack_quorum = md.ack_quorum
         self._next_id = 0
         self._lac = -1
         self._length = 0
@@ -114,15 +199,30 @@ class LedgerWriter:
         self._loop = asyncio.get_running_loop()
         # Every add not yet confirmed or failed, by entry id.
         self._inflight: dict[int, _InFlight] = {}
-        # With one bookie every entry has the same write set: skip computing it per add.
-        self._fixed_set = list(md.ensemble) if len(md.ensemble) == 1 else None
-        self._single: BookieClient | None = (
-            self._bookies.get(md.ensemble[0]) if len(md.ensemble) == 1 else None
-        )
+        self._slots: list[_Slot] = []
+        self._sets: list[list[_Slot]] = []  # write set of entry e: self._sets[e % E]
+        self._set_slots(md.ensemble)
+        self._changing = False  # an ensemble change is being recorded: acks are held
+        self._change_task: asyncio.Task[None] | None = None
+        self._retry_change_at = 0.0
+        self.ensemble_changes = 0
         self._idle: asyncio.Event | None = None
         self._error: StorageError | None = None
         self._closing = False
         self._closed_md: LedgerMetadata | None = None
+
+    def _set_slots(self, ensemble: Sequence[str]) -> None:
+        old = {s.bookie_id: s for s in self._slots}
+        slots = []
+        for index, bookie_id in enumerate(ensemble):
+            kept = old.get(bookie_id)
+            if kept is not None and kept.index == index:
+                slots.append(kept)
+            else:
+                slots.append(_Slot(self, index, bookie_id, self._client.client_of(bookie_id)))
+        size, quorum = len(slots), self._md.write_quorum
+        self._slots = slots
+        self._sets = [[slots[(e + i) % size] for i in range(quorum)] for e in range(size)]
 
     @property
     def ledger_id(self) -> int:
@@ -134,7 +234,7 @@ class LedgerWriter:
 
     @property
     def metadata(self) -> LedgerMetadata:
-        """The metadata as of creation (or close)."""
+        """The metadata as last written by this writer (with its fragments), or as closed."""
         return self._closed_md or self._md
 
     @property
@@ -183,72 +283,109 @@ class LedgerWriter:
         self._add(entry_id, data, _resolve, waiter)
         return await waiter
 
+    # -- the add path ---------------------------------------------------------------------------
     def _add(self, entry_id: int, data: bytes, callback: AddCompletion[Any], ctx: Any) -> None:
-        ids = self._fixed_set or write_set(self._md, entry_id)
-        single = self._single
-        if single is not None:
-            if single.read_only_reason is not None:
-                raise StorageReadOnly(
-                    f"ledger {self.ledger_id}: bookie {single.bookie_id} is read-only: "
-                    f"{single.read_only_reason}"
-                )
-        else:
-            self._check_quorum_writable(ids)
+        slots = self._sets[entry_id % len(self._sets)]
+        for slot in slots:
+            if slot.failed or slot.client.read_only_reason is not None:  # type: ignore[union-attr]
+                self._unready(slots)  # may refuse (raises) or start an ensemble change
+                break
         data = bytes(data)
         self._next_id = entry_id + 1
         self._pending_length += len(data)
-        self._inflight[entry_id] = _InFlight(callback, ctx, len(data), len(ids))
+        add = _InFlight(callback, ctx, data, self._pending_length)
+        if not entry_id % LATENCY_SAMPLE_EVERY:
+            add.sent_at = self._client.clock.monotonic()
+        self._inflight[entry_id] = add
         # Callbacks, not a task per add: the bookie answers the writer directly, so a cancelled
         # caller can never leave a hole that stalls later adds.
-        if single is not None:  # one bookie (standalone): no write set to walk
+        lid, lac, length = self._md.ledger_id, self._lac, self._pending_length
+        for slot in slots:
+            if slot.failed:
+                continue  # sent to its replacement once the ensemble change is recorded
             try:
-                single.send_add(
-                    self._md.ledger_id, entry_id, data, self._vote, self._lac, self._pending_length
-                )
+                slot.client.send_add(lid, entry_id, data, slot.answer, lac, length)  # type: ignore[union-attr]
             except StorageError as exc:
-                self._vote(entry_id, exc)
-            return
-        for bookie_id in ids:
-            bookie = self._bookies.get(bookie_id)
-            try:
-                if bookie is None:
-                    raise BookieUnavailable(f"bookie {bookie_id} is not known to this client")
-                bookie.send_add(
-                    self._md.ledger_id, entry_id, data, self._vote, self._lac, self._pending_length
-                )
-            except StorageError as exc:
-                self._vote(entry_id, exc)
+                slot.answer(entry_id, exc)
 
-    def _check_quorum_writable(self, ids: list[str]) -> None:
-        """Refuse an add that could not reach an ack quorum of writable bookies."""
-        refusals = []
-        for bookie_id in ids:
-            bookie = self._bookies.get(bookie_id)
-            reason = "not known to this client" if bookie is None else bookie.read_only_reason
-            if reason is not None:
-                refusals.append(f"{bookie_id}: {reason}")
-        if len(ids) - len(refusals) < self._md.ack_quorum:
+    def _unready(self, slots: list[_Slot]) -> None:
+        """The slow path of an add whose write set has a failed or read-only bookie: move off
+        read-only bookies when there is somewhere to go; refuse (nothing sent, nothing used) when
+        no ack quorum of writable bookies is left and no ensemble change can fix that."""
+        for slot in slots:
+            client = slot.client
+            if slot.failed or client is None or client.read_only_reason is None:
+                continue
+            if self._client.can_replace(self._md.ensemble):
+                log.info(
+                    "ledger %d: bookie %s is read-only (%s): moving off it",
+                    self.ledger_id,
+                    slot.bookie_id,
+                    client.read_only_reason,
+                )
+                self._slot_failed(slot)
+        if any(s.failed for s in slots):
+            if self._change_task is None and (
+                self._client.clock.monotonic() >= self._retry_change_at
+            ):
+                self._start_change()
+            if self._change_task is not None:
+                return  # the change sends this entry to the replacement
+        refusals = [
+            f"{s.bookie_id}: {'unreachable' if s.failed else s.client.read_only_reason}"  # type: ignore[union-attr]
+            for s in slots
+            if s.failed or s.client.read_only_reason is not None  # type: ignore[union-attr]
+        ]
+        if len(slots) - len(refusals) < self._ack_quorum:
             raise StorageReadOnly(
-                f"ledger {self.ledger_id}: fewer than {self._md.ack_quorum} writable bookies "
+                f"ledger {self.ledger_id}: fewer than {self._ack_quorum} writable bookies "
                 f"({'; '.join(refusals)})"
             )
 
-    def _vote(self, entry_id: int, error: StorageError | None) -> None:
+    def _on_answer(self, slot: _Slot, entry_id: int, error: StorageError | None) -> None:
+        """A bookie's answer to an add (called by the bookie client, on the loop)."""
         add = self._inflight.get(entry_id)
-        if add is None or add.acked:
-            return  # already decided (or the handle failed)
+        if add is None or self._slots[slot.index] is not slot:
+            return  # decided already, the handle failed, or an answer of a replaced bookie
         if error is None:
+            bit = 1 << slot.index
+            if add.mask & bit:
+                return
+            add.mask |= bit
             add.ok += 1
-            if add.ok >= self._md.ack_quorum:
+            if add.sent_at is not None:
+                self._client.health.record_latency(
+                    slot.bookie_id, self._client.clock.monotonic() - add.sent_at
+                )
+            if add.ok >= self._ack_quorum and not add.acked:
                 add.acked = True
-                if entry_id == self._lac + 1:
+                if entry_id == self._lac + 1 and not self._changing:
                     self._advance()
             return
-        if add.errors is None:
-            add.errors = []
-        add.errors.append(error)
-        if len(add.errors) > add.asked - self._md.ack_quorum:
-            self._fail(quorum_error(self.ledger_id, add.errors))
+        if not is_bookie_failure(error):
+            self._fail(error)  # fenced or closed: the ledger has a new owner
+            return
+        self._client.health.record_failure(slot.bookie_id)
+        if not slot.failed:
+            log.warning(
+                "ledger %d: bookie %s failed entry %d: %s",
+                self.ledger_id,
+                slot.bookie_id,
+                entry_id,
+                error,
+            )
+            self._slot_failed(slot)
+            self._start_change()
+
+    def _slot_failed(self, slot: _Slot) -> None:
+        slot.failed = True
+        # Its acks no longer count: they are re-earned by the replacement (or the other bookies).
+        bit = 1 << slot.index
+        for add in self._inflight.values():
+            if add.mask & bit:
+                add.mask &= ~bit
+                add.ok -= 1
+                add.acked = add.ok >= self._ack_quorum
 
     def _advance(self) -> None:
         # Confirm in id order: an entry acked early waits for every lower one.
@@ -259,12 +396,12 @@ class LedgerWriter:
                 break
             del inflight[self._lac + 1]
             self._lac += 1
-            self._length += add.size
+            self._length += len(add.data)
             try:  # inlined _report: this loop runs once per entry
                 add.callback(self._lac, None, add.ctx)
             except Exception:  # one broken callback must not stop the adds confirmed after it
                 log.exception("add completion callback failed")
-        if not inflight and self._idle is not None:
+        if not inflight and self._idle is not None and not self._changing:
             self._idle.set()
 
     def _fail(self, exc: StorageError) -> None:
@@ -278,6 +415,119 @@ class LedgerWriter:
         if self._idle is not None:
             self._idle.set()
 
+    # -- ensemble change ------------------------------------------------------------------------
+    def _start_change(self) -> None:
+        if self._change_task is None and self._error is None:
+            self._changing = True
+            self._change_task = self._loop.create_task(self._change_ensemble())
+
+    async def _change_ensemble(self) -> None:
+        try:
+            while self._error is None:
+                failed = [s for s in self._slots if s.failed]
+                if not failed:
+                    break
+                if not await self._record_change(failed):
+                    break
+        except StorageError as exc:
+            self._fail(exc)
+        except Exception as exc:  # a bug must not leave adds hanging
+            log.exception("ledger %d: ensemble change failed", self.ledger_id)
+            self._fail(BookieUnavailable(f"ledger {self.ledger_id}: ensemble change failed: {exc}"))
+        finally:
+            self._change_task = None
+            self._changing = False
+            if self._error is None:
+                self._advance()
+
+    async def _record_change(self, failed: list[_Slot]) -> bool:
+        """Replace the ``failed`` slots' bookies in a new fragment at LAC + 1 (CAS), then re-send.
+        Returns ``False`` when it found no replacement and went on degraded."""
+        ensemble = list(self._md.ensemble)
+        try:
+            replacements = self._client.choose_replacements(
+                ensemble, [s.index for s in failed], self._md.write_quorum
+            )
+        except NotEnoughBookies as exc:
+            return self._go_degraded(exc)
+        for index, bookie_id in replacements.items():
+            ensemble[index] = bookie_id
+        md, version = self._md, self._version
+        while True:
+            start = self._lac + 1  # acks are held, so this cannot move while we write
+            new_md = with_ensemble_change(md, start, tuple(ensemble))
+            if await self._client.write_metadata(new_md, version):
+                break
+            md, version = await self._client.read_metadata(self.ledger_id)
+            self._check_still_ours(md)
+        if self._error is not None:
+            return False
+        self._md, self._version = new_md, version + 1
+        self.ensemble_changes += 1
+        log.info(
+            "ledger %d: ensemble change at entry %d: %s -> %s",
+            self.ledger_id,
+            start,
+            [s.bookie_id for s in failed],
+            [replacements[s.index] for s in failed],
+        )
+        self._set_slots(ensemble)
+        self._resend([s.index for s in failed])
+        return True
+
+    def _check_still_ours(self, md: LedgerMetadata) -> None:
+        """After a CAS conflict: the ledger must still be OPEN with our last fragment (others may
+        only have re-replicated earlier fragments)."""
+        if md.state is not LedgerState.OPEN:
+            raise LedgerFenced(
+                f"ledger {self.ledger_id} is {md.state.value} (another client recovered it): "
+                "this writer must stop"
+            )
+        if (
+            md.last_fragment_start != self._md.last_fragment_start
+            or md.ensemble != self._md.ensemble
+        ):
+            raise LedgerFenced(
+                f"ledger {self.ledger_id}: its last fragment was changed by another client"
+            )
+
+    def _go_degraded(self, exc: NotEnoughBookies) -> bool:
+        short = [
+            positions
+            for positions in self._sets
+            if sum(1 for s in positions if not s.failed) < self._ack_quorum
+        ]
+        if short:
+            self._fail(exc)
+        else:
+            log.warning(
+                "ledger %d: %s; writing on with %d of %d copies until a bookie is available",
+                self.ledger_id,
+                exc,
+                self._md.write_quorum - 1,
+                self._md.write_quorum,
+            )
+            self._retry_change_at = self._client.clock.monotonic() + _DEGRADED_RETRY_S
+        return False
+
+    def _resend(self, indices: list[int]) -> None:
+        """Send every unconfirmed entry whose write set holds a replaced position to its new
+        bookie."""
+        lid, lac = self._md.ledger_id, self._lac
+        size = len(self._slots)
+        for entry_id, add in list(self._inflight.items()):
+            positions = self._sets[entry_id % size]
+            for slot in positions:
+                if slot.index not in indices or slot.failed:
+                    continue
+                try:
+                    slot.client.send_add(  # type: ignore[union-attr]
+                        lid, entry_id, add.data, slot.answer, lac, add.length
+                    )
+                except StorageError as exc:
+                    slot.answer(entry_id, exc)
+
+    # -- reading and closing --------------------------------------------------------------------
     async def read_entries(self, first: int, last: int) -> list[LedgerEntry]:
         """Read confirmed entries ``first..last``."""
         return await self._client.read_range(self._md, first, last, self._lac)
@@ -291,8 +541,11 @@ class LedgerWriter:
         if self._closed_md is not None:
             return self._closed_md
         self._closing = True
-        if self._inflight:
+        while self._inflight or self._change_task is not None:
             # Wait until every add in flight is confirmed or failed (even if its caller left).
+            if self._change_task is not None:
+                await asyncio.shield(self._change_task)
+                continue
             self._idle = asyncio.Event()
             await self._idle.wait()
         while True:
@@ -314,7 +567,7 @@ class LedgerWriter:
 class LedgerReader:
     """A reader of a ledger (implements :class:`~braid.storage.api.ReadHandle`)."""
 
-    def __init__(self, client: BookKeeperClient, md: LedgerMetadata, lac: int) -> None:
+    def __init__(self, client: HandleClient, md: LedgerMetadata, lac: int) -> None:
         self._client = client
         self._md = md
         self._lac = lac
@@ -352,29 +605,3 @@ class LedgerReader:
 
     async def close(self) -> None:
         self._closed = True
-
-
-async def read_entry_from_any(
-    client: BookKeeperClient, md: LedgerMetadata, entry_id: int
-) -> tuple[LedgerEntry, list[str], int]:
-    """Read ``entry_id`` from its write set: the entry, the bookies lacking it and the piggybacked
-    running length. Raises :class:`NoSuchEntry` if no bookie holds it."""
-    entry: LedgerEntry | None = None
-    length = 0
-    lacking: list[str] = []
-    for bookie_id in write_set(md, entry_id):
-        bookie = client.bookies_for(md).get(bookie_id)
-        if bookie is None:
-            lacking.append(bookie_id)
-            continue
-        try:
-            stored = await bookie.read_entry(md.ledger_id, entry_id)
-        except StorageError:
-            lacking.append(bookie_id)
-            continue
-        if entry is None:
-            entry = LedgerEntry(md.ledger_id, entry_id, stored.data)
-            length = stored.length
-    if entry is None:
-        raise NoSuchEntry(f"ledger {md.ledger_id}: entry {entry_id} is on no bookie")
-    return entry, lacking, length

@@ -6,12 +6,23 @@ A cluster named ``c`` keeps its state under ``/storage/c``:
   compare-and-swap;
 * ``/storage/c/ledgers/<id>`` - one JSON document per ledger (camelCase keys, custom metadata values
   in base64), updated with compare-and-swap.
+
+A ledger's bookies are recorded per fragment: ``"ensembles": [{"firstEntryId": 0, "bookies":
+[...]}, ...]`` in entry order (BookKeeper's ``LedgerMetadata`` segments). Documents written before
+ensemble changes existed carry a single ``"ensemble": [...]``; they decode as one fragment from
+entry 0, so old data directories still open. New documents carry only ``ensembles`` (an older
+Braid cannot read a ledger that changed ensembles, and must not guess).
+
+The edits the ledger client makes to a document are pure functions here:
+:func:`with_ensemble_change` (a writer's or a recovery's new fragment) and
+:func:`with_replaced_bookie` (auto-recovery moved a fragment's replica).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import re
 from collections.abc import Mapping
@@ -74,7 +85,10 @@ def encode_ledger_metadata(md: LedgerMetadata) -> bytes:
         "ledgerId": md.ledger_id,
         "clusterName": md.cluster_name,
         "state": md.state.value,
-        "ensemble": list(md.ensemble),
+        "ensembles": [
+            {"firstEntryId": start, "bookies": list(bookies)}
+            for start, bookies in md.ensembles.items()
+        ],
         "writeQuorum": md.write_quorum,
         "ackQuorum": md.ack_quorum,
         "lastEntryId": md.last_entry_id,
@@ -94,33 +108,51 @@ def _int(doc: Mapping[str, object], key: str) -> int:
     return value
 
 
+def _bookie_list(value: object, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(b, str) for b in value):
+        raise InvalidLedgerMetadata(f"ledger metadata {what} is not a list of bookie ids")
+    return tuple(value)
+
+
+def _ensembles(doc: Mapping[str, object]) -> dict[int, tuple[str, ...]]:
+    if "ensembles" not in doc:  # a document from before ensemble changes: one fragment
+        return {0: _bookie_list(doc["ensemble"], "'ensemble'")}
+    raw = doc["ensembles"]
+    if not isinstance(raw, list) or not raw:
+        raise InvalidLedgerMetadata("ledger metadata 'ensembles' is not a non-empty list")
+    out: dict[int, tuple[str, ...]] = {}
+    for item in raw:
+        if not isinstance(item, dict):
+            raise InvalidLedgerMetadata("ledger metadata 'ensembles' holds a non-object")
+        start = _int(item, "firstEntryId")
+        if out and start <= max(out):
+            raise InvalidLedgerMetadata("ledger metadata 'ensembles' are not in entry order")
+        out[start] = _bookie_list(item["bookies"], f"ensemble at entry {start}")
+    return out
+
+
 def decode_ledger_metadata(raw: bytes) -> LedgerMetadata:
-    """Parse a ledger metadata document.
+    """Parse a ledger metadata document (either form, see the module docstring).
 
     Raises:
-        InvalidLedgerMetadata: not JSON, a field missing or of the wrong type.
+        InvalidLedgerMetadata: not JSON, a field missing or of the wrong type, fragments out of
+            order or of different sizes, impossible quorums.
     """
     try:
         doc = json.loads(raw)
         if not isinstance(doc, dict):
             raise InvalidLedgerMetadata("ledger metadata is not a JSON object")
-        ensemble = doc["ensemble"]
         custom = doc.get("customMetadata", {})
         cluster = doc["clusterName"]
-        if not isinstance(ensemble, list) or not all(isinstance(b, str) for b in ensemble):
-            raise InvalidLedgerMetadata("ledger metadata 'ensemble' is not a list of bookie ids")
         if not isinstance(custom, dict) or not isinstance(cluster, str):
             raise InvalidLedgerMetadata("ledger metadata has a malformed field")
-        write_quorum, ack_quorum = _int(doc, "writeQuorum"), _int(doc, "ackQuorum")
-        if not 1 <= ack_quorum <= write_quorum <= len(ensemble):
-            raise InvalidLedgerMetadata("ledger metadata has impossible quorums")
         return LedgerMetadata(
             ledger_id=_int(doc, "ledgerId"),
             cluster_name=cluster,
             state=LedgerState(doc["state"]),
-            ensemble=tuple(ensemble),
-            write_quorum=write_quorum,
-            ack_quorum=ack_quorum,
+            ensembles=_ensembles(doc),
+            write_quorum=_int(doc, "writeQuorum"),
+            ack_quorum=_int(doc, "ackQuorum"),
             last_entry_id=_int(doc, "lastEntryId"),
             length=_int(doc, "length"),
             created_ms=_int(doc, "createdMs"),
@@ -130,3 +162,44 @@ def decode_ledger_metadata(raw: bytes) -> LedgerMetadata:
         raise
     except (ValueError, KeyError, TypeError, binascii.Error) as exc:
         raise InvalidLedgerMetadata(f"cannot decode ledger metadata: {exc}") from exc
+
+
+def with_ensemble_change(
+    md: LedgerMetadata, first_entry_id: int, ensemble: tuple[str, ...]
+) -> LedgerMetadata:
+    """``md`` with a new last fragment ``ensemble`` from ``first_entry_id`` on.
+
+    A change at the last fragment's own first entry replaces that fragment (no entry was
+    acknowledged in it): BookKeeper's rule, so repeated failures do not pile up empty fragments.
+
+    Raises:
+        InvalidLedgerMetadata: ``first_entry_id`` before the last fragment, or a bad ensemble.
+    """
+    last = md.last_fragment_start
+    if first_entry_id < last:
+        raise InvalidLedgerMetadata(
+            f"ledger {md.ledger_id}: ensemble change at entry {first_entry_id} is before the "
+            f"last fragment (entry {last})"
+        )
+    ensembles = dict(md.ensembles)
+    ensembles[first_entry_id] = tuple(ensemble)
+    return dataclasses.replace(md, ensembles=ensembles)
+
+
+def with_replaced_bookie(
+    md: LedgerMetadata, first_entry_id: int, old: str, new: str
+) -> LedgerMetadata:
+    """``md`` with bookie ``old`` replaced by ``new`` in the fragment starting at
+    ``first_entry_id`` (auto-recovery copied that fragment's replica to ``new``).
+
+    Raises:
+        InvalidLedgerMetadata: no such fragment, or ``old`` is not in it.
+    """
+    ensemble = md.ensembles.get(first_entry_id)
+    if ensemble is None or old not in ensemble:
+        raise InvalidLedgerMetadata(
+            f"ledger {md.ledger_id}: no fragment at entry {first_entry_id} holding bookie {old}"
+        )
+    ensembles = dict(md.ensembles)
+    ensembles[first_entry_id] = tuple(new if b == old else b for b in ensemble)
+    return dataclasses.replace(md, ensembles=ensembles)

@@ -28,6 +28,7 @@ from braid.storage import (
     StorageClosed,
     open_local_cluster,
 )
+from tests.integration.storage.conftest import engine_of
 
 
 async def test_entries_get_ids_in_order_and_read_back(cluster: BookKeeperClient) -> None:
@@ -268,13 +269,12 @@ async def test_deleting_a_ledger_removes_it_and_reclaims_disk(
     await asyncio.gather(*(big.add_entry(bytes(8192)) for _ in range(128)))
     small = await cluster.create_ledger()
     await small.add_entry(b"keep")
-    bookie = cluster.bookie("bookie-0")
-    assert isinstance(bookie, LocalBookieClient)
-    await bookie.bookie.checkpoint()
-    before = bookie.bookie.disk_usage()
+    engine = engine_of(cluster, "bookie-0")
+    await engine.checkpoint()
+    before = engine.disk_usage()
     await cluster.delete_ledger(big.ledger_id)
-    await bookie.bookie.checkpoint()
-    after = bookie.bookie.disk_usage()
+    await engine.checkpoint()
+    after = engine.disk_usage()
     assert before - after >= 128 * 8192
     assert await cluster.list_ledgers() == [small.ledger_id]
     with pytest.raises(NoSuchLedger):

@@ -277,3 +277,48 @@ def test_connection_keys_use_pulsars_names() -> None:
     assert (config.broker_max_connections, config.broker_max_connections_per_ip) == (100, 10)
     assert config.handshake_timeout_seconds == 3
     assert config.malloc_mmap_threshold_bytes == 0
+
+
+def test_ledger_quorums_and_storage_client_keys_reach_the_managed_ledger_and_the_client() -> None:
+    config = load_config(
+        None,
+        {
+            "managedLedgerDefaultEnsembleSize": "3",
+            "managedLedgerDefaultWriteQuorum": "2",
+            "managedLedgerDefaultAckQuorum": "2",
+            "bookkeeperClientSpeculativeReadTimeoutInMillis": "250",
+            "bookkeeperClientHealthCheckQuarantineTimeInSeconds": "60",
+            "bookkeeperClientQuarantineRatio": "0.5",
+            "bookkeeperClientEnforceMinNumRacksPerWriteQuorum": "true",
+        },
+        {},
+    )
+    ml = config.managed_ledger_config()
+    assert (ml.ensemble, ml.write_quorum, ml.ack_quorum) == (3, 2, 2)
+    settings = config.storage_client_settings()
+    assert settings.speculative_read_timeout_ms == 250
+    assert settings.health.quarantine_s == 60.0 and settings.health.quarantine_ratio == 0.5
+    assert settings.placement.rack_aware and settings.placement.enforce_min_racks
+    defaults = load_config(None, {}, {}).managed_ledger_config()
+    assert (defaults.ensemble, defaults.write_quorum, defaults.ack_quorum) == (1, 1, 1)
+
+
+@pytest.mark.parametrize(("e", "w", "a"), [("2", "3", "1"), ("3", "2", "3"), ("1", "1", "2")])
+def test_quorums_that_cannot_be_met_name_all_three_keys(e: str, w: str, a: str) -> None:
+    with pytest.raises(InvalidConfig) as caught:
+        load_config(
+            None,
+            {
+                "managedLedgerDefaultEnsembleSize": e,
+                "managedLedgerDefaultWriteQuorum": w,
+                "managedLedgerDefaultAckQuorum": a,
+            },
+            {},
+        )
+    assert set(caught.value.keys) == {
+        "managedLedgerDefaultEnsembleSize",
+        "managedLedgerDefaultWriteQuorum",
+        "managedLedgerDefaultAckQuorum",
+    }
+    with pytest.raises(InvalidConfig, match="bookkeeperClientQuarantineRatio"):
+        load_config(None, {"bookkeeperClientQuarantineRatio": "1.5"}, {})

@@ -80,10 +80,8 @@ def expected(hash_range: HashRange, weighted: dict[str, float]) -> list[float]:
 def test_one_entry_in_every_few_is_sampled_on_the_send_path() -> None:
     sampler = KeyHashSampler(HashRange.full(), every=4)
     keys = [f"k{i}" for i in range(40)]
-    for key in keys:  # what PersistentTopic.publish does per entry
-        sampler.countdown -= 1
-        if sampler.countdown <= 0:
-            sampler.sample(entry(key))
+    for key in keys:  # PersistentTopic.publish offers every entry
+        sampler.offer(entry(key))
     assert sampler.weights == expected(HashRange.full(), {k: 1.0 for k in keys[3::4]})
 
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from braid.client import columns as columns_module
 from braid.client.batch_encoder import entry_metadata, producer_name_field, single_message_header
 from braid.client.columns import EMPTY_PROPERTIES, EntryColumnDecoder, MessageColumns
-from braid.client.message import Message, decode_entry
+from braid.client.message import Message, decode_entry, position_of
 from braid.core.errors import BraidError
 from braid.protocol import batch, pb
 from braid.protocol.frames import decode_message_body, encode_message_body
@@ -86,8 +86,9 @@ def both(body: bytes, decoder: EntryColumnDecoder | None = None) -> None:
     assert rows_of_columns(cols) == rows_of_messages(messages)
     assert {len(getattr(cols, name)) for name in MessageColumns.COLUMNS} == {len(messages)}
     for i, message in enumerate(messages):
-        assert cols.position(i) == (LEDGER, ENTRY, message._batch_index)
-        assert cols.batch_sizes[i] == message._batch_size
+        _ledger, _entry, index, size = position_of(message)
+        assert cols.position(i) == (LEDGER, ENTRY, index)
+        assert cols.batch_sizes[i] == size
 
 
 OUTER = pb.MessageMetadata(producer_name="prod-1", sequence_id=100, publish_time=1_700_000_000_123)

@@ -9,7 +9,16 @@ import threading
 import pytest
 
 from braid.client.errors import AlreadyClosedError
-from braid.client.message import decode_entry
+from braid.client.message import (
+    Message,
+    count_by_owner,
+    decode_entry,
+    delivered_by,
+    delivery_token,
+    last_positions,
+    position_of,
+    stamp_delivery_tokens,
+)
 from braid.client.pending import PendingMessage, SendGroup, SharedConditionFuture, fail, succeed
 from braid.client.receive_queue import ReceiveQueue
 from braid.core.message_id import MessageId
@@ -106,13 +115,13 @@ async def test_blocking_get_from_a_thread_and_purge() -> None:
     await asyncio.to_thread(thread.join, 5)
     assert result[0].value == b"0"
     queue.put_many(_messages(2, owner_b) + _messages(2, owner_a))
-    first_a = queue.first(lambda m: m._owner is owner_a)
+    first_a = queue.first(lambda m: delivered_by(m) is owner_a)
     assert first_a is not None and first_a.value == b"0" and len(queue) == 4  # left in place
-    assert queue.first(lambda m: m._owner is None) is None
-    removed = queue.purge(lambda m: m._owner is owner_a)
+    assert queue.first(lambda m: delivered_by(m) is None) is None
+    removed = queue.purge(lambda m: delivered_by(m) is owner_a)
     assert len(removed) == 2 and len(queue) == 2
     rest = queue.get_many_blocking(10, 0)
-    assert [m._owner for m in rest] == [owner_b, owner_b]
+    assert [delivered_by(m) for m in rest] == [owner_b, owner_b]
     assert queue.get_many_blocking(10, 0.01) == []
 
 
@@ -154,3 +163,39 @@ def test_corrupt_entries_raise_a_typed_error(cut: int) -> None:
         decode_entry(
             body[:cut], topic="t", segment_id=0, ledger_id=1, entry_id=1, redelivery=0, owner=None
         )
+
+
+def _entry(owner: object, segment_id: int, entry_id: int, count: int) -> list[Message]:
+    body = batch.build_entry(
+        pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1),
+        [(pb.SingleMessageMetadata(), b"%d" % i) for i in range(count)],
+    )
+    messages, _ = decode_entry(
+        body,
+        topic="t",
+        segment_id=segment_id,
+        ledger_id=7,
+        entry_id=entry_id,
+        redelivery=0,
+        owner=owner,
+    )
+    return messages
+
+
+def test_the_consumers_view_of_delivered_messages() -> None:
+    a, b = object(), object()
+    messages = _entry(b, 3, 5, 2) + _entry(a, 1, 9, 3) + _entry(b, 3, 6, 1)
+    assert [delivered_by(m) for m in messages] == [b, b, a, a, a, b]
+    assert list(count_by_owner(messages).items()) == [(b, 3), (a, 3)]
+    assert [position_of(m) for m in messages[:3]] == [(7, 5, 0, 2), (7, 5, 1, 2), (7, 9, 0, 3)]
+    assert last_positions(messages) == {3: (7, 6, 0), 1: (7, 9, 2)}
+    assert delivery_token(messages[0]) == -1  # not delivered to the application yet
+    seen: list[tuple[int, tuple[int, int, int, int]]] = []
+
+    def token_for(segment_id: int, position: tuple[int, int, int, int]) -> int:
+        seen.append((segment_id, position))
+        return 100 + len(seen)
+
+    stamp_delivery_tokens(messages, token_for)
+    assert [delivery_token(m) for m in messages] == [101, 102, 103, 104, 105, 106]
+    assert seen[0] == (3, (7, 5, 0, 2)) and seen[-1] == (3, (7, 6, 0, 1))

@@ -1,11 +1,14 @@
-"""DAG-watch and namespace-watch sessions: the wire DAG, epoch monotonicity, snapshots and diffs."""
+"""DAG-watch and namespace-watch sessions: the wire DAG (and that a client reads it back),
+epoch monotonicity, snapshots and diffs."""
 
 from __future__ import annotations
 
 import crc32c
 
+from braid.client.dag import layout_from_dag
 from braid.core.layout import SegmentLayout
 from braid.core.names import TopicName
+from braid.core.topic_layout import SegmentRoute
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from braid.scalable.dag_watch import (
     DagWatchSession,
@@ -54,6 +57,28 @@ def test_legacy_dag_wraps_the_persistent_topic_in_one_full_range_segment() -> No
     assert segment.legacy_topic_name == "persistent://public/default/t"
     assert dag.segment_brokers[0].broker_url == "pulsar://b:6650"
     assert not dag.HasField("controller_broker_url")
+
+
+def test_a_client_reads_the_dag_a_broker_sends_as_the_same_layout() -> None:
+    layout = SegmentLayout.initial(2, now_ms=10).split_segment(0, now_ms=20)
+    brokers = {s.segment_id: f"pulsar://b{s.segment_id}:6650" for s in layout.active_segments}
+    wire = pb.ScalableTopicDAG.FromString(
+        layout_to_dag(layout, brokers, "pulsar://leader:6650").SerializeToString()
+    )
+    seen = layout_from_dag("topic://t/ns/orders", wire)
+    assert seen.epoch == 1 and seen.dag.segments == layout.segments
+    assert seen.controller_broker_url == "pulsar://leader:6650"
+    assert {sid: r.broker_url for sid, r in seen.routes.items()} == {0: None, **brokers}
+    assert seen.route(2).topic == "segment://t/ns/orders/0000-3fff-2" and not seen.route(2).legacy
+
+
+def test_a_client_routes_a_legacy_dag_to_the_persistent_topic_on_its_broker() -> None:
+    wire = legacy_dag("persistent://t/ns/old", "pulsar://b:6650")
+    seen = layout_from_dag("persistent://t/ns/old", wire)
+    assert seen.all_legacy and seen.controller_broker_url is None
+    assert seen.route(0) == SegmentRoute(
+        0, "persistent://t/ns/old", legacy=True, broker_url="pulsar://b:6650"
+    )
 
 
 def test_a_session_never_pushes_an_epoch_it_already_sent() -> None:

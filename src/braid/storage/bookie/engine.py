@@ -11,7 +11,8 @@ records the journal position they cover in ``checkpoint`` (write-temp, fsync, re
 the older journal files.
 
 Restart replays the journal from the checkpoint into the entry files (a torn tail is cut off by
-checksum), fsyncs, writes a fresh checkpoint and starts a new journal file. Fence flags and
+checksum), fsyncs, writes a fresh checkpoint and starts a new journal file
+(:mod:`braid.storage.bookie.recovery`). Fence flags and
 deletions are journal records too, so they survive a crash like entries do.
 
 No blocking call runs on the event loop: journal, flush and checkpoint run in their two threads,
@@ -32,19 +33,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
-import json
 import logging
-import os
 import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from braid.clock import Clock, SystemClock
-from braid.filelock import FileLock
 from braid.storage.api import (
     EntryTooLarge,
     LedgerFenced,
@@ -62,12 +60,19 @@ from braid.storage.bookie.disk import (
     is_no_space,
     read_disk_usage,
 )
-from braid.storage.bookie.journal import JournalWriter, journal_path, journal_seqs, replay_file
-from braid.storage.bookie.ledger_files import LedgerFiles, fsync_dir
+from braid.storage.bookie.journal import JournalWriter
 from braid.storage.bookie.records import (
     JournalRecord,
     RecordKind,
     encode_record_head,
+)
+from braid.storage.bookie.recovery import (
+    LedgerState,
+    Recovered,
+    apply_records,
+    delete_journals_before,
+    recover,
+    write_checkpoint,
 )
 from braid.storage.validation import validate_entry_id, validate_ledger_id
 
@@ -75,7 +80,6 @@ log = logging.getLogger(__name__)
 
 #: Largest entry a bookie stores (Pulsar's default maxMessageSize is 5 MiB; room for batch headers).
 MAX_ENTRY_SIZE = 5 * 1024 * 1024 + 64 * 1024
-_CHECKPOINT = "checkpoint"
 #: The journal thread hands durable entries to the flusher in chunks of about this size.
 FLUSH_BYTES = 1024 * 1024
 FLUSH_COUNT = 256
@@ -98,13 +102,6 @@ class LacInfo:
 
     last_add_confirmed: int
     last_entry_id: int
-
-
-@dataclass(slots=True)
-class _LedgerState:
-    last_entry_id: int = -1
-    last_add_confirmed: int = -1
-    fenced: bool = False
 
 
 #: Called once, on the event loop, with the entry id and ``None`` when an add is durable, or with
@@ -144,173 +141,10 @@ class _StopFlusher:
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class _Recovered:
-    lock: FileLock
-    files: LedgerFiles
-    ledgers: dict[int, _LedgerState]
-    next_seq: int
-    replayed: int
-    #: Journal records replay had no room to copy into the entry files (journal order): the bookie
-    #: starts read-only, serves them from its write cache and lets the flusher copy them later.
-    unapplied: list[JournalRecord] = field(default_factory=list)
-    space_error: OSError | None = None
-
-
 def _validate_ids(ledger_id: int, entry_id: int | None = None) -> None:
     validate_ledger_id(ledger_id)
     if entry_id is not None:
         validate_entry_id(entry_id)
-
-
-def _read_checkpoint(data_dir: Path) -> int | None:
-    """The journal sequence the entry files are known to cover, or ``None`` (replay everything)."""
-    try:
-        doc = json.loads((data_dir / _CHECKPOINT).read_text())
-        seq = doc["journalSeq"]
-        return seq if isinstance(seq, int) else None
-    except FileNotFoundError:
-        return None
-    except (ValueError, KeyError, TypeError):
-        # Replaying every journal file still present is always safe, just slower.
-        log.warning("bookie %s: unreadable checkpoint, replaying the whole journal", data_dir)
-        return None
-
-
-#: The checkpoint document is padded to this size, so it can be rewritten in place.
-_CHECKPOINT_SIZE = 64
-
-
-def _write_checkpoint(data_dir: Path, journal_seq: int) -> None:
-    """Record durably that the entry files cover every journal file before ``journal_seq``.
-
-    Written to a temporary file and renamed over the old one; on a file system too full for the
-    temporary file, the existing checkpoint is overwritten in place (its one block is already
-    allocated). A torn in-place write is harmless: an unreadable checkpoint means "replay every
-    journal file still present", and journal files are deleted only after a checkpoint naming
-    them is durable.
-    """
-    text = json.dumps({"journalSeq": journal_seq}).ljust(_CHECKPOINT_SIZE).encode()
-    path = data_dir / _CHECKPOINT
-    tmp = data_dir / (_CHECKPOINT + ".tmp")
-    try:
-        with tmp.open("wb") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        if not (is_no_space(exc) and path.exists()):
-            raise
-        with path.open("r+b") as f:
-            f.write(text)
-            f.truncate(len(text))
-            f.flush()
-            os.fsync(f.fileno())
-        return
-    os.replace(tmp, path)
-    fsync_dir(data_dir)
-
-
-def _delete_journals_before(journal_dir: Path, seq: int) -> None:
-    for old in journal_seqs(journal_dir):
-        if old < seq:
-            with contextlib.suppress(FileNotFoundError):
-                journal_path(journal_dir, old).unlink()
-
-
-def _apply(files: LedgerFiles, records: list[JournalRecord]) -> None:
-    """Apply records in journal order, coalescing each ledger's adds into one write per file."""
-    adds: dict[int, list[JournalRecord]] = {}
-    for record in records:
-        if record.kind is RecordKind.ADD:
-            adds.setdefault(record.ledger_id, []).append(record)
-            continue
-        # A fence or delete must see the ledger's earlier adds applied first.
-        earlier = adds.pop(record.ledger_id, None)
-        if earlier:
-            files.apply_adds(record.ledger_id, earlier)
-        if record.kind is RecordKind.FENCE:
-            files.apply_fence(record.ledger_id)
-        else:
-            files.apply_delete(record.ledger_id)
-    for ledger_id, pending in adds.items():
-        files.apply_adds(ledger_id, pending)
-
-
-def _lock_data_dir(data_dir: Path) -> FileLock:
-    # Two engines on one directory would interleave journals and corrupt each other.
-    lock = FileLock(data_dir / "LOCK")
-    lock.acquire(f"bookie data directory {data_dir} is in use")
-    return lock
-
-
-def _recover(data_dir: Path) -> _Recovered:
-    """Bring the entry files up to date with the journal (blocking; runs in an executor)."""
-    lock = _lock_data_dir(data_dir)
-    try:
-        return _replay(data_dir, lock)
-    except BaseException:
-        lock.release()
-        raise
-
-
-def _replay(data_dir: Path, lock: FileLock) -> _Recovered:
-    """Copy every journal record after the checkpoint into the entry files (in place: records
-    already there are skipped). Out of space, the rest is left in the journal - no checkpoint
-    covers it - and handed back as ``unapplied``: the bookie then holds it in its write cache
-    until the flusher can copy it, exactly as before the restart."""
-    journal_dir = data_dir / "journal"
-    journal_dir.mkdir(parents=True, exist_ok=True)
-    files = LedgerFiles(data_dir / "ledgers")
-    checkpoint = _read_checkpoint(data_dir)
-    seqs = journal_seqs(journal_dir)
-    replayed = 0
-    unapplied: list[JournalRecord] = []
-    space_error: OSError | None = None
-
-    def apply(chunk: list[JournalRecord]) -> None:
-        nonlocal replayed, space_error
-        if space_error is None:
-            try:
-                _apply(files, chunk)
-                replayed += len(chunk)
-                return
-            except OSError as exc:
-                if not is_no_space(exc):
-                    raise
-                space_error = exc
-        unapplied.extend(chunk)  # this chunk may be partly applied: applying again is harmless
-
-    for seq in seqs:
-        if checkpoint is not None and seq < checkpoint:
-            continue
-        chunk: list[JournalRecord] = []
-        for record in replay_file(journal_path(journal_dir, seq), 0):
-            chunk.append(record)
-            if len(chunk) >= 4096:
-                apply(chunk)
-                chunk = []
-        apply(chunk)
-    next_seq = max([*seqs, (checkpoint or 0) - 1, -1]) + 1
-    if space_error is None:
-        files.sync()
-        _write_checkpoint(data_dir, next_seq)
-        _delete_journals_before(journal_dir, next_seq)
-    else:
-        log.warning(
-            "bookie %s: no space to copy %d journal records into the entry files (%s); they are "
-            "served from memory and copied once there is space",
-            data_dir,
-            len(unapplied),
-            space_error,
-        )
-    ledgers = {
-        lid: _LedgerState(s.last_entry_id, s.last_add_confirmed, s.fenced)
-        for lid, s in files.scan().items()
-    }
-    return _Recovered(lock, files, ledgers, next_seq, replayed, unapplied, space_error)
 
 
 class Bookie:
@@ -320,7 +154,7 @@ class Bookie:
         self,
         data_dir: Path,
         bookie_id: str,
-        recovered: _Recovered,
+        recovered: Recovered,
         *,
         disk_thresholds: DiskThresholds | None = None,
         clock: Clock | None = None,
@@ -328,6 +162,7 @@ class Bookie:
     ) -> None:
         """Use :meth:`open`."""
         self._dir = data_dir
+        self._journal_dir = recovered.journal_dir
         self._id = bookie_id
         self._loop = asyncio.get_running_loop()
         self._files = recovered.files
@@ -376,7 +211,7 @@ class Bookie:
 
     def _start_journal(self) -> None:
         self._journal = JournalWriter(
-            self._dir / "journal",
+            self._journal_dir,
             self._next_seq,
             on_durable=self._journal_durable,
             on_roll=self._journal_rolled,
@@ -394,11 +229,14 @@ class Bookie:
         max_entry_size: int = MAX_ENTRY_SIZE,
         disk_thresholds: DiskThresholds | None = None,
         clock: Clock | None = None,
+        journal_dir: Path | None = None,
     ) -> Bookie:
         """Open (or create) the bookie in ``data_dir``, replaying its journal after a crash.
 
         Args:
             disk_thresholds: when the bookie turns read-only and back (BookKeeper's defaults).
+            journal_dir: where the journal files go (BookKeeper's ``journalDirectories``;
+                default ``data_dir/journal``): a separate disk keeps fsyncs off entry-file I/O.
             clock: paces the disk checks.
 
         Raises:
@@ -407,7 +245,9 @@ class Bookie:
         loop = asyncio.get_running_loop()
         data_dir = Path(data_dir)
         try:
-            recovered = await loop.run_in_executor(None, _recover, data_dir)
+            recovered = await loop.run_in_executor(
+                None, recover, data_dir, Path(journal_dir) if journal_dir else data_dir / "journal"
+            )
         except OSError as exc:
             raise StorageIOError(f"bookie {data_dir}: cannot open: {exc}") from exc
         bookie = cls(
@@ -625,7 +465,7 @@ class Bookie:
         included in it.
         """
         _validate_ids(ledger_id)
-        state = self._ledgers.setdefault(ledger_id, _LedgerState())
+        state = self._ledgers.setdefault(ledger_id, LedgerState())
         # Effective at once for adds arriving from now on; durable when the future resolves.
         state.fenced = True
         await self._submit(JournalRecord(RecordKind.FENCE, ledger_id))
@@ -691,7 +531,7 @@ class Bookie:
         # A group holds runs of one ledger's adds: its cache and state are looked up per run.
         run_ledger = -1
         cached: dict[int, _Pending] = {}
-        state = _LedgerState()
+        state = LedgerState()
         for item in items:
             record = item.record
             if record.kind is RecordKind.ADD:
@@ -700,14 +540,14 @@ class Bookie:
                 if ledger_id != run_ledger:
                     run_ledger = ledger_id
                     cached = cache.setdefault(ledger_id, {})
-                    state = ledgers.setdefault(ledger_id, _LedgerState())
+                    state = ledgers.setdefault(ledger_id, LedgerState())
                 cached[entry_id] = item
                 if entry_id > state.last_entry_id:
                     state.last_entry_id = entry_id
                 if record.last_add_confirmed > state.last_add_confirmed:
                     state.last_add_confirmed = record.last_add_confirmed
             elif record.kind is RecordKind.FENCE:
-                self._ledgers.setdefault(record.ledger_id, _LedgerState()).fenced = True
+                self._ledgers.setdefault(record.ledger_id, LedgerState()).fenced = True
             else:
                 self._ledgers.pop(record.ledger_id, None)
                 self._cache.pop(record.ledger_id, None)
@@ -787,7 +627,7 @@ class Bookie:
 
     def _flush_item(self, item: _FlushBatch | _CheckpointAt, failed: bool) -> None:
         if isinstance(item, _FlushBatch):
-            _apply(self._files, [p.record for p in item.items])
+            apply_records(self._files, [p.record for p in item.items])
             self._call_on_loop(self._evict, item.items)
         elif failed:
             # A record may be missing from the entry files: never let a checkpoint claim
@@ -797,8 +637,8 @@ class Bookie:
             # Every record of journal files < journal_seq is applied: make that durable, then
             # those journal files are no longer needed.
             self._files.sync()
-            _write_checkpoint(self._dir, item.journal_seq)
-            _delete_journals_before(self._dir / "journal", item.journal_seq)
+            write_checkpoint(self._dir, item.journal_seq)
+            delete_journals_before(self._journal_dir, item.journal_seq)
             self._call_on_loop(self._resolve, item.tokens)
 
     def _give_up_flushing(self, item: _FlushBatch | _CheckpointAt) -> None:
@@ -914,8 +754,8 @@ class Bookie:
     def disk_usage(self) -> int:
         """Bytes in the journal and entry files (blocking; for tests and stats)."""
         total = 0
-        for sub in ("journal", "ledgers"):
-            for path in (self._dir / sub).iterdir():
+        for sub in (self._journal_dir, self._dir / "ledgers"):
+            for path in sub.iterdir():
                 with contextlib.suppress(FileNotFoundError):
                     total += path.stat().st_size
         return total

@@ -1,0 +1,42 @@
+"""The test-only split/merge fault points: parsing ``BRAID_FAULT_PAUSE_AT`` /
+``BRAID_FAULT_FAIL_AT``, failing a step once, pausing the pass after it."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from braid.scalable.faults import FAIL_ENV, FAULT_ENV, InjectedFault, pause_hook_from_env
+
+
+def test_unset_means_no_hook() -> None:
+    assert pause_hook_from_env({}) is None
+    assert pause_hook_from_env({FAULT_ENV: "", FAIL_ENV: ""}) is None
+
+
+@pytest.mark.parametrize("variable", [FAULT_ENV, FAIL_ENV])
+def test_an_unknown_step_is_refused_naming_the_variable(variable: str) -> None:
+    with pytest.raises(ValueError, match=variable):
+        pause_hook_from_env({variable: "sealed"})
+
+
+async def test_the_first_pass_through_the_step_fails_and_the_next_goes_on() -> None:
+    hook = pause_hook_from_env({FAIL_ENV: "children-created"})
+    assert hook is not None
+    await hook("recorded")
+    with pytest.raises(InjectedFault, match="children-created"):
+        await hook("children-created")
+    await hook("children-created")
+
+
+async def test_with_both_on_one_step_the_first_pass_fails_and_the_second_pauses() -> None:
+    hook = pause_hook_from_env({FAIL_ENV: "parents-terminated", FAULT_ENV: "parents-terminated"})
+    assert hook is not None
+    with pytest.raises(InjectedFault):
+        await hook("parents-terminated")
+    paused = asyncio.ensure_future(hook("parents-terminated"))
+    for _ in range(20):  # loop turns, not time: a hook that did not pause would be done
+        await asyncio.sleep(0)
+    assert not paused.done()
+    paused.cancel()
