@@ -9,13 +9,14 @@ RUN_STAMP := $(VENV)/.run-installed
 ZK_JAR := /usr/share/java/zookeeper.jar
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint typecheck unit integration cluster interop spark browser spark-example proto bench bench-deps mutation system-deps clean help
+.PHONY: demo test lint typecheck unit integration cluster interop spark browser spark-example spark-pipeline proto bench bench-deps mutation system-deps clean help
 
 help:
 	@echo "make demo    - create .venv, install Braid, run the scripted demo"
 	@echo "make test    - create .venv, install test deps (incl. Debian zookeeper), run everything CI runs"
 	@echo "make lint | typecheck | unit | integration | cluster | interop | spark | browser - one tier at a time"
 	@echo "make spark-example - the Spark pipeline of examples/ against a fresh braid standalone"
+	@echo "make spark-pipeline - the Spark Declarative Pipeline of examples/ (spark-pipelines run)"
 	@echo "make proto   - regenerate src/braid/protocol/generated from the .proto"
 	@echo "make bench   - run the benchmarks in bench/ (not part of the test suite)"
 	@echo "make mutation - mutation-test core/ and ledger/range_set.py with the unit tier (slow)"
@@ -25,11 +26,13 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(RUN_STAMP): pyproject.toml setup.py src/braid/protocol/_batch_walk.c | $(BIN)/python
+NATIVE := src/braid/protocol/_batch_walk.c src/braid/client/_entry_columns.c
+
+$(RUN_STAMP): pyproject.toml setup.py $(NATIVE) | $(BIN)/python
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
-$(DEV_STAMP): pyproject.toml setup.py src/braid/protocol/_batch_walk.c | $(BIN)/python
+$(DEV_STAMP): pyproject.toml setup.py $(NATIVE) | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev,spark]'
 	touch $@ $(RUN_STAMP)
 
@@ -71,12 +74,16 @@ cluster: $(DEV_STAMP) system-deps
 interop: $(DEV_STAMP)
 	$(BIN)/python -m pytest -m interop $(PYTEST_ARGS)
 
-# PySpark local[2] against a real braid standalone (Java 17 runs Spark).
+# PySpark against a real braid standalone (Java 17 runs Spark): local[2], a standalone cluster
+# (master + 2 workers) and a Spark Connect server, each started from the pyspark package.
 spark: $(DEV_STAMP) system-deps
 	$(BIN)/python -m pytest -m spark $(PYTEST_ARGS)
 
 spark-example: $(DEV_STAMP) system-deps
 	$(BIN)/python examples/spark_pipeline.py
+
+spark-pipeline: $(DEV_STAMP) system-deps
+	$(BIN)/python examples/spark_declarative_pipeline.py
 
 proto: $(DEV_STAMP)
 	$(BIN)/python tools/regenerate_protocol.py

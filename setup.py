@@ -1,8 +1,10 @@
-"""Builds Braid's one compiled module; everything else about the package is in pyproject.toml.
+"""Builds Braid's compiled modules; everything else about the package is in pyproject.toml.
 
-``braid.protocol._batch_walk`` is the broker's batch walk in C (ADR 0032). It is optional: where
-it cannot be compiled (no C compiler or Python headers) the install still succeeds and
-``braid.protocol.batch.check_batch`` walks in pure Python, with the same result.
+``braid.protocol._batch_walk`` is the broker's batch walk in C (ADR 0032);
+``braid.client._entry_columns`` decodes batch payloads into column lists for the client's
+columnar read path (ADR 0041). Both are optional: where they cannot be compiled (no C compiler
+or Python headers) the install still succeeds and the pure-Python code does the same work, with
+the same results.
 """
 
 from setuptools import Extension, setup
@@ -13,6 +15,11 @@ setup(
             "braid.protocol._batch_walk",
             sources=["src/braid/protocol/_batch_walk.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "braid.client._entry_columns",
+            sources=["src/braid/client/_entry_columns.c"],
+            optional=True,
+        ),
     ]
 )

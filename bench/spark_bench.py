@@ -1,29 +1,32 @@
-"""Spark benchmark: rows/s read by the braid streaming source vs Spark reading the same rows from
-Parquet, same run, same query shape.
+"""Spark benchmark: the braid streaming source against the fastest a Python data source can be
+here (an in-memory Arrow source, the *ceiling*) and against Spark's own Parquet reader, same run,
+same query shape.
 
 It starts ``braid standalone`` as a child process, publishes ``--rows`` messages (``--size``
 bytes, 64 keys) to a ``topic://`` topic of ``--segments`` segments with ``send_many``, and then,
-in one local[2] SparkSession:
+in one local[2] SparkSession, times three streaming reads of the same rows, each
+``Trigger.AvailableNow`` into the ``noop`` sink:
 
-1. **braid**: ``readStream.format("braid")`` from ``earliest``, ``Trigger.AvailableNow``, into the
-   ``noop`` sink; rows/s = rows / (query start -> termination);
-2. the same rows are written once to Parquet (``key, value, topic, message_id, publish_time,
-   event_time, properties, producer_name, sequence_id``: the source's own columns);
-3. **parquet**: ``readStream.format("parquet")`` of those files, same trigger, same sink, same
-   timing.
+1. **braid**: ``readStream.format("braid")`` from ``earliest``;
+2. **ceiling**: a minimal Python streaming source (defined here) with the same schema, one
+   partition per segment, that yields one pre-built 4,096-row Arrow batch over and over: no
+   broker, no decoding, no imports beyond pyarrow. No Python data source can read faster; it is
+   the target (docs/benchmarks.md);
+3. **parquet**: ``readStream.format("parquet")`` of the same rows written once by Spark (the
+   source's own columns).
 
-The ratio braid / parquet is the connector's overhead on top of Spark's own streaming machinery
-(the issue's target is >= 50 %). Each streaming read runs ``--repeat`` times; the best run counts
-(the first pays Python-worker start-up). ``--event-times`` gives every message its own event
-time, so no two messages' metadata are alike (the client's columnar decoder then parses each
-one instead of reusing a parse). Results go to docs/benchmarks.md.
-
-``--verbose`` prints each query's wall time, its CPU seconds (the JVM, its Python processes and
-the broker: steadier than wall time on a shared machine) and Spark's phase times;
-``--installed-pyspark`` runs Spark's Python processes without ``pyspark.zip`` on their path.
+Each round runs the three queries in that order; ``--repeat`` rounds, the best query of each kind
+counts (the first pays Python-worker start-up). Per query it reports the wall time split into
+**start-up** (everything but reading: starting Spark's per-query Python planning process, offsets,
+planning, commits; wall time minus the ``addBatch`` phases) and the **read** phase (the
+``addBatch`` phases: the tasks reading the rows into the sink), and with ``--verbose`` the CPU
+seconds of the Spark JVM, its Python processes and the broker (steadier than wall time on a
+shared machine). ``--event-times`` gives every message its own event time (no two metadata
+alike); ``--installed-pyspark`` runs Spark's Python processes without ``pyspark.zip`` on their
+path. Results go to docs/benchmarks.md.
 
 Run: ``.venv/bin/python bench/spark_bench.py [--rows 200000] [--size 100] [--segments 2]
-[--event-times] [--verbose] [--installed-pyspark]``
+[--repeat 3] [--event-times] [--verbose] [--installed-pyspark]``
 """
 
 from __future__ import annotations
@@ -34,9 +37,13 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.types import StructType
 
 import braid.spark
 from braid.admin.client import AdminClient
@@ -45,6 +52,8 @@ from braid.client import Client
 from braid.spark.rows import SCHEMA
 
 TOPIC = "topic://public/default/spark-bench"
+#: Rows per Arrow batch of the ceiling source (the braid source's batch size).
+BATCH_ROWS = 4096
 
 
 def publish(service_url: str, rows: int, size: int, event_times: bool = False) -> None:
@@ -61,9 +70,10 @@ def publish(service_url: str, rows: int, size: int, event_times: bool = False) -
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _cpu_ticks(roots: list[int]) -> int:
-    """CPU ticks used so far by ``roots`` and every live process below them, plus the
-    children they already reaped (Spark's per-query Python processes end within the query)."""
+def _cpu_ticks(jvm: int, broker: int | None) -> dict[str, int]:
+    """CPU ticks used so far by the Spark JVM itself (``jvm``), by its Python processes
+    (``python``: the live ones below it, plus the children it already reaped - Spark's per-query
+    planning processes end within the query) and by the broker with its children (``broker``)."""
     parent: dict[int, int] = {}
     ticks: dict[int, tuple[int, int]] = {}
     for entry in os.listdir("/proc"):
@@ -77,29 +87,59 @@ def _cpu_ticks(roots: list[int]) -> int:
         pid = int(entry)
         parent[pid] = int(fields[1])
         own = int(fields[11]) + int(fields[12])
-        ticks[pid] = (own, own + int(fields[13]) + int(fields[14]))
-    total = 0
-    for pid in ticks:
-        p = pid
-        while p > 1 and p not in roots:
+        ticks[pid] = (own, int(fields[13]) + int(fields[14]))
+    out = {"jvm": 0, "python": 0, "broker": 0}
+    for pid, (own, reaped) in ticks.items():
+        if pid == jvm:
+            out["jvm"] += own
+            out["python"] += reaped
+            continue
+        if pid == broker:
+            out["broker"] += own + reaped
+            continue
+        p = parent.get(pid, 1)
+        while p > 1 and p not in (jvm, broker):
             p = parent.get(p, 1)
-        if p in roots:
-            total += ticks[pid][1] if pid in roots else ticks[pid][0]
-    return total
+        if p == jvm:
+            out["python"] += own
+        elif p == broker:
+            out["broker"] += own
+    return out
+
+
+@dataclass(frozen=True)
+class Run:
+    """One timed streaming query."""
+
+    kind: str
+    rows: int
+    wall: float  # start() -> termination, seconds
+    read: float  # the addBatch phases (tasks reading into the sink), seconds
+    cpu: float | None  # CPU seconds of the JVM, its Python processes and the broker
+    cpu_parts: dict[str, float] | None = None  # the same by part: jvm, python, broker
+
+    @property
+    def startup(self) -> float:
+        """Everything but reading: the per-query planning process, offsets, planning, commits."""
+        return self.wall - self.read
+
+    @property
+    def rate(self) -> float:
+        return self.rows / self.wall
 
 
 def timed_stream(
-    spark: SparkSession,
+    kind: str,
     reader: object,
     checkpoint: Path,
     verbose: bool = False,
     cpu_roots: list[int] | None = None,
-) -> float:
-    """rows/s of one AvailableNow query; with ``verbose``, also its phase times and the CPU
-    seconds the JVM, its Python processes and the broker used (the machine is shared: CPU
-    per row does not depend on how much of it other work took)."""
+) -> Run:
+    """One AvailableNow query into ``noop``: its wall time, read phase and (with ``verbose``)
+    CPU seconds; ``verbose`` also prints Spark's phase times per batch."""
     roots = cpu_roots or []
-    cpu_before = _cpu_ticks(roots) if verbose else 0
+    jvm, broker = roots[0], (roots[1] if len(roots) > 1 else None)
+    cpu_before = _cpu_ticks(jvm, broker) if verbose else {}
     started = time.perf_counter()
     query = (
         reader.writeStream.format("noop")  # type: ignore[attr-defined]
@@ -109,17 +149,128 @@ def timed_stream(
     )
     query.awaitTermination()
     elapsed = time.perf_counter() - started
-    rows = sum(p["numInputRows"] for p in query.recentProgress)
+    parts = None
+    if verbose:
+        after = _cpu_ticks(jvm, broker)
+        parts = {k: (after[k] - cpu_before[k]) / _TICK for k in after}
+    cpu = sum(parts.values()) if parts else None
     if query.exception() is not None:
         raise RuntimeError(query.exception())
+    progress = query.recentProgress
+    rows = sum(p["numInputRows"] for p in progress)
+    read = sum(p["durationMs"].get("addBatch", 0) for p in progress) / 1000
+    run = Run(kind, rows, elapsed, read, cpu, parts)
     if verbose:
-        cpu = (_cpu_ticks(roots) - cpu_before) / _TICK
-        phases = [dict(p["durationMs"]) for p in query.recentProgress]
+        for p in progress:
+            source = p["sources"][0]
+            print(
+                f"  {kind} batch {p['batchId']}: {source['numInputRows']} rows, "
+                f"{source['startOffset']} -> {source['endOffset']}"
+            )
+    if verbose:
+        phases = [dict(p["durationMs"]) for p in progress]
         print(
-            f"  {checkpoint.name}: {rows} rows in {elapsed:.2f} s, {cpu:.2f} CPU s "
-            f"({cpu / max(rows, 1) * 1e6:.2f} us/row); batches (ms): {phases}"
+            f"  {kind:<8} {rows} rows in {elapsed:.2f} s (start-up {run.startup:.2f} s, "
+            f"read {read:.3f} s), {cpu:.2f} CPU s "
+            f"({', '.join(f'{k} {v:.2f}' for k, v in (parts or {}).items())}); "
+            f"batches (ms): {phases}"
         )
-    return rows / elapsed
+    return run
+
+
+class CeilingSource(DataSource):
+    """The in-memory ceiling: a minimal Python streaming source with the braid source's schema
+    that yields one pre-built Arrow batch per 4,096 rows (options ``rows``, ``partitions``).
+
+    Defined in ``__main__``, so Spark's Python processes receive it by value (cloudpickle) and
+    import nothing of Braid's."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "braid_ceiling"
+
+    def schema(self) -> StructType:
+        from pyspark.sql.types import (
+            BinaryType,
+            LongType,
+            MapType,
+            StringType,
+            StructField,
+            TimestampType,
+        )
+
+        return StructType(
+            [
+                StructField("key", StringType(), True),
+                StructField("value", BinaryType(), False),
+                StructField("topic", StringType(), False),
+                StructField("message_id", BinaryType(), False),
+                StructField("publish_time", TimestampType(), False),
+                StructField("event_time", TimestampType(), True),
+                StructField("properties", MapType(StringType(), StringType(), False), False),
+                StructField("producer_name", StringType(), False),
+                StructField("sequence_id", LongType(), False),
+            ]
+        )
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return CeilingStreamReader(
+            schema, int(self.options["rows"]), int(self.options.get("partitions", "2"))
+        )
+
+
+class CeilingStreamReader(DataSourceStreamReader):
+    def __init__(self, schema: StructType, rows: int, partitions: int) -> None:
+        self.schema = schema
+        self.rows = rows
+        self.parts = partitions
+
+    def initialOffset(self) -> dict[str, int]:
+        return {"rows": 0}
+
+    def latestOffset(self, start: dict[str, int], limit: object) -> dict[str, int]:
+        return {"rows": self.rows}
+
+    def partitions(self, start: dict[str, int], end: dict[str, int]) -> list[InputPartition]:
+        total = end["rows"] - start["rows"]
+        share = -(-total // self.parts)
+        return [
+            InputPartition(min(share, total - i * share))
+            for i in range(self.parts)
+            if total - i * share > 0
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[object]:
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        count: int = partition.value  # type: ignore[attr-defined]
+        size = BATCH_ROWS
+        arrow_schema = to_arrow_schema(self.schema, timezone="UTC")
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array([f"key-{i % 64}" for i in range(size)], pa.string()),
+                pa.array([b"x" * 100] * size, pa.binary()),
+                pa.array(["topic://public/default/spark-bench"] * size, pa.string()),
+                pa.array([bytes(range(16))] * size, pa.binary()),
+                pa.array([1_700_000_000_000_000 + i for i in range(size)], pa.int64()).cast(
+                    arrow_schema.field("publish_time").type
+                ),
+                pa.nulls(size, arrow_schema.field("event_time").type),
+                pa.array([[]] * size, arrow_schema.field("properties").type),
+                pa.array(["standalone-0-1"] * size, pa.string()),
+                pa.array(range(size), pa.int64()),
+            ],
+            schema=arrow_schema,
+        )
+        while count >= size:
+            yield batch
+            count -= size
+        if count:
+            yield batch.slice(0, count)
+
+    def commit(self, end: dict[str, int]) -> None:
+        pass
 
 
 def _python_without_pyspark_zip(work: Path) -> str:
@@ -141,12 +292,49 @@ def _python_without_pyspark_zip(work: Path) -> str:
     return str(wrapper)
 
 
+def _report(runs: list[Run], args: argparse.Namespace) -> None:
+    best = {kind: min((r for r in runs if r.kind == kind), key=lambda r: r.wall) for kind in KINDS}
+    print(
+        f"\nrows={args.rows} size={args.size}B segments={args.segments} local[2], "
+        f"event times={'per message' if args.event_times else 'none'}, "
+        f"{'installed pyspark, ' if args.installed_pyspark else ''}"
+        f"best of {args.repeat} (by wall time)\n"
+    )
+    cpu = args.verbose
+    print(
+        f"{'read (streaming, AvailableNow -> noop)':<40}{'rows/s':>10}{'wall s':>8}"
+        f"{'start-up s':>11}{'read s':>8}" + (f"{'CPU s':>7}" if cpu else "")
+    )
+    for kind, label in KINDS.items():
+        r = best[kind]
+        print(
+            f"{label:<40}{r.rate:>10,.0f}{r.wall:>8.2f}{r.startup:>11.2f}{r.read:>8.3f}"
+            + (f"{r.cpu:>7.2f}" if cpu and r.cpu is not None else "")
+        )
+    b, c, q = best["braid"], best["ceiling"], best["parquet"]
+    print(f"\n{'braid / ceiling (wall)':<40}{b.rate / c.rate:>10.1%}")
+    print(f"{'braid - ceiling start-up':<40}{b.startup - c.startup:>+10.2f} s")
+    print(f"{'braid / ceiling read phase':<40}{b.read / max(c.read, 1e-9):>10.2f}x")
+    print(f"{'ceiling / parquet (wall)':<40}{c.rate / q.rate:>10.1%}")
+    print(f"{'braid / parquet (wall)':<40}{b.rate / q.rate:>10.1%}")
+    if cpu and b.cpu and c.cpu and q.cpu:
+        print(f"{'braid / ceiling (CPU)':<40}{c.cpu / b.cpu:>10.1%}")
+        print(f"{'ceiling / parquet (CPU)':<40}{q.cpu / c.cpu:>10.1%}")
+
+
+KINDS = {
+    "braid": "braid source",
+    "ceiling": "in-memory Arrow source (ceiling)",
+    "parquet": "parquet (same rows, same query)",
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--segments", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument(
         "--event-times",
         action="store_true",
@@ -176,6 +364,7 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(braid.spark.BraidDataSource)
+    spark.dataSource.register(CeilingSource)
     try:
         with AdminClient(process.web_url) as admin:
             admin.scalable_topics.create(TOPIC, segments=args.segments)
@@ -185,34 +374,30 @@ def main() -> None:
         jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
         roots = [jvm_pid] + ([process.pid] if process.pid is not None else [])
         opts = {"service.url": process.service_url, "admin.url": process.web_url, "topic": TOPIC}
-        braid_rates = []
-        for i in range(args.repeat):
-            source = (
-                spark.readStream.format("braid").options(**opts, startingPosition="earliest").load()
-            )
-            braid_rates.append(
-                timed_stream(spark, source, work / f"cp-braid-{i}", args.verbose, roots)
-            )
         parquet = work / "rows.parquet"
         spark.read.format("braid").options(**opts).load().write.parquet(str(parquet))
-        parquet_rates = []
+        assert spark.read.format("braid_ceiling").option("rows", "0").load().schema == SCHEMA
+        sources = {
+            "braid": lambda: (
+                spark.readStream.format("braid").options(**opts, startingPosition="earliest").load()
+            ),
+            "ceiling": lambda: (
+                spark.readStream.format("braid_ceiling")
+                .option("rows", str(args.rows))
+                .option("partitions", str(args.segments))
+                .load()
+            ),
+            "parquet": lambda: spark.readStream.schema(SCHEMA).parquet(str(parquet)),
+        }
+        runs = []
         for i in range(args.repeat):
-            source = spark.readStream.schema(SCHEMA).parquet(str(parquet))
-            parquet_rates.append(
-                timed_stream(spark, source, work / f"cp-parquet-{i}", args.verbose, roots)
-            )
-        braid_best, parquet_best = max(braid_rates), max(parquet_rates)
-        print(
-            f"\nrows={args.rows} size={args.size}B segments={args.segments} local[2], "
-            f"event times={'per message' if args.event_times else 'none'}, "
-            f"{'installed pyspark, ' if args.installed_pyspark else ''}"
-            f"best of {args.repeat}\n"
-        )
-        print(f"{'read (streaming, AvailableNow -> noop)':<42}{'rows/s':>12}")
-        print(f"{'braid source':<42}{braid_best:>12,.0f}")
-        print(f"{'parquet (same rows, same query)':<42}{parquet_best:>12,.0f}")
-        print(f"{'ratio braid / parquet':<42}{braid_best / parquet_best:>12.1%}")
-        print(f"{'(publish with send_many, for scale)':<42}{publish_rate:>12,.0f}")
+            for kind, load in sources.items():
+                run = timed_stream(kind, load(), work / f"cp-{kind}-{i}", args.verbose, roots)
+                if run.rows != args.rows:
+                    raise RuntimeError(f"{kind} read {run.rows} rows, expected {args.rows}")
+                runs.append(run)
+        _report(runs, args)
+        print(f"{'(publish with send_many, for scale)':<40}{publish_rate:>10,.0f} rows/s")
     finally:
         spark.stop()
         process.stop()

@@ -23,6 +23,10 @@ from pyspark.sql import SparkSession  # noqa: E402
 
 import braid.spark  # noqa: E402
 
+#: How long Spark waits for a Python process it started to connect back (default 15 s): a
+#: loaded 2-core machine can take longer to start one, and the query then fails.
+PYTHON_CONNECT_TIMEOUT = "120s"
+
 
 class Spark:
     """Holds the tier's SparkSession; :meth:`restart` replaces it."""
@@ -45,6 +49,7 @@ class Spark:
                 .config("spark.driver.host", "127.0.0.1")
                 .config("spark.driver.bindAddress", "127.0.0.1")
                 .config("spark.sql.streaming.forceDeleteTempCheckpointLocation", "true")
+                .config("spark.python.authenticate.socketTimeout", PYTHON_CONNECT_TIMEOUT)
                 .getOrCreate()
             )
             session.sparkContext.setLogLevel("ERROR")

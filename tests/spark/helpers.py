@@ -1,15 +1,21 @@
 """Shared steps of the spark tier: publishing numbered keyed messages, topology changes, reading
-a topic back, waiting on streaming queries."""
+a topic back, waiting on streaming queries, an interpreter that has Braid's dependencies but not
+Braid."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import sys
+import sysconfig
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import braid
 from braid.admin.client import AdminClient
 from braid.client import Client
+from braid.core.checkpoint import Checkpoint
 from braid.core.layout_codec import layout_from_metadata
 from tests.support.standalone import StandaloneProcess
 
@@ -73,6 +79,23 @@ def merge_any(admin: AdminClient, topic: str) -> None:
     raise AssertionError(f"no adjacent active segments in {topic}")
 
 
+def read_topic(process: StandaloneProcess, topic: str, expected: int) -> list[Any]:
+    """Every message of ``topic`` (parents before children, each segment in order), read with a
+    checkpoint consumer from the start: ``expected`` of them, then whatever else came."""
+    out: list[Any] = []
+    with (
+        Client(process.service_url) as client,
+        client.create_checkpoint_consumer(topic, start=Checkpoint.earliest()) as consumer,
+    ):
+        while len(out) < expected:
+            got = consumer.receive_many(1000, timeout=10.0)
+            if not got:
+                break
+            out.extend(got)
+        out.extend(consumer.receive_many(1000, timeout=0.5))  # nothing more, if all is well
+    return out
+
+
 def values_in_order(rows: Sequence[Any]) -> dict[str, list[int]]:
     """Per key, the counters of ``<key>:<n>`` values in row order."""
     out: dict[str, list[int]] = {}
@@ -93,3 +116,26 @@ def end_offsets(query: Any) -> list[tuple[int, str, str, int]]:
         end = end if isinstance(end, str) else json.dumps(end)
         out.append((progress["batchId"], start, end, progress["numInputRows"]))
     return out
+
+
+def python_without_braid(directory: Path) -> Path:
+    """A ``python`` for Spark's workers that has Braid's dependencies (and PySpark) but not Braid,
+    as on a cluster node where only the dependencies are installed.
+
+    It runs this interpreter with ``-S`` (so the site directory's ``.pth`` files, among them an
+    editable install of Braid, are not read), puts the site directory on ``PYTHONPATH`` after
+    whatever Spark put there (``pyspark.zip``, ``--py-files``), and drops Braid's source tree from
+    ``PYTHONPATH``. Anything that gives it Braid must come from Spark.
+    """
+    source_tree = str(Path(braid.__file__).resolve().parents[1])
+    site = sysconfig.get_paths()["purelib"]
+    wrapper = directory / "python-without-braid"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        "PYTHONPATH=$(printf '%s' \"$PYTHONPATH\" | tr ':' '\\n' "
+        f"| grep -v -x -F -e '{source_tree}' | paste -sd: -)\n"
+        f'export PYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{site}"\n'
+        f'exec "{sys.executable}" -S "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper

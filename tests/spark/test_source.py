@@ -305,3 +305,30 @@ def test_bad_options_fail_fast_naming_the_option(
     batch = spark.read.format("braid").options(**options(standalone, "t", maxRecordsPerTrigger="5"))
     with pytest.raises(Exception, match=r"maxRecordsPerTrigger.*streaming reads only"):
         batch.load().count()
+
+
+def test_available_now_without_a_read_limit_reads_the_children_of_a_split_too(
+    spark: SparkSession, standalone: StandaloneProcess, tmp_path: Path
+) -> None:
+    # Parents first, in the first batch; their children (which got the rest) in the next one.
+    topic = "topic://public/default/available-now-split"
+    with AdminClient(standalone.web_url) as admin:
+        admin.scalable_topics.create(topic, segments=2)
+        pub = Publisher(standalone, topic)
+        pub.publish(900)
+        split_any(admin, topic)
+        pub.publish(900)
+        pub.close()
+    query = (
+        spark.readStream.format("braid")
+        .options(**options(standalone, topic, startingPosition="earliest"))
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(180)
+    assert query.exception() is None
+    batches = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert sum(batches) == 1800 and len(batches) >= 2, batches

@@ -31,10 +31,10 @@ and the position (``ledger_id``, ``entry_id``, ``batch_index`` = -1 for a non-ba
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeAlias
 
 from braid.core.message_id import MessageId, unchecked_message_id
 from braid.protocol.batch import decompress
@@ -48,6 +48,15 @@ EMPTY_PROPERTIES: Mapping[str, str] = MappingProxyType({})
 MEMO_SIZE = 4096
 
 _U32 = struct.Struct(">I").unpack_from
+
+_NativeDecode: TypeAlias = Callable[..., tuple[int, int]]
+_native_decode: _NativeDecode | None
+try:  # the compiled decoder of the common message shape (ADR 0041); optional
+    from braid.client._entry_columns import decode as _native_decode
+except ImportError:  # pragma: no cover - no C compiler where Braid was installed
+    _native_decode = None
+#: Whether batch payloads are decoded by the compiled decoder (else all in Python).
+NATIVE_ENTRY_COLUMNS = _native_decode is not None
 
 #: (payload_size, compacted_out, key, event_time, properties, own sequence id or None)
 _Single = tuple[int, bool, str | None, int | None, Mapping[str, str], int | None]
@@ -219,12 +228,13 @@ class EntryColumnDecoder:
     """Decodes entries of one segment into :class:`MessageColumns` (one per reader; not
     thread-safe: its memo is used by one thread, the client's event loop)."""
 
-    __slots__ = ("_memo", "segment_id", "topic")
+    __slots__ = ("_keys", "_memo", "segment_id", "topic")
 
     def __init__(self, topic: str, segment_id: int) -> None:
         self.topic = topic
         self.segment_id = segment_id
         self._memo: dict[bytes, _Single] = {}
+        self._keys: dict[bytes, str] = {}  # the compiled decoder's key memo
 
     def _single(self, raw: bytes, index: int) -> _Single:
         """The fields of one ``SingleMessageMetadata`` that is not in the memo."""
@@ -317,6 +327,55 @@ class EntryColumnDecoder:
         if count < 0:
             raise CorruptPayload(f"negative batch size {count}")
         base_sequence = int(meta.sequence_id)
+        native = _native_decode
+        if native is None:
+            self._messages(payload, count, base_sequence, cols, 0, 0, count)
+        else:
+            # The compiled decoder takes every message of the common shape and stops before any
+            # other; this loop decodes that one message (or raises) and hands back.
+            index = pos = 0
+            key_memo = self._keys
+            while index < count:
+                index, pos = native(
+                    payload,
+                    count,
+                    index,
+                    pos,
+                    base_sequence,
+                    key_memo,
+                    cols.values,
+                    cols.keys,
+                    cols.event_times,
+                    cols.sequence_ids,
+                    cols.batch_indexes,
+                )
+                # Rows the compiled decoder took have no properties (it leaves those to Python).
+                taken = len(cols.values) - len(cols.properties)
+                if taken:
+                    cols.properties.extend([EMPTY_PROPERTIES] * taken)
+                if index < count:
+                    pos = self._messages(payload, count, base_sequence, cols, index, pos, index + 1)
+                    index += 1
+        n = len(cols.values)
+        cols.ledger_ids = [ledger_id] * n
+        cols.entry_ids = [entry_id] * n
+        cols.batch_sizes = [count] * n
+        cols.publish_times = [int(meta.publish_time)] * n
+        cols.producer_names = [meta.producer_name] * n
+        return cols, count
+
+    def _messages(
+        self,
+        payload: bytes,
+        count: int,
+        base_sequence: int,
+        cols: MessageColumns,
+        first: int,
+        pos: int,
+        stop: int,
+    ) -> int:
+        """Decode messages ``first`` up to ``stop`` of a batch payload (message ``first`` at
+        byte ``pos``) into ``cols``, in Python; the byte after the last one."""
         keys = cols.keys
         values = cols.values
         event_times = cols.event_times
@@ -324,9 +383,8 @@ class EntryColumnDecoder:
         sequence_ids = cols.sequence_ids
         indexes = cols.batch_indexes
         memo_get = self._memo.get
-        pos = 0
         end = len(payload)
-        for index in range(count):
+        for index in range(first, stop):
             if end - pos < 4:
                 raise CorruptPayload(f"batch ends before message {index} of {count}")
             (size,) = _U32(payload, pos)
@@ -351,13 +409,13 @@ class EntryColumnDecoder:
             properties.append(props)
             sequence_ids.append(base_sequence + index if sequence_id is None else sequence_id)
             indexes.append(index)
-        n = len(values)
-        cols.ledger_ids = [ledger_id] * n
-        cols.entry_ids = [entry_id] * n
-        cols.batch_sizes = [count] * n
-        cols.publish_times = [int(meta.publish_time)] * n
-        cols.producer_names = [meta.producer_name] * n
-        return cols, count
+        return pos
 
 
-__all__ = ["EMPTY_PROPERTIES", "MEMO_SIZE", "EntryColumnDecoder", "MessageColumns"]
+__all__ = [
+    "EMPTY_PROPERTIES",
+    "MEMO_SIZE",
+    "NATIVE_ENTRY_COLUMNS",
+    "EntryColumnDecoder",
+    "MessageColumns",
+]

@@ -1,8 +1,16 @@
-"""One shared ``braid.Client`` per service URL in each Python process (Spark workers are reused
-across tasks, so tasks share a connection instead of opening one each).
+"""The connector's clients: one shared ``braid.Client`` per service URL in each Python process
+(Spark workers are reused across tasks, so tasks share a connection instead of opening one
+each), and admin clients that start without loading a CA bundle they may never use.
 
-Closed when the process exits. Safe across ``fork``: a client created by a parent process is
-never handed to a child (the cache is keyed by process id too).
+Shared clients are closed when the process exits. Safe across ``fork``: a client created by a
+parent process is never handed to a child (the cache is keyed by process id too).
+
+:func:`admin_client`: Spark starts a new Python process to plan every streaming query (and one
+for every streaming write), and a default ``httpx`` client loads the CA bundle when it is
+created - 0.1 s on an idle core, 0.5-0.8 s on a loaded one (docs/benchmarks.md), most of the
+planning process's cost on top of Spark's own. Its transport sends ``http://`` requests over a
+transport without a TLS context and creates the verifying transport for ``https://`` requests
+when the first one is sent: certificates are checked exactly as before, only later.
 """
 
 from __future__ import annotations
@@ -12,6 +20,9 @@ import contextlib
 import os
 import threading
 
+import httpx
+
+from braid.admin.client import AdminClient
 from braid.client import Client
 
 _lock = threading.Lock()
@@ -40,4 +51,34 @@ def _close_all() -> None:
 
 atexit.register(_close_all)
 
-__all__ = ["shared_client"]
+
+class _TlsWhenNeeded(httpx.BaseTransport):
+    """``http://`` over a transport with no TLS context; ``https://`` over a verifying one made
+    on first use (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._plain = httpx.HTTPTransport(verify=False)  # never used for TLS: http:// only
+        self._tls: httpx.HTTPTransport | None = None
+        self._lock = threading.Lock()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.scheme == "http":
+            return self._plain.handle_request(request)
+        with self._lock:
+            if self._tls is None:
+                self._tls = httpx.HTTPTransport()  # verifies certificates (the default)
+            tls = self._tls
+        return tls.handle_request(request)
+
+    def close(self) -> None:
+        self._plain.close()
+        if self._tls is not None:
+            self._tls.close()
+
+
+def admin_client(url: str) -> AdminClient:
+    """An admin client for ``url`` that loads TLS material only for an ``https://`` request."""
+    return AdminClient(url, transport=_TlsWhenNeeded())
+
+
+__all__ = ["admin_client", "shared_client"]

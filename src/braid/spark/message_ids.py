@@ -56,6 +56,24 @@ class MessageIdBytes:
                 self._suffixes[tail_key] = tail
         return self._prefix + tail
 
+    @staticmethod
+    def prefix(segment_id: int, ledger_id: int, entry_id: int) -> bytes:
+        """The bytes every message id of one entry starts with."""
+        head = bytearray((FORMAT_VERSION, _POSITION_KIND))
+        encode_uvarint(segment_id, head)
+        encode_uvarint(ledger_id, head)
+        encode_uvarint(entry_id, head)
+        return bytes(head)
+
+    def tails(self, batch_size: int) -> list[bytes]:
+        """What follows :meth:`prefix` for batch index ``i`` of an entry of ``batch_size``
+        messages, at position ``i + 1`` (a non-batched message, index -1, at 0)."""
+        tails = self._tails_of(batch_size)
+        if not tails:  # too large to cache
+            size = _uvarint(batch_size)
+            tails = [_uvarint(i) + size for i in range(batch_size + 1)]
+        return tails
+
     def _tails_of(self, batch_size: int) -> list[bytes]:
         """``uvarint(batch_index + 1) + uvarint(batch_size)`` for every index of an entry of
         ``batch_size`` messages (-1, a non-batched message, first)."""

@@ -80,9 +80,11 @@ class SegmentRangeReader:
         return self._done and not len(self._buffer)
 
     def next_columns(self, max_messages: int) -> MessageColumns:
-        """Up to ``max_messages`` next messages of the range; empty only when it is done."""
-        while not len(self._buffer) and not self._done:
-            self._fill(max_messages)
+        """The next ``max_messages`` messages of the range, fewer only at its end; empty only
+        when it is done. (Filled to the full count: Spark pays per Arrow batch, and the
+        broker dispatches one entry - a few hundred messages - at a time.)"""
+        while len(self._buffer) < max_messages and not self._done:
+            self._fill(max_messages - len(self._buffer))
         taken = self._buffer.take_front(max_messages)
         if len(taken):
             self.last_position = taken.position(len(taken) - 1)

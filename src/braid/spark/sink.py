@@ -28,7 +28,7 @@ from __future__ import annotations
 import datetime
 import logging
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,13 +49,12 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from braid.admin.client import AdminClient
 from braid.core.errors import BraidError
 from braid.core.message_id import MessageId
 from braid.core.names import TopicName
-from braid.spark.clients import shared_client
+from braid.spark.clients import admin_client, shared_client
 from braid.spark.errors import DeduplicationDisabledError
-from braid.spark.options import BraidSparkOptionError, SinkOptions
+from braid.spark.options import BraidSparkOptionError, SinkOptions, sink_options
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +124,7 @@ def check_deduplication(options: SinkOptions) -> None:
         return
     namespace = TopicName.parse(options.topic).namespace_name
     try:
-        with AdminClient(options.admin_url) as admin:
+        with admin_client(options.admin_url) as admin:
             enabled = admin.namespaces.get_deduplication(namespace)
     except BraidError as exc:
         log.warning(
@@ -280,10 +279,20 @@ class BraidStreamWriter(DataSourceStreamArrowWriter):
         )
 
 
+def batch_writer(options: Mapping[str, str], schema: StructType) -> BraidBatchWriter:
+    return BraidBatchWriter(sink_options(options), schema)
+
+
+def stream_writer(options: Mapping[str, str], schema: StructType) -> BraidStreamWriter:
+    return BraidStreamWriter(sink_options(options), schema)
+
+
 __all__ = [
     "BraidBatchWriter",
     "BraidCommitMessage",
     "BraidStreamWriter",
+    "batch_writer",
     "check_deduplication",
     "check_sink_schema",
+    "stream_writer",
 ]

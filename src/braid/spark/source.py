@@ -26,15 +26,12 @@ ranges. That read is the price of a hard cap (docs/spark.md).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
-    DataSource,
     DataSourceReader,
     DataSourceStreamReader,
-    DataSourceStreamWriter,
-    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -45,10 +42,9 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from braid.admin.client import AdminClient
 from braid.core.checkpoint import CursorKind, checkpoint_cursors
 from braid.core.errors import NotFoundError
-from braid.spark.clients import shared_client
+from braid.spark.clients import admin_client, shared_client
 from braid.spark.errors import BraidDataLossError
 from braid.spark.offsets import (
     BEGINNING,
@@ -62,7 +58,6 @@ from braid.spark.options import (
     Position,
     SourceOptions,
     StartKind,
-    sink_options,
     source_options,
 )
 from braid.spark.planning import SegmentRange, TopicSnapshot, budget_rounds, plan_next, plan_ranges
@@ -90,7 +85,7 @@ class _Driver:
     """The driver's clients and topology reader, created on first use (never pickled)."""
 
     def __init__(self, options: SourceOptions) -> None:
-        self.admin = AdminClient(options.admin_url)
+        self.admin = admin_client(options.admin_url)
         self.client = shared_client(options.service_url)
         self.topology = Topology(self.client, self.admin)
 
@@ -102,7 +97,7 @@ def _segment_exists_via(admin_url: str) -> Any:
     def segment_exists(topic: str, segment_id: int) -> bool:
         if not is_scalable(topic):
             return True
-        with AdminClient(admin_url) as admin:
+        with admin_client(admin_url) as admin:
             try:
                 doc = admin.scalable_topics.get(topic)
             except NotFoundError:
@@ -116,8 +111,7 @@ def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordB
     """The rows of one range as Arrow batches (executor side)."""
     # Imported here: Spark starts a fresh Python process to plan every streaming query on the
     # driver, and planning needs no Arrow (docs/benchmarks.md, the Spark section).
-    from braid.spark.message_ids import MessageIdBytes
-    from braid.spark.rows import to_record_batch
+    from braid.spark.rows import MessageIdArrays, to_record_batch
     from braid.spark.segment_reader import SegmentRangeReader
 
     client = shared_client(options.service_url)
@@ -129,7 +123,7 @@ def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordB
         segment_exists=exists,
         receiver_queue_size=options.receiver_queue_size,
     ) as reader:
-        ids = MessageIdBytes()
+        ids = MessageIdArrays()
         while True:
             cols = reader.next_columns(ROWS_PER_BATCH)
             if not len(cols):
@@ -367,36 +361,29 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         self.close()
 
 
-class BraidDataSource(DataSource):
-    """The ``braid`` format: read and write Braid topics (``topic://`` and ``persistent://``)."""
-
-    @classmethod
-    def name(cls) -> str:
-        return "braid"
-
-    def schema(self) -> StructType:
-        # Called by load(): check the options now, so a mistake fails there, not at the first
-        # action (stream- or batch-only options are checked when Spark asks for that reader).
-        source_options(self.options, streaming=None)
-        return SCHEMA
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        _check_schema(schema)
-        return BraidBatchReader(source_options(self.options, streaming=False))
-
-    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        _check_schema(schema)
-        return BraidStreamReader(source_options(self.options, streaming=True))
-
-    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
-        from braid.spark.sink import BraidBatchWriter
-
-        return BraidBatchWriter(sink_options(self.options), schema)
-
-    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        from braid.spark.sink import BraidStreamWriter
-
-        return BraidStreamWriter(sink_options(self.options), schema)
+def source_schema(options: Mapping[str, str]) -> StructType:
+    """The read schema; checks the options first (``load()`` calls this through
+    :class:`~braid.spark.data_source.BraidDataSource`, so a mistake fails there; stream- or
+    batch-only options are checked when Spark asks for that reader)."""
+    source_options(options, streaming=None)
+    return SCHEMA
 
 
-__all__ = ["BraidBatchReader", "BraidDataSource", "BraidPartition", "BraidStreamReader"]
+def batch_reader(options: Mapping[str, str], schema: StructType) -> BraidBatchReader:
+    _check_schema(schema)
+    return BraidBatchReader(source_options(options, streaming=False))
+
+
+def stream_reader(options: Mapping[str, str], schema: StructType) -> BraidStreamReader:
+    _check_schema(schema)
+    return BraidStreamReader(source_options(options, streaming=True))
+
+
+__all__ = [
+    "BraidBatchReader",
+    "BraidPartition",
+    "BraidStreamReader",
+    "batch_reader",
+    "source_schema",
+    "stream_reader",
+]

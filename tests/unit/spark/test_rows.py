@@ -18,8 +18,7 @@ pytest.importorskip("pyspark", reason="the spark extra (make test installs it)")
 from braid.client.columns import EntryColumnDecoder, MessageColumns
 from braid.client.message import Message, decode_entry
 from braid.protocol import batch, pb
-from braid.spark.message_ids import MessageIdBytes
-from braid.spark.rows import ARROW_SCHEMA, to_record_batch
+from braid.spark.rows import ARROW_SCHEMA, MessageIdArrays, entry_runs, to_record_batch
 
 TOPIC = "topic://public/default/rows"
 SEGMENT = 3
@@ -116,7 +115,7 @@ def arrow_rows(record_batch: Any) -> list[dict[str, Any]]:
 
 def test_every_arrow_row_equals_the_message_attributes() -> None:
     cols, messages = decoded()
-    record_batch = to_record_batch(cols, MessageIdBytes())
+    record_batch = to_record_batch(cols, MessageIdArrays())
     assert record_batch.schema == ARROW_SCHEMA
     assert arrow_rows(record_batch) == [expected_row(m) for m in messages]
 
@@ -124,13 +123,41 @@ def test_every_arrow_row_equals_the_message_attributes() -> None:
 def test_rows_without_properties_take_the_empty_map_path() -> None:
     cols, messages = decoded()
     first = cols.slice(0, 6)  # the first entry: no properties anywhere
-    assert arrow_rows(to_record_batch(first, MessageIdBytes())) == [
+    assert arrow_rows(to_record_batch(first, MessageIdArrays())) == [
         expected_row(m) for m in messages[:6]
     ]
 
 
 def test_rows_published_before_the_start_time_are_skipped() -> None:
     cols, messages = decoded()
-    record_batch = to_record_batch(cols, MessageIdBytes(), min_publish_time_ms=1_700_000_001_000)
+    record_batch = to_record_batch(cols, MessageIdArrays(), min_publish_time_ms=1_700_000_001_000)
     assert arrow_rows(record_batch) == [expected_row(m) for m in messages[6:]]
-    assert to_record_batch(cols.slice(0, 0), MessageIdBytes()).num_rows == 0
+    assert to_record_batch(cols.slice(0, 0), MessageIdArrays()).num_rows == 0
+
+
+@pytest.mark.parametrize("start", [0, 1, 5, 7])
+@pytest.mark.parametrize("stop", [7, 9, 11])
+def test_any_slice_across_entries_gives_the_message_rows(start: int, stop: int) -> None:
+    # Runs that start or end inside an entry, and one-row runs.
+    cols, messages = decoded()
+    assert arrow_rows(to_record_batch(cols.slice(start, stop), MessageIdArrays())) == [
+        expected_row(m) for m in messages[start:stop]
+    ]
+
+
+def test_rows_with_gaps_in_their_batch_indexes_get_their_own_message_ids() -> None:
+    # Compacted-out messages (or a start filter) leave gaps inside an entry's batch indexes.
+    cols, messages = decoded()
+    keep = [0, 2, 3, 5, 6, 8, 10]
+    gappy = MessageColumns.concat(TOPIC, SEGMENT, [cols.slice(i, i + 1) for i in keep])
+    assert arrow_rows(to_record_batch(gappy, MessageIdArrays())) == [
+        expected_row(messages[i]) for i in keep
+    ]
+
+
+def test_entry_runs_are_the_rows_of_each_entry_and_out_of_order_rows_are_refused() -> None:
+    cols, _ = decoded()
+    assert entry_runs(cols) == [(0, 6), (6, 10), (10, 11)]
+    backwards = MessageColumns.concat(TOPIC, SEGMENT, [cols.slice(6, 10), cols.slice(0, 6)])
+    with pytest.raises(ValueError, match="position order"):
+        entry_runs(backwards)
