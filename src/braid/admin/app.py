@@ -23,6 +23,7 @@ from fastapi import APIRouter, FastAPI, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from braid.admin.authentication import AuthenticationMiddleware
 from braid.admin.autoscale_decisions import autoscale_decisions_router
 from braid.admin.bookie_clusters import bookie_clusters_router
 from braid.admin.bookies import bookies_router
@@ -40,10 +41,12 @@ from braid.admin.topics import PersistentTopicAdmin, namespace_topic_lister, top
 from braid.broker.config import BrokerConfig
 from braid.broker.resources import BrokerResources
 from braid.broker.schemas.topic_schemas import TopicSchemas
+from braid.clock import Clock, SystemClock
 from braid.clusters.service import StorageClusterService
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.service import ScalableTopicService
+from braid.security.authentication import AuthenticationService
 from braid.storage.autorecovery import AutoRecoveryService, BookieAdmin
 from braid.storage.autorecovery.metrics import AutoRecoveryCollector
 
@@ -71,6 +74,8 @@ def create_app(
     storage_clusters: StorageClusterService | None = None,
     bookies: BookieAdmin | None = None,
     auto_recovery: AutoRecoveryService | None = None,
+    authentication: AuthenticationService | None = None,
+    clock: Clock | None = None,
 ) -> FastAPI:
     """Build the admin application.
 
@@ -84,6 +89,9 @@ def create_app(
         bookies: the home cluster's bookie list and decommission; ``None`` leaves ``/bookies``
             out.
         auto_recovery: auto-recovery run by this broker, whose counters ``/metrics`` shows.
+        authentication: the broker's authentication service; when enabled, every request but
+            ``/health`` and ``/metrics`` needs credentials (:mod:`braid.admin.authentication`).
+        clock: the wall clock tokens' expiry is checked against (the system clock by default).
     """
     app = FastAPI(
         title="Braid admin API",
@@ -93,6 +101,10 @@ def create_app(
         "with Pulsar's HTTP statuses.",
     )
     install_error_handlers(app)
+    if authentication is not None and authentication.enabled:
+        app.add_middleware(
+            AuthenticationMiddleware, service=authentication, clock=clock or SystemClock()
+        )
     v2 = APIRouter(prefix="/admin/v2")
 
     # PIP-483: the namespace's auto-scale override (checked against broker.conf's policy).

@@ -37,6 +37,9 @@ from braid.broker.config_values import (
     parse_bool as _parse_bool,
 )
 from braid.broker.config_values import (
+    parse_class_names as _parse_class_names,
+)
+from braid.broker.config_values import (
     parse_fraction as _parse_fraction,
 )
 from braid.broker.config_values import (
@@ -62,6 +65,9 @@ from braid.broker.config_values import (
 )
 from braid.broker.config_values import (
     parse_strategy as _parse_strategy,
+)
+from braid.broker.config_values import (
+    parse_text as _parse_text,
 )
 from braid.broker.config_values import (
     parse_topic_type as _parse_topic_type,
@@ -243,6 +249,28 @@ class BrokerConfig:
     bookie_cluster_dual_read_timeout_days: int = 15
     #: PIP-470: ledgers BUILD copies at once.
     bookie_cluster_switch_concurrency: int = 16
+    #: TLS listeners (Pulsar's keys; unset = none). ``tlsEnabled=true`` without them opens 6651
+    #: and 8443. The files are PEM; see ``docs/security.md`` and ``broker/security_settings.py``.
+    broker_service_port_tls: int | None = None
+    web_service_port_tls: int | None = None
+    tls_enabled: bool = False
+    tls_certificate_file_path: Path | None = None
+    tls_key_file_path: Path | None = None
+    tls_trust_certs_file_path: Path | None = None
+    tls_require_trusted_client_cert_on_connect: bool = False
+    tls_allow_insecure_connection: bool = False
+    #: Authentication (Pulsar's keys and provider class names; off by default, as in Pulsar).
+    authentication_enabled: bool = False
+    authentication_providers: tuple[str, ...] = ()
+    anonymous_user_role: str = ""
+    authentication_refresh_check_seconds: int = 60
+    token_secret_key: str = ""
+    token_public_key: str = ""
+    token_public_alg: str = "RS256"
+    token_auth_claim: str = "sub"
+    token_audience_claim: str = "aud"
+    token_audience: str = ""
+    basic_auth_conf: str = ""
 
     def __post_init__(self) -> None:
         # Resolve the derived defaults once so every reader sees the same values.
@@ -260,12 +288,28 @@ class BrokerConfig:
                 MappingProxyType(dict(self.scalable_topic_settings)),
             )
 
-    def listener_urls(self) -> dict[str, str]:
-        """``advertisedListeners`` as listener name -> ``pulsar://`` URL."""
+    def _tls_port(self, configured: int | None, default: int) -> int | None:
+        if configured is not None:
+            return configured
+        return default if self.tls_enabled else None
+
+    @property
+    def tls_broker_port(self) -> int | None:
+        """The ``pulsar+ssl://`` port to listen on (``None``: no TLS listener)."""
+        return self._tls_port(self.broker_service_port_tls, 6651)
+
+    @property
+    def tls_web_port(self) -> int | None:
+        """The HTTPS admin port to listen on (``None``: no HTTPS listener)."""
+        return self._tls_port(self.web_service_port_tls, 8443)
+
+    def listener_urls(self, scheme: str = "pulsar://") -> dict[str, str]:
+        """``advertisedListeners`` as listener name -> URL of ``scheme`` (``pulsar://`` or
+        ``pulsar+ssl://``)."""
         urls: dict[str, str] = {}
         for entry in self.advertised_listeners:
             name, _, url = entry.partition(":")
-            if url.startswith("pulsar://"):
+            if url.startswith(scheme):
                 urls.setdefault(name, url)
         return urls
 
@@ -517,7 +561,34 @@ KEYS: tuple[_Key, ...] = (
     _Key(
         "bookieClusterSwitchConcurrency", "bookie_cluster_switch_concurrency", _parse_int(1, 1024)
     ),
+    *(
+        _Key(name, _snake(name), parse)
+        for name, parse in (
+            ("brokerServicePortTls", _PORT),
+            ("webServicePortTls", _PORT),
+            ("tlsEnabled", _parse_bool),
+            ("tlsCertificateFilePath", _parse_path),
+            ("tlsKeyFilePath", _parse_path),
+            ("tlsTrustCertsFilePath", _parse_path),
+            ("tlsRequireTrustedClientCertOnConnect", _parse_bool),
+            ("tlsAllowInsecureConnection", _parse_bool),
+            ("authenticationEnabled", _parse_bool),
+            ("authenticationProviders", _parse_class_names),
+            ("anonymousUserRole", _parse_text),
+            ("authenticationRefreshCheckSeconds", _parse_int(1)),
+            ("tokenSecretKey", _parse_text),
+            ("tokenPublicKey", _parse_text),
+            ("tokenPublicAlg", _parse_text),
+            ("tokenAuthClaim", _parse_text),
+            ("tokenAudienceClaim", _parse_text),
+            ("tokenAudience", _parse_text),
+            ("basicAuthConf", _parse_text),
+        )
+    ),
 )
+
+#: Keys whose values may be key material: ``describe`` shows only whether they are set.
+SECRET_KEYS = frozenset({"tokenSecretKey", "basicAuthConf"})
 
 _BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}
 QUORUM_KEYS = (
@@ -672,6 +743,8 @@ def _check_auto_scale_settings(settings: Mapping[str, str]) -> None:
 
 
 def _text(value: object) -> str:
+    if value is None:
+        return ""
     if isinstance(value, SchemaCompatibilityStrategy):
         return value.value
     if isinstance(value, tuple) and all(isinstance(v, tuple) for v in value):
@@ -689,6 +762,9 @@ def config_keys() -> list[str]:
 def describe(config: BrokerConfig) -> dict[str, str]:
     """The effective configuration as ``{camelCase key: text}`` (logged at start-up)."""
     out = {k.name: _text(getattr(config, k.attribute)) for k in KEYS}
+    for key in SECRET_KEYS:
+        if out[key]:
+            out[key] = "(set)"
     out.update(config.scalable_topic_settings)
     return out
 

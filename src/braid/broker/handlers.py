@@ -94,6 +94,10 @@ class TopicService(Protocol):
         """``pulsar://host:port`` that LOOKUP answers with (for ``listener``, if named)."""
         ...
 
+    def lookup_url_tls(self, listener: str | None = None) -> str | None:
+        """``pulsar+ssl://host:port`` that LOOKUP answers with, when the broker has TLS."""
+        ...
+
     async def check_topic(self, name: str) -> TopicName:
         """Validate a topic name and its namespace."""
         ...
@@ -282,6 +286,7 @@ class TopicCommands:
             try:
                 await self._service.check_topic(req.topic)
                 url = self._service.lookup_url(req.advertised_listener_name or None)
+                url_tls = self._service.lookup_url_tls(req.advertised_listener_name or None)
             except Exception as exc:
                 code, message = to_server_error(exc)
                 if code in (ServerError.ServiceNotReady, ServerError.TooManyRequests):
@@ -292,7 +297,12 @@ class TopicCommands:
                 )
                 return
             self._channel.send(
-                commands.lookup_response(req.request_id, broker_service_url=url, authoritative=True)
+                commands.lookup_response(
+                    req.request_id,
+                    broker_service_url=url,
+                    broker_service_url_tls=url_tls,
+                    authoritative=True,
+                )
             )
 
         self._channel.spawn(run(), request_id=req.request_id)

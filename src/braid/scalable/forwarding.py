@@ -71,10 +71,17 @@ class BrokerRegistry:
         self._store = store
         self._path: str | None = None
 
-    async def register(self, service_url: str, web_service_url: str | None) -> None:
-        """Announce this broker (ephemeral: it disappears with the broker's session)."""
+    async def register(
+        self, service_url: str, web_service_url: str | None, service_url_tls: str | None = None
+    ) -> None:
+        """Announce this broker (ephemeral: it disappears with the broker's session), with its
+        ``pulsar+ssl://`` URL when it has a TLS listener (Pulsar's ``pulsarServiceUrlTls``)."""
         path = f"{BROKERS_ROOT}/{broker_id(service_url)}"
-        doc = {"pulsarServiceUrl": service_url, "webServiceUrl": web_service_url}
+        doc = {
+            "pulsarServiceUrl": service_url,
+            "pulsarServiceUrlTls": service_url_tls,
+            "webServiceUrl": web_service_url,
+        }
         data = json.dumps(doc, separators=(",", ":")).encode()
         try:
             await self._store.put(path, data, -1, ephemeral=True)
@@ -92,11 +99,19 @@ class BrokerRegistry:
             self._path = None
 
     async def web_service_url(self, service_url: str) -> str | None:
+        return await self._field(service_url, "webServiceUrl")
+
+    async def service_url_tls(self, service_url: str) -> str | None:
+        """The ``pulsar+ssl://`` URL of the broker registered as ``service_url`` (``None``: it
+        has no TLS listener, or is not registered)."""
+        return await self._field(service_url, "pulsarServiceUrlTls")
+
+    async def _field(self, service_url: str, key: str) -> str | None:
         found = await self._store.get(f"{BROKERS_ROOT}/{broker_id(service_url)}")
         if found is None:
             return None
         try:
-            value = json.loads(found[0]).get("webServiceUrl")
+            value = json.loads(found[0]).get(key)
         except (ValueError, AttributeError):
             return None
         return value if isinstance(value, str) and value else None

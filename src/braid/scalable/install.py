@@ -97,6 +97,7 @@ async def install_scalable_topics(
         segments=LocalSegmentAdmin(broker),
         namespaces=BrokerNamespaces(resources, settings.allow_auto_topic_creation),
         broker_url=broker.service_url,
+        broker_url_tls=broker.service_url_tls,
         clock=clock,
         settings=settings,
         step_hook=step_hook,

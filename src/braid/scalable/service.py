@@ -117,6 +117,7 @@ class ScalableTopicService:
         namespaces: NamespacePolicySource,
         broker_url: str,
         clock: Clock,
+        broker_url_tls: str | None = None,
         settings: ScalableTopicSettings | None = None,
         step_hook: StepHook | None = None,
         load_reporter: SegmentLoadReporter | None = None,
@@ -127,6 +128,7 @@ class ScalableTopicService:
         self._segments = segments
         self._namespaces = namespaces
         self._broker_url = broker_url
+        self._broker_url_tls = broker_url_tls
         self._clock = clock
         self._step_hook = step_hook
         self.registry = BrokerRegistry(store)
@@ -143,6 +145,7 @@ class ScalableTopicService:
             segments=segments,
             broker_url=broker_url,
             topics=self,
+            tls_url_of=self.registry.service_url_tls,
         )
         self._controllers: dict[str, ScalableTopicController] = {}
         self._starting: dict[str, asyncio.Task[ScalableTopicController]] = {}
@@ -169,7 +172,7 @@ class ScalableTopicService:
 
     async def start(self, web_service_url: str | None = None) -> None:
         """Register in the broker registry, listen to the store and resume pending operations."""
-        await self.registry.register(self._broker_url, web_service_url)
+        await self.registry.register(self._broker_url, web_service_url, self._broker_url_tls)
         self.watches.start()
         if self.settings.enabled:
             await self._resume_pending_operations()
