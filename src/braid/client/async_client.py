@@ -66,7 +66,8 @@ class AsyncClient:
         operation_timeout: deadline in seconds of lookups, creates and other requests.
         connection_timeout: deadline of a TCP connect and handshake.
         keepalive_interval: seconds of silence before a PING (twice that: reconnect).
-        authentication: credentials sent to the broker (:class:`~braid.client.auth.AuthenticationToken`,
+        authentication: credentials sent to the broker
+            (:class:`~braid.client.auth.AuthenticationToken`,
             :class:`~braid.client.auth.AuthenticationBasic`,
             :class:`~braid.client.auth.AuthenticationTLS`), ``None`` for none.
         tls_trust_certs_file: CA certificates (PEM) a ``pulsar+ssl://`` broker must chain to

@@ -71,13 +71,16 @@ def _data_url(text: str) -> bytes:
 
 
 def _base64(text: str, what: str) -> bytes:
-    try:
-        return base64.b64decode(text.strip(), validate=True)
-    except (binascii.Error, ValueError):
+    compact = "".join(text.split())
+    padded = compact + "=" * (-len(compact) % 4)
+    for altchars in (None, b"-_"):
         try:
-            return base64.urlsafe_b64decode(text.strip())
+            decoded = base64.b64decode(padded, altchars=altchars, validate=True)
         except (binascii.Error, ValueError):
-            raise InvalidKey(f"{what} is not base64, a data: URL or a file") from None
+            continue
+        if decoded:
+            return decoded
+    raise InvalidKey(f"{what} is not base64, a data: URL or a file")
 
 
 def load_public_key(data: bytes) -> PublicKeyTypes:

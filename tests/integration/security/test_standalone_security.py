@@ -157,3 +157,48 @@ async def test_admin_api_over_https_requires_credentials(
     # The plain port asks for the same credentials.
     async with httpx.AsyncClient(base_url=server.web_service_url) as http:
         assert (await http.get("/admin/v2/tenants")).status_code == 401
+
+
+async def test_braid_admin_cli_over_https_with_pulsar_admin_credentials(
+    secured: tuple[StandaloneServer, Path], tmp_path: Path
+) -> None:
+    import asyncio
+    import io
+    import json
+
+    from braid.cli.admin import run_admin
+    from braid.cli.main import build_parser
+
+    server, ca = secured
+    token_file = tmp_path / "admin.jwt"
+    token_file.write_text(_token("admin"))
+    common = ["admin", "--url", str(server.web_service_url_tls), "--tls-trust-cert-path", str(ca)]
+
+    def run(*extra: str) -> tuple[int, str]:
+        out = io.StringIO()
+        args = build_parser().parse_args([*common, *extra])
+        return run_admin(args, out), out.getvalue()
+
+    plugin = "org.apache.pulsar.client.impl.auth."
+    code, out = await asyncio.to_thread(
+        run,
+        "--auth-plugin",
+        plugin + "AuthenticationToken",
+        "--auth-params",
+        f"file://{token_file}",
+        "-o",
+        "json",
+        "tenants",
+        "list",
+    )
+    assert (code, json.loads(out)) == (0, ["public"])
+    basic_params = json.dumps({"userId": "ops", "password": "s3cret"})
+    code, _ = await asyncio.to_thread(
+        run, "--auth-plugin", plugin + "AuthenticationBasic", "--auth-params", basic_params,
+        "tenants", "list",
+    )  # fmt: skip
+    assert code == 0
+    code, _ = await asyncio.to_thread(run, "--token", _token("admin"), "tenants", "list")
+    assert code == 0
+    code, _ = await asyncio.to_thread(run, "tenants", "list")  # no credentials
+    assert code == 1
