@@ -319,3 +319,74 @@ def test_refused_connect_gets_pulsars_authentication_error_on_the_wire(
     assert reply.type == pb.BaseCommand.ERROR
     assert reply.error.error == pb.AuthenticationError
     assert reply.error.message == "Unable to authenticate"
+
+
+def _hostile(port: int, payload: bytes, *, tls: bool, pki: Pki) -> None:
+    """Send ``payload`` (over TLS when asked) and read until the broker closes or goes quiet."""
+    import socket
+    import ssl
+
+    raw = socket.create_connection(("127.0.0.1", port), timeout=1)
+    sock: socket.socket = raw
+    try:
+        if tls:
+            context = ssl.create_default_context(cafile=str(pki.ca.cert))
+            sock = context.wrap_socket(raw, server_hostname="localhost")
+        sock.sendall(payload)
+        try:
+            while sock.recv(65536):
+                pass
+        except (TimeoutError, OSError):
+            pass
+    except OSError:
+        pass  # the broker may close before reading all of it
+    finally:
+        sock.close()
+
+
+def test_auth_fuzz_leaves_authenticated_connections_unharmed(
+    secured_broker: BackgroundBroker, pki: Pki
+) -> None:
+    import random
+
+    from braid.protocol import commands, encode_command
+
+    rng = random.Random(26)
+    plain_port = int(secured_broker.service_url.rsplit(":", 1)[1])
+    tls_port = secured_broker.service.tls_port
+    assert tls_port is not None
+    client = _client(
+        _tls_url(secured_broker), pki, authentication=pulsar.AuthenticationToken(_token("steady"))
+    )
+    topic = "persistent://public/default/fuzz-bystander"
+    try:
+        consumer = client.subscribe(topic, "sub")
+        producer = client.create_producer(topic)
+
+        def connect(method: str, data: bytes) -> bytes:
+            return encode_command(
+                commands.connect("fuzz", 21, auth_method_name=method, auth_data=data)
+            )
+
+        payloads = [
+            rng.randbytes(rng.randint(1, 4096)),  # not TLS at all on the TLS port
+            b"\x16\x03\x01\x02\x00" + rng.randbytes(512),  # a broken ClientHello
+            connect("token", rng.randbytes(100)),
+            connect("token", b"eyJhbGciOiJub25lIn0.eyJzdWIiOiJyb290In0."),  # alg none
+            connect("token", b"a" * 60_000),  # oversize token
+            connect("basic", b"\xff\xfe:\x00"),
+            connect("tls", b""),
+            connect("\x00" * 200, b"x"),
+            connect("token", _token("x").encode())[:-3],  # truncated frame
+        ]
+        for round_ in range(3):
+            for i, payload in enumerate(payloads):
+                _hostile(tls_port, payload, tls=i >= 2, pki=pki)
+                _hostile(plain_port, payload, tls=False, pki=pki)
+            producer.send(f"still here {round_}".encode())
+            message = consumer.receive(timeout_millis=5000)
+            assert message.data() == f"still here {round_}".encode()
+            consumer.acknowledge(message)
+        assert "steady" in _roles(secured_broker)
+    finally:
+        client.close()
