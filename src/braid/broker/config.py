@@ -271,6 +271,10 @@ class BrokerConfig:
     token_audience_claim: str = "aud"
     token_audience: str = ""
     basic_auth_conf: str = ""
+    #: What this broker presents to other brokers (forwarded admin calls): Pulsar's client
+    #: plugin class name and its parameters (``token:<jwt>``, ``file:///path``, JSON ...).
+    broker_client_authentication_plugin: str = ""
+    broker_client_authentication_parameters: str = ""
 
     def __post_init__(self) -> None:
         # Resolve the derived defaults once so every reader sees the same values.
@@ -583,12 +587,14 @@ KEYS: tuple[_Key, ...] = (
             ("tokenAudienceClaim", _parse_text),
             ("tokenAudience", _parse_text),
             ("basicAuthConf", _parse_text),
+            ("brokerClientAuthenticationPlugin", _parse_text),
+            ("brokerClientAuthenticationParameters", _parse_text),
         )
     ),
 )
 
 #: Keys whose values may be key material: ``describe`` shows only whether they are set.
-SECRET_KEYS = frozenset({"tokenSecretKey", "basicAuthConf"})
+SECRET_KEYS = frozenset({"tokenSecretKey", "basicAuthConf", "brokerClientAuthenticationParameters"})
 
 _BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}
 QUORUM_KEYS = (

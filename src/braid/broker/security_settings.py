@@ -11,7 +11,9 @@ import ipaddress
 import logging
 
 from braid.broker.config import BrokerConfig, InvalidConfig
+from braid.core.errors import InvalidInputError
 from braid.security.authentication import AuthenticationSettings
+from braid.security.credentials import ClientCredentials, from_plugin
 from braid.security.tls import TlsSettings
 from braid.security.tokens import TokenSettings
 
@@ -59,6 +61,24 @@ def authentication_settings(config: BrokerConfig) -> AuthenticationSettings:
     )
 
 
+def broker_client_credentials(config: BrokerConfig) -> ClientCredentials | None:
+    """What this broker presents to the others (``brokerClientAuthenticationPlugin`` and
+    ``brokerClientAuthenticationParameters``), or ``None``.
+
+    Raises:
+        InvalidConfig: an unknown plugin or parameters it cannot use.
+    """
+    if not config.broker_client_authentication_plugin:
+        return None
+    try:
+        return from_plugin(
+            config.broker_client_authentication_plugin,
+            config.broker_client_authentication_parameters,
+        )
+    except InvalidInputError as exc:
+        raise InvalidConfig("brokerClientAuthenticationPlugin", "", str(exc)) from None
+
+
 def is_loopback(host: str) -> bool:
     """Whether ``host`` (a bind address) is reachable from this machine only."""
     if host == "localhost":
@@ -93,4 +113,10 @@ def log_security_posture(config: BrokerConfig, log: logging.Logger) -> None:
         )
 
 
-__all__ = ["authentication_settings", "is_loopback", "log_security_posture", "tls_settings"]
+__all__ = [
+    "authentication_settings",
+    "broker_client_credentials",
+    "is_loopback",
+    "log_security_posture",
+    "tls_settings",
+]

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from braid.broker.resources import BrokerResources
+from braid.broker.security_settings import broker_client_credentials
 from braid.broker.service import BrokerService
 from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
@@ -98,6 +99,7 @@ async def install_scalable_topics(
         namespaces=BrokerNamespaces(resources, settings.allow_auto_topic_creation),
         broker_url=broker.service_url,
         broker_url_tls=broker.service_url_tls,
+        broker_client_credentials=broker_client_credentials(broker.config),
         clock=clock,
         settings=settings,
         step_hook=step_hook,

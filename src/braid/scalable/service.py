@@ -71,6 +71,7 @@ from braid.scalable.resources import (
 )
 from braid.scalable.segments import SegmentAdmin
 from braid.scalable.watch_hub import WatchHub
+from braid.security.credentials import ClientCredentials
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,7 @@ class ScalableTopicService:
         broker_url: str,
         clock: Clock,
         broker_url_tls: str | None = None,
+        broker_client_credentials: ClientCredentials | None = None,
         settings: ScalableTopicSettings | None = None,
         step_hook: StepHook | None = None,
         load_reporter: SegmentLoadReporter | None = None,
@@ -136,7 +138,7 @@ class ScalableTopicService:
         self.router = LeaderRouter(
             broker_url=broker_url,
             controllers=self.controller,
-            forwarder=LeaderForwarder(self.registry),
+            forwarder=LeaderForwarder(self.registry, credentials=broker_client_credentials),
         )
         #: The DAG-watch and namespace-watch sessions and the metadata listener.
         self.watches = WatchHub(
