@@ -72,12 +72,15 @@ class AuthenticationMiddleware:
             log.info(
                 "refusing %s %s from %s: %s", scope.get("method"), scope.get("path"), client[0], exc
             )
-            await self._refuse(send)
+            await self._refuse(scope, send)
             return
         scope.setdefault("state", {})["identity"] = identity
         await self._app(scope, receive, send)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})  # policy violation
+            return
         body = json.dumps(UNAUTHENTICATED).encode()
         await send(
             {

@@ -33,6 +33,8 @@ class LookupService(Protocol):
 
     def lookup_url(self, listener: str | None = None) -> str: ...
 
+    def lookup_url_tls(self, listener: str | None = None) -> str | None: ...
+
 
 def lookup_router(broker: LookupService) -> APIRouter:
     """``/lookup/v2/topic/...`` and ``/admin/v2/namespaces/{tenant}/{namespace}/topics``."""
@@ -53,13 +55,15 @@ def lookup_router(broker: LookupService) -> APIRouter:
         x_pulsar_listenername: Annotated[str | None, Header()] = None,
     ) -> dict[str, Any]:
         name = await broker.check_topic(f"{domain}://{tenant}/{namespace}/{topic}")
-        url = broker.lookup_url(listenerName or x_pulsar_listenername or None)
+        listener = listenerName or x_pulsar_listenername or None
+        url = broker.lookup_url(listener)
         web = str(request.base_url).rstrip("/")
+        https = request.url.scheme == "https"
         return {
             "brokerUrl": url,
-            "brokerUrlTls": "",
+            "brokerUrlTls": broker.lookup_url_tls(listener) or "",
             "httpUrl": web,
-            "httpUrlTls": "",
+            "httpUrlTls": web if https else "",
             "nativeUrl": url,
             "topic": str(name),
         }

@@ -244,3 +244,35 @@ async def test_admin_auth_fuzz_never_answers_5xx(secured: tuple[StandaloneServer
         # Other clients are served all along.
         bearer = {"Authorization": f"Bearer {good}"}
         assert (await http.get("/admin/v2/tenants", headers=bearer)).status_code == 200
+
+
+async def test_official_client_over_https_lookup_follows_the_tls_broker_url(
+    secured: tuple[StandaloneServer, Path],
+) -> None:
+    import asyncio
+    import logging
+
+    import pulsar
+
+    server, ca = secured
+    quiet = logging.getLogger("official-client")
+    quiet.setLevel(logging.CRITICAL)
+
+    def round_trip() -> bytes:
+        client = pulsar.Client(
+            str(server.web_service_url_tls),
+            authentication=pulsar.AuthenticationToken(_token("app")),
+            tls_trust_certs_file_path=str(ca),
+            tls_validate_hostname=True,
+            operation_timeout_seconds=10,
+            logger=quiet,
+        )
+        try:
+            topic = "persistent://public/default/https-lookup"
+            consumer = client.subscribe(topic, "s")
+            client.create_producer(topic).send(b"via https lookup")
+            return bytes(consumer.receive(timeout_millis=10_000).data())
+        finally:
+            client.close()
+
+    assert await asyncio.to_thread(round_trip) == b"via https lookup"
