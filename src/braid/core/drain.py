@@ -49,12 +49,24 @@ def readable_segments(layout: SegmentLayout, drained: Set[int]) -> list[SegmentI
         raise InvalidInputError(
             f"active segments {active_drained} cannot be drained: they still accept messages"
         )
-    readable = [
-        segment
-        for sid, segment in layout.segments.items()
-        if sid not in drained and layout.ancestors(sid) <= drained
-    ]
+    # One pass in creation order (parents are always created in an earlier epoch than their
+    # children, so it is a topological order): a segment is *cleared* when it and all its
+    # ancestors are drained, and readable when it is not drained and all its parents are
+    # cleared. Linear in the DAG's size, where checking each segment's ancestor set was
+    # quadratic on a long DAG, and this runs on every hand-over (ADR 0043).
+    cleared: dict[int, bool] = {}
+    readable = []
+    for segment in sorted(layout.segments.values(), key=_creation_order):
+        parents_cleared = all(cleared[p] for p in segment.parent_ids if p in layout.segments)
+        sid = segment.segment_id
+        cleared[sid] = parents_cleared and sid in drained
+        if parents_cleared and sid not in drained:
+            readable.append(segment)
     return sorted(readable, key=ring_order)
+
+
+def _creation_order(segment: SegmentInfo) -> tuple[int, int]:
+    return segment.created_at_epoch, segment.segment_id
 
 
 __all__ = ["readable_segments"]

@@ -637,11 +637,12 @@ class ScalableTopicController:
         for coordinator in self._coordinators.values():
             coordinator.on_transport_closed(transport)
 
-    async def on_segment_drained(self, subscription: str) -> None:
-        """A subscription consumed a sealed segment to its end: hand out what it unblocked."""
+    def on_segment_drained(self, subscription: str, segment_id: int) -> None:
+        """A subscription consumed a sealed segment to its end: hand out what it unblocked (at
+        once: the coordinator batches drains that arrive while it works)."""
         coordinator = self._coordinators.get(subscription)
         if coordinator is not None:
-            await coordinator.refresh()
+            coordinator.segment_drained(segment_id)
 
     # -- sealed-segment garbage collection -----------------------------------------------------
 

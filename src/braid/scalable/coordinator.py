@@ -16,12 +16,20 @@ Runs on the controller leader, one per STREAM or CHECKPOINT subscription. It own
   observed to drain: every segment is assignable and ordering across a split is the consumer's
   (client-side) job, as upstream.
 * **Pushes.** After every rebalance only the consumers whose segments changed are told, with the
-  layout epoch; the registrations of those consumers are rewritten (writes scale with membership
-  and layout changes, never with liveness ticks).
+  layout epoch, one push per consumer per change set; then the registrations of those consumers
+  are rewritten (writes scale with membership and layout changes, never with liveness ticks).
+  The push goes first: a registration is only what a new leader starts from, and it recomputes
+  the assignment from the layout and the cursors anyway.
 
-The drained set is recomputed from the segment owners' cursors (``SegmentAdmin.is_drained``) on
-every layout change, drain event and seek, so a seek that rewinds the subscription makes drained
-segments readable again.
+**Drained set** (ADR 0043). Read in full from the segment owners' cursors
+(``SegmentAdmin.is_drained``) when the coordinator starts, after a seek (which can rewind the
+subscription into drained segments) and when a new leader takes over. Between those it is kept
+incrementally, so a hand-over costs the same on a DAG of ten segments or of thousands: a layout
+change checks only the segments it sealed (an empty one, or one the subscription had already
+consumed, is drained at once), and the broker's drain event for a segment checks only that
+segment. Drain events are absorbed in batches: events arriving while a rebalance runs are all
+handled by the next one, so a frontier that opens up segment after segment (children already
+drained, or empty for this subscription) is handed over in one push, never attached one by one.
 """
 
 from __future__ import annotations
@@ -144,6 +152,11 @@ class SubscriptionCoordinator:
         self._on_membership_change = on_membership_change
         self._sessions: dict[str, ConsumerSession] = {}
         self._drained: frozenset[int] = frozenset()
+        self._drained_known = False
+        self._drain_events: set[int] = set()
+        self._absorbing: asyncio.Task[None] | None = None
+        self._unsaved: dict[str, ConsumerRegistration] = {}
+        self._saver: asyncio.Task[None] | None = None
         self._assignment: SubscriptionAssignment | None = None
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -220,6 +233,7 @@ class SubscriptionCoordinator:
             if session is None:
                 return False
             session.cancel_grace()
+            await self._forget_unsaved(name)
             await self._resources.delete_registration(self.topic, self.subscription, name)
             log.info("%s/%s: consumer %r left", self.topic, self.subscription, name)
             await self._rebalance()
@@ -285,6 +299,7 @@ class SubscriptionCoordinator:
                 self._grace_s,
             )
             try:
+                await self._forget_unsaved(session.name)
                 await self._resources.delete_registration(
                     self.topic, self.subscription, session.name
                 )
@@ -302,39 +317,90 @@ class SubscriptionCoordinator:
     # -- layout and drain ----------------------------------------------------------------------
 
     async def on_layout_change(self, layout: SegmentLayout) -> None:
-        """A split, merge or prune happened: recompute and push."""
+        """A split, merge or prune happened: check the segments it sealed, recompute and push."""
         async with self._lock:
             if self._closed or layout.epoch < self._layout.epoch:
                 return
-            self._layout = layout
+            previous, self._layout = self._layout, layout
+            if self._drained_known:
+                newly_sealed = [
+                    segment
+                    for sid, segment in layout.segments.items()
+                    if not segment.is_active
+                    and (sid not in previous.segments or previous.segments[sid].is_active)
+                ]
+                kept = {sid for sid in self._drained if sid in layout.segments}
+                self._drained = frozenset(kept | await self._drained_among(newly_sealed))
             await self._rebalance()
 
     async def refresh(self) -> None:
-        """Re-read the drained state (after a drain event or a seek) and push what changed."""
+        """Re-read the whole drained state (after a seek, or a new leader) and push what
+        changed."""
         async with self._lock:
             if self._closed:
                 return
+            self._drained_known = False
             await self._rebalance()
 
-    async def _compute_drained(self) -> frozenset[int]:
-        if self.sub_type is not SubscriptionType.STREAM:
-            return frozenset()
+    def segment_drained(self, segment_id: int) -> None:
+        """The broker saw this subscription reach the end of sealed segment ``segment_id``:
+        hand over what that unblocks, together with every other drain reported meanwhile."""
+        if self._closed or self.sub_type is not SubscriptionType.STREAM:
+            return
+        self._drain_events.add(segment_id)
+        if self._absorbing is None:
+            self._absorbing = asyncio.ensure_future(self._absorb_drain_events())
+            self._tasks.add(self._absorbing)
+            self._absorbing.add_done_callback(self._tasks.discard)
+
+    async def _absorb_drain_events(self) -> None:
+        try:
+            while self._drain_events and not self._closed:
+                async with self._lock:
+                    events, self._drain_events = self._drain_events, set()
+                    if self._closed:
+                        return
+                    if self._drained_known:
+                        # A segment still active in this layout was sealed by a change this
+                        # coordinator has not seen yet: that change checks it when it arrives.
+                        sealed = [
+                            self._layout.segments[sid]
+                            for sid in sorted(events)
+                            if sid in self._layout.segments
+                            and not self._layout.segments[sid].is_active
+                            and sid not in self._drained
+                        ]
+                        found = await self._drained_among(sealed)
+                        if not found:
+                            continue
+                        self._drained = self._drained | found
+                    await self._rebalance()
+        except Exception:
+            log.exception("%s/%s: hand-over after a drain failed", self.topic, self.subscription)
+        finally:
+            self._absorbing = None
+
+    async def _drained_among(self, segments: Iterable[SegmentInfo]) -> frozenset[int]:
+        """The ids of ``segments`` (sealed) this subscription has drained; a check that fails
+        counts as not drained (children wait, which is safe)."""
         drained = set()
-        for segment in self._layout.sealed_segments:
+        for segment in segments:
             name = segment_topic_name(self.topic, segment)
             try:
                 if await self._segments.is_drained(name, self.subscription):
                     drained.add(segment.segment_id)
             except Exception as exc:
-                # Unknown counts as not drained: children wait, which is safe.
                 log.warning(
                     "%s/%s: drain check of %s failed: %r", self.topic, self.subscription, name, exc
                 )
         return frozenset(drained)
 
     async def _rebalance(self, exclude_push: str | None = None) -> None:
-        """Recompute under the lock; persist and push to consumers whose segments changed."""
-        self._drained = await self._compute_drained()
+        """Recompute under the lock; push to the consumers whose segments changed, then persist
+        their registrations."""
+        if self.sub_type is SubscriptionType.STREAM and not self._drained_known:
+            self._drained = await self._drained_among(self._layout.sealed_segments)
+            self._drained_known = True
         before = {name: s.segment_ids for name, s in self._sessions.items()}
         if self.sub_type is SubscriptionType.STREAM:
             assignment = compute_assignment(self._layout, self._sessions, self._drained)
@@ -347,25 +413,69 @@ class SubscriptionCoordinator:
         for name in changed:
             session = self._sessions[name]
             session.segment_ids = assignment.segments_of(name)
-            await self._resources.put_registration(
-                self.topic,
-                self.subscription,
-                ConsumerRegistration(name, session.segment_ids, self._layout.epoch),
-            )
             if name == exclude_push or not session.connected or session.consumer_id is None:
                 continue
             assert session.transport is not None
             session.transport.send_assignment_update(
                 session.consumer_id, self._view(session.segment_ids)
             )
-        if changed:
-            log.info(
-                "%s/%s: assignment at epoch %d: %s",
-                self.topic,
-                self.subscription,
-                self._layout.epoch,
-                assignment.as_dict(),
-            )
+        if not changed:
+            return
+        self._save_later(changed)
+        log.info(
+            "%s/%s: assignment at epoch %d: %s",
+            self.topic,
+            self.subscription,
+            self._layout.epoch,
+            assignment.as_dict(),
+        )
+
+    # -- registrations -------------------------------------------------------------------------
+    #
+    # Rewritten after the push and outside the lock, by one task writing the newest registration
+    # of each changed consumer: the next hand-over never waits for a metadata write. A
+    # registration is only what a new leader starts from (it recomputes the assignment from the
+    # layout and the cursors), so a write that fails is logged and the next change rewrites it.
+
+    def _save_later(self, names: Iterable[str]) -> None:
+        for name in names:
+            session = self._sessions.get(name)
+            if session is not None:
+                self._unsaved[name] = ConsumerRegistration(
+                    name, session.segment_ids, self._layout.epoch
+                )
+        if self._saver is None and self._unsaved:
+            self._saver = asyncio.ensure_future(self._save_registrations())
+            self._tasks.add(self._saver)
+            self._saver.add_done_callback(self._tasks.discard)
+
+    async def _save_registrations(self) -> None:
+        try:
+            while self._unsaved:
+                name = next(iter(self._unsaved))
+                registration = self._unsaved.pop(name)
+                try:
+                    await self._resources.put_registration(
+                        self.topic, self.subscription, registration
+                    )
+                except Exception as exc:
+                    log.warning(
+                        "%s/%s: saving the registration of %r failed: %r",
+                        self.topic,
+                        self.subscription,
+                        name,
+                        exc,
+                    )
+        finally:
+            self._saver = None
+
+    async def _forget_unsaved(self, name: str) -> None:
+        """Drop ``name``'s pending write and wait for one in flight (before deleting it, so
+        no late write brings the registration back)."""
+        self._unsaved.pop(name, None)
+        saver = self._saver
+        if saver is not None:
+            await asyncio.wait([saver])
 
     def _view(self, segment_ids: Sequence[int]) -> ConsumerAssignmentView:
         segments = []
@@ -402,6 +512,7 @@ class SubscriptionCoordinator:
         async with self._lock:
             for name, session in list(self._sessions.items()):
                 session.cancel_grace()
+                await self._forget_unsaved(name)
                 with contextlib.suppress(Exception):
                     await self._resources.delete_registration(self.topic, self.subscription, name)
             self._sessions.clear()

@@ -501,7 +501,7 @@ class ScalableTopicService:
         controller = self._controllers.get(str(segment.parent))
         if controller is None or not controller.is_leader:
             return
-        self._background.spawn(controller.on_segment_drained(subscription))
+        controller.on_segment_drained(subscription, segment.segment_id)
 
     def parse_scalable(self, name: str) -> TopicName:
         topic = TopicName.parse(name, default_domain=TopicDomain.TOPIC)
