@@ -172,6 +172,11 @@ class SubscriptionCoordinator:
     def drained(self) -> frozenset[int]:
         return self._drained
 
+    @property
+    def pending_drains(self) -> frozenset[int]:
+        """Segments reported drained and not handed over yet (absorbed by the next rebalance)."""
+        return frozenset(self._drain_events)
+
     def session(self, name: str) -> ConsumerSession | None:
         return self._sessions.get(name)
 
@@ -223,6 +228,7 @@ class SubscriptionCoordinator:
             self._sessions[name] = session
             log.info("%s/%s: consumer %r registered", self.topic, self.subscription, name)
             await self._rebalance(exclude_push=name)
+            await self._saves_done()  # a new member's registration names its segments
         self._membership_changed()
         return self._view(session.segment_ids)
 
@@ -469,13 +475,16 @@ class SubscriptionCoordinator:
         finally:
             self._saver = None
 
+    async def _saves_done(self) -> None:
+        saver = self._saver
+        if saver is not None:
+            await asyncio.wait([saver])
+
     async def _forget_unsaved(self, name: str) -> None:
         """Drop ``name``'s pending write and wait for one in flight (before deleting it, so
         no late write brings the registration back)."""
         self._unsaved.pop(name, None)
-        saver = self._saver
-        if saver is not None:
-            await asyncio.wait([saver])
+        await self._saves_done()
 
     def _view(self, segment_ids: Sequence[int]) -> ConsumerAssignmentView:
         segments = []
