@@ -101,11 +101,13 @@ def _active(layout: dict[str, Any]) -> list[tuple[int, int, int]]:
 async def _fill(
     producer: braid.AsyncProducer, pool: KeyPool, start: int, end: int, count: int
 ) -> None:
-    futures = [
-        producer.send_async(f"{key}|{i}".encode(), key=key)
-        for i, key in enumerate(pool.keys_in(start, end, count))
-    ]
-    await asyncio.gather(*futures)
+    keys = pool.keys_in(start, end, count)
+    for chunk in range(0, count, 10_000):  # within the producer's pending-message limit
+        futures = [
+            producer.send_async(f"{key}|{chunk + i}".encode(), key=key)
+            for i, key in enumerate(keys[chunk : chunk + 10_000])
+        ]
+        await asyncio.gather(*futures)
 
 
 async def _build(

@@ -14,7 +14,9 @@ Runs on the controller leader, one per STREAM or CHECKPOINT subscription. It own
   Braid's answer to the PIP-468 review question "catch-up reads must take the subscription into
   account" (ADR 0020). CHECKPOINT subscriptions keep no broker cursor, so nothing can be
   observed to drain: every segment is assignable and ordering across a split is the consumer's
-  (client-side) job, as upstream.
+  (client-side) job, as upstream. A membership change deals afresh (round-robin); a drain, a
+  layout change or a seek deals stickily: consumers keep their segments and a newly readable
+  segment goes to the consumer that drained its parent, counts kept within one (ADR 0043).
 * **Pushes.** After every rebalance only the consumers whose segments changed are told, with the
   layout epoch, one push per consumer per change set; then the registrations of those consumers
   are rewritten (writes scale with membership and layout changes, never with liveness ticks).
@@ -227,7 +229,7 @@ class SubscriptionCoordinator:
             session.attach(consumer_id, transport)
             self._sessions[name] = session
             log.info("%s/%s: consumer %r registered", self.topic, self.subscription, name)
-            await self._rebalance(exclude_push=name)
+            await self._rebalance(exclude_push=name, deal=True)
             await self._saves_done()  # a new member's registration names its segments
         self._membership_changed()
         return self._view(session.segment_ids)
@@ -242,7 +244,7 @@ class SubscriptionCoordinator:
             await self._forget_unsaved(name)
             await self._resources.delete_registration(self.topic, self.subscription, name)
             log.info("%s/%s: consumer %r left", self.topic, self.subscription, name)
-            await self._rebalance()
+            await self._rebalance(deal=True)
         self._membership_changed()
         return True
 
@@ -309,7 +311,7 @@ class SubscriptionCoordinator:
                 await self._resources.delete_registration(
                     self.topic, self.subscription, session.name
                 )
-                await self._rebalance()
+                await self._rebalance(deal=True)
             except Exception:
                 log.exception(
                     "%s/%s: rebalance after eviction failed", self.topic, self.subscription
@@ -401,15 +403,17 @@ class SubscriptionCoordinator:
                 )
         return frozenset(drained)
 
-    async def _rebalance(self, exclude_push: str | None = None) -> None:
+    async def _rebalance(self, exclude_push: str | None = None, *, deal: bool = False) -> None:
         """Recompute under the lock; push to the consumers whose segments changed, then persist
-        their registrations."""
+        their registrations. ``deal``: a membership change, dealt afresh round-robin; otherwise
+        every consumer keeps its readable segments (sticky, ADR 0043)."""
         if self.sub_type is SubscriptionType.STREAM and not self._drained_known:
             self._drained = await self._drained_among(self._layout.sealed_segments)
             self._drained_known = True
         before = {name: s.segment_ids for name, s in self._sessions.items()}
         if self.sub_type is SubscriptionType.STREAM:
-            assignment = compute_assignment(self._layout, self._sessions, self._drained)
+            previous = None if deal else {n: s.segment_ids for n, s in self._sessions.items()}
+            assignment = compute_assignment(self._layout, self._sessions, self._drained, previous)
         else:
             # No cursor, nothing observable drains: every segment is assignable and the order
             # across a split is kept client-side.
