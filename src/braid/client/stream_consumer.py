@@ -116,6 +116,7 @@ class AsyncStreamConsumer(ConsumerBase):
             pb.STREAM,
             self._apply_diff,
             initial_earliest=self._initial == pb.CommandSubscribe.Earliest,
+            attach_ahead=True,
         )
         await self._session.start()
         await self._first_attaches(list(self._segments.values()))
@@ -157,6 +158,12 @@ class AsyncStreamConsumer(ConsumerBase):
         for assigned in diff.attach:
             self._assigned[assigned.segment_id] = assigned
             self._attach_assigned(assigned)
+        for assigned in diff.resume:
+            # Opened ahead, readable now: the hand-over is a FLOW, not a new subscription.
+            self._assigned[assigned.segment_id] = assigned
+            seg = self._segments.get(assigned.segment_id)
+            if seg is not None:
+                seg.resume()
 
     def _attach_assigned(self, assigned: AssignedSegment) -> None:
         sid = assigned.segment_id
@@ -174,6 +181,8 @@ class AsyncStreamConsumer(ConsumerBase):
             for r in assigned.bucket_ranges:
                 key_shared.hashRanges.add(start=r.start, end=r.end)
         seg = self._new_segment(route, self._spec(sub_type, sid), key_shared)
+        if assigned.paused:
+            seg.pause()  # attached ahead: subscribed, no permits until it is readable
         self._segments[sid] = seg
         seg.start()
 

@@ -65,8 +65,33 @@ def readable_segments(layout: SegmentLayout, drained: Set[int]) -> list[SegmentI
     return sorted(readable, key=ring_order)
 
 
+def next_segments(layout: SegmentLayout, drained: Set[int]) -> dict[int, tuple[int, ...]]:
+    """The segments one step past the readable frontier, with the readable parents they wait
+    for (attach ahead, ADR 0043).
+
+    A segment is listed when it is neither readable nor drained and each of its parents is
+    either readable now or drained with all its ancestors: it becomes readable exactly when its
+    listed parents are drained. A consumer that owns all of them may open it ahead, paused.
+
+    Raises:
+        InvalidInputError: as :func:`readable_segments`.
+    """
+    readable = {segment.segment_id for segment in readable_segments(layout, drained)}
+    cleared: dict[int, bool] = {}
+    waiting: dict[int, tuple[int, ...]] = {}
+    for segment in sorted(layout.segments.values(), key=_creation_order):
+        sid = segment.segment_id
+        parents = [p for p in segment.parent_ids if p in layout.segments]
+        cleared[sid] = sid in drained and all(cleared[p] for p in parents)
+        if sid in readable or sid in drained:
+            continue
+        if parents and all(p in readable or cleared[p] for p in parents):
+            waiting[sid] = tuple(sorted(p for p in parents if p in readable))
+    return waiting
+
+
 def _creation_order(segment: SegmentInfo) -> tuple[int, int]:
     return segment.created_at_epoch, segment.segment_id
 
 
-__all__ = ["readable_segments"]
+__all__ = ["next_segments", "readable_segments"]

@@ -600,6 +600,7 @@ class ScalableTopicController:
         transport: AssignmentTransport,
         *,
         earliest: bool = False,
+        attach_ahead: bool = False,
     ) -> ConsumerAssignmentView:
         """Register a STREAM/CHECKPOINT consumer (or reconnect it); returns its assignment.
 
@@ -624,7 +625,9 @@ class ScalableTopicController:
                 f"subscription {subscription!r} of {self.topic} is a {coordinator.sub_type} "
                 f"subscription, not {sub_type}"
             )
-        return await coordinator.register(consumer_name, consumer_id, transport)
+        return await coordinator.register(
+            consumer_name, consumer_id, transport, attach_ahead=attach_ahead
+        )
 
     async def unregister_consumer(self, subscription: str, consumer_name: str) -> bool:
         """Clean leave: delete the registration and rebalance now."""

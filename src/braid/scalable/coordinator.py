@@ -51,6 +51,7 @@ from braid.core.assignment import (
     changed_consumers,
     compute_assignment,
 )
+from braid.core.drain import next_segments
 from braid.core.layout import SegmentLayout
 from braid.core.names import SegmentTopicName, TopicName
 from braid.core.segment_info import SegmentInfo
@@ -73,6 +74,8 @@ class AssignedSegment:
     hash_start: int
     hash_end: int
     segment_topic: str
+    #: Attach ahead: not readable yet; subscribe without permits until told otherwise.
+    paused: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,9 @@ class ConsumerSession:
         self.consumer_id: int | None = None
         self.transport: AssignmentTransport | None = None
         self.segment_ids = segment_ids
+        #: Whether the consumer understands paused segments, and the ones it may open ahead.
+        self.attach_ahead = False
+        self.ahead_ids: tuple[int, ...] = ()
         self.grace_timer: TimerHandle | None = None
 
     @property
@@ -184,8 +190,9 @@ class SubscriptionCoordinator:
 
     def assignment_of(self, name: str) -> ConsumerAssignmentView:
         session = self._sessions.get(name)
-        ids = session.segment_ids if session is not None else ()
-        return self._view(ids)
+        if session is None:
+            return self._view(())
+        return self._view(session.segment_ids, session.ahead_ids)
 
     def stats(self) -> dict[str, object]:
         return {
@@ -195,6 +202,7 @@ class SubscriptionCoordinator:
                 name: {
                     "connected": s.connected,
                     "assignedSegments": list(s.segment_ids),
+                    "attachedAhead": list(s.ahead_ids),
                     "inGracePeriod": s.in_grace_period,
                 }
                 for name, s in sorted(self._sessions.items())
@@ -204,9 +212,17 @@ class SubscriptionCoordinator:
     # -- membership ----------------------------------------------------------------------------
 
     async def register(
-        self, name: str, consumer_id: int, transport: AssignmentTransport
+        self,
+        name: str,
+        consumer_id: int,
+        transport: AssignmentTransport,
+        *,
+        attach_ahead: bool = False,
     ) -> ConsumerAssignmentView:
-        """Register (or reconnect) ``name``; returns its assignment (also for a reconnect)."""
+        """Register (or reconnect) ``name``; returns its assignment (also for a reconnect).
+
+        ``attach_ahead``: the consumer understands paused segments (the next ones it will be
+        given, listed so it can subscribe without permits ahead of time)."""
         async with self._lock:
             self._check_open()
             existing = self._sessions.get(name)
@@ -214,6 +230,9 @@ class SubscriptionCoordinator:
                 # Reconnect within grace (or a duplicate registration): same assignment, nobody
                 # else is disturbed.
                 existing.attach(consumer_id, transport)
+                existing.attach_ahead = attach_ahead
+                if not attach_ahead:
+                    existing.ahead_ids = ()
                 log.info(
                     "%s/%s: consumer %r reconnected; keeps segments %s",
                     self.topic,
@@ -221,18 +240,19 @@ class SubscriptionCoordinator:
                     name,
                     list(existing.segment_ids),
                 )
-                return self._view(existing.segment_ids)
+                return self._view(existing.segment_ids, existing.ahead_ids)
             session = ConsumerSession(name)
             await self._resources.put_registration(
                 self.topic, self.subscription, ConsumerRegistration(name, (), self._layout.epoch)
             )
             session.attach(consumer_id, transport)
+            session.attach_ahead = attach_ahead
             self._sessions[name] = session
             log.info("%s/%s: consumer %r registered", self.topic, self.subscription, name)
             await self._rebalance(exclude_push=name, deal=True)
             await self._saves_done()  # a new member's registration names its segments
         self._membership_changed()
-        return self._view(session.segment_ids)
+        return self._view(session.segment_ids, session.ahead_ids)
 
     async def unregister(self, name: str) -> bool:
         """Remove ``name`` for good and rebalance at once; ``False`` if it was unknown."""
@@ -420,14 +440,19 @@ class SubscriptionCoordinator:
             assignment = _assign_everything(self._layout, self._sessions)
         self._assignment = assignment
         changed = changed_consumers(before, assignment)
-        for name in changed:
-            session = self._sessions[name]
+        ahead = self._ahead(assignment)
+        for name, session in self._sessions.items():
+            moved = name in changed
             session.segment_ids = assignment.segments_of(name)
+            next_ids = ahead.get(name, ()) if session.attach_ahead else ()
+            if not moved and next_ids == session.ahead_ids:
+                continue
+            session.ahead_ids = next_ids
             if name == exclude_push or not session.connected or session.consumer_id is None:
                 continue
             assert session.transport is not None
             session.transport.send_assignment_update(
-                session.consumer_id, self._view(session.segment_ids)
+                session.consumer_id, self._view(session.segment_ids, session.ahead_ids)
             )
         if not changed:
             return
@@ -490,20 +515,40 @@ class SubscriptionCoordinator:
         self._unsaved.pop(name, None)
         await self._saves_done()
 
-    def _view(self, segment_ids: Sequence[int]) -> ConsumerAssignmentView:
+    def _ahead(self, assignment: SubscriptionAssignment) -> dict[str, tuple[int, ...]]:
+        """Consumer -> the segments it may open ahead: those one step past the readable
+        frontier whose readable parents are all this consumer's (the sticky deal gives such a
+        segment to it once they drain, unless the counts must be evened)."""
+        if self.sub_type is not SubscriptionType.STREAM:
+            return {}
+        owner = {sid: c.consumer_name for c in assignment.consumers for sid in c.segment_ids}
+        ahead: dict[str, list[int]] = {}
+        for sid, parents in next_segments(self._layout, self._drained).items():
+            owners = {owner.get(p) for p in parents}
+            if len(owners) == 1:
+                (name,) = owners
+                if name is not None:
+                    ahead.setdefault(name, []).append(sid)
+        return {name: tuple(sorted(ids)) for name, ids in ahead.items()}
+
+    def _view(
+        self, segment_ids: Sequence[int], ahead_ids: Sequence[int] = ()
+    ) -> ConsumerAssignmentView:
         segments = []
-        for sid in segment_ids:
-            info = self._layout.segments.get(sid)
-            if info is None:
-                continue
-            segments.append(
-                AssignedSegment(
-                    sid,
-                    info.hash_range.start,
-                    info.hash_range.end,
-                    str(segment_topic_name(self.topic, info)),
+        for paused, ids in ((False, segment_ids), (True, ahead_ids)):
+            for sid in ids:
+                info = self._layout.segments.get(sid)
+                if info is None:
+                    continue
+                segments.append(
+                    AssignedSegment(
+                        sid,
+                        info.hash_range.start,
+                        info.hash_range.end,
+                        str(segment_topic_name(self.topic, info)),
+                        paused,
+                    )
                 )
-            )
         return ConsumerAssignmentView(self._layout.epoch, tuple(segments))
 
     # -- lifecycle -----------------------------------------------------------------------------

@@ -419,3 +419,39 @@ async def test_a_drained_segment_cursor_was_written_to_its_node_without_a_cursor
         assert set(await stack.broker.storage.list_ledgers()) == ledgers_before
     finally:
         await raw.close()
+
+
+async def test_a_consumer_attaching_ahead_is_told_its_next_segments_paused(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 1)
+    raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
+    try:
+        ahead, plain = Connection(), Connection()
+        await stack.scalable.register_consumer(
+            str(TOPIC), "s", "c1", 1, SubscriptionType.STREAM, ahead, attach_ahead=True
+        )
+        await stack.scalable.register_consumer(
+            str(TOPIC), "p", "c1", 1, SubscriptionType.STREAM, plain, earliest=True
+        )
+        parent = segment(stack, 0)
+        await produce(raw, parent, [b"a"])
+        await stack.scalable.split(TOPIC, 0)  # 1, 2 wait for 0
+        # The consumer that understands paused segments may open 1 and 2 now, without
+        # permits; one that does not is never told about segments it may not read.
+        assert [(s.segment_id, s.paused) for s in ahead.pushed[-1][1].segments] == [
+            (0, False),
+            (1, True),
+            (2, True),
+        ]
+        assert all(not s.paused for _, view in plain.pushed for s in view.segments)
+        await drain(raw, parent, "s", 1)
+        await eventually(
+            lambda: (
+                [(s.segment_id, s.paused) for s in ahead.pushed[-1][1].segments]
+                == [(1, False), (2, False)]
+            ),
+            message="the children unpaused",
+        )
+    finally:
+        await raw.close()

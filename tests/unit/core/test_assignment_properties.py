@@ -13,7 +13,7 @@ from braid.core.assignment import (
     compute_assignment,
     deal_sticky,
 )
-from braid.core.drain import readable_segments
+from braid.core.drain import next_segments, readable_segments
 from braid.core.layout import SegmentLayout
 
 
@@ -173,3 +173,24 @@ def test_a_split_child_goes_to_the_consumer_that_drained_its_parent() -> None:
         "a": (0, 3),
         "b": (2,),
     }
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=layouts_with_drained())
+def test_the_next_segments_become_readable_exactly_when_their_listed_parents_drain(
+    case: tuple[SegmentLayout, frozenset[int]],
+) -> None:
+    layout, drained = case
+    ready = {s.segment_id for s in readable_segments(layout, drained)}
+    waiting = next_segments(layout, drained)
+    for sid, parents in waiting.items():
+        assert sid not in ready and sid not in drained
+        assert parents and set(parents) <= ready
+        assert all(not layout.segments[p].is_active for p in parents)
+        # Draining the listed parents (sealed, readable) makes it readable; draining all but
+        # one of them does not.
+        after = {s.segment_id for s in readable_segments(layout, drained | set(parents))}
+        assert sid in after
+        for missing in parents:
+            partial = drained | (set(parents) - {missing})
+            assert sid not in {s.segment_id for s in readable_segments(layout, partial)}
