@@ -85,11 +85,22 @@ __all__ = ["SERVER_VERSION", "BrokerService", "managed_ledger_name", "parse_topi
 
 #: At most one log line per this many seconds about connections refused by a cap.
 _REFUSAL_LOG_INTERVAL_S = 10.0
+#: A segment cursor's first snapshots go into its metadata node: most are written a few times
+#: in their life, the last one being the acknowledgment that drains the segment (ADR 0043).
+SEGMENT_CURSOR_NODE_SNAPSHOTS = 4
 
 
 def managed_ledger_name(topic: TopicName) -> str:
     """``tenant/ns/<domain>/<local name>``: the managed ledger that backs ``topic``."""
     return f"{topic.tenant}/{topic.namespace}/{topic.domain.value}/{topic.local_name}"
+
+
+def ledger_config_for(topic: TopicName, config: ManagedLedgerConfig) -> ManagedLedgerConfig:
+    """``config`` as the managed ledger of ``topic`` uses it (segment topics keep their cursors'
+    first snapshots in the cursor nodes)."""
+    if topic.domain is TopicDomain.SEGMENT:
+        return dataclasses.replace(config, cursor_node_snapshots=SEGMENT_CURSOR_NODE_SNAPSHOTS)
+    return config
 
 
 def parse_topic_name(name: str) -> TopicName:
@@ -417,7 +428,7 @@ class BrokerService:
                 f"namespace {topic.namespace_name}"
             )
         ledger = await self.ml_factory.open(
-            ml_name, self._ledger_config(policies), create_if_missing=True
+            ml_name, ledger_config_for(topic, self._ledger_config(policies)), create_if_missing=True
         )
         try:
             loaded = await PersistentTopic.load(
@@ -572,7 +583,9 @@ class BrokerService:
         for name in list(self._topics):
             topic = parse_topic_name(name)
             if (topic.tenant, topic.namespace) == (tenant, namespace):
-                await self.ml_factory.open(managed_ledger_name(topic), config)
+                await self.ml_factory.open(
+                    managed_ledger_name(topic), ledger_config_for(topic, config)
+                )
                 refreshed += 1
         return refreshed
 

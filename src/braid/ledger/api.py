@@ -91,6 +91,10 @@ class ManagedLedgerConfig:
     ack_quorum: int = 1
     # Snapshots per cursor ledger before a new one is started and the old one deleted.
     max_entries_per_cursor_ledger: int = 5_000
+    # Snapshots a cursor writes into its metadata node after opening before it starts a cursor
+    # ledger (the broker sets it for segment topics, whose cursors are written a few times in
+    # their life: ADR 0043).
+    cursor_node_snapshots: int = 0
 
 
 class ManagedLedgerError(BraidError):

@@ -600,6 +600,7 @@ class ScalableTopicController:
         transport: AssignmentTransport,
         *,
         earliest: bool = False,
+        attach_ahead: bool = False,
     ) -> ConsumerAssignmentView:
         """Register a STREAM/CHECKPOINT consumer (or reconnect it); returns its assignment.
 
@@ -624,7 +625,9 @@ class ScalableTopicController:
                 f"subscription {subscription!r} of {self.topic} is a {coordinator.sub_type} "
                 f"subscription, not {sub_type}"
             )
-        return await coordinator.register(consumer_name, consumer_id, transport)
+        return await coordinator.register(
+            consumer_name, consumer_id, transport, attach_ahead=attach_ahead
+        )
 
     async def unregister_consumer(self, subscription: str, consumer_name: str) -> bool:
         """Clean leave: delete the registration and rebalance now."""
@@ -637,11 +640,12 @@ class ScalableTopicController:
         for coordinator in self._coordinators.values():
             coordinator.on_transport_closed(transport)
 
-    async def on_segment_drained(self, subscription: str) -> None:
-        """A subscription consumed a sealed segment to its end: hand out what it unblocked."""
+    def on_segment_drained(self, subscription: str, segment_id: int) -> None:
+        """A subscription consumed a sealed segment to its end: hand out what it unblocked (at
+        once: the coordinator batches drains that arrive while it works)."""
         coordinator = self._coordinators.get(subscription)
         if coordinator is not None:
-            await coordinator.refresh()
+            coordinator.segment_drained(segment_id)
 
     # -- sealed-segment garbage collection -----------------------------------------------------
 

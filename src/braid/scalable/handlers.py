@@ -46,6 +46,7 @@ def assignment_to_proto(view: ConsumerAssignmentView) -> pb.ScalableConsumerAssi
             hash_start=segment.hash_start,
             hash_end=segment.hash_end,
             segment_topic=segment.segment_topic,
+            paused=segment.paused,
         )
     return assignment
 
@@ -128,6 +129,7 @@ class ScalableTopicSession:
                     sub_type,
                     self,
                     earliest=req.initial_position == pb.CommandSubscribe.Earliest,
+                    attach_ahead=req.attach_ahead,
                 )
             except Exception as exc:
                 code, message = to_server_error(exc)

@@ -461,6 +461,7 @@ class ScalableTopicService:
         transport: AssignmentTransport,
         *,
         earliest: bool = False,
+        attach_ahead: bool = False,
     ) -> ConsumerAssignmentView:
         """Register a STREAM/CHECKPOINT consumer with this broker's controller, which must lead.
 
@@ -475,7 +476,13 @@ class ScalableTopicService:
         topic = self.parse_scalable(topic_name)
         controller = await self.controller(topic)
         return await controller.register_consumer(
-            subscription, consumer_name, consumer_id, sub_type, transport, earliest=earliest
+            subscription,
+            consumer_name,
+            consumer_id,
+            sub_type,
+            transport,
+            earliest=earliest,
+            attach_ahead=attach_ahead,
         )
 
     async def unregister_consumer(self, transport: AssignmentTransport, consumer_id: int) -> None:
@@ -501,7 +508,7 @@ class ScalableTopicService:
         controller = self._controllers.get(str(segment.parent))
         if controller is None or not controller.is_leader:
             return
-        self._background.spawn(controller.on_segment_drained(subscription))
+        controller.on_segment_drained(subscription, segment.segment_id)
 
     def parse_scalable(self, name: str) -> TopicName:
         topic = TopicName.parse(name, default_domain=TopicDomain.TOPIC)
