@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import sys
@@ -30,11 +29,13 @@ from typing import IO
 
 from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.config import BrokerConfig
-from braid.broker.gc_policy import GC_STATS
-from braid.broker.malloc_policy import set_mmap_threshold
 from braid.broker.resources import BrokerResources
 from braid.broker.service import BrokerService
-from braid.cli.standalone import StandaloneServer, _install_signal_handlers
+from braid.cli.standalone import (
+    StandaloneServer,
+    _install_signal_handlers,
+    run_server_process,
+)
 from braid.core.errors import BraidError, InvalidInputError
 from braid.metadata import MetadataStore, open_store
 
@@ -147,21 +148,7 @@ async def serve(config: BrokerConfig, *, out: IO[str] | None = None) -> int:
 
 def run_broker(config: BrokerConfig) -> int:
     """The ``braid broker`` command; returns the process exit code."""
-    config.gc_policy().apply_thresholds()
-    set_mmap_threshold(config.malloc_mmap_threshold_bytes)
-    GC_STATS.install()
-    loop_factory = None
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        loop_factory = uvloop.new_event_loop
-    try:
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
-            return runner.run(serve(config))
-    except (BraidError, OSError) as exc:
-        log.error("broker failed: %s", exc)
-        print(f"braid broker: error: {exc}", file=sys.stderr)
-        return 1
+    return run_server_process(config, lambda: serve(config), "broker")
 
 
 async def _initialize(args: argparse.Namespace) -> list[str]:

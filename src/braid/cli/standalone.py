@@ -34,6 +34,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable, Coroutine
 from typing import IO, TYPE_CHECKING, Any
 
 from braid.admin import AdminServer, create_app
@@ -399,6 +400,15 @@ async def serve(config: BrokerConfig, *, out: IO[str] | None = None) -> None:
 
 def run_standalone(config: BrokerConfig) -> int:
     """The ``braid standalone`` command; returns the process exit code."""
+    return run_server_process(config, lambda: serve(config), "standalone")
+
+
+def run_server_process(
+    config: BrokerConfig, main: Callable[[], Coroutine[Any, Any, int | None]], command: str
+) -> int:
+    """Run a server command's ``main`` with the process settings of a broker (GC policy, mmap
+    threshold, uvloop when installed); returns its exit code (0 for ``None``), or 1 with one
+    clear line for an expected start-up failure (port or data dir in use, unreadable files)."""
     config.gc_policy().apply_thresholds()
     set_mmap_threshold(config.malloc_mmap_threshold_bytes)
     GC_STATS.install()
@@ -409,11 +419,9 @@ def run_standalone(config: BrokerConfig) -> int:
         loop_factory = uvloop.new_event_loop
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(serve(config))
+            code = runner.run(main())
     except (BraidError, OSError) as exc:
-        # Expected start-up failures (port in use, data dir in use, unreadable files): one clear
-        # line, no traceback.
-        log.error("standalone failed: %s", exc)
-        print(f"braid standalone: error: {exc}", file=sys.stderr)
+        log.error("%s failed: %s", command, exc)
+        print(f"braid {command}: error: {exc}", file=sys.stderr)
         return 1
-    return 0
+    return code or 0
