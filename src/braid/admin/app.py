@@ -32,11 +32,13 @@ from braid.admin.errors import install_error_handlers
 from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.metrics import metrics_registry
 from braid.admin.namespaces import namespaces_router
+from braid.admin.owner_redirect import install_owner_redirect
 from braid.admin.partitioned import PartitionAdmin, partitioned_router
 from braid.admin.scalable import scalable_router
 from braid.admin.schemas import schemas_router
 from braid.admin.tenants import tenants_router
 from braid.admin.topics import PersistentTopicAdmin, namespace_topic_lister, topics_router
+from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.config import BrokerConfig
 from braid.broker.resources import BrokerResources
 from braid.broker.schemas.topic_schemas import TopicSchemas
@@ -71,6 +73,8 @@ def create_app(
     storage_clusters: StorageClusterService | None = None,
     bookies: BookieAdmin | None = None,
     auto_recovery: AutoRecoveryService | None = None,
+    registry: BrokerRegistry | None = None,
+    owner_redirect: bool = False,
 ) -> FastAPI:
     """Build the admin application.
 
@@ -84,6 +88,9 @@ def create_app(
         bookies: the home cluster's bookie list and decommission; ``None`` leaves ``/bookies``
             out.
         auto_recovery: auto-recovery run by this broker, whose counters ``/metrics`` shows.
+        registry: the broker registry (``/brokers/{cluster}``, ``/brokers/leaderBroker``).
+        owner_redirect: redirect topic calls to the topic's owner (brokers with bundle
+            ownership; :mod:`braid.admin.owner_redirect`).
     """
     app = FastAPI(
         title="Braid admin API",
@@ -93,6 +100,8 @@ def create_app(
         "with Pulsar's HTTP statuses.",
     )
     install_error_handlers(app)
+    if owner_redirect:
+        install_owner_redirect(app, broker)
     v2 = APIRouter(prefix="/admin/v2")
 
     # PIP-483: the namespace's auto-scale override (checked against broker.conf's policy).
@@ -104,7 +113,9 @@ def create_app(
             lambda tenant, namespace: _no_override(),
         )
 
-    v2.include_router(brokers_router(config.cluster_name, resources, broker.storage_status))
+    v2.include_router(
+        brokers_router(config.cluster_name, resources, broker.storage_status, registry)
+    )
     v2.include_router(tenants_router(config.cluster_name, resources))
     v2.include_router(
         namespaces_router(
@@ -145,9 +156,9 @@ def create_app(
             return {"status": "ok"}
         return {"status": "degraded", "reason": storage["reason"], "storage": storage}
 
-    registry = metrics_registry(broker.topics, config.cluster_name, scalable, storage_clusters)
+    collectors = metrics_registry(broker.topics, config.cluster_name, scalable, storage_clusters)
     if auto_recovery is not None:
-        registry.register(AutoRecoveryCollector(auto_recovery))
+        collectors.register(AutoRecoveryCollector(auto_recovery))
 
     @app.get(
         "/metrics",
@@ -157,7 +168,7 @@ def create_app(
     )
     async def metrics() -> Response:
         # Runs on the broker's loop (async handler), so the collector reads consistent state.
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(collectors), media_type=CONTENT_TYPE_LATEST)
 
     return app
 

@@ -47,7 +47,7 @@ quickly.
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -108,7 +108,10 @@ class AdminClient:
                 f"invalid admin URL {url!r}: expected http://host:port, e.g. {DEFAULT_URL}"
             )
         self.url = url.rstrip("/")
-        self._client = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
+        # Brokers redirect calls about a topic another broker owns (307), as Pulsar's do.
+        self._client = httpx.Client(
+            base_url=self.url, timeout=timeout, transport=transport, follow_redirects=True
+        )
         http = _Http(self._client, self.url)
         self._http = http
         self.tenants = Tenants(http)
@@ -133,6 +136,16 @@ class AdminClient:
     def clusters(self) -> list[str]:
         """The cluster names this broker knows."""
         result: list[str] = self._http.call("GET", "/admin/v2/clusters")
+        return result
+
+    def brokers(self, cluster: str) -> list[str]:
+        """``GET /admin/v2/brokers/{cluster}``: the live brokers' ids (``host:port``)."""
+        result: list[str] = self._http.call("GET", f"/admin/v2/brokers/{quote(cluster, safe='')}")
+        return result
+
+    def leader_broker(self) -> dict[str, str]:
+        """``GET /admin/v2/brokers/leaderBroker``: ``{"brokerId", "serviceUrl"}``."""
+        result: dict[str, str] = self._http.call("GET", "/admin/v2/brokers/leaderBroker")
         return result
 
     def metrics(self) -> str:

@@ -140,6 +140,9 @@ class BrokerConfig:
     broker_service_port: int = 6650
     web_service_port: int = 8080
     metadata_store_url: str = ""
+    #: Where tenants, namespaces and clusters live (Pulsar's configuration store; empty = the
+    #: metadata store). ``braid broker`` needs it to be the metadata store for now.
+    configuration_metadata_store_url: str = ""
     #: A ZooKeeper session silent this long expires: its ephemeral nodes (the broker's claim on
     #: the store, elections) go, and another process may take them (Pulsar's key).
     metadata_store_session_timeout_millis: int = 10_000
@@ -221,6 +224,8 @@ class BrokerConfig:
     allow_auto_topic_creation_type: str = "non-partitioned"
     #: Partitions of an auto-created partitioned topic.
     default_num_partitions: int = 1
+    #: Bundles of a namespace whose policies name none (Pulsar's key): the unit of ownership.
+    default_number_of_namespace_bundles: int = 4
     #: ``name:pulsar://host:port`` entries: the URL a LOOKUP with ``listener_name`` gets.
     advertised_listeners: tuple[str, ...] = ()
     #: PIP-470: more storage clusters, ``name=metadataServiceUri`` separated by ``;``, registered
@@ -389,6 +394,7 @@ KEYS: tuple[_Key, ...] = (
     _Key("brokerServicePort", "broker_service_port", _PORT),
     _Key("webServicePort", "web_service_port", _PORT),
     _Key("metadataStoreUrl", "metadata_store_url", _parse_url),
+    _Key("configurationMetadataStoreUrl", "configuration_metadata_store_url", _parse_url),
     _Key(
         "metadataStoreSessionTimeoutMillis",
         "metadata_store_session_timeout_millis",
@@ -494,6 +500,11 @@ KEYS: tuple[_Key, ...] = (
     _Key("isSchemaValidationEnforced", "is_schema_validation_enforced", _parse_bool),
     _Key("allowAutoTopicCreationType", "allow_auto_topic_creation_type", _parse_topic_type),
     _Key("defaultNumPartitions", "default_num_partitions", _parse_int(1, 10_000)),
+    _Key(
+        "defaultNumberOfNamespaceBundles",
+        "default_number_of_namespace_bundles",
+        _parse_int(1, 2**16),
+    ),
     _Key("advertisedListeners", "advertised_listeners", _parse_listeners),
     _Key("bookieClusters", "bookie_clusters", _parse_bookie_clusters),
     _Key("standaloneBookies", "standalone_bookies", _parse_int(0, 64)),

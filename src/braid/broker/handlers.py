@@ -33,6 +33,7 @@ from braid.broker.errors import (
     TopicFenced,
     to_server_error,
 )
+from braid.broker.ownership import LookupAnswer
 from braid.broker.producer import PendingReceipt, Producer
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
 from braid.broker.schemas.model import SchemaData
@@ -90,8 +91,10 @@ def _fully_acked(mid: pb.MessageIdData) -> bool:
 class TopicService(Protocol):
     """What the topic commands need from the broker (implemented by ``BrokerService``)."""
 
-    def lookup_url(self, listener: str | None = None) -> str:
-        """``pulsar://host:port`` that LOOKUP answers with (for ``listener``, if named)."""
+    async def lookup(
+        self, name: str, listener: str | None = None, *, authoritative: bool = False
+    ) -> LookupAnswer:
+        """Where LOOKUP sends the client for ``name`` (for ``listener``, if named)."""
         ...
 
     async def check_topic(self, name: str) -> TopicName:
@@ -280,8 +283,9 @@ class TopicCommands:
 
         async def run() -> None:
             try:
-                await self._service.check_topic(req.topic)
-                url = self._service.lookup_url(req.advertised_listener_name or None)
+                answer = await self._service.lookup(
+                    req.topic, req.advertised_listener_name or None, authoritative=req.authoritative
+                )
             except Exception as exc:
                 code, message = to_server_error(exc)
                 if code in (ServerError.ServiceNotReady, ServerError.TooManyRequests):
@@ -291,8 +295,15 @@ class TopicCommands:
                     commands.lookup_response(req.request_id, error=code, message=message)
                 )
                 return
+            # Pulsar's answers: Connect (authoritative) to the owner, or Redirect with
+            # authoritative=true to the broker chosen to take an unowned bundle.
             self._channel.send(
-                commands.lookup_response(req.request_id, broker_service_url=url, authoritative=True)
+                commands.lookup_response(
+                    req.request_id,
+                    broker_service_url=answer.service_url,
+                    redirect=answer.redirect,
+                    authoritative=answer.authoritative,
+                )
             )
 
         self._channel.spawn(run(), request_id=req.request_id)

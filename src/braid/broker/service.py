@@ -29,6 +29,7 @@ import logging
 import secrets
 from collections.abc import Callable, Mapping
 
+from braid.broker.bundles import NamespaceBundle, NamespaceBundles, topic_hash
 from braid.broker.compaction import CompactionStatus
 from braid.broker.compaction_monitor import CompactionMonitor
 from braid.broker.config import (
@@ -48,6 +49,7 @@ from braid.broker.errors import (
 )
 from braid.broker.handlers import topic_commands
 from braid.broker.key_sampler import KeyHashSampler
+from braid.broker.ownership import BundleOwnership, LookupAnswer, NotOwner
 from braid.broker.partitions import (
     PartitionedTopicExists,
     PartitionedTopicNotFound,
@@ -186,6 +188,9 @@ class BrokerService:
         )
         self._policy_refreshes: set[asyncio.Task[int]] = set()
         self._unwatch_policies = metadata.register_listener(self._on_policies_changed)
+        #: Bundle ownership (``braid broker``); ``None``: this broker serves every topic
+        #: (``braid standalone``, alone on its metadata store).
+        self.ownership: BundleOwnership | None = None
 
     # -- server --------------------------------------------------------------------------------
 
@@ -237,6 +242,41 @@ class BrokerService:
         if listeners:
             return next(iter(listeners.values()))
         return self.service_url
+
+    async def lookup(
+        self, name: str, listener: str | None = None, *, authoritative: bool = False
+    ) -> LookupAnswer:
+        """LOOKUP: where the topic is served (this broker, its bundle's owner, or a broker to
+        ask), as :class:`~braid.broker.ownership.BundleOwnership` decides; this broker's own URL
+        follows ``listener``."""
+        topic = await self.check_topic(name)
+        if self.ownership is None:
+            return LookupAnswer(self.lookup_url(listener), "", False, True, local=True)
+        answer = await self.ownership.lookup(topic, authoritative=authoritative)
+        if answer.local:
+            return dataclasses.replace(answer, service_url=self.lookup_url(listener))
+        return answer
+
+    async def bundles_of(self, topic: TopicName) -> NamespaceBundles:
+        """The bundles of the topic's namespace (its policies' ``bundles``, else
+        ``defaultNumberOfNamespaceBundles`` equal ones)."""
+        policies = await self.namespace_policies(topic)
+        return NamespaceBundles.from_policies(
+            topic.namespace_name,
+            policies.to_json(),
+            self.config.default_number_of_namespace_bundles,
+        )
+
+    def unload_bundle(self, bundle: NamespaceBundle) -> None:
+        """Close every loaded topic of ``bundle`` now (its ownership is gone): producers and
+        consumers are closed and look the topic up again."""
+        for name, topic in list(self._topics.items()):
+            parsed = parse_topic_name(name)
+            if parsed.namespace_name == bundle.namespace and bundle.includes(topic_hash(parsed)):
+                del self._topics[name]
+                task = asyncio.ensure_future(self._close_unloaded(topic, f"bundle {bundle}"))
+                self._unloading.add(task)
+                task.add_done_callback(self._unloading.discard)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing:
@@ -410,6 +450,9 @@ class BrokerService:
 
     async def _load_topic(self, topic: TopicName, create: bool | None) -> PersistentTopic:
         policies = await self.namespace_policies(topic)
+        bundle = None
+        if self.ownership is not None:
+            bundle = await self.ownership.check_serving(topic)
         if policies.compaction_threshold:
             self.compaction_monitor.start()
         ml_name = managed_ledger_name(topic)
@@ -448,6 +491,9 @@ class BrokerService:
         if self._closing:
             await loaded.close()
             raise ServiceNotReady("the broker is shutting down")
+        if bundle is not None and self.ownership is not None and not self.ownership.owns(bundle):
+            await loaded.close()
+            raise NotOwner(f"lost namespace bundle {bundle} while loading {topic}")
         every = self.config.scalable_topic_key_hash_sample_interval
         if topic.domain is TopicDomain.SEGMENT and every > 0:
             # Where the segment's keys hash: the scalable layer's split point (load reports).
@@ -534,7 +580,12 @@ class BrokerService:
             partition = TopicName(
                 topic.domain, topic.tenant, topic.namespace, partition_name(topic.local_name, index)
             )
-            await self.get_or_create_topic(str(partition), create=True)
+            try:
+                await self.get_or_create_topic(str(partition), create=True)
+            except NotOwner:
+                # Another broker owns its bundle: it creates the partition on first use (a
+                # partition below the count always may be).
+                continue
 
     async def delete_partitioned_topic(self, name: str) -> None:
         """Delete a partitioned topic: its partitions (clients are disconnected), its partition
@@ -624,11 +675,14 @@ class BrokerService:
         task.add_done_callback(self._unloading.discard)
 
     async def _close_fenced(self, topic: PersistentTopic) -> None:
+        await self._close_unloaded(topic, "fenced")
+
+    async def _close_unloaded(self, topic: PersistentTopic, why: str) -> None:
         try:
             await topic.close()
         except Exception:
-            log.exception("closing fenced topic %s failed", topic.name)
-        log.info("unloaded fenced topic %s", topic.name)
+            log.exception("closing topic %s (%s) failed", topic.name, why)
+        log.info("unloaded topic %s (%s)", topic.name, why)
 
     def _subscription_drained(self, topic: str, subscription: str) -> None:
         for listener in list(self.drain_listeners):

@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.resources import BrokerResources
 from braid.broker.service import BrokerService
 from braid.clock import Clock
@@ -78,6 +79,7 @@ async def install_scalable_topics(
     step_hook: StepHook | None = None,
     environ: Mapping[str, str] | None = None,
     clock: Clock | None = None,
+    registry: BrokerRegistry | None = None,
 ) -> ScalableTopicService:
     """Build the scalable-topic service over ``broker`` (already listening) and wire it in;
     the caller starts it (``await service.start(web_service_url)``) once the admin API is up.
@@ -101,6 +103,7 @@ async def install_scalable_topics(
         settings=settings,
         step_hook=step_hook,
         load_reporter=reporter,
+        registry=registry,
     )
     if settings.enabled:
         broker.commands.register(scalable_topic_commands(service))

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from braid.broker.broker_registry import BrokerAddressInUse, BrokerRegistry
 from braid.broker.service import managed_ledger_name
 from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
@@ -51,7 +52,7 @@ from braid.scalable.background import BackgroundTasks
 from braid.scalable.controller import ScalableTopicController, StepHook
 from braid.scalable.coordinator import AssignmentTransport, ConsumerAssignmentView
 from braid.scalable.errors import NotLeader, ScalableTopicsDisabled
-from braid.scalable.forwarding import BrokerRegistry, LeaderForwarder
+from braid.scalable.forwarding import LeaderForwarder
 from braid.scalable.leader_operations import (
     CreateSubscription,
     DeleteSubscription,
@@ -120,7 +121,10 @@ class ScalableTopicService:
         settings: ScalableTopicSettings | None = None,
         step_hook: StepHook | None = None,
         load_reporter: SegmentLoadReporter | None = None,
+        registry: BrokerRegistry | None = None,
     ) -> None:
+        """``registry``: the broker's registry entry, registered by the broker's process; without
+        it the service registers the broker itself (on :meth:`start`)."""
         self.resources = ScalableTopicResources(store)
         self.settings = settings or ScalableTopicSettings()
         self._store = store
@@ -129,7 +133,8 @@ class ScalableTopicService:
         self._broker_url = broker_url
         self._clock = clock
         self._step_hook = step_hook
-        self.registry = BrokerRegistry(store)
+        self._owns_registration = registry is None
+        self.registry = registry or BrokerRegistry(store)
         #: Decides where every leader-only operation runs (here, or forwarded to the leader).
         self.router = LeaderRouter(
             broker_url=broker_url,
@@ -169,7 +174,13 @@ class ScalableTopicService:
 
     async def start(self, web_service_url: str | None = None) -> None:
         """Register in the broker registry, listen to the store and resume pending operations."""
-        await self.registry.register(self._broker_url, web_service_url)
+        if self._owns_registration:
+            try:
+                await self.registry.register(self._broker_url, web_service_url)
+            except BrokerAddressInUse as exc:
+                # A previous incarnation's entry lingers until its session ends; the leader's
+                # admin URL is read from it meanwhile (the same address serves the same API).
+                log.warning("not registered in the broker registry: %s", exc)
         self.watches.start()
         if self.settings.enabled:
             await self._resume_pending_operations()
@@ -202,8 +213,9 @@ class ScalableTopicService:
             with contextlib.suppress(Exception):
                 await controller.close()
         self._controllers.clear()
-        with contextlib.suppress(Exception):
-            await self.registry.unregister()
+        if self._owns_registration:
+            with contextlib.suppress(Exception):
+                await self.registry.unregister()
 
     def check_enabled(self) -> None:
         """Raise :class:`ScalableTopicsDisabled` when the layer is switched off."""
