@@ -31,12 +31,13 @@ from braid.admin.console import mount_console
 from braid.admin.errors import install_error_handlers
 from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.metrics import metrics_registry
+from braid.admin.namespace_topics import NamespaceTopics
 from braid.admin.namespaces import namespaces_router
 from braid.admin.partitioned import PartitionAdmin, partitioned_router
 from braid.admin.scalable import scalable_router
 from braid.admin.schemas import schemas_router
 from braid.admin.tenants import tenants_router
-from braid.admin.topics import PersistentTopicAdmin, namespace_topic_lister, topics_router
+from braid.admin.topics import PersistentTopicAdmin, topics_router
 from braid.broker.config import BrokerConfig
 from braid.broker.resources import BrokerResources
 from braid.broker.schemas.topic_schemas import TopicSchemas
@@ -105,13 +106,23 @@ def create_app(
         )
 
     v2.include_router(brokers_router(config.cluster_name, resources, broker.storage_status))
-    v2.include_router(tenants_router(config.cluster_name, resources))
+    # Every topic kind counts for a namespace delete; force deletes them (ADR 0044).
+    namespace_topics = NamespaceTopics(resources, broker, scalable)
+    v2.include_router(
+        tenants_router(
+            config.cluster_name,
+            resources,
+            namespace_topics.delete_namespaces if config.force_delete_tenant_allowed else None,
+        )
+    )
     v2.include_router(
         namespaces_router(
             resources,
             policies,
-            list_topics=namespace_topic_lister(resources, broker),
+            list_topics=namespace_topics.names,
             watch_compaction_thresholds=broker.watch_compaction_thresholds,
+            delete_topics=namespace_topics.delete_all,
+            force_delete_allowed=config.force_delete_namespace_allowed,
         )
     )
     v2.include_router(topics_router(resources, broker))

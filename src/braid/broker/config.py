@@ -153,6 +153,10 @@ class BrokerConfig:
     broker_max_connections_per_ip: int = 0
     broker_deduplication_enabled: bool = False
     allow_auto_topic_creation: bool = True
+    #: Whether ``DELETE`` of a namespace / tenant with ``force=true`` may delete what it holds
+    #: (Pulsar's keys and defaults; a forced delete is 405 while off).
+    force_delete_namespace_allowed: bool = False
+    force_delete_tenant_allowed: bool = False
     default_retention_time_in_minutes: int = 0
     default_retention_size_in_mb: int = 0
     managed_ledger_max_entries_per_ledger: int = 50_000
@@ -401,6 +405,8 @@ KEYS: tuple[_Key, ...] = (
     _Key("brokerMaxConnectionsPerIp", "broker_max_connections_per_ip", _parse_int(0)),
     _Key("brokerDeduplicationEnabled", "broker_deduplication_enabled", _parse_bool),
     _Key("allowAutoTopicCreation", "allow_auto_topic_creation", _parse_bool),
+    _Key("forceDeleteNamespaceAllowed", "force_delete_namespace_allowed", _parse_bool),
+    _Key("forceDeleteTenantAllowed", "force_delete_tenant_allowed", _parse_bool),
     _Key("defaultRetentionTimeInMinutes", "default_retention_time_in_minutes", _parse_int(-1)),
     _Key("defaultRetentionSizeInMB", "default_retention_size_in_mb", _parse_int(-1)),
     _Key(

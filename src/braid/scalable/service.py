@@ -30,10 +30,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from braid.broker.errors import TopicBusy
 from braid.broker.service import managed_ledger_name
 from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
-from braid.core.errors import IllegalStateError, InvalidInputError
+from braid.core.errors import InvalidInputError
 from braid.core.layout import SegmentLayout
 from braid.core.names import (
     MAX_SEGMENT_ID,
@@ -245,6 +246,7 @@ class ScalableTopicService:
             retention_ms=lambda: self._retention_ms(topic),
             gc_interval_s=self.settings.gc_interval_s,
             step_hook=self._step_hook,
+            max_segments=lambda layout: self._max_segments(topic, layout),
         )
         self.auto_scale.attach(controller)
         try:
@@ -258,6 +260,9 @@ class ScalableTopicService:
             raise NotLeader("the broker is shutting down")
         self._controllers[str(topic)] = controller
         return controller
+
+    async def _max_segments(self, topic: TopicName, layout: SegmentLayout) -> int:
+        return (await self.auto_scale.policies.resolve(topic, layout)).max_segments
 
     async def release_controller(self, topic: TopicName) -> None:
         controller = self._controllers.pop(str(topic), None)
@@ -348,7 +353,8 @@ class ScalableTopicService:
         Without ``force`` the delete is refused while a segment has producers or consumers.
 
         Raises:
-            ScalableTopicNotFound, IllegalStateError (in use).
+            ScalableTopicNotFound, TopicBusy (in use; the admin API answers 412 as for any
+            topic).
         """
         self.check_enabled()
         layout = (await self.resources.require_layout(topic)).layout
@@ -383,9 +389,11 @@ class ScalableTopicService:
                         consumers += len(listed) if isinstance(listed, list) else 0
             publishers = stats.get("publishers")
             if publishers or consumers:
-                raise IllegalStateError(
+                raise TopicBusy(
                     f"scalable topic {topic} is in use (segment {segment.segment_id} has "
-                    "connected producers or consumers); delete with force to disconnect them"
+                    f"{len(publishers) if isinstance(publishers, list) else 0} connected "
+                    f"producer(s) and {consumers} connected consumer(s)); delete with "
+                    "force=true to disconnect them"
                 )
 
     async def get_layout(self, topic: TopicName) -> SegmentLayout:
