@@ -28,6 +28,7 @@ from braid.admin.bookie_clusters import bookie_clusters_router
 from braid.admin.bookies import bookies_router
 from braid.admin.brokers import brokers_router
 from braid.admin.console import mount_console
+from braid.admin.cross_site import CrossSiteGuard, CrossSitePolicy
 from braid.admin.errors import install_error_handlers
 from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.metrics import metrics_registry
@@ -94,6 +95,8 @@ def create_app(
         "with Pulsar's HTTP statuses.",
     )
     install_error_handlers(app)
+    # Refuse state-changing requests a web page could send cross-site (ADR 0044).
+    app.add_middleware(CrossSiteGuard, policy=CrossSitePolicy.for_broker(config))
     v2 = APIRouter(prefix="/admin/v2")
 
     # PIP-483: the namespace's auto-scale override (checked against broker.conf's policy).

@@ -46,6 +46,9 @@ from braid.broker.config_values import (
     parse_host as _parse_host,
 )
 from braid.broker.config_values import (
+    parse_host_list as _parse_host_list,
+)
+from braid.broker.config_values import (
     parse_int as _parse_int,
 )
 from braid.broker.config_values import (
@@ -227,6 +230,9 @@ class BrokerConfig:
     default_num_partitions: int = 1
     #: ``name:pulsar://host:port`` entries: the URL a LOOKUP with ``listener_name`` gets.
     advertised_listeners: tuple[str, ...] = ()
+    #: Host names the admin API accepts state-changing requests for, in ``Host`` and ``Origin``,
+    #: besides the broker's own (Braid-specific; ``*`` = any; docs/admin.md, ADR 0044).
+    web_service_allowed_hosts: tuple[str, ...] = ()
     #: PIP-470: more storage clusters, ``name=metadataServiceUri`` separated by ``;``, registered
     #: STANDBY at start (standalone runs their bookies in ``<dataDir>/storage/<name>``).
     bookie_clusters: tuple[tuple[str, str], ...] = ()
@@ -501,6 +507,7 @@ KEYS: tuple[_Key, ...] = (
     _Key("allowAutoTopicCreationType", "allow_auto_topic_creation_type", _parse_topic_type),
     _Key("defaultNumPartitions", "default_num_partitions", _parse_int(1, 10_000)),
     _Key("advertisedListeners", "advertised_listeners", _parse_listeners),
+    _Key("webServiceAllowedHosts", "web_service_allowed_hosts", _parse_host_list),
     _Key("bookieClusters", "bookie_clusters", _parse_bookie_clusters),
     _Key("standaloneBookies", "standalone_bookies", _parse_int(0, 64)),
     _Key("bookkeeperMetadataServiceUri", "bookkeeper_metadata_service_uri", _parse_url),

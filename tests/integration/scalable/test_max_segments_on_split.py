@@ -13,6 +13,9 @@ from braid.core.names import TopicName
 from braid.scalable.errors import MaxSegmentsReached
 from tests.support.scalable_stack import ScalableStack
 
+#: The admin API takes a POST only as JSON (its cross-site guard).
+JSON = {"Content-Type": "application/json"}
+
 TOPIC = TopicName.parse("topic://public/default/capped")
 PATH = "/admin/v2/scalable/public/default/capped"
 
@@ -39,7 +42,7 @@ async def test_admin_splits_stop_at_scalable_topic_max_segments_naming_the_key(
         for _ in range(500):
             layout = await _layout(stack)
             segment = min(layout.active_segments, key=lambda s: s.segment_id)
-            response = await admin.post(f"{PATH}/split/{segment.segment_id}")
+            response = await admin.post(f"{PATH}/split/{segment.segment_id}", headers=JSON)
             if response.status_code == 200:
                 accepted += 1
                 continue
