@@ -154,6 +154,19 @@ class BrokerConfig:
     #: Pulsar's caps on open connections, in total and per client IP address (0 = no cap).
     broker_max_connections: int = 0
     broker_max_connections_per_ip: int = 0
+    #: Lookups in flight broker-wide (LOOKUP, PARTITIONED_METADATA, scalable-topic lookups and
+    #: namespace watches being established); more are refused with TooManyRequests (Pulsar's).
+    max_concurrent_lookup_request: int = 50_000
+    #: DAG-watch and namespace-watch sessions open (or opening) on one connection; more are
+    #: refused with TooManyRequests (Braid-specific; 0 = no cap; ADR 0044).
+    scalable_topic_max_sessions_per_connection: int = 1_000
+    #: Producers and consumers per topic / subscription (Pulsar's keys) and per connection
+    #: (Braid's); 0 = no cap, the defaults. Over a cap: ProducerBusy / ConsumerBusy.
+    max_producers_per_topic: int = 0
+    max_consumers_per_topic: int = 0
+    max_consumers_per_subscription: int = 0
+    max_producers_per_connection: int = 0
+    max_consumers_per_connection: int = 0
     broker_deduplication_enabled: bool = False
     allow_auto_topic_creation: bool = True
     #: Whether ``DELETE`` of a namespace / tenant with ``force=true`` may delete what it holds
@@ -409,6 +422,17 @@ KEYS: tuple[_Key, ...] = (
     _Key("handshakeTimeoutSeconds", "handshake_timeout_seconds", _parse_int(1)),
     _Key("brokerMaxConnections", "broker_max_connections", _parse_int(0)),
     _Key("brokerMaxConnectionsPerIp", "broker_max_connections_per_ip", _parse_int(0)),
+    _Key("maxConcurrentLookupRequest", "max_concurrent_lookup_request", _parse_int(0)),
+    _Key(
+        "scalableTopicMaxSessionsPerConnection",
+        "scalable_topic_max_sessions_per_connection",
+        _parse_int(0),
+    ),
+    _Key("maxProducersPerTopic", "max_producers_per_topic", _parse_int(0)),
+    _Key("maxConsumersPerTopic", "max_consumers_per_topic", _parse_int(0)),
+    _Key("maxConsumersPerSubscription", "max_consumers_per_subscription", _parse_int(0)),
+    _Key("maxProducersPerConnection", "max_producers_per_connection", _parse_int(0)),
+    _Key("maxConsumersPerConnection", "max_consumers_per_connection", _parse_int(0)),
     _Key("brokerDeduplicationEnabled", "broker_deduplication_enabled", _parse_bool),
     _Key("allowAutoTopicCreation", "allow_auto_topic_creation", _parse_bool),
     _Key("forceDeleteNamespaceAllowed", "force_delete_namespace_allowed", _parse_bool),

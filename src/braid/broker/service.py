@@ -30,6 +30,7 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
+from braid.broker.client_limits import ClientLimits
 from braid.broker.compaction import CompactionStatus
 from braid.broker.compaction_monitor import CompactionMonitor
 from braid.broker.config import (
@@ -56,6 +57,7 @@ from braid.broker.partitions import (
     PartitionedTopics,
 )
 from braid.broker.registry import CommandRegistry
+from braid.broker.request_limits import LookupLimiter
 from braid.broker.resources import POLICIES_ROOT, BrokerResources, NamespacePolicies
 from braid.broker.schemas.commands import schema_commands
 from braid.broker.schemas.model import schema_id_of
@@ -143,6 +145,16 @@ class BrokerService:
             config.broker_max_connections, config.broker_max_connections_per_ip
         )
         self._next_refusal_log = 0.0
+        #: maxConcurrentLookupRequest: lookups in flight, every connection and command counted.
+        self.lookups = LookupLimiter(config.max_concurrent_lookup_request)
+        #: maxProducersPerTopic, maxConsumersPerSubscription, ... (the handlers check them).
+        self.client_limits = ClientLimits(
+            config.max_producers_per_topic,
+            config.max_consumers_per_topic,
+            config.max_consumers_per_subscription,
+            config.max_producers_per_connection,
+            config.max_consumers_per_connection,
+        )
         self._server: asyncio.Server | None = None
         self._port: int | None = None
         self._closing = False

@@ -87,6 +87,7 @@ class ScalableTopicSettings:
     default_retention_minutes: int = 0  # defaultRetentionTimeInMinutes
     max_initial_segments: int = 64  # scalableTopicMaxSegments (PIP-483's cap)
     auto_scale: AutoScalePolicy = field(default_factory=AutoScalePolicy)  # PIP-483's keys
+    max_sessions_per_connection: int = 1_000  # scalableTopicMaxSessionsPerConnection
 
 
 class NamespacePolicySource:
