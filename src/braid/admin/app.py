@@ -37,6 +37,7 @@ from braid.admin.namespaces import namespaces_router
 from braid.admin.partitioned import PartitionAdmin, partitioned_router
 from braid.admin.scalable import scalable_router
 from braid.admin.schemas import schemas_router
+from braid.admin.stale_reads import StaleReadHeader
 from braid.admin.tenants import tenants_router
 from braid.admin.topics import PersistentTopicAdmin, topics_router
 from braid.broker.config import BrokerConfig
@@ -97,6 +98,8 @@ def create_app(
     install_error_handlers(app)
     # Refuse state-changing requests a web page could send cross-site (ADR 0044).
     app.add_middleware(CrossSiteGuard, policy=CrossSitePolicy.for_broker(config))
+    # Answers served from remembered metadata during a store outage say so (ADR 0044).
+    app.add_middleware(StaleReadHeader)
     v2 = APIRouter(prefix="/admin/v2")
 
     # PIP-483: the namespace's auto-scale override (checked against broker.conf's policy).
