@@ -28,16 +28,19 @@ from braid.admin.bookie_clusters import bookie_clusters_router
 from braid.admin.bookies import bookies_router
 from braid.admin.brokers import brokers_router
 from braid.admin.console import mount_console
+from braid.admin.cross_site import CrossSiteGuard, CrossSitePolicy
 from braid.admin.errors import install_error_handlers
 from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.metrics import metrics_registry
+from braid.admin.namespace_topics import NamespaceTopics
 from braid.admin.namespaces import namespaces_router
 from braid.admin.owner_redirect import install_owner_redirect
 from braid.admin.partitioned import PartitionAdmin, partitioned_router
 from braid.admin.scalable import scalable_router
 from braid.admin.schemas import schemas_router
+from braid.admin.stale_reads import StaleReadHeader
 from braid.admin.tenants import tenants_router
-from braid.admin.topics import PersistentTopicAdmin, namespace_topic_lister, topics_router
+from braid.admin.topics import PersistentTopicAdmin, topics_router
 from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.config import BrokerConfig
 from braid.broker.resources import BrokerResources
@@ -102,6 +105,10 @@ def create_app(
     install_error_handlers(app)
     if owner_redirect:
         install_owner_redirect(app, broker)
+    # Refuse state-changing requests a web page could send cross-site (ADR 0044).
+    app.add_middleware(CrossSiteGuard, policy=CrossSitePolicy.for_broker(config))
+    # Answers served from remembered metadata during a store outage say so (ADR 0044).
+    app.add_middleware(StaleReadHeader)
     v2 = APIRouter(prefix="/admin/v2")
 
     # PIP-483: the namespace's auto-scale override (checked against broker.conf's policy).
@@ -116,13 +123,23 @@ def create_app(
     v2.include_router(
         brokers_router(config.cluster_name, resources, broker.storage_status, registry)
     )
-    v2.include_router(tenants_router(config.cluster_name, resources))
+    # Every topic kind counts for a namespace delete; force deletes them (ADR 0044).
+    namespace_topics = NamespaceTopics(resources, broker, scalable)
+    v2.include_router(
+        tenants_router(
+            config.cluster_name,
+            resources,
+            namespace_topics.delete_namespaces if config.force_delete_tenant_allowed else None,
+        )
+    )
     v2.include_router(
         namespaces_router(
             resources,
             policies,
-            list_topics=namespace_topic_lister(resources, broker),
+            list_topics=namespace_topics.names,
             watch_compaction_thresholds=broker.watch_compaction_thresholds,
+            delete_topics=namespace_topics.delete_all,
+            force_delete_allowed=config.force_delete_namespace_allowed,
         )
     )
     v2.include_router(topics_router(resources, broker))

@@ -46,6 +46,9 @@ from braid.broker.config_values import (
     parse_host as _parse_host,
 )
 from braid.broker.config_values import (
+    parse_host_list as _parse_host_list,
+)
+from braid.broker.config_values import (
     parse_int as _parse_int,
 )
 from braid.broker.config_values import (
@@ -154,8 +157,25 @@ class BrokerConfig:
     #: Pulsar's caps on open connections, in total and per client IP address (0 = no cap).
     broker_max_connections: int = 0
     broker_max_connections_per_ip: int = 0
+    #: Lookups in flight broker-wide (LOOKUP, PARTITIONED_METADATA, scalable-topic lookups and
+    #: namespace watches being established); more are refused with TooManyRequests (Pulsar's).
+    max_concurrent_lookup_request: int = 50_000
+    #: DAG-watch and namespace-watch sessions open (or opening) on one connection; more are
+    #: refused with TooManyRequests (Braid-specific; 0 = no cap; ADR 0044).
+    scalable_topic_max_sessions_per_connection: int = 1_000
+    #: Producers and consumers per topic / subscription (Pulsar's keys) and per connection
+    #: (Braid's); 0 = no cap, the defaults. Over a cap: ProducerBusy / ConsumerBusy.
+    max_producers_per_topic: int = 0
+    max_consumers_per_topic: int = 0
+    max_consumers_per_subscription: int = 0
+    max_producers_per_connection: int = 0
+    max_consumers_per_connection: int = 0
     broker_deduplication_enabled: bool = False
     allow_auto_topic_creation: bool = True
+    #: Whether ``DELETE`` of a namespace / tenant with ``force=true`` may delete what it holds
+    #: (Pulsar's keys and defaults; a forced delete is 405 while off).
+    force_delete_namespace_allowed: bool = False
+    force_delete_tenant_allowed: bool = False
     default_retention_time_in_minutes: int = 0
     default_retention_size_in_mb: int = 0
     managed_ledger_max_entries_per_ledger: int = 50_000
@@ -228,6 +248,9 @@ class BrokerConfig:
     default_number_of_namespace_bundles: int = 4
     #: ``name:pulsar://host:port`` entries: the URL a LOOKUP with ``listener_name`` gets.
     advertised_listeners: tuple[str, ...] = ()
+    #: Host names the admin API accepts state-changing requests for, in ``Host`` and ``Origin``,
+    #: besides the broker's own (Braid-specific; ``*`` = any; docs/admin.md, ADR 0044).
+    web_service_allowed_hosts: tuple[str, ...] = ()
     #: PIP-470: more storage clusters, ``name=metadataServiceUri`` separated by ``;``, registered
     #: STANDBY at start (standalone runs their bookies in ``<dataDir>/storage/<name>``).
     bookie_clusters: tuple[tuple[str, str], ...] = ()
@@ -405,8 +428,21 @@ KEYS: tuple[_Key, ...] = (
     _Key("handshakeTimeoutSeconds", "handshake_timeout_seconds", _parse_int(1)),
     _Key("brokerMaxConnections", "broker_max_connections", _parse_int(0)),
     _Key("brokerMaxConnectionsPerIp", "broker_max_connections_per_ip", _parse_int(0)),
+    _Key("maxConcurrentLookupRequest", "max_concurrent_lookup_request", _parse_int(0)),
+    _Key(
+        "scalableTopicMaxSessionsPerConnection",
+        "scalable_topic_max_sessions_per_connection",
+        _parse_int(0),
+    ),
+    _Key("maxProducersPerTopic", "max_producers_per_topic", _parse_int(0)),
+    _Key("maxConsumersPerTopic", "max_consumers_per_topic", _parse_int(0)),
+    _Key("maxConsumersPerSubscription", "max_consumers_per_subscription", _parse_int(0)),
+    _Key("maxProducersPerConnection", "max_producers_per_connection", _parse_int(0)),
+    _Key("maxConsumersPerConnection", "max_consumers_per_connection", _parse_int(0)),
     _Key("brokerDeduplicationEnabled", "broker_deduplication_enabled", _parse_bool),
     _Key("allowAutoTopicCreation", "allow_auto_topic_creation", _parse_bool),
+    _Key("forceDeleteNamespaceAllowed", "force_delete_namespace_allowed", _parse_bool),
+    _Key("forceDeleteTenantAllowed", "force_delete_tenant_allowed", _parse_bool),
     _Key("defaultRetentionTimeInMinutes", "default_retention_time_in_minutes", _parse_int(-1)),
     _Key("defaultRetentionSizeInMB", "default_retention_size_in_mb", _parse_int(-1)),
     _Key(
@@ -506,6 +542,7 @@ KEYS: tuple[_Key, ...] = (
         _parse_int(1, 2**16),
     ),
     _Key("advertisedListeners", "advertised_listeners", _parse_listeners),
+    _Key("webServiceAllowedHosts", "web_service_allowed_hosts", _parse_host_list),
     _Key("bookieClusters", "bookie_clusters", _parse_bookie_clusters),
     _Key("standaloneBookies", "standalone_bookies", _parse_int(0, 64)),
     _Key("bookkeeperMetadataServiceUri", "bookkeeper_metadata_service_uri", _parse_url),

@@ -128,6 +128,15 @@ def parse_bookie_clusters(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def parse_host_list(text: str) -> tuple[str, ...]:
+    """Host names or addresses separated by commas (``*`` stands for any host)."""
+    entries = tuple(p.strip() for p in text.split(",") if p.strip())
+    for entry in entries:
+        if entry != "*" and not _HOST.match(entry):
+            raise ValueError(f"expected host names separated by commas, got {entry!r}")
+    return entries
+
+
 def parse_listeners(text: str) -> tuple[str, ...]:
     entries = tuple(p.strip() for p in text.split(",") if p.strip())
     for entry in entries:
@@ -144,6 +153,7 @@ __all__ = [
     "parse_fraction",
     "parse_gc_thresholds",
     "parse_host",
+    "parse_host_list",
     "parse_int",
     "parse_listeners",
     "parse_name",

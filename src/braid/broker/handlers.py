@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from braid.broker.client_limits import ClientLimits
 from braid.broker.consumer import Consumer, Delivery, SubType
 from braid.broker.errors import (
     ChecksumMismatch,
@@ -36,6 +37,7 @@ from braid.broker.errors import (
 from braid.broker.ownership import LookupAnswer
 from braid.broker.producer import PendingReceipt, Producer
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
+from braid.broker.request_limits import LookupLimiter
 from braid.broker.schemas.model import SchemaData
 from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.broker.send_validation import SendValidator
@@ -126,6 +128,16 @@ class TopicService(Protocol):
     @property
     def schemas(self) -> TopicSchemas:
         """The schema rules PRODUCER and SUBSCRIBE apply."""
+        ...
+
+    @property
+    def client_limits(self) -> ClientLimits:
+        """Caps on producers and consumers per topic, subscription and connection."""
+        ...
+
+    @property
+    def lookups(self) -> LookupLimiter:
+        """``maxConcurrentLookupRequest``: every lookup holds a slot while it runs."""
         ...
 
 
@@ -262,9 +274,10 @@ class TopicCommands:
 
         async def run() -> None:
             try:
-                partitions = await self._service.partitioned_metadata(
-                    req.topic, auto_create=req.metadata_auto_creation_enabled
-                )
+                with self._service.lookups.slot():
+                    partitions = await self._service.partitioned_metadata(
+                        req.topic, auto_create=req.metadata_auto_creation_enabled
+                    )
             except Exception as exc:
                 code, message = to_server_error(exc)
                 self._channel.send(
@@ -283,9 +296,12 @@ class TopicCommands:
 
         async def run() -> None:
             try:
-                answer = await self._service.lookup(
-                    req.topic, req.advertised_listener_name or None, authoritative=req.authoritative
-                )
+                with self._service.lookups.slot():
+                    answer = await self._service.lookup(
+                        req.topic,
+                        req.advertised_listener_name or None,
+                        authoritative=req.authoritative,
+                    )
             except Exception as exc:
                 code, message = to_server_error(exc)
                 if code in (ServerError.ServiceNotReady, ServerError.TooManyRequests):
@@ -331,6 +347,12 @@ class TopicCommands:
 
         async def run() -> None:
             topic = await self._service.get_or_create_topic(req.topic)
+            # This request is among the pending ones: the others are what the connection holds.
+            self._service.client_limits.check_producer(
+                topic.name,
+                len(topic.producers),
+                len(self._producers) + len(self._pending_producers) - 1,
+            )
             refusal = self._service.write_refusal()
             if refusal is not None:
                 # Nothing could be stored: refuse (PersistenceError, with the reason) rather than
@@ -472,6 +494,14 @@ class TopicCommands:
             if not req.subscription:
                 raise NotSupported("a subscription name is required")
             topic = await self._service.get_or_create_topic(req.topic)
+            existing = topic.subscriptions.get(req.subscription)
+            self._service.client_limits.check_consumer(
+                topic.name,
+                req.subscription,
+                topic.connected_clients()[1],
+                len(existing.consumers) if existing is not None else 0,
+                len(self._consumers),
+            )
             await self._service.schemas.for_consumer(
                 TopicName.parse(topic.name), _schema_of(req), topic_in_use=_in_use(topic)
             )

@@ -14,7 +14,9 @@ written back unchanged, so a newer writer's fields survive an older one's update
 Every read-modify-write is a compare-and-swap on the node's version, retried on conflict
 (``docs/architecture.md#binding-decisions``). The broker asks
 :meth:`BrokerResources.get_namespace_policies` when it loads a topic; the admin API does the CRUD;
-``braid standalone`` calls :meth:`BrokerResources.ensure_default_namespace`.
+``braid standalone`` calls :meth:`BrokerResources.ensure_default_namespace`. While the metadata
+store is unreachable, reads answer what they last read (:mod:`braid.metadata.last_known`, marked
+stale); writes fail as before.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from braid.core.names import (
     check_tenant,
 )
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotEmpty, NodeNotFound
+from braid.metadata.last_known import LastKnownReads
 
 #: Root of tenant and namespace policies in the metadata store.
 POLICIES_ROOT = "/admin/policies"
@@ -399,12 +402,15 @@ class BrokerResources:
     """Tenant and namespace CRUD over a :class:`MetadataStore`, with CAS on every update."""
 
     def __init__(self, metadata: MetadataStore) -> None:
-        self._metadata = metadata
+        self._store = metadata
+        # Tenants, namespaces and policies stay readable (marked stale) while the store is
+        # unreachable: every new producer, consumer and admin read needs them (ADR 0044).
+        self._metadata: MetadataStore = LastKnownReads(metadata)
 
     @property
     def metadata(self) -> MetadataStore:
         """The store these resources live in."""
-        return self._metadata
+        return self._store
 
     # --- paths ---
 

@@ -23,13 +23,15 @@ broker's admin API.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
 from braid.broker.bundles import NamespaceBundle, NamespaceBundles, topic_hash
+from braid.broker.client_limits import ClientLimits
 from braid.broker.compaction import CompactionStatus
 from braid.broker.compaction_monitor import CompactionMonitor
 from braid.broker.config import (
@@ -44,6 +46,7 @@ from braid.broker.errors import (
     NotSupported,
     ServerError,
     ServiceNotReady,
+    TopicBusy,
     TopicNotFound,
     UnknownListener,
 )
@@ -56,6 +59,7 @@ from braid.broker.partitions import (
     PartitionedTopics,
 )
 from braid.broker.registry import CommandRegistry
+from braid.broker.request_limits import LookupLimiter
 from braid.broker.resources import POLICIES_ROOT, BrokerResources, NamespacePolicies
 from braid.broker.schemas.commands import schema_commands
 from braid.broker.schemas.model import schema_id_of
@@ -146,12 +150,24 @@ class BrokerService:
         self._topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._unloading: set[asyncio.Task[None]] = set()
+        #: Topics being deleted: no client may load or attach to them meanwhile.
+        self._deleting: set[str] = set()
         self._connections: set[BrokerConnection] = set()
         #: brokerMaxConnections / brokerMaxConnectionsPerIp, checked before a socket costs more.
         self.connection_limits = ConnectionLimiter(
             config.broker_max_connections, config.broker_max_connections_per_ip
         )
         self._next_refusal_log = 0.0
+        #: maxConcurrentLookupRequest: lookups in flight, every connection and command counted.
+        self.lookups = LookupLimiter(config.max_concurrent_lookup_request)
+        #: maxProducersPerTopic, maxConsumersPerSubscription, ... (the handlers check them).
+        self.client_limits = ClientLimits(
+            config.max_producers_per_topic,
+            config.max_consumers_per_topic,
+            config.max_consumers_per_subscription,
+            config.max_producers_per_connection,
+            config.max_consumers_per_connection,
+        )
         self._server: asyncio.Server | None = None
         self._port: int | None = None
         self._closing = False
@@ -437,6 +453,11 @@ class BrokerService:
         if self._closing:
             raise ServiceNotReady("the broker is shutting down")
         topic = parse_topic_name(name)
+        if str(topic) in self._deleting:
+            raise ServiceNotReady(f"topic {topic} is being deleted")
+        return await self._get_or_load(topic, create)
+
+    async def _get_or_load(self, topic: TopicName, create: bool | None) -> PersistentTopic:
         key = str(topic)
         loaded = self._topics.get(key)
         if loaded is not None:
@@ -587,25 +608,58 @@ class BrokerService:
                 # partition below the count always may be).
                 continue
 
-    async def delete_partitioned_topic(self, name: str) -> None:
-        """Delete a partitioned topic: its partitions (clients are disconnected), its partition
-        count and its schema.
+    async def delete_partitioned_topic(self, name: str, *, force: bool = False) -> None:
+        """Delete a partitioned topic: its partitions, its partition count and its schema.
+
+        Without ``force`` the delete is refused while a partition has producers or consumers;
+        with it they are disconnected.
 
         Raises:
-            PartitionedTopicNotFound: it is not a partitioned topic.
+            PartitionedTopicNotFound: it is not a partitioned topic. TopicBusy: in use.
         """
         topic = parse_topic_name(name)
         count = await self.partitioned.partitions(topic)
         if count == 0:
             raise PartitionedTopicNotFound(f"{topic} is not a partitioned topic")
-        for index in range(count):
-            partition = TopicName(
+        partitions = [
+            TopicName(
                 topic.domain, topic.tenant, topic.namespace, partition_name(topic.local_name, index)
             )
-            if await self.topic_exists(str(partition)):
-                await self._delete_topic_data(partition)
-        await self.partitioned.delete(topic)
-        await self.schemas.registry.delete_all(schema_id_of(topic))
+            for index in range(count)
+        ]
+        async with self._deletion(partitions, force=force, label=f"partitioned topic {topic}"):
+            for partition in partitions:
+                if await self.topic_exists(str(partition)):
+                    await self._delete_topic_data(partition)
+            await self.partitioned.delete(topic)
+            await self.schemas.registry.delete_all(schema_id_of(topic))
+
+    @contextlib.asynccontextmanager
+    async def _deletion(
+        self, topics: Sequence[TopicName], *, force: bool, label: str
+    ) -> AsyncIterator[None]:
+        """Fence ``topics`` for the delete's duration (a client's load or attach gets the
+        retriable ``ServiceNotReady``), refusing first, unless ``force``, while clients are
+        connected (Pulsar's 412 "Topic has active producers/subscriptions")."""
+        keys = {str(t) for t in topics}
+        if keys & self._deleting:
+            raise ServiceNotReady(f"{label} is already being deleted")
+        if not force:
+            producers = consumers = 0
+            for key in keys:
+                if (loaded := self._topics.get(key)) is not None:
+                    p, c = loaded.connected_clients()
+                    producers, consumers = producers + p, consumers + c
+            if producers or consumers:
+                raise TopicBusy(
+                    f"{label} has {producers} connected producer(s) and {consumers} connected "
+                    "consumer(s); delete with force=true to disconnect them"
+                )
+        self._deleting |= keys
+        try:
+            yield
+        finally:
+            self._deleting -= keys
 
     def _ledger_config(self, policies: NamespacePolicies) -> ManagedLedgerConfig:
         config = self.config.managed_ledger_config()
@@ -698,20 +752,28 @@ class BrokerService:
             return True
         return await self.ml_factory.exists(managed_ledger_name(topic))
 
-    async def delete_topic(self, name: str) -> None:
-        """Delete a topic and its data (connected clients are disconnected first), and its schema
-        unless it is one partition of a partitioned topic (the others share the schema)."""
+    async def delete_topic(self, name: str, *, force: bool = False) -> None:
+        """Delete a topic and its data, and its schema unless it is one partition of a
+        partitioned topic (the others share the schema).
+
+        Without ``force`` the delete is refused while producers or consumers are connected; with
+        it they are disconnected (they reconnect, and auto-creation decides what they find).
+
+        Raises:
+            TopicNotFound, TopicBusy (in use).
+        """
         topic = parse_topic_name(name)
-        await self._delete_topic_data(topic)
-        if topic.domain is TopicDomain.PERSISTENT and partition_index(topic.local_name) < 0:
-            await self.schemas.registry.delete_all(schema_id_of(topic))
+        async with self._deletion([topic], force=force, label=f"topic {topic}"):
+            await self._delete_topic_data(topic)
+            if topic.domain is TopicDomain.PERSISTENT and partition_index(topic.local_name) < 0:
+                await self.schemas.registry.delete_all(schema_id_of(topic))
 
     async def _delete_topic_data(self, topic: TopicName) -> None:
         key = str(topic)
         ml_name = managed_ledger_name(topic)
         if key not in self._topics and await self.ml_factory.exists(ml_name):
             # Loaded so that what it keeps beside its managed ledger (a compacted ledger) goes too.
-            await self.get_or_create_topic(key, create=False)
+            await self._get_or_load(topic, create=False)
         loaded = self._topics.pop(key, None)
         if loaded is not None:
             await loaded.compaction.delete()

@@ -534,6 +534,11 @@ class PersistentTopic:
                 log.exception("final dedup snapshot of %s failed", self.name)
         await self.ledger.close()
 
+    def connected_clients(self) -> tuple[int, int]:
+        """``(producers, consumers)`` connected now: a delete without ``force`` is refused while
+        either is not zero (Pulsar's ``TopicBusyException``)."""
+        return len(self.producers), sum(len(s.consumers) for s in self.subscriptions.values())
+
     def stats(self) -> dict[str, object]:
         return {
             "msgInCounter": self.counters.messages_in,

@@ -41,7 +41,7 @@ from braid.scalable.coordinator import (
     SubscriptionCoordinator,
     segment_topic_name,
 )
-from braid.scalable.errors import NotLeader, OperationInProgress
+from braid.scalable.errors import MaxSegmentsReached, NotLeader, OperationInProgress
 from braid.scalable.operation_recovery import OperationRecovery
 from braid.scalable.operations import MERGE, SPLIT, StructuralOperation
 from braid.scalable.resources import (
@@ -78,8 +78,11 @@ class ScalableTopicController:
         retention_ms: Callable[[], Awaitable[int | None]] | None = None,
         gc_interval_s: float = 60.0,
         step_hook: StepHook | None = None,
+        max_segments: Callable[[SegmentLayout], Awaitable[int]] | None = None,
     ) -> None:
         self.topic = topic
+        #: The effective ``scalableTopicMaxSegments`` for a layout (every split checks it).
+        self._max_segments = max_segments
         self._store = store
         self._resources = resources
         self._segments = segments
@@ -331,6 +334,13 @@ class ScalableTopicController:
         async with self._op_lock:
             self._check_leader()
             layout = (await self._resources.require_layout(self.topic)).layout
+            if kind == SPLIT and self._max_segments is not None:
+                cap = await self._max_segments(layout)
+                if len(layout.active_segments) >= cap:
+                    raise MaxSegmentsReached(
+                        f"{self.topic} has {len(layout.active_segments)} active segments, the "
+                        f"most its scalableTopicMaxSegments ({cap}) allows; a split is refused"
+                    )
             if kind == MERGE:
                 # Record the parents in hash order, as the merged child lists them.
                 segment_ids = tuple(

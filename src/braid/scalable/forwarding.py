@@ -130,7 +130,8 @@ class LeaderForwarder:
                     request.method,
                     ADMIN_PREFIX + request.path,
                     json=request.body,
-                    headers={FORWARDED_HEADER: "1"},
+                    # JSON even without a body: the admin API refuses other POSTs (ADR 0044).
+                    headers={FORWARDED_HEADER: "1", "Content-Type": "application/json"},
                 )
         except httpx.HTTPError as exc:
             raise NotLeader(

@@ -68,6 +68,7 @@ def settings_from_config(broker: BrokerService) -> ScalableTopicSettings:
         allow_auto_topic_creation=config.allow_auto_topic_creation,
         default_retention_minutes=config.default_retention_time_in_minutes,
         auto_scale=policy,
+        max_sessions_per_connection=config.scalable_topic_max_sessions_per_connection,
     )
 
 
@@ -106,7 +107,7 @@ async def install_scalable_topics(
         registry=registry,
     )
     if settings.enabled:
-        broker.commands.register(scalable_topic_commands(service))
+        broker.commands.register(scalable_topic_commands(service, broker.lookups))
         broker.feature_flags.supports_scalable_topics = True
         broker.drain_listeners.append(service.on_subscription_drained)
     return service

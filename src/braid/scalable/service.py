@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from braid.broker.broker_registry import BrokerAddressInUse, BrokerRegistry
+from braid.broker.errors import TopicBusy
 from braid.broker.service import managed_ledger_name
 from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
-from braid.core.errors import IllegalStateError, InvalidInputError
+from braid.core.errors import InvalidInputError
 from braid.core.layout import SegmentLayout
 from braid.core.names import (
     MAX_SEGMENT_ID,
@@ -87,6 +88,7 @@ class ScalableTopicSettings:
     default_retention_minutes: int = 0  # defaultRetentionTimeInMinutes
     max_initial_segments: int = 64  # scalableTopicMaxSegments (PIP-483's cap)
     auto_scale: AutoScalePolicy = field(default_factory=AutoScalePolicy)  # PIP-483's keys
+    max_sessions_per_connection: int = 1_000  # scalableTopicMaxSessionsPerConnection
 
 
 class NamespacePolicySource:
@@ -257,6 +259,7 @@ class ScalableTopicService:
             retention_ms=lambda: self._retention_ms(topic),
             gc_interval_s=self.settings.gc_interval_s,
             step_hook=self._step_hook,
+            max_segments=lambda layout: self._max_segments(topic, layout),
         )
         self.auto_scale.attach(controller)
         try:
@@ -270,6 +273,9 @@ class ScalableTopicService:
             raise NotLeader("the broker is shutting down")
         self._controllers[str(topic)] = controller
         return controller
+
+    async def _max_segments(self, topic: TopicName, layout: SegmentLayout) -> int:
+        return (await self.auto_scale.policies.resolve(topic, layout)).max_segments
 
     async def release_controller(self, topic: TopicName) -> None:
         controller = self._controllers.pop(str(topic), None)
@@ -360,7 +366,8 @@ class ScalableTopicService:
         Without ``force`` the delete is refused while a segment has producers or consumers.
 
         Raises:
-            ScalableTopicNotFound, IllegalStateError (in use).
+            ScalableTopicNotFound, TopicBusy (in use; the admin API answers 412 as for any
+            topic).
         """
         self.check_enabled()
         layout = (await self.resources.require_layout(topic)).layout
@@ -395,9 +402,11 @@ class ScalableTopicService:
                         consumers += len(listed) if isinstance(listed, list) else 0
             publishers = stats.get("publishers")
             if publishers or consumers:
-                raise IllegalStateError(
+                raise TopicBusy(
                     f"scalable topic {topic} is in use (segment {segment.segment_id} has "
-                    "connected producers or consumers); delete with force to disconnect them"
+                    f"{len(publishers) if isinstance(publishers, list) else 0} connected "
+                    f"producer(s) and {consumers} connected consumer(s)); delete with "
+                    "force=true to disconnect them"
                 )
 
     async def get_layout(self, topic: TopicName) -> SegmentLayout:
