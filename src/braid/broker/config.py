@@ -30,12 +30,54 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from braid.broker.backlog_quota import BacklogQuotaDefaults, RetentionPolicy
+from braid.broker.config_parsers import (
+    parse_backlog_policy as _parse_backlog_policy,
+)
+from braid.broker.config_parsers import (
+    parse_bookie_clusters as _parse_bookie_clusters,
+)
+from braid.broker.config_parsers import (
+    parse_bool as _parse_bool,
+)
+from braid.broker.config_parsers import (
+    parse_fraction as _parse_fraction,
+)
+from braid.broker.config_parsers import (
+    parse_gc_thresholds as _parse_gc_thresholds,
+)
+from braid.broker.config_parsers import (
+    parse_host as _parse_host,
+)
+from braid.broker.config_parsers import (
+    parse_int as _parse_int,
+)
+from braid.broker.config_parsers import (
+    parse_listeners as _parse_listeners,
+)
+from braid.broker.config_parsers import (
+    parse_name as _parse_name,
+)
+from braid.broker.config_parsers import (
+    parse_path as _parse_path,
+)
+from braid.broker.config_parsers import (
+    parse_ratio as _parse_ratio,
+)
+from braid.broker.config_parsers import (
+    parse_strategy as _parse_strategy,
+)
+from braid.broker.config_parsers import (
+    parse_topic_type as _parse_topic_type,
+)
+from braid.broker.config_parsers import (
+    parse_url as _parse_url,
+)
 from braid.broker.dispatch_settings import DispatchSettings
 from braid.broker.gc_policy import BROKER_DEFAULT_THRESHOLDS, GcPolicy
 from braid.broker.malloc_policy import DEFAULT_MMAP_THRESHOLD
 from braid.broker.schemas.model import (
     DEFAULT_STRATEGY,
-    InvalidSchemaSetting,
     SchemaCompatibilityStrategy,
 )
 from braid.core.autoscale_policy import (
@@ -117,6 +159,16 @@ class BrokerConfig:
     allow_auto_topic_creation: bool = True
     default_retention_time_in_minutes: int = 0
     default_retention_size_in_mb: int = 0
+    #: Backlog quotas, message TTL and the checks enforcing them and retention (Pulsar's keys,
+    #: ``docs/broker.md#backlog-quotas-retention-and-ttl``; -1 / 0 = no limit).
+    backlog_quota_default_limit_bytes: int = -1
+    backlog_quota_default_limit_second: int = -1
+    backlog_quota_default_retention_policy: RetentionPolicy = RetentionPolicy.PRODUCER_REQUEST_HOLD
+    backlog_quota_check_enabled: bool = True
+    backlog_quota_check_interval_in_seconds: int = 60
+    ttl_duration_default_in_seconds: int = 0
+    message_expiry_check_interval_in_minutes: int = 5
+    retention_check_interval_in_seconds: int = 120
     managed_ledger_max_entries_per_ledger: int = 50_000
     managed_ledger_max_size_per_ledger_mbytes: int = 2048
     managed_ledger_max_ledger_rollover_time_minutes: int = 240
@@ -285,6 +337,13 @@ class BrokerConfig:
             ack_quorum=self.managed_ledger_default_ack_quorum,
         )
 
+    def backlog_quota_defaults(self) -> BacklogQuotaDefaults:
+        return BacklogQuotaDefaults(
+            self.backlog_quota_default_limit_bytes,
+            self.backlog_quota_default_limit_second,
+            self.backlog_quota_default_retention_policy,
+        )
+
     def auto_recovery_settings(self) -> AutoRecoverySettings:
         """The auditor's and replication worker's settings."""
         return AutoRecoverySettings(
@@ -328,133 +387,6 @@ def retention_mb_to_bytes(megabytes: int) -> int:
     return -1 if megabytes < 0 else megabytes * _MIB
 
 
-# --- value parsers -----------------------------------------------------------------------------
-
-_TRUE = frozenset({"true", "yes", "on", "1"})
-_FALSE = frozenset({"false", "no", "off", "0"})
-
-
-def _parse_bool(text: str) -> bool:
-    lowered = text.lower()
-    if lowered in _TRUE:
-        return True
-    if lowered in _FALSE:
-        return False
-    raise ValueError("expected true or false")
-
-
-def _parse_fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError("expected a number between 0 and 1, such as 0.95") from None
-    if not 0.0 < value <= 1.0:
-        raise ValueError("expected a number above 0 and at most 1, such as 0.95")
-    return value
-
-
-def _parse_ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError("expected a number between 0 and 1") from None
-    if not 0.0 <= value <= 1.0:
-        raise ValueError("expected a number between 0 and 1")
-    return value
-
-
-def _parse_int(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text, 10)
-        except ValueError:
-            raise ValueError("expected an integer") from None
-        if value < minimum or (maximum is not None and value > maximum):
-            upper = "" if maximum is None else f" and at most {maximum}"
-            raise ValueError(f"expected an integer at least {minimum}{upper}")
-        return value
-
-    return parse
-
-
-_HOST = re.compile(r"^[A-Za-z0-9._:\-\[\]]+$")
-
-
-def _parse_host(text: str) -> str:
-    if not _HOST.match(text):
-        raise ValueError("expected a host name or IP address")
-    return text
-
-
-def _parse_name(text: str) -> str:
-    if not re.match(r"^[A-Za-z0-9_.\-]+$", text):
-        raise ValueError("expected letters, digits, '_', '-' or '.'")
-    return text
-
-
-def _parse_url(text: str) -> str:
-    if "://" not in text:
-        raise ValueError("expected a URL such as sqlite:///path/metadata.db or zk://host:2181")
-    return text
-
-
-def _parse_path(text: str) -> Path:
-    return Path(text).expanduser()
-
-
-def _parse_gc_thresholds(text: str) -> tuple[int, int, int]:
-    parts = [p.strip() for p in text.split(",")]
-    try:
-        values = [int(p, 10) for p in parts]
-    except ValueError:
-        raise ValueError("expected three integers gen0,gen1,gen2 (e.g. 200000,20,100)") from None
-    if len(values) != 3 or values[0] < 1 or values[1] < 1 or values[2] < 1:
-        raise ValueError("expected three positive integers gen0,gen1,gen2 (e.g. 200000,20,100)")
-    return values[0], values[1], values[2]
-
-
-def _parse_strategy(text: str) -> SchemaCompatibilityStrategy:
-    try:
-        strategy = SchemaCompatibilityStrategy.parse(text)
-    except InvalidSchemaSetting as exc:
-        raise ValueError(str(exc)) from None
-    if strategy is SchemaCompatibilityStrategy.UNDEFINED:
-        raise ValueError("the broker's strategy cannot be UNDEFINED")
-    return strategy
-
-
-def _parse_topic_type(text: str) -> str:
-    if text not in ("non-partitioned", "partitioned"):
-        raise ValueError("expected non-partitioned or partitioned")
-    return text
-
-
-_LISTENER = re.compile(r"^[A-Za-z0-9_.\-]+:pulsar(\+ssl)?://[A-Za-z0-9._\-\[\]:]+:\d+$")
-
-
-def _parse_bookie_clusters(text: str) -> tuple[tuple[str, str], ...]:
-    """``name=uri;name2=uri2`` (empty: none)."""
-    out: list[tuple[str, str]] = []
-    for part in text.split(";"):
-        if not part.strip():
-            continue
-        name, sep, uri = part.partition("=")
-        if not sep or not name.strip() or not uri.strip():
-            raise ValueError(f"expected name=metadataServiceUri, got {part.strip()!r}")
-        out.append((_parse_name(name.strip()), _parse_url(uri.strip())))
-    return tuple(out)
-
-
-def _parse_listeners(text: str) -> tuple[str, ...]:
-    entries = tuple(p.strip() for p in text.split(",") if p.strip())
-    for entry in entries:
-        if not _LISTENER.match(entry):
-            raise ValueError(
-                f"expected name:pulsar://host:port entries separated by commas, got {entry!r}"
-            )
-    return entries
-
-
 @dataclass(frozen=True)
 class _Key:
     name: str  # camelCase, as in broker.conf
@@ -492,6 +424,19 @@ KEYS: tuple[_Key, ...] = (
     _Key("allowAutoTopicCreation", "allow_auto_topic_creation", _parse_bool),
     _Key("defaultRetentionTimeInMinutes", "default_retention_time_in_minutes", _parse_int(-1)),
     _Key("defaultRetentionSizeInMB", "default_retention_size_in_mb", _parse_int(-1)),
+    *(
+        _Key(name, _snake(name), parse)
+        for name, parse in (
+            ("backlogQuotaDefaultLimitBytes", _parse_int(-1)),
+            ("backlogQuotaDefaultLimitSecond", _parse_int(-1)),
+            ("backlogQuotaDefaultRetentionPolicy", _parse_backlog_policy),
+            ("backlogQuotaCheckEnabled", _parse_bool),
+            ("backlogQuotaCheckIntervalInSeconds", _parse_int(1)),
+            ("ttlDurationDefaultInSeconds", _parse_int(0)),
+            ("messageExpiryCheckIntervalInMinutes", _parse_int(1)),
+            ("retentionCheckIntervalInSeconds", _parse_int(1)),
+        )
+    ),
     _Key(
         "managedLedgerMaxEntriesPerLedger",
         "managed_ledger_max_entries_per_ledger",
@@ -761,8 +706,8 @@ def _check_auto_scale_settings(settings: Mapping[str, str]) -> None:
 
 
 def _text(value: object) -> str:
-    if isinstance(value, SchemaCompatibilityStrategy):
-        return value.value
+    if isinstance(value, SchemaCompatibilityStrategy | RetentionPolicy):
+        return str(value.value)
     if isinstance(value, tuple) and all(isinstance(v, tuple) for v in value):
         return ";".join("=".join(str(part) for part in v) for v in value)
     if isinstance(value, tuple):

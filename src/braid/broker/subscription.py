@@ -262,6 +262,24 @@ class Subscription:
                 dispatcher.reset_books()
         self._cursor_moved()
 
+    async def expire_up_to(self, position: Position) -> bool:
+        """Acknowledge everything up to ``position`` on the broker's behalf (message TTL and
+        backlog eviction); the consumers stay attached and entries they hold at or below it are
+        taken off their books. Returns whether the cursor moved."""
+        async with self._ack_lock:
+            if position <= self.cursor.mark_delete_position:
+                return False
+            dispatcher = self.dispatcher
+            if dispatcher is None:
+                await self.cursor.mark_delete(position)
+            else:
+                async with dispatcher.lock:
+                    await self.cursor.mark_delete(position)
+                    # Replayed positions at or below it are skipped as deleted when read.
+                    dispatcher.on_acked_up_to(position)
+        self._cursor_moved()
+        return True
+
     def disconnect_consumers(self) -> None:
         """Close every consumer from the broker side; the clients reconnect on their own."""
         for consumer in self.consumers:

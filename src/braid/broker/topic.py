@@ -231,6 +231,13 @@ class PersistentTopic:
         if mode != AccessMode.Shared:
             self._exclusive = producer
 
+    def disconnect_producers(self) -> None:
+        """Close every producer from the broker side (a backlog quota was exceeded); the
+        clients reconnect, and their new PRODUCER meets the quota check."""
+        for producer in list(self.producers.values()):
+            self.remove_producer(producer)
+            producer.transport.send_close_producer(producer.producer_id)
+
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.pop(id(producer), None) is None:
             return
