@@ -250,3 +250,28 @@ def test_message_ttl_and_retention_return_the_disk_space_of_expired_messages(
     )
     after = _ledger_bytes(broker.data_dir, ids)
     print(f"ledger files: {before} B before, {after} B after; {ledgers} ledgers left")
+
+
+def test_a_partitioned_topics_quota_applies_to_each_of_its_partitions_alone(
+    broker: BackgroundBroker, admin_url: str, client: pulsar.Client, topic: str
+) -> None:
+    assert httpx.put(f"{admin_url}{_path(topic)}/partitions", json=2).status_code == 204
+    consumer = client.subscribe(topic, "slow")
+    producer = client.create_producer(
+        topic,
+        batching_enabled=False,
+        message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+    )
+    for _ in range(100):
+        producer.send(_PAYLOAD)
+    _set_topic_quota(
+        admin_url,
+        topic,
+        {"limitSize": 5_000, "limitTime": -1, "policy": "producer_exception"},
+        "destination_storage",
+    )
+    acted = broker.call(broker.service.backlog_quotas.check_once())
+    assert {f"{topic}-partition-0", f"{topic}-partition-1"} <= set(acted)
+    with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
+        client.create_producer(topic)
+    consumer.close()

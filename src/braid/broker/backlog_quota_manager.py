@@ -34,7 +34,7 @@ from braid.broker.backlog_quota import (
     resolve,
 )
 from braid.broker.entries import publish_time_of
-from braid.broker.topic_policies import TopicPolicies, policy_topic
+from braid.broker.topic_policies import TopicPolicies
 from braid.clock import Clock
 from braid.core.errors import BraidError
 from braid.core.names import SegmentTopicName, TopicDomain, TopicName
@@ -50,14 +50,21 @@ log = logging.getLogger(__name__)
 NamespaceQuotas = Callable[[str, str], Awaitable[QuotaMap | None]]
 
 
+def unit_name(topic: TopicName) -> TopicName:
+    """The quota unit of a loaded topic: a segment's scalable topic, else the topic itself (each
+    partition of a partitioned topic is checked alone, as Pulsar does)."""
+    if topic.domain is TopicDomain.SEGMENT:
+        return SegmentTopicName.parse(str(topic)).parent
+    return topic
+
+
 def quota_units(topics: Mapping[str, PersistentTopic]) -> dict[str, list[PersistentTopic]]:
-    """Loaded topics grouped by the topic whose policies govern them; segments oldest first."""
+    """Loaded topics grouped by quota unit; a scalable topic's segments oldest first."""
     units: dict[str, list[PersistentTopic]] = {}
     for name, topic in topics.items():
         if topic.closed:
             continue
-        parsed = TopicName.parse(name)
-        units.setdefault(str(policy_topic(parsed)), []).append(topic)
+        units.setdefault(str(unit_name(TopicName.parse(name))), []).append(topic)
     for members in units.values():
         members.sort(key=_age_order)
     return units
@@ -155,7 +162,7 @@ class BacklogQuotaManager:
         return out
 
     def unit_of(self, name: str) -> list[PersistentTopic]:
-        return quota_units(self._topics()).get(str(policy_topic(TopicName.parse(name))), [])
+        return quota_units(self._topics()).get(str(unit_name(TopicName.parse(name))), [])
 
     async def exceeded(
         self, unit: Sequence[PersistentTopic], quotas: Mapping[BacklogQuotaType, BacklogQuota]
@@ -179,8 +186,16 @@ class BacklogQuotaManager:
 
     async def check_producer(self, name: str) -> None:
         """Refuse a new producer on ``name`` while its unit is over a producer-blocking quota
-        (raises :class:`~braid.broker.backlog_quota.TopicBacklogQuotaExceeded`)."""
-        quotas = await self.quotas(name)
+        (raises :class:`~braid.broker.backlog_quota.TopicBacklogQuotaExceeded`).
+
+        Fails open: when the policies cannot be read (the metadata store is down), the producer
+        is let in and the periodic check applies the quota once they can.
+        """
+        try:
+            quotas = await self.quotas(name)
+        except BraidError as exc:
+            log.debug("backlog quotas of %s unreadable, producer let in: %r", name, exc)
+            return
         if not any(q.policy.blocks_producers for q in quotas.values()):
             return
         unit = self.unit_of(name)
@@ -257,4 +272,5 @@ __all__ = [
     "position_before",
     "quota_units",
     "subscription_backlog_bytes",
+    "unit_name",
 ]

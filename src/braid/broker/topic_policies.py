@@ -3,9 +3,9 @@
 Pulsar keeps topic policies in a per-namespace system topic; Braid keeps them where its other
 metadata lives, one JSON node per topic at ``/admin/topic-policies/{tenant}/{namespace}/{domain}/
 {local name}`` with Pulsar's key (``backLogQuotaMap``, keyed by quota type). A scalable topic's
-policies are its own node (``topic`` domain) and apply to every segment of its DAG: the
-:func:`policy_topic` of a ``segment://`` name is its parent. Every change is a compare-and-swap on
-the node's version, retried on conflict; a node left empty is deleted.
+policies are its own node (``topic`` domain) and apply to every segment of its DAG, and a
+partitioned topic's apply to its partitions: see :func:`policy_topic`. Every change is a
+compare-and-swap on the node's version, retried on conflict; a node left empty is deleted.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from braid.broker.backlog_quota import (
     quota_map_to_json,
 )
 from braid.core.names import SegmentTopicName, TopicDomain, TopicName
+from braid.core.partitions import partitioned_topic_of
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
 
 #: Root of topic-level policies in the metadata store.
@@ -32,9 +33,14 @@ _CAS_ATTEMPTS = 20
 
 
 def policy_topic(name: TopicName) -> TopicName:
-    """The topic whose policies govern ``name``: a segment's scalable topic, else itself."""
+    """The topic whose policies govern ``name``: a segment's scalable topic, a partition's
+    partitioned topic (as Pulsar applies a partitioned topic's policies to its partitions), else
+    the topic itself."""
     if name.domain is TopicDomain.SEGMENT:
         return SegmentTopicName.parse(str(name)).parent
+    base = partitioned_topic_of(name.local_name)
+    if base != name.local_name:
+        return TopicName(name.domain, name.tenant, name.namespace, base)
     return name
 
 
