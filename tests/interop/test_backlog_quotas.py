@@ -22,9 +22,8 @@ import httpx
 import pulsar
 import pytest
 
-from braid.admin.app import create_app
-from braid.admin.server import AdminServer
 from braid.clock import ManualClock
+from tests.support.admin_server import serve_admin
 from tests.support.broker_stack import BackgroundBroker
 from tests.support.polling import wait_for
 
@@ -55,13 +54,8 @@ def broker(
 
 @pytest.fixture(scope="module")
 def admin_url(broker: BackgroundBroker) -> Iterator[str]:
-    stack = broker.stack
-    server = AdminServer(create_app(stack.config, stack.resources, stack.service), "127.0.0.1", 0)
-    broker.call(server.start())
-    try:
-        yield server.url
-    finally:
-        broker.call(server.stop())
+    with serve_admin(broker) as url:
+        yield url
 
 
 def _path(topic: str) -> str:

@@ -27,7 +27,7 @@ import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from braid.broker.errors import BrokerError, ServerError
 from braid.core.errors import IllegalStateError, InvalidInputError
@@ -38,6 +38,16 @@ class InvalidBacklogQuota(InvalidInputError):
     """A backlog quota document or value Braid cannot accept (the admin API answers 412)."""
 
 
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _member(cls: type[_E], text: object, key: str) -> _E:
+    for member in cls:
+        if member.value == text:
+            return member
+    raise InvalidBacklogQuota(f"{key} must be one of {[m.value for m in cls]}, got {text!r}")
+
+
 class BacklogQuotaType(enum.Enum):
     """What a quota limits (Pulsar's ``BacklogQuotaType``)."""
 
@@ -46,12 +56,7 @@ class BacklogQuotaType(enum.Enum):
 
     @classmethod
     def parse(cls, text: object) -> BacklogQuotaType:
-        for member in cls:
-            if member.value == text:
-                return member
-        raise InvalidBacklogQuota(
-            f"backlogQuotaType must be one of {[m.value for m in cls]}, got {text!r}"
-        )
+        return _member(cls, text, "backlogQuotaType")
 
 
 class RetentionPolicy(enum.Enum):
@@ -63,10 +68,7 @@ class RetentionPolicy(enum.Enum):
 
     @classmethod
     def parse(cls, text: object) -> RetentionPolicy:
-        for member in cls:
-            if member.value == text:
-                return member
-        raise InvalidBacklogQuota(f"policy must be one of {[m.value for m in cls]}, got {text!r}")
+        return _member(cls, text, "policy")
 
     @property
     def blocks_producers(self) -> bool:

@@ -19,11 +19,10 @@ import httpx
 import pytest
 
 import braid
-from braid.admin.app import create_app
-from braid.admin.server import AdminServer
 from braid.broker.backlog_quota_manager import quota_units, subscription_backlog_bytes
 from braid.clock import ManualClock
 from tests.integration.client.conftest import ScalableBroker, StepGate
+from tests.support.admin_server import serve_admin
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,14 +44,8 @@ def sbroker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScalableBroker
 
 @pytest.fixture(scope="module")
 def admin_url(sbroker: ScalableBroker) -> Iterator[str]:
-    stack = sbroker.stack
-    app = create_app(stack.config, stack.resources, stack.service, sbroker.scalable)
-    server = AdminServer(app, "127.0.0.1", 0)
-    sbroker.call(server.start())
-    try:
-        yield server.url
-    finally:
-        sbroker.call(server.stop())
+    with serve_admin(sbroker, sbroker.scalable) as url:
+        yield url
 
 
 @pytest.fixture
