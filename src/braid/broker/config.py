@@ -31,46 +31,46 @@ from types import MappingProxyType
 from typing import Any
 
 from braid.broker.backlog_quota import BacklogQuotaDefaults, RetentionPolicy
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_backlog_policy as _parse_backlog_policy,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_bookie_clusters as _parse_bookie_clusters,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_bool as _parse_bool,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_fraction as _parse_fraction,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_gc_thresholds as _parse_gc_thresholds,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_host as _parse_host,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_int as _parse_int,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_listeners as _parse_listeners,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_name as _parse_name,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_path as _parse_path,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_ratio as _parse_ratio,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_strategy as _parse_strategy,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_topic_type as _parse_topic_type,
 )
-from braid.broker.config_parsers import (
+from braid.broker.config_values import (
     parse_url as _parse_url,
 )
 from braid.broker.dispatch_settings import DispatchSettings

@@ -295,14 +295,18 @@ class ManagedLedgerImpl:
         ):
             cur.issue(payload, callback, ctx, self._added)
             return
-        if cur is not None and not self._waiting and self._control is None:
-            # A rollover (or the recovery of a broken ledger) is due. While storage cannot take
-            # entries (its bookies are read-only: full disks) it would only create ledgers
-            # nobody can write to, once per append: refuse now, in order; the next append after
-            # space comes back rolls over.
+        if not self._waiting and self._control is None:
+            # A rollover (or the recovery of a broken ledger, or the first ledger of a log taken
+            # over while storage was read-only) is due. While storage cannot take entries (its
+            # bookies are read-only: full disks) it would only create ledgers nobody can write
+            # to, once per append: refuse now, in order; the next append after space comes back
+            # rolls over.
             refusal = self._storage.active.write_refusal(self.config.ack_quorum)
             if refusal is not None:
-                cur.refuse(len(payload), callback, ctx, refusal)
+                if cur is None:  # nothing issued is pending: this append is next in order
+                    report(callback, ctx, None, refusal)
+                else:
+                    cur.refuse(len(payload), callback, ctx, refusal)
                 return
         # A rollover (or recovery) must run first; it issues queued appends in order.
         self._waiting.append((payload, callback, ctx))

@@ -78,15 +78,15 @@ async def open_managed_ledger(
             if not create_if_missing:
                 raise ManagedLedgerNotFound(f"managed ledger {name!r} does not exist")
             handle = await create_next_ledger(storage, config, name, -1)
-            current = CurrentLedger(handle, clock.now_ms(), clock.monotonic())
-            created = ManagedLedgerInfo(ledgers=(current.info(),))
+            first = CurrentLedger(handle, clock.now_ms(), clock.monotonic())
+            created = ManagedLedgerInfo(ledgers=(first.info(),))
             try:
                 stat = await metadata.put(path, encode_ledger_info(created), expected_version=-1)
             except BadVersion as exc:  # created concurrently: take it over instead
                 last_error = exc
                 await delete_quietly(storage.active, handle.ledger_id)
                 continue
-            return build(ManagedLedgerInfo(), stat.version, current)
+            return build(ManagedLedgerInfo(), stat.version, first)
 
         data, stat = got
         info = decode_ledger_info(data)
@@ -107,16 +107,23 @@ async def open_managed_ledger(
             else:
                 ledgers[-1] = recovered
         after_id = info.ledgers[-1].ledger_id if info.ledgers else -1
-        handle = await create_next_ledger(storage, config, name, after_id)
-        current = CurrentLedger(handle, clock.now_ms(), clock.monotonic())
-        taken_over = replace(info, ledgers=(*ledgers, current.info()))
+        current: CurrentLedger | None = None
+        if storage.active.write_refusal(config.ack_quorum) is None:
+            handle = await create_next_ledger(storage, config, name, after_id)
+            current = CurrentLedger(handle, clock.now_ms(), clock.monotonic())
+        # else storage takes no entries now (its bookies are read-only: full disks): the log is
+        # taken over without a ledger to write to. Reads go on; appends are refused with the
+        # reason until space comes back, and the first one after that creates the ledger.
+        new_ledgers = (*ledgers, current.info()) if current is not None else tuple(ledgers)
+        taken_over = replace(info, ledgers=new_ledgers)
         try:
             stat = await metadata.put(
                 path, encode_ledger_info(taken_over), expected_version=stat.version
             )
         except BadVersion as exc:  # another owner opened it meanwhile: start over
             last_error = exc
-            await delete_quietly(storage.active, handle.ledger_id)
+            if current is not None:
+                await delete_quietly(storage.active, current.handle.ledger_id)
             continue
         if empty_tail is not None:
             await delete_quietly(

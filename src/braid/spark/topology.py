@@ -13,8 +13,12 @@ client and admin APIs only:
   ones the checkpoint reports plus those already recorded in the query's offsets (a classic
   topic never loses a segment).
 
-Fetch order matters: the DAG first, then positions. A segment sealed in between is reported
-``DRAINED`` by the checkpoint (no position), so the planner simply waits for the next trigger.
+Fetch order matters, and the two must agree: the DAG, then positions, then the DAG's epoch again.
+A split or merge in between would seal a segment the snapshot calls active and leave out its
+children: the checkpoint reports the sealed segment ``DRAINED`` (no position), so the snapshot
+would say it holds nothing - a ``Trigger.AvailableNow`` target or a batch query's end would then
+stop short of its data. When the epoch moved, the snapshot is taken again
+(:data:`SNAPSHOT_ATTEMPTS` times, then :class:`TopologyChanging`, retriable).
 """
 
 from __future__ import annotations
@@ -24,11 +28,19 @@ from collections.abc import Iterable
 from braid.admin.client import AdminClient
 from braid.client import Client
 from braid.core.checkpoint import Checkpoint, CursorKind, checkpoint_cursors
+from braid.core.errors import ServiceUnavailableError
 from braid.core.layout import SegmentLayout
 from braid.core.layout_codec import layout_from_metadata
 from braid.core.names import TopicDomain, TopicName
 from braid.spark.offsets import Position
 from braid.spark.planning import SegmentView, TopicSnapshot
+
+#: Snapshots of a scalable topic taken before giving up on a DAG that keeps changing.
+SNAPSHOT_ATTEMPTS = 10
+
+
+class TopologyChanging(ServiceUnavailableError):
+    """The topic's DAG changed while every snapshot of it was taken (retriable)."""
 
 
 def is_scalable(topic: str) -> bool:
@@ -62,8 +74,7 @@ class Topology:
     def snapshot(self, topic: str, known: Iterable[int] = ()) -> TopicSnapshot:
         """The topic's DAG and newest positions now (``known``: segment ids already recorded)."""
         if is_scalable(topic):
-            layout = self.layout(topic)
-            latest = self.latest_positions(topic)
+            layout, latest = self._consistent_positions(topic)
             views = {
                 sid: SegmentView(sid, tuple(info.parent_ids), not info.is_active)
                 for sid, info in layout.segments.items()
@@ -76,5 +87,19 @@ class Topology:
         ids = set(latest) | set(known) or {0}
         return TopicSnapshot(topic, 0, {sid: SegmentView(sid) for sid in ids}, latest)
 
+    def _consistent_positions(self, topic: str) -> tuple[SegmentLayout, dict[int, Position]]:
+        """The DAG and the newest positions, taken while the DAG's epoch did not move."""
+        layout = self.layout(topic)
+        for _ in range(SNAPSHOT_ATTEMPTS):
+            latest = self.latest_positions(topic)
+            after = self.layout(topic)
+            if after.epoch == layout.epoch:
+                return layout, latest
+            layout = after
+        raise TopologyChanging(
+            f"{topic}: the segment DAG changed during each of {SNAPSHOT_ATTEMPTS} snapshots "
+            f"(epoch now {layout.epoch}); retry"
+        )
 
-__all__ = ["Topology", "is_scalable"]
+
+__all__ = ["SNAPSHOT_ATTEMPTS", "Topology", "TopologyChanging", "is_scalable"]

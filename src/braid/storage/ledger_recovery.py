@@ -23,8 +23,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from braid.storage.api import (
     BookieUnavailable,
@@ -35,15 +36,35 @@ from braid.storage.api import (
 from braid.storage.bookie import LacInfo
 from braid.storage.distribution import covers, write_set
 from braid.storage.ledger_metadata import with_ensemble_change
-from braid.storage.ledger_reads import probe_entry, read_entry
+from braid.storage.ledger_reads import ReplicaAccess, probe_entry, read_entry
 from braid.storage.placement import NotEnoughBookies
-
-if TYPE_CHECKING:
-    from braid.storage.client import BookKeeperClient
 
 log = logging.getLogger(__name__)
 #: Recovery restarts (after a concurrent metadata change) before it gives up.
 _RECOVERY_ATTEMPTS = 5
+
+
+class RecoveryClient(ReplicaAccess, Protocol):
+    """What recovery needs from the ledger client (``BookKeeperClient``): replica reads, the
+    ledger's metadata with CAS, and replacements for bookies that are gone."""
+
+    async def read_metadata(self, ledger_id: int) -> tuple[LedgerMetadata, int]:
+        """The ledger's metadata and its version."""
+        ...
+
+    async def write_metadata(self, md: LedgerMetadata, version: int) -> bool:
+        """CAS ``md`` over ``version``; ``False`` if the version moved."""
+        ...
+
+    def choose_replacements(
+        self,
+        ensemble: Sequence[str],
+        indices: Sequence[int],
+        write_quorum: int,
+        exclude: Iterable[str] = (),
+    ) -> dict[int, str]:
+        """A replacement for the bookie at each of ``indices`` (raises ``NotEnoughBookies``)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +77,7 @@ class LacView:
     silent: tuple[str, ...]
 
 
-async def read_lac_covered(client: BookKeeperClient, md: LedgerMetadata, *, fence: bool) -> LacView:
+async def read_lac_covered(client: RecoveryClient, md: LedgerMetadata, *, fence: bool) -> LacView:
     """Ask (or fence) every bookie of the last fragment; the answers must cover it.
 
     Raises:
@@ -98,7 +119,7 @@ async def read_lac_covered(client: BookKeeperClient, md: LedgerMetadata, *, fenc
     return LacView(lac, max(lac, highest), tuple(answered), silent_ids)
 
 
-async def probe_lac(client: BookKeeperClient, md: LedgerMetadata, known: int) -> int:
+async def probe_lac(client: RecoveryClient, md: LedgerMetadata, known: int) -> int:
     """How far the writer of an open ledger got: the highest entry durable on an ack quorum with
     every lower one too (for tailing readers)."""
     view = await read_lac_covered(client, md, fence=False)
@@ -112,7 +133,7 @@ async def probe_lac(client: BookKeeperClient, md: LedgerMetadata, known: int) ->
 
 
 async def recover_and_close(
-    client: BookKeeperClient, md: LedgerMetadata, version: int
+    client: RecoveryClient, md: LedgerMetadata, version: int
 ) -> LedgerMetadata:
     """Recover a ledger marked ``IN_RECOVERY`` (``md`` at ``version``) and close it; returns the
     closed metadata (another recovery's, if it finished first).
@@ -132,7 +153,7 @@ async def recover_and_close(
 
 
 async def _recover_once(
-    client: BookKeeperClient, md: LedgerMetadata, version: int
+    client: RecoveryClient, md: LedgerMetadata, version: int
 ) -> LedgerMetadata | None:
     view = await read_lac_covered(client, md, fence=True)
     original = md
@@ -160,7 +181,7 @@ async def _recover_once(
 
 
 async def _replace_silent(
-    client: BookKeeperClient, md: LedgerMetadata, version: int, view: LacView, start: int
+    client: RecoveryClient, md: LedgerMetadata, version: int, view: LacView, start: int
 ) -> tuple[LedgerMetadata, int] | None:
     """Replace the bookies that did not answer the fence in a new fragment from ``start``, so
     the recovered tail gets whole write sets. Keeps ``md`` when there is no replacement."""
@@ -189,7 +210,7 @@ async def _replace_silent(
 
 
 async def _recover_entry(
-    client: BookKeeperClient, original: LedgerMetadata, md: LedgerMetadata, entry_id: int
+    client: RecoveryClient, original: LedgerMetadata, md: LedgerMetadata, entry_id: int
 ) -> int | None:
     """Make ``entry_id`` whole on its write set; its piggybacked running length, or ``None``
     when it cannot have been acknowledged (the end of the ledger)."""

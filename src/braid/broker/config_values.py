@@ -1,6 +1,9 @@
-"""Parsers of ``broker.conf`` values (:mod:`braid.broker.config`): each takes the text of one
-key and returns the typed value, or raises ``ValueError`` saying what was expected (the loader
-names the key)."""
+"""Parsers of ``broker.conf`` values: each takes the text of one key and returns its value or
+raises ``ValueError`` with what was expected (``braid.broker.config`` names the key).
+
+Pure functions, no I/O; one per kind of value (booleans, bounded integers, fractions, host names,
+URLs, listener lists, ...), shared by every key of that kind.
+"""
 
 from __future__ import annotations
 
