@@ -269,3 +269,31 @@ def test_a_partitioned_topics_quota_applies_to_each_of_its_partitions_alone(
     with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
         client.create_producer(topic)
     consumer.close()
+
+
+def test_expiry_releases_key_shared_hashes_a_silent_consumer_was_holding(
+    broker: BackgroundBroker, clock: ManualClock, admin_url: str, client: pulsar.Client
+) -> None:
+    """A hash moving to a new Key_Shared consumer waits until the old one acknowledges its
+    messages (PIP-379); when those expire instead, the hash must move on."""
+    ns = f"{admin_url}/admin/v2/namespaces/public/ttl-key-shared"
+    assert httpx.put(ns, json={}).status_code == 204
+    assert httpx.post(ns + "/messageTTL", json=60).status_code == 204
+    topic = "persistent://public/ttl-key-shared/orders"
+    shared = pulsar.ConsumerType.KeyShared
+    silent = client.subscribe(topic, "ks", consumer_type=shared, consumer_name="silent")
+    producer = client.create_producer(topic, batching_enabled=False)
+    keys = [f"k{i}" for i in range(32)]
+    for key in keys:
+        producer.send(b"old", partition_key=key)
+    for _ in keys:
+        silent.receive(timeout_millis=10_000)  # held, never acknowledged
+    late = client.subscribe(topic, "ks", consumer_type=shared, consumer_name="late")
+    broker.run(clock.advance, 120)
+    broker.call(broker.service.limits_monitor.expire_messages())
+    assert _backlog(admin_url, topic, "ks") == 0
+    for key in keys:
+        producer.send(b"new", partition_key=key)
+    # Keys whose hashes moved to the late consumer reach it, though the silent one never acked.
+    got = late.receive(timeout_millis=10_000)
+    assert got.data() == b"new"

@@ -275,8 +275,13 @@ class Subscription:
             else:
                 async with dispatcher.lock:
                     await self.cursor.mark_delete(position)
-                    # Replayed positions at or below it are skipped as deleted when read.
+                    # As if each consumer acknowledged what it holds up to there (a Key_Shared
+                    # dispatcher releases their hashes); replays of them are dropped.
+                    held = [p for c in dispatcher.consumers for p in c.pending_up_to(position)]
+                    dispatcher.on_acked(held)
                     dispatcher.on_acked_up_to(position)
+                    if isinstance(dispatcher, SharedDispatcher):
+                        dispatcher.replay.discard_up_to(position)
         self._cursor_moved()
         return True
 
