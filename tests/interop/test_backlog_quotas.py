@@ -165,6 +165,8 @@ def test_consumer_backlog_eviction_moves_the_slow_subscription_forward(
     broker.call(broker.service.backlog_quotas.check_once())
     left = _backlog(admin_url, topic, "slow")
     assert 0 < left <= 50, left  # 10 kB of ~236 B entries: the newest ~42 remain
+    stats = httpx.get(f"{admin_url}{_path(topic)}/stats").json()
+    assert 0 < stats["backlogSize"] == stats["subscriptions"]["slow"]["backlogSize"] <= 10_000
     # The consumer goes on from the newest messages (after what it had already prefetched).
     received = [int(slow.receive(timeout_millis=10_000).data()[:5]) for _ in range(3)]
     assert received[-1] >= 200 - left, (received, left)

@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
+from braid.broker.backlog_quota import estimated_backlog_bytes
 from braid.broker.consumer import Consumer, SubType
 from braid.broker.dispatch_settings import DispatchSettings
 from braid.broker.dispatcher import (
@@ -303,6 +304,10 @@ class Subscription:
         return {
             "type": SubType.Name(self.sub_type) if self.sub_type is not None else None,
             "msgBacklog": self.cursor.backlog(),
+            # Pulsar's estimate: what a destination_storage backlog quota measures.
+            "backlogSize": estimated_backlog_bytes(
+                self.ledger.ledgers, self.cursor.mark_delete_position
+            ),
             "markDeletePosition": str(self.cursor.mark_delete_position),
             "readPosition": str(self.cursor.read_position),
             "unackedMessages": dispatcher.unacked_count() if dispatcher is not None else 0,
