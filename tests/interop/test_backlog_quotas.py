@@ -299,3 +299,16 @@ def test_expiry_releases_key_shared_hashes_a_silent_consumer_was_holding(
     # Keys whose hashes moved to the late consumer reach it, though the silent one never acked.
     got = late.receive(timeout_millis=10_000)
     assert got.data() == b"new"
+
+
+def test_a_topic_message_ttl_wins_over_the_namespace_default(
+    broker: BackgroundBroker, clock: ManualClock, admin_url: str, client: pulsar.Client, topic: str
+) -> None:
+    client.subscribe(topic, "never-acks").close()
+    _fill(client, topic, 10).close()
+    monitor = broker.service.limits_monitor
+    broker.run(clock.advance, 30)
+    assert topic not in broker.call(monitor.expire_messages())  # public/default: no TTL
+    assert httpx.post(f"{admin_url}{_path(topic)}/messageTTL?messageTTL=20").status_code == 204
+    assert topic in broker.call(monitor.expire_messages())
+    assert _backlog(admin_url, topic, "never-acks") == 0

@@ -9,8 +9,9 @@ Namespace level (``/admin/v2/namespaces/{tenant}/{namespace}``):
 * ``GET/POST/DELETE .../retention`` (``retentionTimeInMinutes``, ``retentionSizeInMB``);
 * ``GET/POST/DELETE .../messageTTL`` (the body is the TTL in seconds; 0 = never expire).
 
-Topic level, for ``persistent`` topics and ``scalable`` topics (whose quota covers the whole
-segment DAG): ``GET .../{topic}/backlogQuotaMap``, ``POST/DELETE .../{topic}/backlogQuota``.
+Topic level, for ``persistent`` topics and ``scalable`` topics (whose settings cover the whole
+segment DAG): ``GET .../{topic}/backlogQuotaMap``, ``POST/DELETE .../{topic}/backlogQuota``,
+``GET/DELETE .../{topic}/messageTTL`` and ``POST .../{topic}/messageTTL?messageTTL=N``.
 
 The namespace settings live in its ``Policies`` document (each change a CAS); topic quotas in
 :class:`~braid.broker.topic_policies.TopicPolicies`. The broker's periodic checks
@@ -248,6 +249,32 @@ def _topic_quota_router(topic_policies: TopicPolicies, domain: TopicDomain) -> A
     ) -> Response:
         quota_type = _quota_type(kind)
         await topic_policies.remove_backlog_quota(name(tenant, namespace, topic), quota_type)
+        return Response(status_code=204)
+
+    @router.get(base + "/messageTTL", tags=[tag], summary="Get the topic's message TTL (s)")
+    async def get_ttl(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> int | None:
+        return await topic_policies.message_ttl(name(tenant, namespace, topic))
+
+    @router.post(
+        base + "/messageTTL", status_code=204, tags=[tag], summary="Set the topic's message TTL"
+    )
+    async def set_ttl(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
+        ttl: Annotated[int, Query(alias="messageTTL", description="seconds; 0 = never expire")],
+    ) -> Response:
+        try:
+            await topic_policies.set_message_ttl(name(tenant, namespace, topic), ttl)
+        except InvalidBacklogQuota as exc:
+            raise PreconditionFailed(str(exc)) from None
+        return Response(status_code=204)
+
+    @router.delete(
+        base + "/messageTTL", status_code=204, tags=[tag], summary="Remove the topic's TTL"
+    )
+    async def remove_ttl(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Response:
+        await topic_policies.set_message_ttl(name(tenant, namespace, topic), None)
         return Response(status_code=204)
 
     return router

@@ -1,7 +1,7 @@
 """``AdminClient.backlog``: backlog quotas, retention and message TTL (:mod:`braid.admin.client`).
 
-A quota is set on a namespace (``tenant/namespace``), a ``persistent://`` topic, or a scalable
-``topic://`` topic (covering its whole segment DAG); retention and message TTL on a namespace.
+Quotas and message TTL are set on a namespace (``tenant/namespace``), a ``persistent://`` topic,
+or a scalable ``topic://`` topic (covering its whole segment DAG); retention on a namespace.
 Bodies and paths are Pulsar's (:mod:`braid.admin.backlog_limits`); the broker validates them
 (a bad policy or type comes back as a 412 naming it).
 """
@@ -81,17 +81,21 @@ class BacklogPolicies:
     def remove_retention(self, namespace: str) -> None:
         self._http.call("DELETE", _ns(namespace) + "/retention")
 
-    def get_message_ttl(self, namespace: str) -> int | None:
-        """The TTL in seconds, or ``None`` (``ttlDurationDefaultInSeconds`` applies)."""
-        result: int | None = self._http.call("GET", _ns(namespace) + "/messageTTL")
+    def get_message_ttl(self, target: str) -> int | None:
+        """The TTL in seconds of a namespace or topic, or ``None`` (the next level applies)."""
+        result: int | None = self._http.call("GET", _target(target) + "/messageTTL")
         return result
 
-    def set_message_ttl(self, namespace: str, seconds: int) -> None:
+    def set_message_ttl(self, target: str, seconds: int) -> None:
         """Acknowledge messages older than ``seconds`` for every subscription (0: never)."""
-        self._http.call("POST", _ns(namespace) + "/messageTTL", body=seconds)
+        if "://" in target:  # Pulsar's topic endpoint takes it as a query parameter
+            params = {"messageTTL": str(seconds)}
+            self._http.call("POST", _target(target) + "/messageTTL", params=params)
+        else:
+            self._http.call("POST", _target(target) + "/messageTTL", body=seconds)
 
-    def remove_message_ttl(self, namespace: str) -> None:
-        self._http.call("DELETE", _ns(namespace) + "/messageTTL")
+    def remove_message_ttl(self, target: str) -> None:
+        self._http.call("DELETE", _target(target) + "/messageTTL")
 
 
 __all__ = ["BacklogPolicies"]

@@ -6,9 +6,9 @@ interval of the injected clock (tests move time instead of waiting, or call a ch
 * every ``backlogQuotaCheckIntervalInSeconds`` (when ``backlogQuotaCheckEnabled``): each quota unit
   over a backlog quota gets its policy (:class:`~braid.broker.backlog_quota_manager.
   BacklogQuotaManager`);
-* every ``messageExpiryCheckIntervalInMinutes``: messages older than the namespace's
-  ``message_ttl_in_seconds`` (else ``ttlDurationDefaultInSeconds``; 0 = never) are acknowledged
-  for every durable subscription;
+* every ``messageExpiryCheckIntervalInMinutes``: messages older than the topic's message TTL
+  (else the namespace's ``message_ttl_in_seconds``, else ``ttlDurationDefaultInSeconds``; 0 =
+  never) are acknowledged for every durable subscription;
 * every ``retentionCheckIntervalInSeconds``: each managed ledger deletes its ledgers that every
   cursor has passed and retention lets go (the storage deletes them, so their disk space returns).
 
@@ -104,9 +104,11 @@ class LimitsMonitor:
                 if key not in ttls:
                     ttl = await self._namespace_ttl(*key)
                     ttls[key] = self._default_ttl_s if ttl is None else ttl
-                if ttls[key] <= 0:
+                own = await self.quotas.topic_policies.message_ttl(parsed)
+                ttl_s = ttls[key] if own is None else own
+                if ttl_s <= 0:
                     continue
-                if await expire_published_before(topic, now - ttls[key] * 1000):
+                if await expire_published_before(topic, now - ttl_s * 1000):
                     expired.append(name)
             except BraidError as exc:
                 log.warning("expiring messages of %s failed: %r", name, exc)

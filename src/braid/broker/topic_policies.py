@@ -1,24 +1,27 @@
-"""Topic-level policies (Pulsar's ``TopicPolicies``): the backlog quotas set on one topic.
+"""Topic-level policies (Pulsar's ``TopicPolicies``): the backlog quotas and message TTL set on
+one topic.
 
 Pulsar keeps topic policies in a per-namespace system topic; Braid keeps them where its other
 metadata lives, one JSON node per topic at ``/admin/topic-policies/{tenant}/{namespace}/{domain}/
-{local name}`` with Pulsar's key (``backLogQuotaMap``, keyed by quota type). A scalable topic's
-policies are its own node (``topic`` domain) and apply to every segment of its DAG, and a
-partitioned topic's apply to its partitions: see :func:`policy_topic`. Every change is a
-compare-and-swap on the node's version, retried on conflict; a node left empty is deleted.
+{local name}`` with Pulsar's keys (``backLogQuotaMap``, keyed by quota type, and
+``messageTTLInSeconds``). A scalable topic's policies are its own node (``topic`` domain) and
+apply to every segment of its DAG, and a partitioned topic's apply to its partitions: see
+:func:`policy_topic`. Every change is a compare-and-swap on the node's version, retried on
+conflict; a node left empty is deleted.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from types import MappingProxyType
+from typing import Any
 from urllib.parse import quote
 
 from braid.broker.backlog_quota import (
     BacklogQuota,
     BacklogQuotaType,
     QuotaMap,
+    check_ttl,
     quota_map_from_json,
     quota_map_to_json,
 )
@@ -28,7 +31,8 @@ from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
 
 #: Root of topic-level policies in the metadata store.
 TOPIC_POLICIES_ROOT = "/admin/topic-policies"
-_KEY = "backLogQuotaMap"  # Pulsar's TopicPolicies field name
+_KEY = "backLogQuotaMap"  # Pulsar's TopicPolicies field names
+_TTL_KEY = "messageTTLInSeconds"
 _CAS_ATTEMPTS = 20
 
 
@@ -50,27 +54,58 @@ def _path(topic: TopicName) -> str:
 
 
 class TopicPolicies:
-    """Topic-level backlog quotas in the metadata store."""
+    """Topic-level backlog quotas and message TTL in the metadata store."""
 
     def __init__(self, metadata: MetadataStore) -> None:
         self._metadata = metadata
 
+    async def _read(self, topic: TopicName) -> dict[str, Any]:
+        got = await self._metadata.get(_path(policy_topic(topic)))
+        doc = json.loads(got[0].decode("utf-8")) if got is not None and got[0] else {}
+        return doc if isinstance(doc, dict) else {}
+
     async def backlog_quotas(self, topic: TopicName) -> QuotaMap | None:
         """The topic's own quotas (``None``: none set; the namespace's apply)."""
-        got = await self._metadata.get(_path(policy_topic(topic)))
-        if got is None:
-            return None
-        doc = json.loads(got[0].decode("utf-8")) if got[0] else {}
-        quotas = doc.get(_KEY)
+        quotas = (await self._read(topic)).get(_KEY)
         return None if not quotas else quota_map_from_json(quotas)
+
+    async def message_ttl(self, topic: TopicName) -> int | None:
+        """The topic's own message TTL in seconds (``None``: the namespace's applies)."""
+        ttl = (await self._read(topic)).get(_TTL_KEY)
+        return None if ttl is None else check_ttl(ttl)
 
     async def set_backlog_quota(
         self, topic: TopicName, kind: BacklogQuotaType, quota: BacklogQuota
     ) -> None:
-        await self._update(topic, lambda quotas: {**quotas, kind: quota})
+        def apply(doc: dict[str, Any]) -> None:
+            quotas = {**quota_map_from_json(doc.get(_KEY) or {}), kind: quota}
+            doc[_KEY] = quota_map_to_json(quotas)
+
+        await self._update(topic, apply)
 
     async def remove_backlog_quota(self, topic: TopicName, kind: BacklogQuotaType) -> None:
-        await self._update(topic, lambda quotas: {k: v for k, v in quotas.items() if k != kind})
+        def apply(doc: dict[str, Any]) -> None:
+            quotas = {
+                k: v for k, v in quota_map_from_json(doc.get(_KEY) or {}).items() if k != kind
+            }
+            if quotas:
+                doc[_KEY] = quota_map_to_json(quotas)
+            else:
+                doc.pop(_KEY, None)
+
+        await self._update(topic, apply)
+
+    async def set_message_ttl(self, topic: TopicName, seconds: int | None) -> None:
+        """Set (``None``: remove) the topic's message TTL."""
+        checked = None if seconds is None else check_ttl(seconds)
+
+        def apply(doc: dict[str, Any]) -> None:
+            if checked is None:
+                doc.pop(_TTL_KEY, None)
+            else:
+                doc[_TTL_KEY] = checked
+
+        await self._update(topic, apply)
 
     async def delete(self, topic: TopicName) -> None:
         """Forget every policy of ``topic`` (when the topic is deleted)."""
@@ -79,24 +114,18 @@ class TopicPolicies:
         except NodeNotFound:
             pass
 
-    async def _update(
-        self,
-        topic: TopicName,
-        mutate: Callable[
-            [dict[BacklogQuotaType, BacklogQuota]], dict[BacklogQuotaType, BacklogQuota]
-        ],
-    ) -> None:
+    async def _update(self, topic: TopicName, mutate: Callable[[dict[str, Any]], None]) -> None:
+        """Read the document, let ``mutate`` change it in place, write it back with CAS (an
+        empty document deletes the node)."""
         path = _path(policy_topic(topic))
         for _ in range(_CAS_ATTEMPTS):
             got = await self._metadata.get(path)
             doc = json.loads(got[0].decode("utf-8")) if got is not None and got[0] else {}
-            quotas = dict(quota_map_from_json(doc.get(_KEY) or {}))
-            new = MappingProxyType(mutate(quotas))
+            mutate(doc)
             try:
-                if not new and got is not None:
+                if not doc and got is not None:
                     await self._metadata.delete(path, got[1].version)
-                elif new:
-                    doc[_KEY] = quota_map_to_json(new)
+                elif doc:
                     body = json.dumps(doc, sort_keys=True).encode()
                     await self._metadata.put(path, body, -1 if got is None else got[1].version)
                 return

@@ -4,8 +4,9 @@ names and flags:
 * ``braid admin namespaces set-backlog-quota | get-backlog-quotas | remove-backlog-quota``,
   ``set-retention | get-retention | remove-retention``, ``set-message-ttl | get-message-ttl |
   remove-message-ttl``;
-* ``braid admin topics set-backlog-quota | get-backlog-quotas | remove-backlog-quota`` on a
-  ``persistent://`` topic or a scalable ``topic://`` topic (the quota covers its segment DAG).
+* ``braid admin topics set-backlog-quota | get-backlog-quotas | remove-backlog-quota`` and
+  ``set-message-ttl | get-message-ttl | remove-message-ttl`` on a ``persistent://`` topic or a
+  scalable ``topic://`` topic (covering its segment DAG).
 
 Sizes take pulsar-admin's units (``10M``, ``1G``; ``-1`` = no limit), times too (``30s``, ``10m``,
 ``2h``, ``7d``, ``1w``). :mod:`braid.cli.admin_namespaces` and :mod:`braid.cli.admin_topics` call
@@ -117,24 +118,32 @@ def remove_retention(admin: AdminClient, args: argparse.Namespace, p: Printer) -
     p.done(f"Removed the retention of {args.namespace} (broker defaults apply).")
 
 
+def _ttl_target(args: argparse.Namespace) -> str:
+    target: str = getattr(args, "target", None) or args.namespace
+    return target
+
+
 def get_ttl(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    ttl = admin.backlog.get_message_ttl(args.namespace)
+    target = _ttl_target(args)
+    ttl = admin.backlog.get_message_ttl(target)
     if p.json:
         p.data(ttl)
     elif ttl is None:
-        p.line(f"{args.namespace}: message TTL not set (ttlDurationDefaultInSeconds applies)")
+        p.line(f"{target}: message TTL not set (the next level's applies)")
     else:
-        p.line(f"{args.namespace}: message TTL {ttl} s" + (" (never expire)" if ttl == 0 else ""))
+        p.line(f"{target}: message TTL {ttl} s" + (" (never expire)" if ttl == 0 else ""))
 
 
 def set_ttl(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    admin.backlog.set_message_ttl(args.namespace, args.message_ttl)
-    p.done(f"Message TTL of {args.namespace}: {args.message_ttl} s.")
+    target = _ttl_target(args)
+    admin.backlog.set_message_ttl(target, args.message_ttl)
+    p.done(f"Message TTL of {target}: {args.message_ttl} s.")
 
 
 def remove_ttl(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    admin.backlog.remove_message_ttl(args.namespace)
-    p.done(f"Removed the message TTL of {args.namespace} (the broker default applies).")
+    target = _ttl_target(args)
+    admin.backlog.remove_message_ttl(target)
+    p.done(f"Removed the message TTL of {target} (the next level's applies).")
 
 
 def _quota_commands(
@@ -186,14 +195,36 @@ def _quota_commands(
 
 
 def add_topic_backlog_commands(commands: SubParsers, command: CommandAdder) -> None:
-    """Add the backlog-quota commands to ``braid admin topics``."""
-    _quota_commands(
-        commands,
-        command,
-        "topics",
-        "persistent or scalable topic",
-        "persistent://public/default/events",
-    )
+    """Add the backlog-quota and message-TTL commands to ``braid admin topics``."""
+    example = "persistent://public/default/events"
+    _quota_commands(commands, command, "topics", "persistent or scalable topic", example)
+    for name, handler, help_text in (
+        ("get-message-ttl", get_ttl, "show the topic's own message TTL"),
+        (
+            "remove-message-ttl",
+            remove_ttl,
+            "drop the topic's message TTL (the namespace's applies)",
+        ),
+        ("set-message-ttl", set_ttl, "acknowledge the topic's messages older than this"),
+    ):
+        p = command(
+            commands,
+            name,
+            handler,
+            help_text,
+            examples=f"  braid admin topics {name} {example}"
+            + (" -ttl 2h\n" if name.startswith("set") else "\n"),
+        )
+        p.add_argument("target", metavar="TOPIC", help="the persistent or scalable topic")
+        if name.startswith("set"):
+            _ttl_arg(p)
+
+
+def _ttl_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-ttl", "--messageTTL", dest="message_ttl", type=time_seconds, required=True,
+        metavar="TIME", help="seconds (or 30m, 2h...); 0 = never expire",
+    )  # fmt: skip
 
 
 def add_namespace_backlog_commands(
@@ -235,10 +266,7 @@ def add_namespace_backlog_commands(
         examples="  braid admin namespaces set-message-ttl public/default -ttl 3600\n",
     )
     namespace_arg(p)
-    p.add_argument(
-        "-ttl", "--messageTTL", dest="message_ttl", type=time_seconds, required=True,
-        metavar="TIME", help="seconds (or 30m, 2h...); 0 = never expire",
-    )  # fmt: skip
+    _ttl_arg(p)
 
 
 HANDLERS: tuple[Handler, ...] = (

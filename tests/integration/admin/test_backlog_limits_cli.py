@@ -71,7 +71,7 @@ def test_retention_and_message_ttl_rest_round_trip(url: str) -> None:
     assert httpx.get(base + "/retention").json() is None
 
 
-def test_topic_quotas_on_persistent_and_scalable_topics(url: str) -> None:
+def test_topic_quotas_and_ttl_on_persistent_and_scalable_topics(url: str) -> None:
     quota = {"limitSize": -1, "limitTime": 7200, "policy": "consumer_backlog_eviction"}
     for base in (
         f"{url}/admin/v2/persistent/public/default/quota-topic",
@@ -82,6 +82,11 @@ def test_topic_quotas_on_persistent_and_scalable_topics(url: str) -> None:
         assert httpx.get(base + "/backlogQuotaMap").json()["message_age"]["limitTime"] == 7200
         assert httpx.delete(url_set).status_code == 204
         assert httpx.get(base + "/backlogQuotaMap").json() == {}
+        assert httpx.post(base + "/messageTTL?messageTTL=600").status_code == 204
+        assert httpx.get(base + "/messageTTL").json() == 600
+        assert httpx.post(base + "/messageTTL?messageTTL=-1").status_code == 412
+        assert httpx.delete(base + "/messageTTL").status_code == 204
+        assert httpx.get(base + "/messageTTL").json() is None
 
 
 def test_cli_backlog_quota_retention_and_ttl_commands(
@@ -129,3 +134,9 @@ def test_cli_backlog_quota_retention_and_ttl_commands(
     assert code == 0, err
     code, out, _ = run(capsys, url, "-o", "json", "topics", "get-backlog-quotas", topic)
     assert json.loads(out)["destination_storage"]["policy"] == "producer_request_hold"
+    assert run(capsys, url, "topics", "set-message-ttl", topic, "-ttl", "30m")[0] == 0
+    code, out, _ = run(capsys, url, "topics", "get-message-ttl", topic)
+    assert out.strip() == f"{topic}: message TTL 1800 s"
+    assert run(capsys, url, "topics", "remove-message-ttl", topic)[0] == 0
+    code, out, _ = run(capsys, url, "topics", "get-message-ttl", topic)
+    assert "not set" in out
