@@ -149,10 +149,17 @@ class BacklogQuotaManager:
         self._defaults = defaults
         self._clock = clock
 
-    async def quotas(self, name: str) -> dict[BacklogQuotaType, BacklogQuota]:
-        """The quotas in force for the topic (or unit) ``name``, by type."""
+    async def quotas(
+        self, name: str, namespaces: dict[tuple[str, str], QuotaMap | None] | None = None
+    ) -> dict[BacklogQuotaType, BacklogQuota]:
+        """The quotas in force for the topic (or unit) ``name``, by type (``namespaces``: the
+        namespace maps already read this round)."""
         topic = TopicName.parse(name)
-        namespace = await self._namespace_quotas(topic.tenant, topic.namespace)
+        key = (topic.tenant, topic.namespace)
+        namespaces = {} if namespaces is None else namespaces
+        if key not in namespaces:
+            namespaces[key] = await self._namespace_quotas(*key)
+        namespace = namespaces[key]
         own = await self.topic_policies.backlog_quotas(topic)
         out: dict[BacklogQuotaType, BacklogQuota] = {}
         for kind in BacklogQuotaType:
@@ -210,9 +217,10 @@ class BacklogQuotaManager:
     async def check_once(self) -> list[str]:
         """Apply the policy of every quota a loaded unit is over; returns the units acted on."""
         acted: list[str] = []
+        namespaces: dict[tuple[str, str], QuotaMap | None] = {}  # read once per round
         for unit_name, unit in quota_units(self._topics()).items():
             try:
-                quotas = await self.quotas(unit_name)
+                quotas = await self.quotas(unit_name, namespaces)
                 if not quotas:
                     continue
                 over = await self.exceeded(unit, quotas)
