@@ -148,19 +148,46 @@ class BacklogQuotaManager:
         self.topic_policies = topic_policies
         self._defaults = defaults
         self._clock = clock
+        #: What the last reads found, for the producer check (no metadata read per PRODUCER):
+        #: namespace quota maps by (tenant, namespace), topic-level ones by unit name. Every
+        #: periodic round reads afresh; :meth:`forget` drops entries a metadata change touches.
+        self._namespace_cache: dict[tuple[str, str], QuotaMap | None] = {}
+        self._topic_cache: dict[str, QuotaMap | None] = {}
+
+    def remember_namespace(self, tenant: str, namespace: str, quotas: QuotaMap | None) -> None:
+        """The namespace's quotas as just read elsewhere (the broker loading a topic)."""
+        self._namespace_cache[(tenant, namespace)] = quotas
+
+    def forget(self) -> None:
+        """Drop every cached quota (a namespace's or topic's policies changed)."""
+        self._namespace_cache.clear()
+        self._topic_cache.clear()
 
     async def quotas(
         self, name: str, namespaces: dict[tuple[str, str], QuotaMap | None] | None = None
     ) -> dict[BacklogQuotaType, BacklogQuota]:
-        """The quotas in force for the topic (or unit) ``name``, by type (``namespaces``: the
-        namespace maps already read this round)."""
+        """The quotas in force for the topic (or unit) ``name``, by type, read from the metadata
+        store (``namespaces``: the namespace maps already read this round)."""
         topic = TopicName.parse(name)
         key = (topic.tenant, topic.namespace)
         namespaces = {} if namespaces is None else namespaces
         if key not in namespaces:
             namespaces[key] = await self._namespace_quotas(*key)
-        namespace = namespaces[key]
         own = await self.topic_policies.backlog_quotas(topic)
+        self._namespace_cache[key] = namespaces[key]
+        self._topic_cache[str(unit_name(topic))] = own
+        return self._resolve(own, namespaces[key])
+
+    async def _cached_quotas(self, name: str) -> dict[BacklogQuotaType, BacklogQuota]:
+        topic = TopicName.parse(name)
+        key, unit = (topic.tenant, topic.namespace), str(unit_name(topic))
+        if key not in self._namespace_cache or unit not in self._topic_cache:
+            return await self.quotas(name)
+        return self._resolve(self._topic_cache[unit], self._namespace_cache[key])
+
+    def _resolve(
+        self, own: QuotaMap | None, namespace: QuotaMap | None
+    ) -> dict[BacklogQuotaType, BacklogQuota]:
         out: dict[BacklogQuotaType, BacklogQuota] = {}
         for kind in BacklogQuotaType:
             quota = resolve(kind, own, namespace, self._defaults)
@@ -199,7 +226,7 @@ class BacklogQuotaManager:
         is let in and the periodic check applies the quota once they can.
         """
         try:
-            quotas = await self.quotas(name)
+            quotas = await self._cached_quotas(name)
         except BraidError as exc:
             log.debug("backlog quotas of %s unreadable, producer let in: %r", name, exc)
             return

@@ -71,7 +71,7 @@ from braid.broker.schemas.topic_schemas import SchemaPolicy, TopicSchemas
 from braid.broker.send_validation import SendValidator
 from braid.broker.topic import PersistentTopic
 from braid.broker.topic_list import TopicEvents, topic_list_commands
-from braid.broker.topic_policies import TopicPolicies
+from braid.broker.topic_policies import TOPIC_POLICIES_ROOT, TopicPolicies
 from braid.clock import Clock
 from braid.core import names
 from braid.core.names import NamespaceName, TopicDomain, TopicName
@@ -452,6 +452,9 @@ class BrokerService:
 
     async def _load_topic(self, topic: TopicName, create: bool | None) -> PersistentTopic:
         policies = await self.namespace_policies(topic)
+        self.backlog_quotas.remember_namespace(
+            topic.tenant, topic.namespace, policies.backlog_quota_map
+        )
         if policies.compaction_threshold:
             self.compaction_monitor.start()
         ml_name = managed_ledger_name(topic)
@@ -630,6 +633,8 @@ class BrokerService:
         return refreshed
 
     def _on_policies_changed(self, event: Notification) -> None:
+        if event.path.startswith((POLICIES_ROOT, TOPIC_POLICIES_ROOT)):
+            self.backlog_quotas.forget()  # the producer check reads the quotas again
         # /admin/policies/{tenant}/{namespace}: this broker's topics follow a change made
         # through any broker.
         parts = event.path.split("/")
