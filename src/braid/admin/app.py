@@ -24,6 +24,7 @@ from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from braid.admin.autoscale_decisions import autoscale_decisions_router
+from braid.admin.backlog_limits import backlog_limits_router
 from braid.admin.bookie_clusters import bookie_clusters_router
 from braid.admin.bookies import bookies_router
 from braid.admin.brokers import brokers_router
@@ -45,6 +46,7 @@ from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.config import BrokerConfig
 from braid.broker.resources import BrokerResources
 from braid.broker.schemas.topic_schemas import TopicSchemas
+from braid.broker.topic_policies import TopicPolicies
 from braid.clusters.service import StorageClusterService
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.scalable.autoscale_policies import AutoScalePolicies
@@ -143,6 +145,7 @@ def create_app(
         )
     )
     v2.include_router(topics_router(resources, broker))
+    v2.include_router(backlog_limits_router(resources, TopicPolicies(resources.metadata)))
     v2.include_router(schemas_router(broker.schemas, resources))
     v2.include_router(
         partitioned_router(

@@ -38,7 +38,8 @@ body; another server's bare 409 is a conflict); 400/412/422
 :class:`~braid.core.errors.DeadlineExceededError`. The message is the server's ``reason``.
 
 Each group is a module of its own (``braid.admin.client_tenants``, ``client_namespaces``,
-``client_topics``, ``client_schemas``, ``client_scalable``, ``client_bookie_clusters``) over one
+``client_topics``, ``client_schemas``, ``client_scalable``, ``client_bookie_clusters``,
+``client_backlog``) over one
 transport (``client_transport``); every name is importable from here. They import only
 :mod:`httpx` and :mod:`braid.core` (no FastAPI, no broker), so scripts and the CLI load them
 quickly.
@@ -51,6 +52,7 @@ from urllib.parse import quote, urlsplit
 
 import httpx
 
+from braid.admin.client_backlog import BacklogPolicies
 from braid.admin.client_bookie_clusters import BookieClusters
 from braid.admin.client_bookies import Bookies
 from braid.admin.client_errors import (
@@ -122,6 +124,7 @@ class AdminClient:
         self.segments = Segments(http)
         self.bookie_clusters = BookieClusters(http)
         self.bookies = Bookies(http)
+        self.backlog = BacklogPolicies(http)
 
     def health(self) -> dict[str, Any]:
         """``GET /health``: the process answers (``{"status": "ok"}``)."""
@@ -183,6 +186,7 @@ __all__ = [
     "AdminTimeoutError",
     "AdminTopicTerminatedError",
     "AdminUnavailableError",
+    "BacklogPolicies",
     "BookieClusters",
     "Bookies",
     "Namespaces",

@@ -30,6 +30,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from braid.broker.backlog_quota import BacklogQuotaDefaults, RetentionPolicy
+from braid.broker.config_values import (
+    parse_backlog_policy as _parse_backlog_policy,
+)
 from braid.broker.config_values import (
     parse_bookie_clusters as _parse_bookie_clusters,
 )
@@ -178,6 +182,16 @@ class BrokerConfig:
     force_delete_tenant_allowed: bool = False
     default_retention_time_in_minutes: int = 0
     default_retention_size_in_mb: int = 0
+    #: Backlog quotas, message TTL and the checks enforcing them and retention (Pulsar's keys,
+    #: ``docs/broker.md#backlog-quotas-retention-and-ttl``; -1 / 0 = no limit).
+    backlog_quota_default_limit_bytes: int = -1
+    backlog_quota_default_limit_second: int = -1
+    backlog_quota_default_retention_policy: RetentionPolicy = RetentionPolicy.PRODUCER_REQUEST_HOLD
+    backlog_quota_check_enabled: bool = True
+    backlog_quota_check_interval_in_seconds: int = 60
+    ttl_duration_default_in_seconds: int = 0
+    message_expiry_check_interval_in_minutes: int = 5
+    retention_check_interval_in_seconds: int = 120
     managed_ledger_max_entries_per_ledger: int = 50_000
     managed_ledger_max_size_per_ledger_mbytes: int = 2048
     managed_ledger_max_ledger_rollover_time_minutes: int = 240
@@ -351,6 +365,13 @@ class BrokerConfig:
             ack_quorum=self.managed_ledger_default_ack_quorum,
         )
 
+    def backlog_quota_defaults(self) -> BacklogQuotaDefaults:
+        return BacklogQuotaDefaults(
+            self.backlog_quota_default_limit_bytes,
+            self.backlog_quota_default_limit_second,
+            self.backlog_quota_default_retention_policy,
+        )
+
     def auto_recovery_settings(self) -> AutoRecoverySettings:
         """The auditor's and replication worker's settings."""
         return AutoRecoverySettings(
@@ -445,6 +466,19 @@ KEYS: tuple[_Key, ...] = (
     _Key("forceDeleteTenantAllowed", "force_delete_tenant_allowed", _parse_bool),
     _Key("defaultRetentionTimeInMinutes", "default_retention_time_in_minutes", _parse_int(-1)),
     _Key("defaultRetentionSizeInMB", "default_retention_size_in_mb", _parse_int(-1)),
+    *(
+        _Key(name, _snake(name), parse)
+        for name, parse in (
+            ("backlogQuotaDefaultLimitBytes", _parse_int(-1)),
+            ("backlogQuotaDefaultLimitSecond", _parse_int(-1)),
+            ("backlogQuotaDefaultRetentionPolicy", _parse_backlog_policy),
+            ("backlogQuotaCheckEnabled", _parse_bool),
+            ("backlogQuotaCheckIntervalInSeconds", _parse_int(1)),
+            ("ttlDurationDefaultInSeconds", _parse_int(0)),
+            ("messageExpiryCheckIntervalInMinutes", _parse_int(1)),
+            ("retentionCheckIntervalInSeconds", _parse_int(1)),
+        )
+    ),
     _Key(
         "managedLedgerMaxEntriesPerLedger",
         "managed_ledger_max_entries_per_ledger",
@@ -720,8 +754,8 @@ def _check_auto_scale_settings(settings: Mapping[str, str]) -> None:
 
 
 def _text(value: object) -> str:
-    if isinstance(value, SchemaCompatibilityStrategy):
-        return value.value
+    if isinstance(value, SchemaCompatibilityStrategy | RetentionPolicy):
+        return str(value.value)
     if isinstance(value, tuple) and all(isinstance(v, tuple) for v in value):
         return ";".join("=".join(str(part) for part in v) for v in value)
     if isinstance(value, tuple):

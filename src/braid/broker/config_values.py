@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from braid.broker.backlog_quota import InvalidBacklogQuota, RetentionPolicy
 from braid.broker.schemas.model import InvalidSchemaSetting, SchemaCompatibilityStrategy
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
@@ -106,6 +107,13 @@ def parse_strategy(text: str) -> SchemaCompatibilityStrategy:
     return strategy
 
 
+def parse_backlog_policy(text: str) -> RetentionPolicy:
+    try:
+        return RetentionPolicy.parse(text)
+    except InvalidBacklogQuota as exc:
+        raise ValueError(str(exc)) from None
+
+
 def parse_topic_type(text: str) -> str:
     if text not in ("non-partitioned", "partitioned"):
         raise ValueError("expected non-partitioned or partitioned")
@@ -148,6 +156,7 @@ def parse_listeners(text: str) -> tuple[str, ...]:
 
 
 __all__ = [
+    "parse_backlog_policy",
     "parse_bookie_clusters",
     "parse_bool",
     "parse_fraction",

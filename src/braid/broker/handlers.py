@@ -125,6 +125,10 @@ class TopicService(Protocol):
         """Why nothing can be stored now (storage is read-only: full disks), or ``None``."""
         ...
 
+    async def check_producer_quota(self, topic: str) -> None:
+        """Raise the quota's error while ``topic`` is over a backlog quota holding producers."""
+        ...
+
     @property
     def schemas(self) -> TopicSchemas:
         """The schema rules PRODUCER and SUBSCRIBE apply."""
@@ -353,6 +357,8 @@ class TopicCommands:
                 len(topic.producers),
                 len(self._producers) + len(self._pending_producers) - 1,
             )
+            # Over a backlog quota that holds producers: refused with the policy's error.
+            await self._service.check_producer_quota(topic.name)
             refusal = self._service.write_refusal()
             if refusal is not None:
                 # Nothing could be stored: refuse (PersistenceError, with the reason) rather than

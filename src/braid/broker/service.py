@@ -30,6 +30,8 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
+from braid.broker.backlog_quota import QuotaMap
+from braid.broker.backlog_quota_manager import BacklogQuotaManager
 from braid.broker.bundles import NamespaceBundle, NamespaceBundles, topic_hash
 from braid.broker.client_limits import ClientLimits
 from braid.broker.compaction import CompactionStatus
@@ -52,6 +54,7 @@ from braid.broker.errors import (
 )
 from braid.broker.handlers import topic_commands
 from braid.broker.key_sampler import KeyHashSampler
+from braid.broker.limits_monitor import LimitsMonitor
 from braid.broker.ownership import BundleOwnership, LookupAnswer, NotOwner
 from braid.broker.partitions import (
     PartitionedTopicExists,
@@ -60,7 +63,12 @@ from braid.broker.partitions import (
 )
 from braid.broker.registry import CommandRegistry
 from braid.broker.request_limits import LookupLimiter
-from braid.broker.resources import POLICIES_ROOT, BrokerResources, NamespacePolicies
+from braid.broker.resources import (
+    POLICIES_ROOT,
+    BrokerResources,
+    NamespaceNotFound,
+    NamespacePolicies,
+)
 from braid.broker.schemas.commands import schema_commands
 from braid.broker.schemas.model import schema_id_of
 from braid.broker.schemas.registry import SchemaRegistry
@@ -69,6 +77,7 @@ from braid.broker.schemas.topic_schemas import SchemaPolicy, TopicSchemas
 from braid.broker.send_validation import SendValidator
 from braid.broker.topic import PersistentTopic
 from braid.broker.topic_list import TopicEvents, topic_list_commands
+from braid.broker.topic_policies import TOPIC_POLICIES_ROOT, TopicPolicies
 from braid.clock import Clock
 from braid.core import names
 from braid.core.names import NamespaceName, TopicDomain, TopicName
@@ -202,6 +211,29 @@ class BrokerService:
             interval_s=float(config.broker_service_compaction_monitor_interval_in_seconds),
             broker_threshold=config.broker_service_compaction_threshold_in_bytes,
         )
+        #: Topic-level policies, backlog quotas and the TTL / retention checks (ADR 0045).
+        self.topic_policies = TopicPolicies(metadata)
+        self.backlog_quotas = BacklogQuotaManager(
+            lambda: self._topics,
+            self._namespace_quotas,
+            self.topic_policies,
+            config.backlog_quota_defaults(),
+            clock,
+        )
+        self.limits_monitor = LimitsMonitor(
+            lambda: self._topics,
+            self.backlog_quotas,
+            self._namespace_ttl,
+            clock,
+            default_ttl_s=config.ttl_duration_default_in_seconds,
+            quota_interval_s=(
+                float(config.backlog_quota_check_interval_in_seconds)
+                if config.backlog_quota_check_enabled
+                else None
+            ),
+            expiry_interval_s=config.message_expiry_check_interval_in_minutes * 60.0,
+            retention_interval_s=float(config.retention_check_interval_in_seconds),
+        )
         self._policy_refreshes: set[asyncio.Task[int]] = set()
         self._unwatch_policies = metadata.register_listener(self._on_policies_changed)
         #: Bundle ownership (``braid broker``); ``None``: this broker serves every topic
@@ -222,6 +254,7 @@ class BrokerService:
         self._port = int(sockets[0].getsockname()[1]) if sockets else None
         if self.config.broker_service_compaction_threshold_in_bytes > 0:
             self.compaction_monitor.start()
+        self.limits_monitor.start()
         log.info("broker listening on %s", self.service_url)
 
     @property
@@ -353,6 +386,7 @@ class BrokerService:
         self._closing = True
         self._unwatch_policies()
         await self.compaction_monitor.close()
+        await self.limits_monitor.close()
         self.topic_events.close()
         if self._server is not None:
             self._server.close()
@@ -421,6 +455,25 @@ class BrokerService:
             ),
         )
 
+    async def check_producer_quota(self, topic: str) -> None:
+        """Refuse a producer while ``topic`` is over a backlog quota that holds producers."""
+        await self.backlog_quotas.check_producer(topic)
+
+    async def _namespace_quotas(self, tenant: str, namespace: str) -> QuotaMap | None:
+        try:
+            return (
+                await self.resources.get_namespace_policies(tenant, namespace)
+            ).backlog_quota_map
+        except NamespaceNotFound:
+            return None
+
+    async def _namespace_ttl(self, tenant: str, namespace: str) -> int | None:
+        try:
+            policies = await self.resources.get_namespace_policies(tenant, namespace)
+        except NamespaceNotFound:
+            return None
+        return policies.message_ttl_in_seconds
+
     async def check_namespace(self, namespace: str) -> NamespaceName:
         """Validate ``tenant/ns`` and check that it exists (``TopicNotFound`` naming it if not)."""
         try:
@@ -474,6 +527,9 @@ class BrokerService:
         bundle = None
         if self.ownership is not None:
             bundle = await self.ownership.check_serving(topic)
+        self.backlog_quotas.remember_namespace(
+            topic.tenant, topic.namespace, policies.backlog_quota_map
+        )
         if policies.compaction_threshold:
             self.compaction_monitor.start()
         ml_name = managed_ledger_name(topic)
@@ -695,6 +751,8 @@ class BrokerService:
         return refreshed
 
     def _on_policies_changed(self, event: Notification) -> None:
+        if event.path.startswith((POLICIES_ROOT, TOPIC_POLICIES_ROOT)):
+            self.backlog_quotas.forget()  # the producer check reads the quotas again
         # /admin/policies/{tenant}/{namespace}: this broker's topics follow a change made
         # through any broker.
         parts = event.path.split("/")

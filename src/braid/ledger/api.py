@@ -234,6 +234,14 @@ class ManagedLedger(Protocol):
     @property
     def total_size(self) -> int: ...
 
+    def next_position(self, position: Position) -> Position:
+        """The position that follows ``position`` (crossing into the next ledger when needed)."""
+        ...
+
+    def is_acknowledgeable(self, position: Position) -> bool:
+        """A position a cursor may acknowledge (an entry so far, or ``(ledger, -1)``)."""
+        ...
+
     @property
     def storage(self) -> StorageRouting:
         """The storage clusters behind this log: a side ledger the owner keeps for it (a
