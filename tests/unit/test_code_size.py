@@ -19,9 +19,10 @@ MAX_MODULE_LINES = 800
 MAX_FUNCTION_LINES = 150
 GENERATED = (SRC / "protocol" / "generated", SRC / "storage" / "bookie" / "generated")
 
-#: Modules over the limit while another change splits them (none now: issue 24's storage change
-#: split ``storage/bookie/engine.py``).
-ALLOWED_LONG_MODULES: set[str] = set()
+#: Modules over the limit while another change splits them. ``broker/service.py`` grew past it
+#: when bundle ownership (issue 25), limits and backlog quotas (issue 27) landed together; its
+#: partitioned-topic operations are the next thing to move out (issue 23 stays open for it).
+ALLOWED_LONG_MODULES: set[str] = {"broker/service.py"}
 
 
 def _modules() -> list[Path]:

@@ -61,6 +61,7 @@ _CLIENT_SIDE = {"client", "spark"}
 #: The admin REST client modules: client-side code that lives beside the admin server.
 _ADMIN_CLIENT = {
     "braid.admin.client",
+    "braid.admin.client_backlog",
     "braid.admin.client_bookie_clusters",
     "braid.admin.client_bookies",
     "braid.admin.client_errors",

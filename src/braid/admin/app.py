@@ -25,22 +25,29 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from braid.admin.authentication import AuthenticationMiddleware
 from braid.admin.autoscale_decisions import autoscale_decisions_router
+from braid.admin.backlog_limits import backlog_limits_router
 from braid.admin.bookie_clusters import bookie_clusters_router
 from braid.admin.bookies import bookies_router
 from braid.admin.brokers import brokers_router
 from braid.admin.console import mount_console
+from braid.admin.cross_site import CrossSiteGuard, CrossSitePolicy
 from braid.admin.errors import install_error_handlers
 from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.metrics import metrics_registry
+from braid.admin.namespace_topics import NamespaceTopics
 from braid.admin.namespaces import namespaces_router
+from braid.admin.owner_redirect import install_owner_redirect
 from braid.admin.partitioned import PartitionAdmin, partitioned_router
 from braid.admin.scalable import scalable_router
 from braid.admin.schemas import schemas_router
+from braid.admin.stale_reads import StaleReadHeader
 from braid.admin.tenants import tenants_router
-from braid.admin.topics import PersistentTopicAdmin, namespace_topic_lister, topics_router
+from braid.admin.topics import PersistentTopicAdmin, topics_router
+from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.config import BrokerConfig
 from braid.broker.resources import BrokerResources
 from braid.broker.schemas.topic_schemas import TopicSchemas
+from braid.broker.topic_policies import TopicPolicies
 from braid.clock import Clock, SystemClock
 from braid.clusters.service import StorageClusterService
 from braid.core.autoscale_policy import AutoScalePolicy
@@ -76,6 +83,8 @@ def create_app(
     auto_recovery: AutoRecoveryService | None = None,
     authentication: AuthenticationService | None = None,
     clock: Clock | None = None,
+    registry: BrokerRegistry | None = None,
+    owner_redirect: bool = False,
 ) -> FastAPI:
     """Build the admin application.
 
@@ -92,6 +101,9 @@ def create_app(
         authentication: the broker's authentication service; when enabled, every request but
             ``/health`` and ``/metrics`` needs credentials (:mod:`braid.admin.authentication`).
         clock: the wall clock tokens' expiry is checked against (the system clock by default).
+        registry: the broker registry (``/brokers/{cluster}``, ``/brokers/leaderBroker``).
+        owner_redirect: redirect topic calls to the topic's owner (brokers with bundle
+            ownership; :mod:`braid.admin.owner_redirect`).
     """
     app = FastAPI(
         title="Braid admin API",
@@ -101,6 +113,12 @@ def create_app(
         "with Pulsar's HTTP statuses.",
     )
     install_error_handlers(app)
+    if owner_redirect:
+        install_owner_redirect(app, broker)
+    # Refuse state-changing requests a web page could send cross-site (ADR 0044).
+    app.add_middleware(CrossSiteGuard, policy=CrossSitePolicy.for_broker(config))
+    # Answers served from remembered metadata during a store outage say so (ADR 0044).
+    app.add_middleware(StaleReadHeader)
     if authentication is not None and authentication.enabled:
         app.add_middleware(
             AuthenticationMiddleware, service=authentication, clock=clock or SystemClock()
@@ -116,17 +134,30 @@ def create_app(
             lambda tenant, namespace: _no_override(),
         )
 
-    v2.include_router(brokers_router(config.cluster_name, resources, broker.storage_status))
-    v2.include_router(tenants_router(config.cluster_name, resources))
+    v2.include_router(
+        brokers_router(config.cluster_name, resources, broker.storage_status, registry)
+    )
+    # Every topic kind counts for a namespace delete; force deletes them (ADR 0044).
+    namespace_topics = NamespaceTopics(resources, broker, scalable)
+    v2.include_router(
+        tenants_router(
+            config.cluster_name,
+            resources,
+            namespace_topics.delete_namespaces if config.force_delete_tenant_allowed else None,
+        )
+    )
     v2.include_router(
         namespaces_router(
             resources,
             policies,
-            list_topics=namespace_topic_lister(resources, broker),
+            list_topics=namespace_topics.names,
             watch_compaction_thresholds=broker.watch_compaction_thresholds,
+            delete_topics=namespace_topics.delete_all,
+            force_delete_allowed=config.force_delete_namespace_allowed,
         )
     )
     v2.include_router(topics_router(resources, broker))
+    v2.include_router(backlog_limits_router(resources, TopicPolicies(resources.metadata)))
     v2.include_router(schemas_router(broker.schemas, resources))
     v2.include_router(
         partitioned_router(
@@ -157,9 +188,9 @@ def create_app(
             return {"status": "ok"}
         return {"status": "degraded", "reason": storage["reason"], "storage": storage}
 
-    registry = metrics_registry(broker.topics, config.cluster_name, scalable, storage_clusters)
+    collectors = metrics_registry(broker.topics, config.cluster_name, scalable, storage_clusters)
     if auto_recovery is not None:
-        registry.register(AutoRecoveryCollector(auto_recovery))
+        collectors.register(AutoRecoveryCollector(auto_recovery))
 
     @app.get(
         "/metrics",
@@ -169,7 +200,7 @@ def create_app(
     )
     async def metrics() -> Response:
         # Runs on the broker's loop (async handler), so the collector reads consistent state.
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(collectors), media_type=CONTENT_TYPE_LATEST)
 
     return app
 

@@ -38,7 +38,8 @@ body; another server's bare 409 is a conflict); 400/412/422
 :class:`~braid.core.errors.DeadlineExceededError`. The message is the server's ``reason``.
 
 Each group is a module of its own (``braid.admin.client_tenants``, ``client_namespaces``,
-``client_topics``, ``client_schemas``, ``client_scalable``, ``client_bookie_clusters``) over one
+``client_topics``, ``client_schemas``, ``client_scalable``, ``client_bookie_clusters``,
+``client_backlog``) over one
 transport (``client_transport``); every name is importable from here. They import only
 :mod:`httpx` and :mod:`braid.core` (no FastAPI, no broker), so scripts and the CLI load them
 quickly.
@@ -50,10 +51,11 @@ import ssl
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
+from braid.admin.client_backlog import BacklogPolicies
 from braid.admin.client_bookie_clusters import BookieClusters
 from braid.admin.client_bookies import Bookies
 from braid.admin.client_errors import (
@@ -155,6 +157,7 @@ class AdminClient:
             transport=transport,
             verify=verify,
             auth=_CredentialsAuth(credentials) if credentials is not None else None,
+            follow_redirects=True,
         )
         http = _Http(self._client, self.url)
         self._http = http
@@ -166,6 +169,7 @@ class AdminClient:
         self.segments = Segments(http)
         self.bookie_clusters = BookieClusters(http)
         self.bookies = Bookies(http)
+        self.backlog = BacklogPolicies(http)
 
     def health(self) -> dict[str, Any]:
         """``GET /health``: the process answers (``{"status": "ok"}``)."""
@@ -180,6 +184,16 @@ class AdminClient:
     def clusters(self) -> list[str]:
         """The cluster names this broker knows."""
         result: list[str] = self._http.call("GET", "/admin/v2/clusters")
+        return result
+
+    def brokers(self, cluster: str) -> list[str]:
+        """``GET /admin/v2/brokers/{cluster}``: the live brokers' ids (``host:port``)."""
+        result: list[str] = self._http.call("GET", f"/admin/v2/brokers/{quote(cluster, safe='')}")
+        return result
+
+    def leader_broker(self) -> dict[str, str]:
+        """``GET /admin/v2/brokers/leaderBroker``: ``{"brokerId", "serviceUrl"}``."""
+        result: dict[str, str] = self._http.call("GET", "/admin/v2/brokers/leaderBroker")
         return result
 
     def metrics(self) -> str:
@@ -218,6 +232,7 @@ __all__ = [
     "AdminTimeoutError",
     "AdminTopicTerminatedError",
     "AdminUnavailableError",
+    "BacklogPolicies",
     "BookieClusters",
     "Bookies",
     "Namespaces",

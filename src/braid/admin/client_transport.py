@@ -85,6 +85,9 @@ def _policy(policy: Mapping[str, Any]) -> dict[str, Any]:
     return dict(policy)
 
 
+_JSON = {"Content-Type": "application/json"}
+
+
 class _Http:
     """Requests, answers and the mapping of failures to :class:`AdminError` (one place)."""
 
@@ -108,7 +111,12 @@ class _Http:
         target = f"{self.url}{path}"
         try:
             response = self.client.request(
-                method, path, json=body, params=dict(params) if params else None
+                method,
+                path,
+                json=body,
+                params=dict(params) if params else None,
+                # Always JSON: the broker refuses a POST of any other type (a cross-site guard).
+                headers=_JSON if method != "GET" else None,
             )
         except httpx.TimeoutException as exc:
             raise AdminTimeoutError(

@@ -1,10 +1,12 @@
 """How the admin REST API reports errors: JSON ``{"reason": ...}`` with Pulsar's HTTP statuses.
 
 Handlers raise Braid's typed errors; this module translates them once, at the HTTP edge:
-not found -> 404, already exists / lost race / not empty -> 409, invalid names -> 412 (Pulsar's
+not found -> 404, already exists / lost race / not empty -> 409, invalid names and a topic still
+in use (a delete without ``force``) -> 412 (Pulsar's
 ``PRECONDITION_FAILED`` for names and preconditions; also when the path parameter's schema refuses
 the name), other bad input -> 400, unavailable or
-timed out -> 503, unauthorised -> 403. Anything else is a 500 whose reason names the exception (a
+timed out -> 503, unauthorised -> 403, a forced delete the broker does not allow -> 405.
+Anything else is a 500 whose reason names the exception (a
 bug to see).
 
 Besides Pulsar's ``reason`` the body names the error's :mod:`braid.core.errors` category and
@@ -26,6 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from braid.admin.path_params import name_refusal
 from braid.broker.errors import InvalidTopicName as BrokerInvalidTopicName
+from braid.broker.errors import TopicBusy
 from braid.broker.resources import InvalidResourceName
 from braid.core.errors import (
     AlreadyExistsError,
@@ -49,14 +52,26 @@ class PreconditionFailed(BraidError):
     """A request that is well-formed but not allowed in the current state (HTTP 412)."""
 
 
+class ForceDeleteNotAllowed(IllegalStateError):
+    """A ``force=true`` namespace or tenant delete on a broker whose ``forceDeleteNamespaceAllowed``
+    / ``forceDeleteTenantAllowed`` is off (HTTP 405, as Pulsar)."""
+
+
 class TopicAlreadyExists(AlreadyExistsError):
     """Creating a topic that exists (HTTP 409)."""
 
 
 def status_for(exc: BaseException) -> int:
     """The HTTP status Pulsar's admin API uses for this kind of failure."""
+    if isinstance(exc, ForceDeleteNotAllowed):
+        return 405
     if isinstance(
-        exc, InvalidResourceName | InvalidTopicName | BrokerInvalidTopicName | PreconditionFailed
+        exc,
+        InvalidResourceName
+        | InvalidTopicName
+        | BrokerInvalidTopicName
+        | PreconditionFailed
+        | TopicBusy,
     ):
         return 412
     if isinstance(exc, NotFoundError):

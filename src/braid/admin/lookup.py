@@ -5,7 +5,10 @@ it is given:
 
 * ``GET /lookup/v2/topic/{domain}/{tenant}/{namespace}/{topic}`` (``?listenerName=`` or the
   ``X-Pulsar-ListenerName`` header to name an advertised listener) answers Pulsar's
-  ``LookupData``: ``{"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl"}``;
+  ``LookupData``: ``{"brokerUrl", "brokerUrlTls", "httpUrl", "httpUrlTls", "nativeUrl"}`` of the
+  broker owning the topic's bundle; for an unowned bundle another broker should take, 307 to that
+  broker's lookup with ``?authoritative=true`` (Pulsar's redirect; see
+  :mod:`braid.broker.ownership`);
 * the partition count comes from ``GET /admin/v2/persistent/.../partitions`` and schemas from
   ``/admin/v2/schemas/...`` (their own modules);
 * a regex consumer lists topics with ``GET /admin/v2/namespaces/{tenant}/{namespace}/topics``
@@ -17,8 +20,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import RedirectResponse
 
 from braid.admin.path_params import LocalTopicName, Namespace, Tenant
+from braid.broker.ownership import LookupAnswer
 from braid.core.names import NamespaceName, TopicName
 
 
@@ -31,7 +36,9 @@ class LookupService(Protocol):
 
     async def list_topics(self, namespace: str) -> list[str]: ...
 
-    def lookup_url(self, listener: str | None = None) -> str: ...
+    async def lookup(
+        self, name: str, listener: str | None = None, *, authoritative: bool = False
+    ) -> LookupAnswer: ...
 
     def lookup_url_tls(self, listener: str | None = None) -> str | None: ...
 
@@ -53,19 +60,25 @@ def lookup_router(broker: LookupService) -> APIRouter:
         topic: LocalTopicName,
         listenerName: Annotated[str | None, Query()] = None,
         x_pulsar_listenername: Annotated[str | None, Header()] = None,
-    ) -> dict[str, Any]:
-        name = await broker.check_topic(f"{domain}://{tenant}/{namespace}/{topic}")
+        authoritative: Annotated[bool, Query()] = False,
+    ) -> Any:
+        name = f"{domain}://{tenant}/{namespace}/{topic}"
         listener = listenerName or x_pulsar_listenername or None
-        url = broker.lookup_url(listener)
-        web = str(request.base_url).rstrip("/")
-        https = request.url.scheme == "https"
+        answer = await broker.lookup(name, listener, authoritative=authoritative)
+        if answer.redirect:
+            # Pulsar's HTTP redirect: ask the broker chosen to take the unowned bundle.
+            query = "authoritative=true" + (f"&listenerName={listenerName}" if listenerName else "")
+            return RedirectResponse(f"{answer.http_url}{request.url.path}?{query}", status_code=307)
+        url = answer.service_url
+        web = str(request.base_url).rstrip("/") if answer.local else answer.http_url
+        https = answer.local and request.url.scheme == "https"
         return {
             "brokerUrl": url,
-            "brokerUrlTls": broker.lookup_url_tls(listener) or "",
+            "brokerUrlTls": (broker.lookup_url_tls(listener) or "") if answer.local else "",
             "httpUrl": web,
             "httpUrlTls": web if https else "",
             "nativeUrl": url,
-            "topic": str(name),
+            "topic": str(TopicName.parse(name)),
         }
 
     @router.get(

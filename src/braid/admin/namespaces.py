@@ -2,7 +2,8 @@
 
 * ``GET /admin/v2/namespaces/{tenant}``: a tenant's namespaces; ``GET/PUT/DELETE
   .../{tenant}/{namespace}``: its ``Policies`` JSON, create (optionally with policies), delete
-  (only when it holds no topic);
+  (409 naming its topics while it holds any; ``?force=true`` deletes them first, disconnecting
+  their clients, where ``forceDeleteNamespaceAllowed`` is on - 405 otherwise);
 * ``GET/POST/DELETE .../deduplication``: the namespace's deduplication setting (``null`` = the
   broker's default);
 * ``GET/PUT/DELETE .../compactionThreshold``: bytes after a topic's compaction horizon that
@@ -24,9 +25,9 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import APIRouter, Body, Query, Response
 
-from braid.admin.errors import PreconditionFailed
+from braid.admin.errors import ForceDeleteNotAllowed, PreconditionFailed
 from braid.admin.path_params import Namespace, Tenant
 from braid.broker.resources import (
     BrokerResources,
@@ -43,6 +44,8 @@ def namespaces_router(
     *,
     list_topics: Callable[[str, str], Awaitable[list[str]]],
     watch_compaction_thresholds: Callable[[], None],
+    delete_topics: Callable[[str, str], Awaitable[None]] | None = None,
+    force_delete_allowed: bool = False,
 ) -> APIRouter:
     """The namespace endpoints (mounted under ``/admin/v2``).
 
@@ -52,9 +55,14 @@ def namespaces_router(
         list_topics: a namespace's topics (a namespace that holds one cannot be deleted).
         watch_compaction_thresholds: tells the broker a namespace now has a compaction
             threshold to watch.
+        delete_topics: deletes every topic of a namespace (a ``force=true`` delete), disconnecting
+            their clients; ``None``: forced deletes are refused.
+        force_delete_allowed: ``forceDeleteNamespaceAllowed``.
     """
     router = APIRouter()
-    router.include_router(_namespace_router(resources, list_topics))
+    router.include_router(
+        _namespace_router(resources, list_topics, delete_topics if force_delete_allowed else None)
+    )
     router.include_router(_deduplication_router(resources))
     router.include_router(_compaction_threshold_router(resources, watch_compaction_thresholds))
     router.include_router(_auto_scale_override_router(resources, auto_scale))
@@ -109,7 +117,9 @@ def _persistence_router(resources: BrokerResources) -> APIRouter:
 
 
 def _namespace_router(
-    resources: BrokerResources, list_topics: Callable[[str, str], Awaitable[list[str]]]
+    resources: BrokerResources,
+    list_topics: Callable[[str, str], Awaitable[list[str]]],
+    delete_topics: Callable[[str, str], Awaitable[None]] | None,
 ) -> APIRouter:
     """List, get, create and delete namespaces."""
     router = APIRouter()
@@ -139,9 +149,24 @@ def _namespace_router(
         "/namespaces/{tenant}/{namespace}",
         status_code=204,
         tags=["namespaces"],
-        summary="Delete an empty namespace",
+        summary="Delete a namespace (409 while it holds topics, unless force=true)",
     )
-    async def delete_namespace(tenant: Tenant, namespace: Namespace) -> Response:
+    async def delete_namespace(
+        tenant: Tenant,
+        namespace: Namespace,
+        force: Annotated[
+            bool,
+            Query(description="delete its topics first (needs forceDeleteNamespaceAllowed)"),
+        ] = False,
+    ) -> Response:
+        if force:
+            if delete_topics is None:
+                raise ForceDeleteNotAllowed(
+                    "this broker does not allow forced deletion of namespaces "
+                    "(forceDeleteNamespaceAllowed=false)"
+                )
+            await resources.check_namespace_exists(tenant, namespace)
+            await delete_topics(tenant, namespace)
         topics = await list_topics(tenant, namespace)
         await resources.delete_namespace(tenant, namespace, topics=topics)
         return Response(status_code=204)

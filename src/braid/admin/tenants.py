@@ -4,19 +4,22 @@
   (``{"adminRoles", "allowedClusters"}``);
 * ``PUT .../{tenant}`` creates and ``POST .../{tenant}`` updates, both with an optional
   ``TenantInfo`` body (omitted ``allowedClusters`` means this broker's cluster; a cluster other
-  than this broker's is 412); ``DELETE .../{tenant}`` deletes a tenant with no namespace.
+  than this broker's is 412); ``DELETE .../{tenant}`` deletes a tenant with no namespace (409
+  naming them otherwise); ``?force=true`` deletes its namespaces and their topics first,
+  disconnecting their clients, where ``forceDeleteTenantAllowed`` is on (405 otherwise).
 
 The tenants themselves live in :class:`~braid.broker.resources.BrokerResources`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Response
+from fastapi import APIRouter, Body, Query, Response
 from pydantic import BaseModel, Field
 
-from braid.admin.errors import PreconditionFailed
+from braid.admin.errors import ForceDeleteNotAllowed, PreconditionFailed
 from braid.admin.path_params import Tenant
 from braid.broker.resources import BrokerResources, TenantInfo, check_name
 
@@ -29,12 +32,18 @@ class TenantInfoBody(BaseModel):
     allowedClusters: list[str] | None = None
 
 
-def tenants_router(cluster_name: str, resources: BrokerResources) -> APIRouter:
+def tenants_router(
+    cluster_name: str,
+    resources: BrokerResources,
+    delete_namespaces: Callable[[str], Awaitable[None]] | None = None,
+) -> APIRouter:
     """The tenant endpoints (mounted under ``/admin/v2``).
 
     Args:
         cluster_name: the broker's cluster, the only one a tenant may be allowed on.
         resources: where tenants are stored.
+        delete_namespaces: deletes a tenant's namespaces and their topics (a ``force=true``
+            delete); ``None`` (``forceDeleteTenantAllowed=false``): forced deletes are refused.
     """
     router = APIRouter()
 
@@ -77,7 +86,21 @@ def tenants_router(cluster_name: str, resources: BrokerResources) -> APIRouter:
     @router.delete(
         "/tenants/{tenant}", status_code=204, tags=["tenants"], summary="Delete a tenant"
     )
-    async def delete_tenant(tenant: Tenant) -> Response:
+    async def delete_tenant(
+        tenant: Tenant,
+        force: Annotated[
+            bool,
+            Query(description="delete its namespaces and topics (needs forceDeleteTenantAllowed)"),
+        ] = False,
+    ) -> Response:
+        if force:
+            if delete_namespaces is None:
+                raise ForceDeleteNotAllowed(
+                    "this broker does not allow forced deletion of tenants "
+                    "(forceDeleteTenantAllowed=false)"
+                )
+            await resources.get_tenant(tenant)  # 404 first
+            await delete_namespaces(tenant)
         await resources.delete_tenant(tenant)
         return Response(status_code=204)
 

@@ -2,7 +2,8 @@
 
 * ``GET /admin/v2/persistent/{tenant}/{namespace}``: the namespace's topics (404 when the
   namespace does not exist);
-* ``PUT/DELETE .../{topic}``: create (409 when the name is taken, partitioned or not) and delete;
+* ``PUT/DELETE .../{topic}``: create (409 when the name is taken, partitioned or not) and delete
+  (412 while producers or consumers are connected, unless ``?force=true``);
 * ``POST .../{topic}/terminate``: terminate, answering the last message id (Pulsar's
   ``MessageIdImpl`` JSON);
 * ``PUT/GET .../{topic}/compaction``: trigger compaction (of each partition of a partitioned
@@ -18,9 +19,9 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Query, Response
 from fastapi.encoders import jsonable_encoder
 
 from braid.admin.errors import TopicAlreadyExists
@@ -41,7 +42,7 @@ class PersistentTopicAdmin(Protocol):
 
     async def terminate_topic(self, name: str) -> object: ...
 
-    async def delete_topic(self, name: str) -> None: ...
+    async def delete_topic(self, name: str, *, force: bool = False) -> None: ...
 
     def topic_stats(self, name: str) -> Mapping[str, object]: ...
 
@@ -124,9 +125,17 @@ def topics_router(resources: BrokerResources, broker: PersistentTopicAdmin) -> A
         tags=["topics"],
         summary="Delete a topic",
     )
-    async def delete_topic(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Response:
+    async def delete_topic(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
+        force: Annotated[
+            bool, Query(description="disconnect connected producers and consumers")
+        ] = False,
+    ) -> Response:
+        # Without force: 412 naming the connected producers and consumers (Pulsar's answer).
         name = await existing_topic(tenant, namespace, topic)
-        await broker.delete_topic(str(name))
+        await broker.delete_topic(str(name), force=force)
         return Response(status_code=204)
 
     @router.post(

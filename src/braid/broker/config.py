@@ -23,58 +23,14 @@ from the file, the environment or both) is accepted.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from braid.broker.config_values import (
-    parse_bookie_clusters as _parse_bookie_clusters,
-)
-from braid.broker.config_values import (
-    parse_bool as _parse_bool,
-)
-from braid.broker.config_values import (
-    parse_class_names as _parse_class_names,
-)
-from braid.broker.config_values import (
-    parse_fraction as _parse_fraction,
-)
-from braid.broker.config_values import (
-    parse_gc_thresholds as _parse_gc_thresholds,
-)
-from braid.broker.config_values import (
-    parse_host as _parse_host,
-)
-from braid.broker.config_values import (
-    parse_int as _parse_int,
-)
-from braid.broker.config_values import (
-    parse_listeners as _parse_listeners,
-)
-from braid.broker.config_values import (
-    parse_name as _parse_name,
-)
-from braid.broker.config_values import (
-    parse_path as _parse_path,
-)
-from braid.broker.config_values import (
-    parse_ratio as _parse_ratio,
-)
-from braid.broker.config_values import (
-    parse_strategy as _parse_strategy,
-)
-from braid.broker.config_values import (
-    parse_text as _parse_text,
-)
-from braid.broker.config_values import (
-    parse_topic_type as _parse_topic_type,
-)
-from braid.broker.config_values import (
-    parse_url as _parse_url,
-)
+from braid.broker.backlog_quota import BacklogQuotaDefaults, RetentionPolicy
+from braid.broker.config_keys import KEYS, SECRET_KEYS, _Key
 from braid.broker.dispatch_settings import DispatchSettings
 from braid.broker.gc_policy import BROKER_DEFAULT_THRESHOLDS, GcPolicy
 from braid.broker.malloc_policy import DEFAULT_MMAP_THRESHOLD
@@ -146,6 +102,9 @@ class BrokerConfig:
     broker_service_port: int = 6650
     web_service_port: int = 8080
     metadata_store_url: str = ""
+    #: Where tenants, namespaces and clusters live (Pulsar's configuration store; empty = the
+    #: metadata store). ``braid broker`` needs it to be the metadata store for now.
+    configuration_metadata_store_url: str = ""
     #: A ZooKeeper session silent this long expires: its ephemeral nodes (the broker's claim on
     #: the store, elections) go, and another process may take them (Pulsar's key).
     metadata_store_session_timeout_millis: int = 10_000
@@ -157,10 +116,37 @@ class BrokerConfig:
     #: Pulsar's caps on open connections, in total and per client IP address (0 = no cap).
     broker_max_connections: int = 0
     broker_max_connections_per_ip: int = 0
+    #: Lookups in flight broker-wide (LOOKUP, PARTITIONED_METADATA, scalable-topic lookups and
+    #: namespace watches being established); more are refused with TooManyRequests (Pulsar's).
+    max_concurrent_lookup_request: int = 50_000
+    #: DAG-watch and namespace-watch sessions open (or opening) on one connection; more are
+    #: refused with TooManyRequests (Braid-specific; 0 = no cap; ADR 0044).
+    scalable_topic_max_sessions_per_connection: int = 1_000
+    #: Producers and consumers per topic / subscription (Pulsar's keys) and per connection
+    #: (Braid's); 0 = no cap, the defaults. Over a cap: ProducerBusy / ConsumerBusy.
+    max_producers_per_topic: int = 0
+    max_consumers_per_topic: int = 0
+    max_consumers_per_subscription: int = 0
+    max_producers_per_connection: int = 0
+    max_consumers_per_connection: int = 0
     broker_deduplication_enabled: bool = False
     allow_auto_topic_creation: bool = True
+    #: Whether ``DELETE`` of a namespace / tenant with ``force=true`` may delete what it holds
+    #: (Pulsar's keys and defaults; a forced delete is 405 while off).
+    force_delete_namespace_allowed: bool = False
+    force_delete_tenant_allowed: bool = False
     default_retention_time_in_minutes: int = 0
     default_retention_size_in_mb: int = 0
+    #: Backlog quotas, message TTL and the checks enforcing them and retention (Pulsar's keys,
+    #: ``docs/broker.md#backlog-quotas-retention-and-ttl``; -1 / 0 = no limit).
+    backlog_quota_default_limit_bytes: int = -1
+    backlog_quota_default_limit_second: int = -1
+    backlog_quota_default_retention_policy: RetentionPolicy = RetentionPolicy.PRODUCER_REQUEST_HOLD
+    backlog_quota_check_enabled: bool = True
+    backlog_quota_check_interval_in_seconds: int = 60
+    ttl_duration_default_in_seconds: int = 0
+    message_expiry_check_interval_in_minutes: int = 5
+    retention_check_interval_in_seconds: int = 120
     managed_ledger_max_entries_per_ledger: int = 50_000
     managed_ledger_max_size_per_ledger_mbytes: int = 2048
     managed_ledger_max_ledger_rollover_time_minutes: int = 240
@@ -227,8 +213,13 @@ class BrokerConfig:
     allow_auto_topic_creation_type: str = "non-partitioned"
     #: Partitions of an auto-created partitioned topic.
     default_num_partitions: int = 1
+    #: Bundles of a namespace whose policies name none (Pulsar's key): the unit of ownership.
+    default_number_of_namespace_bundles: int = 4
     #: ``name:pulsar://host:port`` entries: the URL a LOOKUP with ``listener_name`` gets.
     advertised_listeners: tuple[str, ...] = ()
+    #: Host names the admin API accepts state-changing requests for, in ``Host`` and ``Origin``,
+    #: besides the broker's own (Braid-specific; ``*`` = any; docs/admin.md, ADR 0044).
+    web_service_allowed_hosts: tuple[str, ...] = ()
     #: PIP-470: more storage clusters, ``name=metadataServiceUri`` separated by ``;``, registered
     #: STANDBY at start (standalone runs their bookies in ``<dataDir>/storage/<name>``).
     bookie_clusters: tuple[tuple[str, str], ...] = ()
@@ -371,6 +362,13 @@ class BrokerConfig:
             ack_quorum=self.managed_ledger_default_ack_quorum,
         )
 
+    def backlog_quota_defaults(self) -> BacklogQuotaDefaults:
+        return BacklogQuotaDefaults(
+            self.backlog_quota_default_limit_bytes,
+            self.backlog_quota_default_limit_second,
+            self.backlog_quota_default_retention_policy,
+        )
+
     def auto_recovery_settings(self) -> AutoRecoverySettings:
         """The auditor's and replication worker's settings."""
         return AutoRecoverySettings(
@@ -413,188 +411,6 @@ def retention_mb_to_bytes(megabytes: int) -> int:
     """Pulsar's retention MB (``-1`` = unlimited) as the managed ledger's bytes."""
     return -1 if megabytes < 0 else megabytes * _MIB
 
-
-@dataclass(frozen=True)
-class _Key:
-    name: str  # camelCase, as in broker.conf
-    attribute: str  # snake_case BrokerConfig field
-    parse: Callable[[str], Any]
-
-
-def _snake(name: str) -> str:
-    """``managedLedgerDefaultAckQuorum`` -> ``managed_ledger_default_ack_quorum``."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-_PORT = _parse_int(0, 65535)
-
-#: Every recognised key except the raw ``scalableTopic*`` auto-scale ones.
-KEYS: tuple[_Key, ...] = (
-    _Key("clusterName", "cluster_name", _parse_name),
-    _Key("dataDir", "data_dir", _parse_path),
-    _Key("bindAddress", "bind_address", _parse_host),
-    _Key("advertisedAddress", "advertised_address", _parse_host),
-    _Key("brokerServicePort", "broker_service_port", _PORT),
-    _Key("webServicePort", "web_service_port", _PORT),
-    _Key("metadataStoreUrl", "metadata_store_url", _parse_url),
-    _Key(
-        "metadataStoreSessionTimeoutMillis",
-        "metadata_store_session_timeout_millis",
-        _parse_int(1000, 600_000),
-    ),
-    _Key("maxMessageSize", "max_message_size", _parse_int(1024, 512 * _MIB)),
-    _Key("keepAliveIntervalSeconds", "keep_alive_interval_seconds", _parse_int(1)),
-    _Key("handshakeTimeoutSeconds", "handshake_timeout_seconds", _parse_int(1)),
-    _Key("brokerMaxConnections", "broker_max_connections", _parse_int(0)),
-    _Key("brokerMaxConnectionsPerIp", "broker_max_connections_per_ip", _parse_int(0)),
-    _Key("brokerDeduplicationEnabled", "broker_deduplication_enabled", _parse_bool),
-    _Key("allowAutoTopicCreation", "allow_auto_topic_creation", _parse_bool),
-    _Key("defaultRetentionTimeInMinutes", "default_retention_time_in_minutes", _parse_int(-1)),
-    _Key("defaultRetentionSizeInMB", "default_retention_size_in_mb", _parse_int(-1)),
-    _Key(
-        "managedLedgerMaxEntriesPerLedger",
-        "managed_ledger_max_entries_per_ledger",
-        _parse_int(1),
-    ),
-    _Key(
-        "managedLedgerMaxSizePerLedgerMbytes",
-        "managed_ledger_max_size_per_ledger_mbytes",
-        _parse_int(1),
-    ),
-    _Key(
-        "managedLedgerMaxLedgerRolloverTimeMinutes",
-        "managed_ledger_max_ledger_rollover_time_minutes",
-        _parse_int(1),
-    ),
-    *(
-        _Key(name, _snake(name), parse)
-        for name, parse in (
-            ("managedLedgerDefaultEnsembleSize", _parse_int(1, 64)),
-            ("managedLedgerDefaultWriteQuorum", _parse_int(1, 64)),
-            ("managedLedgerDefaultAckQuorum", _parse_int(1, 64)),
-            ("bookkeeperClientRackawarePolicyEnabled", _parse_bool),
-            ("bookkeeperClientMinNumRacksPerWriteQuorum", _parse_int(1, 64)),
-            ("bookkeeperClientEnforceMinNumRacksPerWriteQuorum", _parse_bool),
-            ("bookkeeperClientSpeculativeReadTimeoutInMillis", _parse_int(0)),
-            ("bookkeeperClientHealthCheckEnabled", _parse_bool),
-            ("bookkeeperClientHealthCheckIntervalSeconds", _parse_int(1)),
-            ("bookkeeperClientHealthCheckErrorThresholdPerInterval", _parse_int(0)),
-            ("bookkeeperClientHealthCheckQuarantineTimeInSeconds", _parse_int(0)),
-            ("bookkeeperClientQuarantineRatio", _parse_ratio),
-            ("autoRecoveryDaemonEnabled", _parse_bool),
-            ("lostBookieRecoveryDelay", _parse_int(0)),
-            ("auditorPeriodicCheckInterval", _parse_int(0)),
-        )
-    ),
-    _Key("dispatcherMaxReadBatchSize", "dispatcher_max_read_batch_size", _parse_int(1)),
-    _Key(
-        "acknowledgmentAtBatchIndexLevelEnabled",
-        "acknowledgment_at_batch_index_level_enabled",
-        _parse_bool,
-    ),
-    _Key("delayedDeliveryEnabled", "delayed_delivery_enabled", _parse_bool),
-    _Key("delayedDeliveryTickTimeMillis", "delayed_delivery_tick_time_millis", _parse_int(1)),
-    _Key("subscriptionKeySharedEnable", "subscription_key_shared_enable", _parse_bool),
-    _Key(
-        "subscriptionKeySharedUseConsistentHashing",
-        "subscription_key_shared_use_consistent_hashing",
-        _parse_bool,
-    ),
-    _Key(
-        "subscriptionKeySharedConsistentHashingReplicaPoints",
-        "subscription_key_shared_consistent_hashing_replica_points",
-        _parse_int(1, 10_000),
-    ),
-    _Key(
-        "keySharedLookAheadMsgInReplayThresholdPerSubscription",
-        "key_shared_look_ahead_msg_in_replay_threshold_per_subscription",
-        _parse_int(1),
-    ),
-    _Key(
-        "brokerServiceCompactionThresholdInBytes",
-        "broker_service_compaction_threshold_in_bytes",
-        _parse_int(0),
-    ),
-    _Key(
-        "brokerServiceCompactionMonitorIntervalInSeconds",
-        "broker_service_compaction_monitor_interval_in_seconds",
-        _parse_int(1),
-    ),
-    _Key("scalableTopicEnabled", "scalable_topic_enabled", _parse_bool),
-    _Key(
-        "scalableTopicConsumerSessionGraceSeconds",
-        "scalable_topic_consumer_session_grace_seconds",
-        _parse_int(0),
-    ),
-    _Key("scalableTopicGcIntervalSeconds", "scalable_topic_gc_interval_seconds", _parse_int(0)),
-    _Key(
-        "scalableTopicKeyHashSampleInterval",
-        "scalable_topic_key_hash_sample_interval",
-        _parse_int(0),
-    ),
-    _Key("pythonGcFreezeAfterStartup", "python_gc_freeze_after_startup", _parse_bool),
-    _Key("pythonGcThresholds", "python_gc_thresholds", _parse_gc_thresholds),
-    _Key("mallocMmapThresholdBytes", "malloc_mmap_threshold_bytes", _parse_int(0, 2**31 - 1)),
-    _Key("diskUsageThreshold", "disk_usage_threshold", _parse_fraction),
-    _Key("diskUsageLwmThreshold", "disk_usage_lwm_threshold", _parse_fraction),
-    _Key("diskCheckInterval", "disk_check_interval", _parse_int(1)),
-    _Key("schemaCompatibilityStrategy", "schema_compatibility_strategy", _parse_strategy),
-    _Key("isSchemaValidationEnforced", "is_schema_validation_enforced", _parse_bool),
-    _Key("allowAutoTopicCreationType", "allow_auto_topic_creation_type", _parse_topic_type),
-    _Key("defaultNumPartitions", "default_num_partitions", _parse_int(1, 10_000)),
-    _Key("advertisedListeners", "advertised_listeners", _parse_listeners),
-    _Key("bookieClusters", "bookie_clusters", _parse_bookie_clusters),
-    _Key("standaloneBookies", "standalone_bookies", _parse_int(0, 64)),
-    _Key("bookkeeperMetadataServiceUri", "bookkeeper_metadata_service_uri", _parse_url),
-    _Key("bookkeeperClientRackMappingFile", "bookkeeper_client_rack_mapping_file", _parse_path),
-    _Key(
-        "bookkeeperClientTimeoutInSeconds",
-        "bookkeeper_client_timeout_in_seconds",
-        _parse_int(1, 3600),
-    ),
-    _Key(
-        "bookieClusterSwitchSkipIdgenPrecheck",
-        "bookie_cluster_switch_skip_idgen_precheck",
-        _parse_bool,
-    ),
-    _Key(
-        "bookieClusterDualReadTimeoutDays",
-        "bookie_cluster_dual_read_timeout_days",
-        _parse_int(0),
-    ),
-    _Key(
-        "bookieClusterSwitchConcurrency", "bookie_cluster_switch_concurrency", _parse_int(1, 1024)
-    ),
-    *(
-        _Key(name, _snake(name), parse)
-        for name, parse in (
-            ("brokerServicePortTls", _PORT),
-            ("webServicePortTls", _PORT),
-            ("tlsEnabled", _parse_bool),
-            ("tlsCertificateFilePath", _parse_path),
-            ("tlsKeyFilePath", _parse_path),
-            ("tlsTrustCertsFilePath", _parse_path),
-            ("tlsRequireTrustedClientCertOnConnect", _parse_bool),
-            ("tlsAllowInsecureConnection", _parse_bool),
-            ("authenticationEnabled", _parse_bool),
-            ("authenticationProviders", _parse_class_names),
-            ("anonymousUserRole", _parse_text),
-            ("authenticationRefreshCheckSeconds", _parse_int(1)),
-            ("tokenSecretKey", _parse_text),
-            ("tokenPublicKey", _parse_text),
-            ("tokenPublicAlg", _parse_text),
-            ("tokenAuthClaim", _parse_text),
-            ("tokenAudienceClaim", _parse_text),
-            ("tokenAudience", _parse_text),
-            ("basicAuthConf", _parse_text),
-            ("brokerClientAuthenticationPlugin", _parse_text),
-            ("brokerClientAuthenticationParameters", _parse_text),
-        )
-    ),
-)
-
-#: Keys whose values may be key material: ``describe`` shows only whether they are set.
-SECRET_KEYS = frozenset({"tokenSecretKey", "basicAuthConf", "brokerClientAuthenticationParameters"})
 
 _BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}
 QUORUM_KEYS = (
@@ -751,8 +567,8 @@ def _check_auto_scale_settings(settings: Mapping[str, str]) -> None:
 def _text(value: object) -> str:
     if value is None:
         return ""
-    if isinstance(value, SchemaCompatibilityStrategy):
-        return value.value
+    if isinstance(value, SchemaCompatibilityStrategy | RetentionPolicy):
+        return str(value.value)
     if isinstance(value, tuple) and all(isinstance(v, tuple) for v in value):
         return ";".join("=".join(str(part) for part in v) for v in value)
     if isinstance(value, tuple):

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from braid.broker.backlog_quota import InvalidBacklogQuota, RetentionPolicy
 from braid.broker.schemas.model import InvalidSchemaSetting, SchemaCompatibilityStrategy
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
@@ -106,6 +107,13 @@ def parse_strategy(text: str) -> SchemaCompatibilityStrategy:
     return strategy
 
 
+def parse_backlog_policy(text: str) -> RetentionPolicy:
+    try:
+        return RetentionPolicy.parse(text)
+    except InvalidBacklogQuota as exc:
+        raise ValueError(str(exc)) from None
+
+
 def parse_topic_type(text: str) -> str:
     if text not in ("non-partitioned", "partitioned"):
         raise ValueError("expected non-partitioned or partitioned")
@@ -126,6 +134,15 @@ def parse_bookie_clusters(text: str) -> tuple[tuple[str, str], ...]:
             raise ValueError(f"expected name=metadataServiceUri, got {part.strip()!r}")
         out.append((parse_name(name.strip()), parse_url(uri.strip())))
     return tuple(out)
+
+
+def parse_host_list(text: str) -> tuple[str, ...]:
+    """Host names or addresses separated by commas (``*`` stands for any host)."""
+    entries = tuple(p.strip() for p in text.split(",") if p.strip())
+    for entry in entries:
+        if entry != "*" and not _HOST.match(entry):
+            raise ValueError(f"expected host names separated by commas, got {entry!r}")
+    return entries
 
 
 def parse_listeners(text: str) -> tuple[str, ...]:
@@ -153,12 +170,14 @@ def parse_class_names(text: str) -> tuple[str, ...]:
 
 
 __all__ = [
+    "parse_backlog_policy",
     "parse_bookie_clusters",
     "parse_bool",
     "parse_class_names",
     "parse_fraction",
     "parse_gc_thresholds",
     "parse_host",
+    "parse_host_list",
     "parse_int",
     "parse_listeners",
     "parse_name",

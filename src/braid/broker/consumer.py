@@ -142,6 +142,10 @@ class Consumer:
         for pos in positions:
             pending.pop(pos, None)
 
+    def pending_up_to(self, position: Position) -> list[Position]:
+        """The delivered, unacknowledged entries at or before ``position``."""
+        return [p for p in self._pending if p <= position]
+
     def acknowledged_up_to(self, position: Position) -> None:
         """Forget every delivered entry at or before ``position`` (cumulative ack)."""
         for pos in [p for p in self._pending if p <= position]:

@@ -141,6 +141,20 @@ class ServiceNotReady(BrokerError, ServiceUnavailableError):
     code = ServerError.ServiceNotReady
 
 
+class TopicBusy(BrokerError, IllegalStateError):
+    """A delete without ``force`` of a topic that producers or consumers are connected to
+    (Pulsar's ``TopicBusyException``; the admin API answers 412). The message names them."""
+
+    code = ServerError.NotAllowedError
+
+
+class TooManyRequests(BrokerError, ServiceUnavailableError):
+    """A per-connection or broker-wide cap on concurrent requests or sessions was reached
+    (``maxConcurrentLookupRequest``, ...): the client retries later. The message names the key."""
+
+    code = ServerError.TooManyRequests
+
+
 class UnknownListener(BrokerError, NotFoundError):
     """A lookup named a listener that is not one of the broker's ``advertisedListeners``."""
 
@@ -203,6 +217,8 @@ __all__ = [
     "ServerErrorCode",
     "ServiceNotReady",
     "SubscriptionNotFound",
+    "TooManyRequests",
+    "TopicBusy",
     "TopicFenced",
     "TopicNotFound",
     "TopicTerminated",

@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from braid.broker.client_limits import ClientLimits
 from braid.broker.consumer import Consumer, Delivery, SubType
 from braid.broker.errors import (
     ChecksumMismatch,
@@ -33,8 +34,10 @@ from braid.broker.errors import (
     TopicFenced,
     to_server_error,
 )
+from braid.broker.ownership import LookupAnswer
 from braid.broker.producer import PendingReceipt, Producer
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
+from braid.broker.request_limits import LookupLimiter
 from braid.broker.schemas.model import SchemaData
 from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.broker.send_validation import SendValidator
@@ -90,8 +93,10 @@ def _fully_acked(mid: pb.MessageIdData) -> bool:
 class TopicService(Protocol):
     """What the topic commands need from the broker (implemented by ``BrokerService``)."""
 
-    def lookup_url(self, listener: str | None = None) -> str:
-        """``pulsar://host:port`` that LOOKUP answers with (for ``listener``, if named)."""
+    async def lookup(
+        self, name: str, listener: str | None = None, *, authoritative: bool = False
+    ) -> LookupAnswer:
+        """Where LOOKUP sends the client for ``name`` (for ``listener``, if named)."""
         ...
 
     def lookup_url_tls(self, listener: str | None = None) -> str | None:
@@ -124,9 +129,23 @@ class TopicService(Protocol):
         """Why nothing can be stored now (storage is read-only: full disks), or ``None``."""
         ...
 
+    async def check_producer_quota(self, topic: str) -> None:
+        """Raise the quota's error while ``topic`` is over a backlog quota holding producers."""
+        ...
+
     @property
     def schemas(self) -> TopicSchemas:
         """The schema rules PRODUCER and SUBSCRIBE apply."""
+        ...
+
+    @property
+    def client_limits(self) -> ClientLimits:
+        """Caps on producers and consumers per topic, subscription and connection."""
+        ...
+
+    @property
+    def lookups(self) -> LookupLimiter:
+        """``maxConcurrentLookupRequest``: every lookup holds a slot while it runs."""
         ...
 
 
@@ -263,9 +282,10 @@ class TopicCommands:
 
         async def run() -> None:
             try:
-                partitions = await self._service.partitioned_metadata(
-                    req.topic, auto_create=req.metadata_auto_creation_enabled
-                )
+                with self._service.lookups.slot():
+                    partitions = await self._service.partitioned_metadata(
+                        req.topic, auto_create=req.metadata_auto_creation_enabled
+                    )
             except Exception as exc:
                 code, message = to_server_error(exc)
                 self._channel.send(
@@ -284,9 +304,12 @@ class TopicCommands:
 
         async def run() -> None:
             try:
-                await self._service.check_topic(req.topic)
-                url = self._service.lookup_url(req.advertised_listener_name or None)
-                url_tls = self._service.lookup_url_tls(req.advertised_listener_name or None)
+                with self._service.lookups.slot():
+                    answer = await self._service.lookup(
+                        req.topic,
+                        req.advertised_listener_name or None,
+                        authoritative=req.authoritative,
+                    )
             except Exception as exc:
                 code, message = to_server_error(exc)
                 if code in (ServerError.ServiceNotReady, ServerError.TooManyRequests):
@@ -296,12 +319,19 @@ class TopicCommands:
                     commands.lookup_response(req.request_id, error=code, message=message)
                 )
                 return
+            # Pulsar's answers: Connect (authoritative) to the owner, or Redirect with
+            # authoritative=true to the broker chosen to take an unowned bundle.
             self._channel.send(
                 commands.lookup_response(
                     req.request_id,
-                    broker_service_url=url,
-                    broker_service_url_tls=url_tls,
-                    authoritative=True,
+                    broker_service_url=answer.service_url,
+                    broker_service_url_tls=(
+                        self._service.lookup_url_tls(req.advertised_listener_name or None)
+                        if answer.local
+                        else None
+                    ),
+                    redirect=answer.redirect,
+                    authoritative=answer.authoritative,
                 )
             )
 
@@ -330,6 +360,14 @@ class TopicCommands:
 
         async def run() -> None:
             topic = await self._service.get_or_create_topic(req.topic)
+            # This request is among the pending ones: the others are what the connection holds.
+            self._service.client_limits.check_producer(
+                topic.name,
+                len(topic.producers),
+                len(self._producers) + len(self._pending_producers) - 1,
+            )
+            # Over a backlog quota that holds producers: refused with the policy's error.
+            await self._service.check_producer_quota(topic.name)
             refusal = self._service.write_refusal()
             if refusal is not None:
                 # Nothing could be stored: refuse (PersistenceError, with the reason) rather than
@@ -471,6 +509,14 @@ class TopicCommands:
             if not req.subscription:
                 raise NotSupported("a subscription name is required")
             topic = await self._service.get_or_create_topic(req.topic)
+            existing = topic.subscriptions.get(req.subscription)
+            self._service.client_limits.check_consumer(
+                topic.name,
+                req.subscription,
+                topic.connected_clients()[1],
+                len(existing.consumers) if existing is not None else 0,
+                len(self._consumers),
+            )
             await self._service.schemas.for_consumer(
                 TopicName.parse(topic.name), _schema_of(req), topic_in_use=_in_use(topic)
             )

@@ -14,7 +14,9 @@ written back unchanged, so a newer writer's fields survive an older one's update
 Every read-modify-write is a compare-and-swap on the node's version, retried on conflict
 (``docs/architecture.md#binding-decisions``). The broker asks
 :meth:`BrokerResources.get_namespace_policies` when it loads a topic; the admin API does the CRUD;
-``braid standalone`` calls :meth:`BrokerResources.ensure_default_namespace`.
+``braid standalone`` calls :meth:`BrokerResources.ensure_default_namespace`. While the metadata
+store is unreachable, reads answer what they last read (:mod:`braid.metadata.last_known`, marked
+stale); writes fail as before.
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
+from braid.broker.backlog_quota import (
+    InvalidBacklogQuota,
+    QuotaMap,
+    check_ttl,
+    quota_map_from_json,
+    quota_map_to_json,
+)
 from braid.broker.schemas.model import InvalidSchemaSetting, SchemaCompatibilityStrategy
 from braid.core.errors import (
     AlreadyExistsError,
@@ -41,6 +50,7 @@ from braid.core.names import (
     check_tenant,
 )
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotEmpty, NodeNotFound
+from braid.metadata.last_known import LastKnownReads
 
 #: Root of tenant and namespace policies in the metadata store.
 POLICIES_ROOT = "/admin/policies"
@@ -260,6 +270,8 @@ _MODELLED = (
     "schema_compatibility_strategy",
     "is_allow_auto_update_schema",
     "schema_validation_enforced",
+    "backlog_quota_map",
+    "message_ttl_in_seconds",
 )
 
 
@@ -304,6 +316,10 @@ class NamespacePolicies:
     schema_compatibility_strategy: SchemaCompatibilityStrategy | None = None
     is_allow_auto_update_schema: bool | None = None
     schema_validation_enforced: bool | None = None
+    #: Pulsar's ``backlog_quota_map`` (``None`` = the broker's ``backlogQuotaDefault*``) and
+    #: ``message_ttl_in_seconds`` (``None`` = ``ttlDurationDefaultInSeconds``; 0 = never).
+    backlog_quota_map: QuotaMap | None = None
+    message_ttl_in_seconds: int | None = None
     extra: Mapping[str, Any] = field(default_factory=_empty)
 
     def to_json(self) -> dict[str, Any]:
@@ -327,6 +343,10 @@ class NamespacePolicies:
             doc["is_allow_auto_update_schema"] = self.is_allow_auto_update_schema
         if self.schema_validation_enforced is not None:
             doc["schema_validation_enforced"] = self.schema_validation_enforced
+        if self.backlog_quota_map is not None:
+            doc["backlog_quota_map"] = quota_map_to_json(self.backlog_quota_map)
+        if self.message_ttl_in_seconds is not None:
+            doc["message_ttl_in_seconds"] = self.message_ttl_in_seconds
         return doc
 
     @classmethod
@@ -346,6 +366,12 @@ class NamespacePolicies:
         threshold = doc.get("compaction_threshold")
         if threshold is not None:
             check_compaction_threshold(threshold)
+        quotas, ttl = doc.get("backlog_quota_map"), doc.get("message_ttl_in_seconds")
+        try:
+            quota_map = None if quotas is None else quota_map_from_json(quotas)
+            ttl = None if ttl is None else check_ttl(ttl)
+        except InvalidBacklogQuota as exc:
+            raise InvalidPolicies(str(exc)) from None
         return cls(
             deduplication_enabled=dedup,
             auto_topic_creation=(
@@ -358,6 +384,8 @@ class NamespacePolicies:
             schema_compatibility_strategy=_strategy(doc),
             is_allow_auto_update_schema=_optional_bool(doc, "is_allow_auto_update_schema"),
             schema_validation_enforced=_optional_bool(doc, "schema_validation_enforced"),
+            backlog_quota_map=quota_map,
+            message_ttl_in_seconds=ttl,
             extra=_frozen({k: v for k, v in doc.items() if k not in _MODELLED}),
         )
 
@@ -399,12 +427,15 @@ class BrokerResources:
     """Tenant and namespace CRUD over a :class:`MetadataStore`, with CAS on every update."""
 
     def __init__(self, metadata: MetadataStore) -> None:
-        self._metadata = metadata
+        self._store = metadata
+        # Tenants, namespaces and policies stay readable (marked stale) while the store is
+        # unreachable: every new producer, consumer and admin read needs them (ADR 0044).
+        self._metadata: MetadataStore = LastKnownReads(metadata)
 
     @property
     def metadata(self) -> MetadataStore:
         """The store these resources live in."""
-        return self._metadata
+        return self._store
 
     # --- paths ---
 

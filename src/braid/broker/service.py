@@ -23,12 +23,17 @@ broker's admin API.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
+from braid.broker.backlog_quota import QuotaMap
+from braid.broker.backlog_quota_manager import BacklogQuotaManager
+from braid.broker.bundles import NamespaceBundle, NamespaceBundles, topic_hash
+from braid.broker.client_limits import ClientLimits
 from braid.broker.compaction import CompactionStatus
 from braid.broker.compaction_monitor import CompactionMonitor
 from braid.broker.config import (
@@ -43,18 +48,27 @@ from braid.broker.errors import (
     NotSupported,
     ServerError,
     ServiceNotReady,
+    TopicBusy,
     TopicNotFound,
     UnknownListener,
 )
 from braid.broker.handlers import topic_commands
 from braid.broker.key_sampler import KeyHashSampler
+from braid.broker.limits_monitor import LimitsMonitor
+from braid.broker.ownership import BundleOwnership, LookupAnswer, NotOwner
 from braid.broker.partitions import (
     PartitionedTopicExists,
     PartitionedTopicNotFound,
     PartitionedTopics,
 )
 from braid.broker.registry import CommandRegistry
-from braid.broker.resources import POLICIES_ROOT, BrokerResources, NamespacePolicies
+from braid.broker.request_limits import LookupLimiter
+from braid.broker.resources import (
+    POLICIES_ROOT,
+    BrokerResources,
+    NamespaceNotFound,
+    NamespacePolicies,
+)
 from braid.broker.schemas.commands import schema_commands
 from braid.broker.schemas.model import schema_id_of
 from braid.broker.schemas.registry import SchemaRegistry
@@ -68,6 +82,7 @@ from braid.broker.security_settings import (
 from braid.broker.send_validation import SendValidator
 from braid.broker.topic import PersistentTopic
 from braid.broker.topic_list import TopicEvents, topic_list_commands
+from braid.broker.topic_policies import TOPIC_POLICIES_ROOT, TopicPolicies
 from braid.clock import Clock
 from braid.core import names
 from braid.core.names import NamespaceName, TopicDomain, TopicName
@@ -92,11 +107,22 @@ __all__ = ["SERVER_VERSION", "BrokerService", "managed_ledger_name", "parse_topi
 
 #: At most one log line per this many seconds about connections refused by a cap.
 _REFUSAL_LOG_INTERVAL_S = 10.0
+#: A segment cursor's first snapshots go into its metadata node: most are written a few times
+#: in their life, the last one being the acknowledgment that drains the segment (ADR 0043).
+SEGMENT_CURSOR_NODE_SNAPSHOTS = 4
 
 
 def managed_ledger_name(topic: TopicName) -> str:
     """``tenant/ns/<domain>/<local name>``: the managed ledger that backs ``topic``."""
     return f"{topic.tenant}/{topic.namespace}/{topic.domain.value}/{topic.local_name}"
+
+
+def ledger_config_for(topic: TopicName, config: ManagedLedgerConfig) -> ManagedLedgerConfig:
+    """``config`` as the managed ledger of ``topic`` uses it (segment topics keep their cursors'
+    first snapshots in the cursor nodes)."""
+    if topic.domain is TopicDomain.SEGMENT:
+        return dataclasses.replace(config, cursor_node_snapshots=SEGMENT_CURSOR_NODE_SNAPSHOTS)
+    return config
 
 
 def parse_topic_name(name: str) -> TopicName:
@@ -140,12 +166,24 @@ class BrokerService:
         self._topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._unloading: set[asyncio.Task[None]] = set()
+        #: Topics being deleted: no client may load or attach to them meanwhile.
+        self._deleting: set[str] = set()
         self._connections: set[BrokerConnection] = set()
         #: brokerMaxConnections / brokerMaxConnectionsPerIp, checked before a socket costs more.
         self.connection_limits = ConnectionLimiter(
             config.broker_max_connections, config.broker_max_connections_per_ip
         )
         self._next_refusal_log = 0.0
+        #: maxConcurrentLookupRequest: lookups in flight, every connection and command counted.
+        self.lookups = LookupLimiter(config.max_concurrent_lookup_request)
+        #: maxProducersPerTopic, maxConsumersPerSubscription, ... (the handlers check them).
+        self.client_limits = ClientLimits(
+            config.max_producers_per_topic,
+            config.max_consumers_per_topic,
+            config.max_consumers_per_subscription,
+            config.max_producers_per_connection,
+            config.max_consumers_per_connection,
+        )
         self._server: asyncio.Server | None = None
         self._port: int | None = None
         #: Who each connection is (``authenticationEnabled``, ``authenticationProviders``).
@@ -190,8 +228,34 @@ class BrokerService:
             interval_s=float(config.broker_service_compaction_monitor_interval_in_seconds),
             broker_threshold=config.broker_service_compaction_threshold_in_bytes,
         )
+        #: Topic-level policies, backlog quotas and the TTL / retention checks (ADR 0045).
+        self.topic_policies = TopicPolicies(metadata)
+        self.backlog_quotas = BacklogQuotaManager(
+            lambda: self._topics,
+            self._namespace_quotas,
+            self.topic_policies,
+            config.backlog_quota_defaults(),
+            clock,
+        )
+        self.limits_monitor = LimitsMonitor(
+            lambda: self._topics,
+            self.backlog_quotas,
+            self._namespace_ttl,
+            clock,
+            default_ttl_s=config.ttl_duration_default_in_seconds,
+            quota_interval_s=(
+                float(config.backlog_quota_check_interval_in_seconds)
+                if config.backlog_quota_check_enabled
+                else None
+            ),
+            expiry_interval_s=config.message_expiry_check_interval_in_minutes * 60.0,
+            retention_interval_s=float(config.retention_check_interval_in_seconds),
+        )
         self._policy_refreshes: set[asyncio.Task[int]] = set()
         self._unwatch_policies = metadata.register_listener(self._on_policies_changed)
+        #: Bundle ownership (``braid broker``); ``None``: this broker serves every topic
+        #: (``braid standalone``, alone on its metadata store).
+        self.ownership: BundleOwnership | None = None
 
     # -- server --------------------------------------------------------------------------------
 
@@ -219,6 +283,7 @@ class BrokerService:
             log.info("broker listening on %s", self.service_url_tls)
         if self.config.broker_service_compaction_threshold_in_bytes > 0:
             self.compaction_monitor.start()
+        self.limits_monitor.start()
         log.info("broker listening on %s", self.service_url)
         log_security_posture(self.config, log)
 
@@ -280,6 +345,41 @@ class BrokerService:
             return next(iter(listeners.values()))
         return self.service_url
 
+    async def lookup(
+        self, name: str, listener: str | None = None, *, authoritative: bool = False
+    ) -> LookupAnswer:
+        """LOOKUP: where the topic is served (this broker, its bundle's owner, or a broker to
+        ask), as :class:`~braid.broker.ownership.BundleOwnership` decides; this broker's own URL
+        follows ``listener``."""
+        topic = await self.check_topic(name)
+        if self.ownership is None:
+            return LookupAnswer(self.lookup_url(listener), "", False, True, local=True)
+        answer = await self.ownership.lookup(topic, authoritative=authoritative)
+        if answer.local:
+            return dataclasses.replace(answer, service_url=self.lookup_url(listener))
+        return answer
+
+    async def bundles_of(self, topic: TopicName) -> NamespaceBundles:
+        """The bundles of the topic's namespace (its policies' ``bundles``, else
+        ``defaultNumberOfNamespaceBundles`` equal ones)."""
+        policies = await self.namespace_policies(topic)
+        return NamespaceBundles.from_policies(
+            topic.namespace_name,
+            policies.to_json(),
+            self.config.default_number_of_namespace_bundles,
+        )
+
+    def unload_bundle(self, bundle: NamespaceBundle) -> None:
+        """Close every loaded topic of ``bundle`` now (its ownership is gone): producers and
+        consumers are closed and look the topic up again."""
+        for name, topic in list(self._topics.items()):
+            parsed = parse_topic_name(name)
+            if parsed.namespace_name == bundle.namespace and bundle.includes(topic_hash(parsed)):
+                del self._topics[name]
+                task = asyncio.ensure_future(self._close_unloaded(topic, f"bundle {bundle}"))
+                self._unloading.add(task)
+                task.add_done_callback(self._unloading.discard)
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing:
             writer.close()
@@ -340,6 +440,7 @@ class BrokerService:
         self._closing = True
         self._unwatch_policies()
         await self.compaction_monitor.close()
+        await self.limits_monitor.close()
         self.topic_events.close()
         if self._server is not None:
             self._server.close()
@@ -412,6 +513,25 @@ class BrokerService:
             ),
         )
 
+    async def check_producer_quota(self, topic: str) -> None:
+        """Refuse a producer while ``topic`` is over a backlog quota that holds producers."""
+        await self.backlog_quotas.check_producer(topic)
+
+    async def _namespace_quotas(self, tenant: str, namespace: str) -> QuotaMap | None:
+        try:
+            return (
+                await self.resources.get_namespace_policies(tenant, namespace)
+            ).backlog_quota_map
+        except NamespaceNotFound:
+            return None
+
+    async def _namespace_ttl(self, tenant: str, namespace: str) -> int | None:
+        try:
+            policies = await self.resources.get_namespace_policies(tenant, namespace)
+        except NamespaceNotFound:
+            return None
+        return policies.message_ttl_in_seconds
+
     async def check_namespace(self, namespace: str) -> NamespaceName:
         """Validate ``tenant/ns`` and check that it exists (``TopicNotFound`` naming it if not)."""
         try:
@@ -444,6 +564,11 @@ class BrokerService:
         if self._closing:
             raise ServiceNotReady("the broker is shutting down")
         topic = parse_topic_name(name)
+        if str(topic) in self._deleting:
+            raise ServiceNotReady(f"topic {topic} is being deleted")
+        return await self._get_or_load(topic, create)
+
+    async def _get_or_load(self, topic: TopicName, create: bool | None) -> PersistentTopic:
         key = str(topic)
         loaded = self._topics.get(key)
         if loaded is not None:
@@ -457,6 +582,12 @@ class BrokerService:
 
     async def _load_topic(self, topic: TopicName, create: bool | None) -> PersistentTopic:
         policies = await self.namespace_policies(topic)
+        bundle = None
+        if self.ownership is not None:
+            bundle = await self.ownership.check_serving(topic)
+        self.backlog_quotas.remember_namespace(
+            topic.tenant, topic.namespace, policies.backlog_quota_map
+        )
         if policies.compaction_threshold:
             self.compaction_monitor.start()
         ml_name = managed_ledger_name(topic)
@@ -475,7 +606,7 @@ class BrokerService:
                 f"namespace {topic.namespace_name}"
             )
         ledger = await self.ml_factory.open(
-            ml_name, self._ledger_config(policies), create_if_missing=True
+            ml_name, ledger_config_for(topic, self._ledger_config(policies)), create_if_missing=True
         )
         try:
             loaded = await PersistentTopic.load(
@@ -495,6 +626,9 @@ class BrokerService:
         if self._closing:
             await loaded.close()
             raise ServiceNotReady("the broker is shutting down")
+        if bundle is not None and self.ownership is not None and not self.ownership.owns(bundle):
+            await loaded.close()
+            raise NotOwner(f"lost namespace bundle {bundle} while loading {topic}")
         every = self.config.scalable_topic_key_hash_sample_interval
         if topic.domain is TopicDomain.SEGMENT and every > 0:
             # Where the segment's keys hash: the scalable layer's split point (load reports).
@@ -581,27 +715,65 @@ class BrokerService:
             partition = TopicName(
                 topic.domain, topic.tenant, topic.namespace, partition_name(topic.local_name, index)
             )
-            await self.get_or_create_topic(str(partition), create=True)
+            try:
+                await self.get_or_create_topic(str(partition), create=True)
+            except NotOwner:
+                # Another broker owns its bundle: it creates the partition on first use (a
+                # partition below the count always may be).
+                continue
 
-    async def delete_partitioned_topic(self, name: str) -> None:
-        """Delete a partitioned topic: its partitions (clients are disconnected), its partition
-        count and its schema.
+    async def delete_partitioned_topic(self, name: str, *, force: bool = False) -> None:
+        """Delete a partitioned topic: its partitions, its partition count and its schema.
+
+        Without ``force`` the delete is refused while a partition has producers or consumers;
+        with it they are disconnected.
 
         Raises:
-            PartitionedTopicNotFound: it is not a partitioned topic.
+            PartitionedTopicNotFound: it is not a partitioned topic. TopicBusy: in use.
         """
         topic = parse_topic_name(name)
         count = await self.partitioned.partitions(topic)
         if count == 0:
             raise PartitionedTopicNotFound(f"{topic} is not a partitioned topic")
-        for index in range(count):
-            partition = TopicName(
+        partitions = [
+            TopicName(
                 topic.domain, topic.tenant, topic.namespace, partition_name(topic.local_name, index)
             )
-            if await self.topic_exists(str(partition)):
-                await self._delete_topic_data(partition)
-        await self.partitioned.delete(topic)
-        await self.schemas.registry.delete_all(schema_id_of(topic))
+            for index in range(count)
+        ]
+        async with self._deletion(partitions, force=force, label=f"partitioned topic {topic}"):
+            for partition in partitions:
+                if await self.topic_exists(str(partition)):
+                    await self._delete_topic_data(partition)
+            await self.partitioned.delete(topic)
+            await self.schemas.registry.delete_all(schema_id_of(topic))
+
+    @contextlib.asynccontextmanager
+    async def _deletion(
+        self, topics: Sequence[TopicName], *, force: bool, label: str
+    ) -> AsyncIterator[None]:
+        """Fence ``topics`` for the delete's duration (a client's load or attach gets the
+        retriable ``ServiceNotReady``), refusing first, unless ``force``, while clients are
+        connected (Pulsar's 412 "Topic has active producers/subscriptions")."""
+        keys = {str(t) for t in topics}
+        if keys & self._deleting:
+            raise ServiceNotReady(f"{label} is already being deleted")
+        if not force:
+            producers = consumers = 0
+            for key in keys:
+                if (loaded := self._topics.get(key)) is not None:
+                    p, c = loaded.connected_clients()
+                    producers, consumers = producers + p, consumers + c
+            if producers or consumers:
+                raise TopicBusy(
+                    f"{label} has {producers} connected producer(s) and {consumers} connected "
+                    "consumer(s); delete with force=true to disconnect them"
+                )
+        self._deleting |= keys
+        try:
+            yield
+        finally:
+            self._deleting -= keys
 
     def _ledger_config(self, policies: NamespacePolicies) -> ManagedLedgerConfig:
         config = self.config.managed_ledger_config()
@@ -630,11 +802,15 @@ class BrokerService:
         for name in list(self._topics):
             topic = parse_topic_name(name)
             if (topic.tenant, topic.namespace) == (tenant, namespace):
-                await self.ml_factory.open(managed_ledger_name(topic), config)
+                await self.ml_factory.open(
+                    managed_ledger_name(topic), ledger_config_for(topic, config)
+                )
                 refreshed += 1
         return refreshed
 
     def _on_policies_changed(self, event: Notification) -> None:
+        if event.path.startswith((POLICIES_ROOT, TOPIC_POLICIES_ROOT)):
+            self.backlog_quotas.forget()  # the producer check reads the quotas again
         # /admin/policies/{tenant}/{namespace}: this broker's topics follow a change made
         # through any broker.
         parts = event.path.split("/")
@@ -669,11 +845,14 @@ class BrokerService:
         task.add_done_callback(self._unloading.discard)
 
     async def _close_fenced(self, topic: PersistentTopic) -> None:
+        await self._close_unloaded(topic, "fenced")
+
+    async def _close_unloaded(self, topic: PersistentTopic, why: str) -> None:
         try:
             await topic.close()
         except Exception:
-            log.exception("closing fenced topic %s failed", topic.name)
-        log.info("unloaded fenced topic %s", topic.name)
+            log.exception("closing topic %s (%s) failed", topic.name, why)
+        log.info("unloaded topic %s (%s)", topic.name, why)
 
     def _subscription_drained(self, topic: str, subscription: str) -> None:
         for listener in list(self.drain_listeners):
@@ -689,20 +868,28 @@ class BrokerService:
             return True
         return await self.ml_factory.exists(managed_ledger_name(topic))
 
-    async def delete_topic(self, name: str) -> None:
-        """Delete a topic and its data (connected clients are disconnected first), and its schema
-        unless it is one partition of a partitioned topic (the others share the schema)."""
+    async def delete_topic(self, name: str, *, force: bool = False) -> None:
+        """Delete a topic and its data, and its schema unless it is one partition of a
+        partitioned topic (the others share the schema).
+
+        Without ``force`` the delete is refused while producers or consumers are connected; with
+        it they are disconnected (they reconnect, and auto-creation decides what they find).
+
+        Raises:
+            TopicNotFound, TopicBusy (in use).
+        """
         topic = parse_topic_name(name)
-        await self._delete_topic_data(topic)
-        if topic.domain is TopicDomain.PERSISTENT and partition_index(topic.local_name) < 0:
-            await self.schemas.registry.delete_all(schema_id_of(topic))
+        async with self._deletion([topic], force=force, label=f"topic {topic}"):
+            await self._delete_topic_data(topic)
+            if topic.domain is TopicDomain.PERSISTENT and partition_index(topic.local_name) < 0:
+                await self.schemas.registry.delete_all(schema_id_of(topic))
 
     async def _delete_topic_data(self, topic: TopicName) -> None:
         key = str(topic)
         ml_name = managed_ledger_name(topic)
         if key not in self._topics and await self.ml_factory.exists(ml_name):
             # Loaded so that what it keeps beside its managed ledger (a compacted ledger) goes too.
-            await self.get_or_create_topic(key, create=False)
+            await self._get_or_load(topic, create=False)
         loaded = self._topics.pop(key, None)
         if loaded is not None:
             await loaded.compaction.delete()

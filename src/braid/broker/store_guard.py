@@ -278,10 +278,11 @@ class StoreGuard:
             )
         else:
             why = (
-                "until brokers own their topics, two brokers on one metadata store would take "
-                "each other's ledgers over and lose acknowledged messages, even on shared "
-                "bookies. Give each broker a metadata store of its own; brokers may still share "
-                "bookies through bookkeeperMetadataServiceUri"
+                "standalone brokers do not own topics, so two on one metadata store would take "
+                "each other's ledgers over, even on shared bookies. Give each standalone a "
+                "metadata store of its own (they may still share bookies through "
+                "bookkeeperMetadataServiceUri), or run `braid broker` processes, which share a "
+                "store and own topics by namespace bundle (docs/deploy.md)"
             )
         return MetadataStoreInUse(f"metadata store {self._store_url} is in use by {who}; {why}")
 

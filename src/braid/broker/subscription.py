@@ -15,6 +15,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 
+from braid.broker.backlog_quota import estimated_backlog_bytes
 from braid.broker.consumer import Consumer, SubType
 from braid.broker.dispatch_settings import DispatchSettings
 from braid.broker.dispatcher import (
@@ -262,6 +263,29 @@ class Subscription:
                 dispatcher.reset_books()
         self._cursor_moved()
 
+    async def expire_up_to(self, position: Position) -> bool:
+        """Acknowledge everything up to ``position`` on the broker's behalf (message TTL and
+        backlog eviction); the consumers stay attached and entries they hold at or below it are
+        taken off their books. Returns whether the cursor moved."""
+        async with self._ack_lock:
+            if position <= self.cursor.mark_delete_position:
+                return False
+            dispatcher = self.dispatcher
+            if dispatcher is None:
+                await self.cursor.mark_delete(position)
+            else:
+                async with dispatcher.lock:
+                    await self.cursor.mark_delete(position)
+                    # As if each consumer acknowledged what it holds up to there (a Key_Shared
+                    # dispatcher releases their hashes); replays of them are dropped.
+                    held = [p for c in dispatcher.consumers for p in c.pending_up_to(position)]
+                    dispatcher.on_acked(held)
+                    dispatcher.on_acked_up_to(position)
+                    if isinstance(dispatcher, SharedDispatcher):
+                        dispatcher.replay.discard_up_to(position)
+        self._cursor_moved()
+        return True
+
     def disconnect_consumers(self) -> None:
         """Close every consumer from the broker side; the clients reconnect on their own."""
         for consumer in self.consumers:
@@ -280,6 +304,10 @@ class Subscription:
         return {
             "type": SubType.Name(self.sub_type) if self.sub_type is not None else None,
             "msgBacklog": self.cursor.backlog(),
+            # Pulsar's estimate: what a destination_storage backlog quota measures.
+            "backlogSize": estimated_backlog_bytes(
+                self.ledger.ledgers, self.cursor.mark_delete_position
+            ),
             "markDeletePosition": str(self.cursor.mark_delete_position),
             "readPosition": str(self.cursor.read_position),
             "unackedMessages": dispatcher.unacked_count() if dispatcher is not None else 0,

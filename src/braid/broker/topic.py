@@ -22,6 +22,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from braid.broker.backlog_quota import estimated_backlog_bytes
 from braid.broker.compaction import COMPACTION_CURSOR, TopicCompaction
 from braid.broker.consumer import Consumer
 from braid.broker.dedup import DEDUP_CURSOR_NAME, DupStatus, MessageDeduplication
@@ -230,6 +231,13 @@ class PersistentTopic:
         self.producers[id(producer)] = producer
         if mode != AccessMode.Shared:
             self._exclusive = producer
+
+    def disconnect_producers(self) -> None:
+        """Close every producer from the broker side (a backlog quota was exceeded); the
+        clients reconnect, and their new PRODUCER meets the quota check."""
+        for producer in list(self.producers.values()):
+            self.remove_producer(producer)
+            producer.transport.send_close_producer(producer.producer_id)
 
     def remove_producer(self, producer: Producer) -> None:
         if self.producers.pop(id(producer), None) is None:
@@ -534,6 +542,11 @@ class PersistentTopic:
                 log.exception("final dedup snapshot of %s failed", self.name)
         await self.ledger.close()
 
+    def connected_clients(self) -> tuple[int, int]:
+        """``(producers, consumers)`` connected now: a delete without ``force`` is refused while
+        either is not zero (Pulsar's ``TopicBusyException``)."""
+        return len(self.producers), sum(len(s.consumers) for s in self.subscriptions.values())
+
     def stats(self) -> dict[str, object]:
         return {
             "msgInCounter": self.counters.messages_in,
@@ -541,6 +554,15 @@ class PersistentTopic:
             "msgOutCounter": self.counters.messages_out,
             "bytesOutCounter": self.counters.bytes_out,
             "storageSize": self.ledger.total_size,
+            # The slowest durable subscription's unacknowledged bytes (Pulsar's backlogSize).
+            "backlogSize": max(
+                (
+                    estimated_backlog_bytes(self.ledger.ledgers, s.cursor.mark_delete_position)
+                    for s in self.subscriptions.values()
+                    if s.durable
+                ),
+                default=0,
+            ),
             "numberOfEntries": self.ledger.number_of_entries,
             "lastConfirmedEntry": str(self.ledger.last_confirmed_position),
             "terminated": self.is_terminated,

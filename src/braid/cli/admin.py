@@ -27,6 +27,7 @@ from typing import TextIO
 from braid.cli import (
     admin_bookie_clusters,
     admin_bookies,
+    admin_brokers,
     admin_compat,
     admin_namespaces,
     admin_scalable,
@@ -112,6 +113,7 @@ def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     admin_compat.add_schemas_group(builder.group, command, topic_arg)
     admin_bookie_clusters.add_bookie_clusters_group(builder.group, command)
     admin_bookies.add_bookies_group(builder.group, command)
+    admin_brokers.add_brokers_group(builder.group, command)
     health = builder.groups.add_parser(
         "health",
         help="check that a broker answers at --url (and reaches its metadata store)",

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from braid.cli import admin_backlog, admin_compaction, admin_compat
 from braid.cli import admin_commands as cmd
-from braid.cli import admin_compaction, admin_compat
 from braid.cli.admin_parser import (
     Builder,
     command,
@@ -136,6 +136,7 @@ def add_namespaces_group(builder: Builder) -> None:
     _add_persistence_commands(commands)
     admin_compat.add_schema_strategy_commands(commands, command, namespace_arg)
     admin_compaction.add_namespace_compaction_commands(commands, command, namespace_arg)
+    admin_backlog.add_namespace_backlog_commands(commands, command, namespace_arg)
 
 
 def _add_persistence_commands(

@@ -5,8 +5,8 @@ partitioned-topic and compaction commands of :mod:`braid.cli.admin_compat` and
 
 from __future__ import annotations
 
+from braid.cli import admin_backlog, admin_compaction, admin_compat
 from braid.cli import admin_commands as cmd
-from braid.cli import admin_compaction, admin_compat
 from braid.cli.admin_parser import (
     Builder,
     command,
@@ -61,6 +61,7 @@ def add_topics_group(builder: Builder) -> None:
         topic_arg(p, "persistent topic")
     admin_compat.add_partitioned_topic_commands(commands, command, topic_arg, namespace_arg)
     admin_compaction.add_topic_compaction_commands(commands, command, topic_arg)
+    admin_backlog.add_topic_backlog_commands(commands, command)
 
 
 __all__ = ["add_topics_group"]

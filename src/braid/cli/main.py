@@ -1,7 +1,8 @@
-"""The ``braid`` command line: ``braid standalone``, ``bookie``, ``admin`` and ``demo``.
+"""The ``braid`` command line: ``braid standalone``, ``broker``, ``initialize-cluster-metadata``,
+``bookie``, ``admin`` and ``demo``.
 
 Argument parsing and dispatch only; the commands live in :mod:`braid.cli.standalone`,
-:mod:`braid.cli.bookie`,
+:mod:`braid.cli.broker`, :mod:`braid.cli.bookie`,
 :mod:`braid.cli.admin` and :mod:`braid.cli.demo`, each imported only when it runs.
 """
 
@@ -14,6 +15,7 @@ import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from braid.broker.config import InvalidConfig, config_keys, load_config
 from braid.cli.logs import LEVELS, configure_logging
@@ -26,6 +28,11 @@ Braid: elastic, key-ordered messaging that speaks the Apache Pulsar binary proto
 commands:
   standalone  run a complete Braid (metadata store, bookie, broker, admin REST API) in one
               process on one data directory; data and cursors survive restarts
+  broker      run one broker of a cluster: brokers share a ZooKeeper metadata store and the
+              `braid bookie` processes, and each topic is served by the broker owning its
+              namespace bundle (lookups send clients there)
+  initialize-cluster-metadata
+              prepare a metadata store for a cluster of brokers (once, before the brokers)
   bookie      run a bookie (storage node) that brokers reach over TCP; bookies register in
               the metadata store, and a broker replicates its ledgers across them
   admin       manage a running broker through its admin REST API: scalable topics (create,
@@ -134,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_log_level(standalone)
 
+    _add_broker_parsers(commands)
+
     from braid.cli.admin import add_admin_parser  # argparse only; the client loads on use
     from braid.cli.bookie import add_bookie_parser
     from braid.cli.tokens import add_tokens_parser
@@ -159,6 +168,68 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_BROKER_EPILOG = """\
+A cluster: a ZooKeeper, `braid bookie` processes and several `braid broker` processes sharing
+it. Run `braid initialize-cluster-metadata` once first; a broker refuses to start on a store that
+was not initialized for its clusterName. Each broker needs in broker.conf (Pulsar's keys):
+  clusterName=NAME  metadataStoreUrl=zk:HOST:2181/CHROOT  configurationMetadataStoreUrl=(same)
+  advertisedAddress=HOST  brokerServicePort=6650  webServicePort=8080
+  managedLedgerDefaultEnsembleSize/WriteQuorum/AckQuorum (e.g. 3/2/2 over 3 bookies)
+  defaultNumberOfNamespaceBundles (namespaces whose policies name no bundles; default 4)
+  metadataStoreSessionTimeoutMillis (a dead broker's bundles move after this; default 10000)
+Topics are spread over the brokers by namespace bundle (a hash range of topic names); clients
+may connect to any broker: LOOKUP redirects them to the owner. See docs/deploy.md.
+
+examples:
+  braid initialize-cluster-metadata --cluster c1 --metadata-store zk:zk1:2181/braid \\
+      --configuration-metadata-store zk:zk1:2181/braid \\
+      --web-service-url http://b1:8080 --broker-service-url pulsar://b1:6650
+  braid broker --config conf/broker.conf
+"""
+
+
+def _add_broker_parsers(commands: Any) -> None:
+    broker = commands.add_parser(
+        "broker",
+        help="run one broker of a cluster (ZooKeeper + bookie processes)",
+        description="Run one broker of a Braid cluster: no storage in the process; topics are "
+        "owned by namespace bundle, one broker each.",
+        epilog=_BROKER_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    broker.add_argument("--config", type=Path, help="a broker.conf file (key=value lines)")
+    broker.add_argument("--data-dir", type=Path, help="scratch directory (default ./data)")
+    _add_log_level(broker)
+
+    init = commands.add_parser(
+        "initialize-cluster-metadata",
+        help="prepare a metadata store for a cluster of brokers",
+        description="Write a cluster's metadata as Pulsar's initialize-cluster-metadata does: "
+        "the cluster's URLs, the public and pulsar tenants, the public/default and pulsar/system "
+        "namespaces cut into bundles, and the roots brokers use. Safe to run again (nothing it "
+        "wrote before changes).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    init.add_argument("--cluster", "-c", required=True, help="the cluster name (clusterName)")
+    init.add_argument(
+        "--metadata-store", "-md", required=True, help="metadataStoreUrl, e.g. zk:host:2181/braid"
+    )
+    init.add_argument(
+        "--configuration-metadata-store",
+        "-cms",
+        help="configurationMetadataStoreUrl (default: the metadata store)",
+    )
+    init.add_argument("--web-service-url", "-uw", required=True, help="http://HOST:8080")
+    init.add_argument("--broker-service-url", "-ub", required=True, help="pulsar://HOST:6650")
+    init.add_argument(
+        "--default-namespace-bundle-number",
+        type=int,
+        default=16,
+        help="bundles of public/default and pulsar/system (default 16, as Pulsar)",
+    )
+    _add_log_level(init)
+
+
 def _add_log_level(parser: argparse.ArgumentParser) -> None:
     # Accepted after the command too (`braid standalone --log-level DEBUG`).
     parser.add_argument(
@@ -182,6 +253,10 @@ def _standalone_overrides(args: argparse.Namespace) -> dict[str, str]:
     return {key: str(value) for key, value in flags.items() if value is not None}
 
 
+def _broker_overrides(args: argparse.Namespace) -> dict[str, str]:
+    return {} if args.data_dir is None else {"dataDir": str(args.data_dir)}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``braid`` console script; returns the exit code."""
     parser = build_parser()
@@ -199,6 +274,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"braid standalone: {exc}", file=sys.stderr)
             return 2
         return run_standalone(config)
+    if args.command == "broker":
+        from braid.cli.broker import run_broker
+
+        try:
+            config = load_config(args.config, _broker_overrides(args), os.environ)
+        except InvalidConfig as exc:
+            print(f"braid broker: {exc}", file=sys.stderr)
+            return 2
+        return run_broker(config)
+    if args.command == "initialize-cluster-metadata":
+        from braid.cli.broker import run_initialize
+
+        return run_initialize(args)
     if args.command == "bookie":
         from braid.cli.bookie import run_bookie
 

@@ -34,9 +34,11 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable, Coroutine
 from typing import IO, TYPE_CHECKING, Any
 
 from braid.admin import AdminServer, create_app
+from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.config import BrokerConfig, describe
 from braid.broker.gc_policy import GC_STATS
 from braid.broker.malloc_policy import set_mmap_threshold
@@ -84,6 +86,8 @@ class StandaloneServer:
         self.admin: AdminServer | None = None
         self.admin_tls: AdminServer | None = None
         self.guard: StoreGuard | None = None
+        #: This broker's entry in the broker registry (``/loadbalance/brokers``).
+        self.registry: BrokerRegistry | None = None
 
     @property
     def service_url(self) -> str:
@@ -149,7 +153,8 @@ class StandaloneServer:
             session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
         )
         self._closers.append(("metadata store", self.metadata.close))
-        await self._guard_store(self.metadata)
+        await self._claim_store(self.metadata)
+        self.registry = BrokerRegistry(self.metadata, cluster=config.cluster_name)
 
         storage = await self._open_home_storage(self.metadata)
         self._closers.append(("storage", storage.close))
@@ -183,16 +188,19 @@ class StandaloneServer:
         self._closers.append(("managed ledgers", self.ml_factory.close))
 
         self.resources = BrokerResources(self.metadata)
-        await self.resources.ensure_default_namespace(config.cluster_name)
+        await self._prepare_namespaces(self.resources)
 
         self.broker = BrokerService(
             config, self.metadata, self.ml_factory, self.resources, clock=self.clock
         )
         self._closers.append(("broker", self.broker.close))  # safe on a half-started broker
+        self._before_serving(self.broker, self.registry)
         await self.broker.start()
 
-        if config.scalable_topic_enabled:
-            self.scalable = await install_scalable_topics(self.broker, self.resources)
+        if self._scalable_topics_enabled():
+            self.scalable = await install_scalable_topics(
+                self.broker, self.resources, registry=self.registry
+            )
             self._closers.append(("scalable topics", self.scalable.close))
 
         bookies = BookieAdmin(
@@ -216,6 +224,8 @@ class StandaloneServer:
             bookies=bookies,
             auto_recovery=self.auto_recovery,
             authentication=self.broker.authentication,
+            registry=self.registry,
+            owner_redirect=self.broker.ownership is not None,
         )
         self.admin = AdminServer(app, config.bind_address, config.web_service_port)
         self._closers.append(("admin server", self.admin.stop))
@@ -232,6 +242,14 @@ class StandaloneServer:
             )
             self._closers.append(("HTTPS admin server", self.admin_tls.stop))
             await self.admin_tls.start()
+        await self.registry.register(
+            self.service_url,
+            self.web_service_url,
+            self.service_url_tls,
+            wait_s=2 * config.metadata_store_session_timeout_millis / 1000,
+        )
+        self._closers.append(("broker registry", self.registry.unregister))
+        await self._after_registered(self.registry)
         await self.storage_clusters.start(self.web_service_url)
         self._closers.append(("switch orchestrator", self.storage_clusters.stop))
         if self.scalable is not None:
@@ -242,6 +260,27 @@ class StandaloneServer:
             "standalone ready",
             extra={"fields": {"broker": self.service_url, "web": self.web_service_url}},
         )
+
+    # -- what `braid broker` (braid.cli.broker) does differently ---------------------------------
+
+    async def _claim_store(self, metadata: MetadataStore) -> None:
+        """Standalone: be the only broker on the store (:mod:`braid.broker.store_guard`)."""
+        await self._guard_store(metadata)
+
+    async def _prepare_namespaces(self, resources: BrokerResources) -> None:
+        """Standalone: make ``public/default`` (a cluster gets it from its initialisation)."""
+        await resources.ensure_default_namespace(self.config.cluster_name)
+
+    def _before_serving(self, broker: BrokerService, registry: BrokerRegistry) -> None:
+        """Called before the broker accepts connections (standalone: nothing to add)."""
+
+    def _scalable_topics_enabled(self) -> bool:
+        return self.config.scalable_topic_enabled
+
+    async def _after_registered(self, registry: BrokerRegistry) -> None:
+        """Called once the broker is in the registry with its real URLs: stand for leader
+        broker (a standalone is a cluster of one, and leads it)."""
+        await registry.elect_leader()
 
     async def _guard_store(self, metadata: MetadataStore) -> None:
         """Claim the metadata store before anything touches a ledger: refused while another
@@ -394,6 +433,15 @@ async def serve(config: BrokerConfig, *, out: IO[str] | None = None) -> None:
 
 def run_standalone(config: BrokerConfig) -> int:
     """The ``braid standalone`` command; returns the process exit code."""
+    return run_server_process(config, lambda: serve(config), "standalone")
+
+
+def run_server_process(
+    config: BrokerConfig, main: Callable[[], Coroutine[Any, Any, int | None]], command: str
+) -> int:
+    """Run a server command's ``main`` with the process settings of a broker (GC policy, mmap
+    threshold, uvloop when installed); returns its exit code (0 for ``None``), or 1 with one
+    clear line for an expected start-up failure (port or data dir in use, unreadable files)."""
     config.gc_policy().apply_thresholds()
     set_mmap_threshold(config.malloc_mmap_threshold_bytes)
     GC_STATS.install()
@@ -404,11 +452,9 @@ def run_standalone(config: BrokerConfig) -> int:
         loop_factory = uvloop.new_event_loop
     try:
         with asyncio.Runner(loop_factory=loop_factory) as runner:
-            runner.run(serve(config))
+            code = runner.run(main())
     except (BraidError, OSError) as exc:
-        # Expected start-up failures (port in use, data dir in use, unreadable files): one clear
-        # line, no traceback.
-        log.error("standalone failed: %s", exc)
-        print(f"braid standalone: error: {exc}", file=sys.stderr)
+        log.error("%s failed: %s", command, exc)
+        print(f"braid {command}: error: {exc}", file=sys.stderr)
         return 1
-    return 0
+    return code or 0

@@ -53,9 +53,11 @@ class AssignmentSession:
         on_diff: DiffHandler,
         *,
         initial_earliest: bool | None = None,
+        attach_ahead: bool = False,
     ) -> None:
         self.ctx = ctx
         self.initial_earliest = initial_earliest
+        self.attach_ahead = attach_ahead
         self.source = source
         self.subscription = subscription
         self.consumer_name = consumer_name
@@ -90,6 +92,7 @@ class AssignmentSession:
             self.consumer_id,
             self.consumer_type,  # type: ignore[arg-type]
             initial_earliest=self.initial_earliest,
+            attach_ahead=self.attach_ahead,
         )
         try:
             response = (await conn.request(cmd, request_id)).scalableTopicSubscribeResponse

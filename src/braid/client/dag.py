@@ -74,6 +74,7 @@ def assignment_from_pb(assignment: pb.ScalableConsumerAssignment) -> Assignment:
                 HashRange(s.hash_start, s.hash_end),
                 s.segment_topic,
                 tuple(HashRange(r.start, r.end) for r in s.bucket_ranges),
+                s.paused,
             )
             for s in assignment.segments
         ],

@@ -76,6 +76,16 @@ class ProducerQueueFullError(BraidError):
     retriable = True
 
 
+class ProducerBlockedQuotaExceededError(ProducerQueueFullError):
+    """The topic is over a backlog quota whose policy is ``producer_request_hold``: nothing more
+    is accepted until its consumers catch up (retriable: retry after they do)."""
+
+
+class ProducerBlockedQuotaExceededException(ProducerQueueFullError):
+    """The topic is over a backlog quota whose policy is ``producer_exception``: sends fail at
+    once until its consumers catch up."""
+
+
 class MemoryBufferFullError(BraidError):
     """The client's memory limit is reached."""
 
@@ -132,8 +142,8 @@ _CODE_TO_ERROR: dict[int, type[BraidError]] = {
     pb.AuthorizationError: AuthorizationError,
     pb.ConsumerBusy: ConsumerBusyError,
     pb.ServiceNotReady: ServiceNotReadyError,
-    pb.ProducerBlockedQuotaExceededError: ProducerQueueFullError,
-    pb.ProducerBlockedQuotaExceededException: ProducerQueueFullError,
+    pb.ProducerBlockedQuotaExceededError: ProducerBlockedQuotaExceededError,
+    pb.ProducerBlockedQuotaExceededException: ProducerBlockedQuotaExceededException,
     pb.ChecksumError: BrokerError,
     pb.UnsupportedVersionError: FeatureNotSupportedError,
     pb.TopicNotFound: NotFoundError,
@@ -200,6 +210,8 @@ __all__ = [
     "NotConnectedError",
     "NotFoundError",
     "PersistenceError",
+    "ProducerBlockedQuotaExceededError",
+    "ProducerBlockedQuotaExceededException",
     "ProducerBusyError",
     "ProducerFencedError",
     "ProducerQueueFullError",

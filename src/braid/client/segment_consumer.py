@@ -375,8 +375,23 @@ class SegmentSubscriber:
                 conn.send(commands.flow(self.consumer_id, permits))
 
     def pause(self) -> None:
-        """Grant no more permits (draining before a detach or a mode flip)."""
+        """Grant no more permits (draining before a detach or a mode flip, or a segment
+        attached ahead of being readable)."""
         self.paused = True
+
+    def resume(self) -> None:
+        """Start reading a segment attached ahead: grant its permits now if attached, else
+        when the attach completes (loop only)."""
+        if not self.paused:
+            return
+        self.paused = False
+        conn = self.conn
+        if conn is not None and self.ready:
+            with self._delivery_lock:
+                self._consumed = 0
+                self._flow_pending = False
+            with contextlib.suppress(Exception):
+                conn.send(commands.flow(self.consumer_id, self.spec.receiver_queue_size))
 
     # -- acknowledgments ----------------------------------------------------------------------
 

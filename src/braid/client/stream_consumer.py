@@ -42,7 +42,12 @@ from braid.client.message import (
     stamp_delivery_tokens,
 )
 from braid.client.schema import Schema
-from braid.client.segment_consumer import ACK_GROUP_TIME, SegmentConsumer, SubscriptionSpec
+from braid.client.segment_consumer import (
+    ACK_GROUP_TIME,
+    SegmentConsumer,
+    SegmentSubscriber,
+    SubscriptionSpec,
+)
 from braid.core.consumer_assignment import AssignedSegment, AssignmentDiff
 from braid.core.message_id import MessageId, message_position
 from braid.core.position_vector import PositionVector
@@ -111,6 +116,7 @@ class AsyncStreamConsumer(ConsumerBase):
             pb.STREAM,
             self._apply_diff,
             initial_earliest=self._initial == pb.CommandSubscribe.Earliest,
+            attach_ahead=True,
         )
         await self._session.start()
         await self._first_attaches(list(self._segments.values()))
@@ -152,6 +158,12 @@ class AsyncStreamConsumer(ConsumerBase):
         for assigned in diff.attach:
             self._assigned[assigned.segment_id] = assigned
             self._attach_assigned(assigned)
+        for assigned in diff.resume:
+            # Opened ahead, readable now: the hand-over is a FLOW, not a new subscription.
+            self._assigned[assigned.segment_id] = assigned
+            seg = self._segments.get(assigned.segment_id)
+            if seg is not None:
+                seg.resume()
 
     def _attach_assigned(self, assigned: AssignedSegment) -> None:
         sid = assigned.segment_id
@@ -169,6 +181,8 @@ class AsyncStreamConsumer(ConsumerBase):
             for r in assigned.bucket_ranges:
                 key_shared.hashRanges.add(start=r.start, end=r.end)
         seg = self._new_segment(route, self._spec(sub_type, sid), key_shared)
+        if assigned.paused:
+            seg.pause()  # attached ahead: subscribed, no permits until it is readable
         self._segments[sid] = seg
         seg.start()
 
@@ -265,10 +279,19 @@ class AsyncStreamConsumer(ConsumerBase):
             if token is None or token <= self._ack_token:
                 return  # already covered by a later cumulative ack
             self._ack_token = token
-            if self._ack_scheduled:
+            urgent = self._ends_a_segment()
+            if self._ack_scheduled and not urgent:
                 return
             self._ack_scheduled = True
-        self._call_in_loop(self._schedule_ack_flush)
+        self._call_in_loop(self._flush_cumulative if urgent else self._schedule_ack_flush)
+
+    def _ends_a_segment(self) -> bool:
+        """Whether an attached segment has reached the end of its sealed topic: then the next
+        acknowledgment may be the one that drains it, and the controller hands its children
+        over only once the broker has it. Such acks go out at once instead of within
+        ``ACK_GROUP_TIME`` (ADR 0043); the window is short, since a drained segment leaves the
+        assignment (call with the delivery lock held)."""
+        return any(seg.ended for seg in self._segments.values())
 
     def _schedule_ack_flush(self) -> None:
         self._ctx.loop.call_later(ACK_GROUP_TIME, self._flush_cumulative)
@@ -290,6 +313,14 @@ class AsyncStreamConsumer(ConsumerBase):
             seg.flush_acks()
         if self._drains:
             self._check_drains(list(covered))
+
+    def _segment_drained(self, seg: SegmentSubscriber) -> None:
+        """Every message of an ended segment reached the application: an acknowledgment
+        waiting for its group timer may be the one that drains it, so send it now."""
+        with self._lock:
+            pending = self._ack_scheduled
+        if pending:
+            self._flush_cumulative()
 
     def _token_of(self, message: Message | MessageId) -> int | None:
         if isinstance(message, Message):

@@ -256,7 +256,17 @@ class StorageClusterService:
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        # Retrieve every failure (no "Task exception was never retrieved"): a step that failed
+        # because the metadata store is unreachable runs again on the next notification or
+        # leadership change, which its recovery brings.
+        self._tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.warning(
+                "storage-cluster background step failed (retried on the next event): %r", exc
+            )
 
     def _on_leadership(self, state: LeaderElectionState) -> None:
         self._spawn(self._leadership_changed(state))

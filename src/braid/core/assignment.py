@@ -6,6 +6,14 @@ subscription read now — to exactly one consumer, round-robin: segments sorted 
 (then id), consumers sorted by name, segment ``i`` to consumer ``i mod n``. The coordinator
 recomputes on every consumer change, layout change, drained segment and seek, and pushes a new
 assignment only to consumers whose segments changed (:func:`changed_consumers`).
+
+A membership change deals afresh (the result depends only on the layout, the drained set and
+the members). A drain, layout change or seek deals *stickily* (:func:`deal_sticky`, ADR 0043):
+every consumer keeps the readable segments it has, each newly readable segment goes to the
+consumer that owned one of its parents (the one that just drained it) unless that would leave
+the counts more than one apart, and only then are segments moved to even the counts. A walk down
+a DAG then stays with the consumer that reads it, instead of moving segments that are being read
+from one consumer to another at every hand-over.
 """
 
 from __future__ import annotations
@@ -83,19 +91,79 @@ class SubscriptionAssignment:
         return tuple(entry.consumer_name for entry in self.consumers)
 
 
-def compute_assignment(
-    layout: SegmentLayout, consumers: Iterable[str], drained: Set[int]
-) -> SubscriptionAssignment:
-    """Drain-gate the layout for this subscription, then deal the readable segments round-robin.
+def deal_sticky(
+    segments: Sequence[SegmentInfo],
+    consumers: Iterable[str],
+    previous: Mapping[str, Sequence[int]],
+) -> dict[str, tuple[int, ...]]:
+    """Deal ``segments`` keeping what ``previous`` gave each consumer (see the module doc).
 
-    Call it again whenever a consumer joins or leaves, the layout changes, a segment drains, or
-    the subscription seeks (passing the drained set as it is *after* the seek).
+    Every consumer appears; every segment goes to exactly one consumer; counts differ by at
+    most one; each consumer's segments are in ring order. Ties (several parents' owners,
+    several least-loaded consumers) go to the consumer first by name, so the result depends
+    only on the inputs.
+
+    Raises:
+        InvalidInputError: a segment id appears twice, or a consumer name is not a string.
+    """
+    names = sorted(assign_round_robin([], consumers))
+    if not names:
+        return {}
+    ids = [segment.segment_id for segment in segments]
+    if len(set(ids)) != len(ids):
+        raise InvalidInputError(f"a segment is listed twice for assignment: {sorted(ids)}")
+    owned_before = {sid: name for name in names for sid in previous.get(name, ())}
+    dealt: dict[str, list[int]] = {name: [] for name in names}
+    fresh: list[SegmentInfo] = []
+    for segment in sorted(segments, key=ring_order):
+        owner = owned_before.get(segment.segment_id)
+        if owner is not None:
+            dealt[owner].append(segment.segment_id)
+        else:
+            fresh.append(segment)
+
+    def least_loaded(among: Iterable[str]) -> str:
+        return min(among, key=lambda name: (len(dealt[name]), name))
+
+    for segment in fresh:
+        parents_owners = {owned_before[p] for p in segment.parent_ids if p in owned_before}
+        lightest = least_loaded(names)
+        choice = least_loaded(parents_owners) if parents_owners else lightest
+        if len(dealt[choice]) > len(dealt[lightest]):
+            choice = lightest
+        dealt[choice].append(segment.segment_id)
+    while True:
+        heaviest = max(names, key=lambda name: (len(dealt[name]), name))
+        lightest = least_loaded(names)
+        if len(dealt[heaviest]) - len(dealt[lightest]) <= 1:
+            break
+        dealt[lightest].append(dealt[heaviest].pop())
+    order = {segment.segment_id: ring_order(segment) for segment in segments}
+    return {name: tuple(sorted(sids, key=order.__getitem__)) for name, sids in dealt.items()}
+
+
+def compute_assignment(
+    layout: SegmentLayout,
+    consumers: Iterable[str],
+    drained: Set[int],
+    previous: Mapping[str, Sequence[int]] | None = None,
+) -> SubscriptionAssignment:
+    """Drain-gate the layout for this subscription, then deal the readable segments:
+    round-robin, or stickily from ``previous`` (each consumer's current segments) when given.
+
+    Call it again whenever a consumer joins or leaves (without ``previous``), the layout
+    changes, a segment drains, or the subscription seeks (passing the drained set as it is
+    *after* the seek).
 
     Raises:
         InvalidInputError: see :func:`~braid.core.drain.readable_segments` and
             :func:`assign_round_robin`.
     """
-    dealt = assign_round_robin(readable_segments(layout, drained), consumers)
+    readable = readable_segments(layout, drained)
+    if previous is None:
+        dealt = assign_round_robin(readable, consumers)
+    else:
+        dealt = deal_sticky(readable, consumers, previous)
     return SubscriptionAssignment(
         layout_epoch=layout.epoch,
         consumers=tuple(ConsumerAssignment(name, ids) for name, ids in dealt.items()),
@@ -131,4 +199,5 @@ __all__ = [
     "assign_round_robin",
     "changed_consumers",
     "compute_assignment",
+    "deal_sticky",
 ]

@@ -9,8 +9,9 @@ commands. This module is the pure part:
 * :class:`AssignmentTracker` - applies an assignment only if its ``layout_epoch`` is at least the
   last applied one (stale pushes are dropped) and returns the :class:`AssignmentDiff` to act on:
   segments to attach, to detach, and to re-attach because their attach mode flipped between sole
-  owner (Exclusive) and bucket-shared (Key_Shared, ``docs/protocol.md#entry-buckets``). Re-applying
-  an identical assignment yields an empty diff, so nothing is disturbed;
+  owner (Exclusive) and bucket-shared (Key_Shared, ``docs/protocol.md#entry-buckets``), and to
+  resume because a segment opened ahead (paused, ADR 0043) became readable. Re-applying an
+  identical assignment yields an empty diff, so nothing is disturbed;
 * :class:`RegistrationState` - the session's life: register, registered, connection lost (keep
   the assignment, re-register: within the controller's grace period the same assignment comes
   back, past it the diff applies), leaving (a clean ``CommandScalableTopicUnsubscribe``), closed.
@@ -33,12 +34,14 @@ class AssignedSegment:
 
     ``bucket_ranges`` empty = this consumer is the segment's sole owner (subscribe Exclusive);
     otherwise the segment's full bucket-boundary list, shared by entry bucket (Key_Shared).
+    ``paused``: opened ahead - subscribed, but no permits until an assignment lists it unpaused.
     """
 
     segment_id: int
     hash_range: HashRange
     segment_topic: str
     bucket_ranges: tuple[HashRange, ...] = ()
+    paused: bool = False
 
     @property
     def shared(self) -> bool:
@@ -85,17 +88,20 @@ class AssignmentDiff:
     Attributes:
         attach: newly assigned segments.
         detach: ids of segments no longer assigned (drain, then close).
-        reattach: segments whose attach mode flipped (drain, close, subscribe in the new mode).
+        reattach: segments whose attach mode flipped (drain, close, subscribe in the new mode),
+            or that went back from readable to paused (a seek rewound the subscription).
+        resume: segments opened ahead that are now readable (grant their permits).
     """
 
     attach: tuple[AssignedSegment, ...] = ()
     detach: tuple[int, ...] = ()
     reattach: tuple[AssignedSegment, ...] = ()
+    resume: tuple[AssignedSegment, ...] = ()
 
     @property
     def empty(self) -> bool:
         """Whether nothing changes."""
-        return not (self.attach or self.detach or self.reattach)
+        return not (self.attach or self.detach or self.reattach or self.resume)
 
 
 def diff_assignments(old: Assignment | None, new: Assignment) -> AssignmentDiff:
@@ -108,10 +114,20 @@ def diff_assignments(old: Assignment | None, new: Assignment) -> AssignmentDiff:
         for sid, seg in sorted(new.segments.items())
         if sid in before and _mode_changed(before[sid], seg)
     )
-    return AssignmentDiff(attach, detach, reattach)
+    resume = tuple(
+        seg
+        for sid, seg in sorted(new.segments.items())
+        if sid in before
+        and before[sid].paused
+        and not seg.paused
+        and not _mode_changed(before[sid], seg)
+    )
+    return AssignmentDiff(attach, detach, reattach, resume)
 
 
 def _mode_changed(old: AssignedSegment, new: AssignedSegment) -> bool:
+    if new.paused and not old.paused:
+        return True  # readable -> paused: what was delivered must be drained first
     return (old.bucket_ranges, old.segment_topic) != (new.bucket_ranges, new.segment_topic)
 
 

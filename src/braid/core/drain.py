@@ -49,12 +49,49 @@ def readable_segments(layout: SegmentLayout, drained: Set[int]) -> list[SegmentI
         raise InvalidInputError(
             f"active segments {active_drained} cannot be drained: they still accept messages"
         )
-    readable = [
-        segment
-        for sid, segment in layout.segments.items()
-        if sid not in drained and layout.ancestors(sid) <= drained
-    ]
+    # One pass in creation order (parents are always created in an earlier epoch than their
+    # children, so it is a topological order): a segment is *cleared* when it and all its
+    # ancestors are drained, and readable when it is not drained and all its parents are
+    # cleared. Linear in the DAG's size, where checking each segment's ancestor set was
+    # quadratic on a long DAG, and this runs on every hand-over (ADR 0043).
+    cleared: dict[int, bool] = {}
+    readable = []
+    for segment in sorted(layout.segments.values(), key=_creation_order):
+        parents_cleared = all(cleared[p] for p in segment.parent_ids if p in layout.segments)
+        sid = segment.segment_id
+        cleared[sid] = parents_cleared and sid in drained
+        if parents_cleared and sid not in drained:
+            readable.append(segment)
     return sorted(readable, key=ring_order)
 
 
-__all__ = ["readable_segments"]
+def next_segments(layout: SegmentLayout, drained: Set[int]) -> dict[int, tuple[int, ...]]:
+    """The segments one step past the readable frontier, with the readable parents they wait
+    for (attach ahead, ADR 0043).
+
+    A segment is listed when it is neither readable nor drained and each of its parents is
+    either readable now or drained with all its ancestors: it becomes readable exactly when its
+    listed parents are drained. A consumer that owns all of them may open it ahead, paused.
+
+    Raises:
+        InvalidInputError: as :func:`readable_segments`.
+    """
+    readable = {segment.segment_id for segment in readable_segments(layout, drained)}
+    cleared: dict[int, bool] = {}
+    waiting: dict[int, tuple[int, ...]] = {}
+    for segment in sorted(layout.segments.values(), key=_creation_order):
+        sid = segment.segment_id
+        parents = [p for p in segment.parent_ids if p in layout.segments]
+        cleared[sid] = sid in drained and all(cleared[p] for p in parents)
+        if sid in readable or sid in drained:
+            continue
+        if parents and all(p in readable or cleared[p] for p in parents):
+            waiting[sid] = tuple(sorted(p for p in parents if p in readable))
+    return waiting
+
+
+def _creation_order(segment: SegmentInfo) -> tuple[int, int]:
+    return segment.created_at_epoch, segment.segment_id
+
+
+__all__ = ["next_segments", "readable_segments"]

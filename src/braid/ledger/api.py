@@ -91,6 +91,10 @@ class ManagedLedgerConfig:
     ack_quorum: int = 1
     # Snapshots per cursor ledger before a new one is started and the old one deleted.
     max_entries_per_cursor_ledger: int = 5_000
+    # Snapshots a cursor writes into its metadata node after opening before it starts a cursor
+    # ledger (the broker sets it for segment topics, whose cursors are written a few times in
+    # their life: ADR 0043).
+    cursor_node_snapshots: int = 0
 
 
 class ManagedLedgerError(BraidError):
@@ -229,6 +233,14 @@ class ManagedLedger(Protocol):
 
     @property
     def total_size(self) -> int: ...
+
+    def next_position(self, position: Position) -> Position:
+        """The position that follows ``position`` (crossing into the next ledger when needed)."""
+        ...
+
+    def is_acknowledgeable(self, position: Position) -> bool:
+        """A position a cursor may acknowledge (an entry so far, or ``(ledger, -1)``)."""
+        ...
 
     @property
     def storage(self) -> StorageRouting:

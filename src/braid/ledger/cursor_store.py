@@ -7,8 +7,12 @@ Pulsar does. The cursor's metadata node records which ledger holds the snapshots
 the snapshot written when that ledger was started, and the full state after a clean close
 (``cursorsLedgerId = -1``). See ADR 0012.
 
+* **First writes**: the first ``node_snapshots`` snapshots after opening go into the node (one CAS
+  each; 0 unless configured). A segment topic's cursor is written a few times in its life (up to
+  the acknowledgment that drains it), and starting a ledger for that costs a ledger creation, an
+  add and a CAS on the path of every segment hand-over (ADR 0043).
 * **Start a ledger**: create it on the active cluster, append the current snapshot, CAS the node to
-  point at it, delete the previous one. Done on the first write after opening, and again every
+  point at it, delete the previous one. Done on the first write after those, and again every
   ``max_entries`` snapshots so old snapshots are reclaimed.
 * **Write**: append the snapshot. ``LedgerFenced`` means a new owner recovered the ledger.
   Any other storage failure falls back to writing the snapshot into the node.
@@ -61,6 +65,8 @@ class CursorStoreContext:
     on_fenced: Callable[[], None]
     max_entries: int
     ensemble: int = 1
+    #: Snapshots written into the node after opening before a cursor ledger is started.
+    node_snapshots: int = 0
     write_quorum: int = 1
     ack_quorum: int = 1
 
@@ -75,6 +81,7 @@ class CursorStore:
         self._version = version
         self._ledger: WriteHandle | None = None
         self._ledger_entries = 0
+        self._node_snapshots = 0
         # The previous owner's recovered cursor ledger, deleted once nothing points at it.
         self._stale: tuple[int, str] | None = None
 
@@ -190,6 +197,10 @@ class CursorStore:
         Raises:
             ManagedLedgerFenced: another owner took the cursor over.
         """
+        if self._ledger is None and self._node_snapshots < self._ctx.node_snapshots:
+            await self._abandon_ledger(info)  # one of the first snapshots: into the node
+            self._node_snapshots += 1
+            return
         if self._ledger is None or self._ledger_entries >= self._ctx.max_entries:
             await self._start_ledger(info)
             return

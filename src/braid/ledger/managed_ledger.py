@@ -755,6 +755,7 @@ class ManagedLedgerImpl:
             ensemble=self.config.ensemble,
             write_quorum=self.config.write_quorum,
             ack_quorum=self.config.ack_quorum,
+            node_snapshots=self.config.cursor_node_snapshots,
         )
 
     def on_cursor_fenced(self) -> None:

@@ -621,11 +621,13 @@ def scalable_topic_subscribe(
     consumer_type: pb.ScalableConsumerType.ValueType = pb.STREAM,
     *,
     initial_earliest: bool | None = None,
+    attach_ahead: bool = False,
 ) -> pb.BaseCommand:
     """SCALABLE_TOPIC_SUBSCRIBE: register a Stream/Checkpoint consumer with the controller.
 
     ``initial_earliest`` sets where a subscription this registration creates starts (``None``
-    leaves the field out: the broker's default, Latest).
+    leaves the field out: the broker's default, Latest). ``attach_ahead``: the consumer
+    understands paused segments in its assignments (left out when false).
     """
     r = pb.CommandScalableTopicSubscribe(
         request_id=request_id,
@@ -639,6 +641,8 @@ def scalable_topic_subscribe(
         r.initial_position = (
             pb.CommandSubscribe.Earliest if initial_earliest else pb.CommandSubscribe.Latest
         )
+    if attach_ahead:
+        r.attach_ahead = True
     return wrap(r)
 
 

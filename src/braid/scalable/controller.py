@@ -41,7 +41,7 @@ from braid.scalable.coordinator import (
     SubscriptionCoordinator,
     segment_topic_name,
 )
-from braid.scalable.errors import NotLeader, OperationInProgress
+from braid.scalable.errors import MaxSegmentsReached, NotLeader, OperationInProgress
 from braid.scalable.operation_recovery import OperationRecovery
 from braid.scalable.operations import MERGE, SPLIT, StructuralOperation
 from braid.scalable.resources import (
@@ -78,8 +78,11 @@ class ScalableTopicController:
         retention_ms: Callable[[], Awaitable[int | None]] | None = None,
         gc_interval_s: float = 60.0,
         step_hook: StepHook | None = None,
+        max_segments: Callable[[SegmentLayout], Awaitable[int]] | None = None,
     ) -> None:
         self.topic = topic
+        #: The effective ``scalableTopicMaxSegments`` for a layout (every split checks it).
+        self._max_segments = max_segments
         self._store = store
         self._resources = resources
         self._segments = segments
@@ -331,6 +334,13 @@ class ScalableTopicController:
         async with self._op_lock:
             self._check_leader()
             layout = (await self._resources.require_layout(self.topic)).layout
+            if kind == SPLIT and self._max_segments is not None:
+                cap = await self._max_segments(layout)
+                if len(layout.active_segments) >= cap:
+                    raise MaxSegmentsReached(
+                        f"{self.topic} has {len(layout.active_segments)} active segments, the "
+                        f"most its scalableTopicMaxSegments ({cap}) allows; a split is refused"
+                    )
             if kind == MERGE:
                 # Record the parents in hash order, as the merged child lists them.
                 segment_ids = tuple(
@@ -600,6 +610,7 @@ class ScalableTopicController:
         transport: AssignmentTransport,
         *,
         earliest: bool = False,
+        attach_ahead: bool = False,
     ) -> ConsumerAssignmentView:
         """Register a STREAM/CHECKPOINT consumer (or reconnect it); returns its assignment.
 
@@ -624,7 +635,9 @@ class ScalableTopicController:
                 f"subscription {subscription!r} of {self.topic} is a {coordinator.sub_type} "
                 f"subscription, not {sub_type}"
             )
-        return await coordinator.register(consumer_name, consumer_id, transport)
+        return await coordinator.register(
+            consumer_name, consumer_id, transport, attach_ahead=attach_ahead
+        )
 
     async def unregister_consumer(self, subscription: str, consumer_name: str) -> bool:
         """Clean leave: delete the registration and rebalance now."""
@@ -637,11 +650,12 @@ class ScalableTopicController:
         for coordinator in self._coordinators.values():
             coordinator.on_transport_closed(transport)
 
-    async def on_segment_drained(self, subscription: str) -> None:
-        """A subscription consumed a sealed segment to its end: hand out what it unblocked."""
+    def on_segment_drained(self, subscription: str, segment_id: int) -> None:
+        """A subscription consumed a sealed segment to its end: hand out what it unblocked (at
+        once: the coordinator batches drains that arrive while it works)."""
         coordinator = self._coordinators.get(subscription)
         if coordinator is not None:
-            await coordinator.refresh()
+            coordinator.segment_drained(segment_id)
 
     # -- sealed-segment garbage collection -----------------------------------------------------
 

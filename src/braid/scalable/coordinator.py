@@ -14,14 +14,24 @@ Runs on the controller leader, one per STREAM or CHECKPOINT subscription. It own
   Braid's answer to the PIP-468 review question "catch-up reads must take the subscription into
   account" (ADR 0020). CHECKPOINT subscriptions keep no broker cursor, so nothing can be
   observed to drain: every segment is assignable and ordering across a split is the consumer's
-  (client-side) job, as upstream.
+  (client-side) job, as upstream. A membership change deals afresh (round-robin); a drain, a
+  layout change or a seek deals stickily: consumers keep their segments and a newly readable
+  segment goes to the consumer that drained its parent, counts kept within one (ADR 0043).
 * **Pushes.** After every rebalance only the consumers whose segments changed are told, with the
-  layout epoch; the registrations of those consumers are rewritten (writes scale with membership
-  and layout changes, never with liveness ticks).
+  layout epoch, one push per consumer per change set; then the registrations of those consumers
+  are rewritten (writes scale with membership and layout changes, never with liveness ticks).
+  The push goes first: a registration is only what a new leader starts from, and it recomputes
+  the assignment from the layout and the cursors anyway.
 
-The drained set is recomputed from the segment owners' cursors (``SegmentAdmin.is_drained``) on
-every layout change, drain event and seek, so a seek that rewinds the subscription makes drained
-segments readable again.
+**Drained set** (ADR 0043). Read in full from the segment owners' cursors
+(``SegmentAdmin.is_drained``) when the coordinator starts, after a seek (which can rewind the
+subscription into drained segments) and when a new leader takes over. Between those it is kept
+incrementally, so a hand-over costs the same on a DAG of ten segments or of thousands: a layout
+change checks only the segments it sealed (an empty one, or one the subscription had already
+consumed, is drained at once), and the broker's drain event for a segment checks only that
+segment. Drain events are absorbed in batches: events arriving while a rebalance runs are all
+handled by the next one, so a frontier that opens up segment after segment (children already
+drained, or empty for this subscription) is handed over in one push, never attached one by one.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from braid.core.assignment import (
     changed_consumers,
     compute_assignment,
 )
+from braid.core.drain import next_segments
 from braid.core.layout import SegmentLayout
 from braid.core.names import SegmentTopicName, TopicName
 from braid.core.segment_info import SegmentInfo
@@ -63,6 +74,8 @@ class AssignedSegment:
     hash_start: int
     hash_end: int
     segment_topic: str
+    #: Attach ahead: not readable yet; subscribe without permits until told otherwise.
+    paused: bool = False
 
 
 @dataclass(frozen=True)
@@ -92,6 +105,9 @@ class ConsumerSession:
         self.consumer_id: int | None = None
         self.transport: AssignmentTransport | None = None
         self.segment_ids = segment_ids
+        #: Whether the consumer understands paused segments, and the ones it may open ahead.
+        self.attach_ahead = False
+        self.ahead_ids: tuple[int, ...] = ()
         self.grace_timer: TimerHandle | None = None
 
     @property
@@ -144,6 +160,11 @@ class SubscriptionCoordinator:
         self._on_membership_change = on_membership_change
         self._sessions: dict[str, ConsumerSession] = {}
         self._drained: frozenset[int] = frozenset()
+        self._drained_known = False
+        self._drain_events: set[int] = set()
+        self._absorbing: asyncio.Task[None] | None = None
+        self._unsaved: dict[str, ConsumerRegistration] = {}
+        self._saver: asyncio.Task[None] | None = None
         self._assignment: SubscriptionAssignment | None = None
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -159,13 +180,19 @@ class SubscriptionCoordinator:
     def drained(self) -> frozenset[int]:
         return self._drained
 
+    @property
+    def pending_drains(self) -> frozenset[int]:
+        """Segments reported drained and not handed over yet (absorbed by the next rebalance)."""
+        return frozenset(self._drain_events)
+
     def session(self, name: str) -> ConsumerSession | None:
         return self._sessions.get(name)
 
     def assignment_of(self, name: str) -> ConsumerAssignmentView:
         session = self._sessions.get(name)
-        ids = session.segment_ids if session is not None else ()
-        return self._view(ids)
+        if session is None:
+            return self._view(())
+        return self._view(session.segment_ids, session.ahead_ids)
 
     def stats(self) -> dict[str, object]:
         return {
@@ -175,6 +202,7 @@ class SubscriptionCoordinator:
                 name: {
                     "connected": s.connected,
                     "assignedSegments": list(s.segment_ids),
+                    "attachedAhead": list(s.ahead_ids),
                     "inGracePeriod": s.in_grace_period,
                 }
                 for name, s in sorted(self._sessions.items())
@@ -184,9 +212,17 @@ class SubscriptionCoordinator:
     # -- membership ----------------------------------------------------------------------------
 
     async def register(
-        self, name: str, consumer_id: int, transport: AssignmentTransport
+        self,
+        name: str,
+        consumer_id: int,
+        transport: AssignmentTransport,
+        *,
+        attach_ahead: bool = False,
     ) -> ConsumerAssignmentView:
-        """Register (or reconnect) ``name``; returns its assignment (also for a reconnect)."""
+        """Register (or reconnect) ``name``; returns its assignment (also for a reconnect).
+
+        ``attach_ahead``: the consumer understands paused segments (the next ones it will be
+        given, listed so it can subscribe without permits ahead of time)."""
         async with self._lock:
             self._check_open()
             existing = self._sessions.get(name)
@@ -194,6 +230,9 @@ class SubscriptionCoordinator:
                 # Reconnect within grace (or a duplicate registration): same assignment, nobody
                 # else is disturbed.
                 existing.attach(consumer_id, transport)
+                existing.attach_ahead = attach_ahead
+                if not attach_ahead:
+                    existing.ahead_ids = ()
                 log.info(
                     "%s/%s: consumer %r reconnected; keeps segments %s",
                     self.topic,
@@ -201,17 +240,19 @@ class SubscriptionCoordinator:
                     name,
                     list(existing.segment_ids),
                 )
-                return self._view(existing.segment_ids)
+                return self._view(existing.segment_ids, existing.ahead_ids)
             session = ConsumerSession(name)
             await self._resources.put_registration(
                 self.topic, self.subscription, ConsumerRegistration(name, (), self._layout.epoch)
             )
             session.attach(consumer_id, transport)
+            session.attach_ahead = attach_ahead
             self._sessions[name] = session
             log.info("%s/%s: consumer %r registered", self.topic, self.subscription, name)
-            await self._rebalance(exclude_push=name)
+            await self._rebalance(exclude_push=name, deal=True)
+            await self._saves_done()  # a new member's registration names its segments
         self._membership_changed()
-        return self._view(session.segment_ids)
+        return self._view(session.segment_ids, session.ahead_ids)
 
     async def unregister(self, name: str) -> bool:
         """Remove ``name`` for good and rebalance at once; ``False`` if it was unknown."""
@@ -220,9 +261,10 @@ class SubscriptionCoordinator:
             if session is None:
                 return False
             session.cancel_grace()
+            await self._forget_unsaved(name)
             await self._resources.delete_registration(self.topic, self.subscription, name)
             log.info("%s/%s: consumer %r left", self.topic, self.subscription, name)
-            await self._rebalance()
+            await self._rebalance(deal=True)
         self._membership_changed()
         return True
 
@@ -285,10 +327,11 @@ class SubscriptionCoordinator:
                 self._grace_s,
             )
             try:
+                await self._forget_unsaved(session.name)
                 await self._resources.delete_registration(
                     self.topic, self.subscription, session.name
                 )
-                await self._rebalance()
+                await self._rebalance(deal=True)
             except Exception:
                 log.exception(
                     "%s/%s: rebalance after eviction failed", self.topic, self.subscription
@@ -302,85 +345,210 @@ class SubscriptionCoordinator:
     # -- layout and drain ----------------------------------------------------------------------
 
     async def on_layout_change(self, layout: SegmentLayout) -> None:
-        """A split, merge or prune happened: recompute and push."""
+        """A split, merge or prune happened: check the segments it sealed, recompute and push."""
         async with self._lock:
             if self._closed or layout.epoch < self._layout.epoch:
                 return
-            self._layout = layout
+            previous, self._layout = self._layout, layout
+            if self._drained_known:
+                newly_sealed = [
+                    segment
+                    for sid, segment in layout.segments.items()
+                    if not segment.is_active
+                    and (sid not in previous.segments or previous.segments[sid].is_active)
+                ]
+                kept = {sid for sid in self._drained if sid in layout.segments}
+                self._drained = frozenset(kept | await self._drained_among(newly_sealed))
             await self._rebalance()
 
     async def refresh(self) -> None:
-        """Re-read the drained state (after a drain event or a seek) and push what changed."""
+        """Re-read the whole drained state (after a seek, or a new leader) and push what
+        changed."""
         async with self._lock:
             if self._closed:
                 return
+            self._drained_known = False
             await self._rebalance()
 
-    async def _compute_drained(self) -> frozenset[int]:
-        if self.sub_type is not SubscriptionType.STREAM:
-            return frozenset()
+    def segment_drained(self, segment_id: int) -> None:
+        """The broker saw this subscription reach the end of sealed segment ``segment_id``:
+        hand over what that unblocks, together with every other drain reported meanwhile."""
+        if self._closed or self.sub_type is not SubscriptionType.STREAM:
+            return
+        self._drain_events.add(segment_id)
+        if self._absorbing is None:
+            self._absorbing = asyncio.ensure_future(self._absorb_drain_events())
+            self._tasks.add(self._absorbing)
+            self._absorbing.add_done_callback(self._tasks.discard)
+
+    async def _absorb_drain_events(self) -> None:
+        try:
+            while self._drain_events and not self._closed:
+                async with self._lock:
+                    events, self._drain_events = self._drain_events, set()
+                    if self._closed:
+                        return
+                    if self._drained_known:
+                        # A segment still active in this layout was sealed by a change this
+                        # coordinator has not seen yet: that change checks it when it arrives.
+                        sealed = [
+                            self._layout.segments[sid]
+                            for sid in sorted(events)
+                            if sid in self._layout.segments
+                            and not self._layout.segments[sid].is_active
+                            and sid not in self._drained
+                        ]
+                        found = await self._drained_among(sealed)
+                        if not found:
+                            continue
+                        self._drained = self._drained | found
+                    await self._rebalance()
+        except Exception:
+            log.exception("%s/%s: hand-over after a drain failed", self.topic, self.subscription)
+        finally:
+            self._absorbing = None
+
+    async def _drained_among(self, segments: Iterable[SegmentInfo]) -> frozenset[int]:
+        """The ids of ``segments`` (sealed) this subscription has drained; a check that fails
+        counts as not drained (children wait, which is safe)."""
         drained = set()
-        for segment in self._layout.sealed_segments:
+        for segment in segments:
             name = segment_topic_name(self.topic, segment)
             try:
                 if await self._segments.is_drained(name, self.subscription):
                     drained.add(segment.segment_id)
             except Exception as exc:
-                # Unknown counts as not drained: children wait, which is safe.
                 log.warning(
                     "%s/%s: drain check of %s failed: %r", self.topic, self.subscription, name, exc
                 )
         return frozenset(drained)
 
-    async def _rebalance(self, exclude_push: str | None = None) -> None:
-        """Recompute under the lock; persist and push to consumers whose segments changed."""
-        self._drained = await self._compute_drained()
+    async def _rebalance(self, exclude_push: str | None = None, *, deal: bool = False) -> None:
+        """Recompute under the lock; push to the consumers whose segments changed, then persist
+        their registrations. ``deal``: a membership change, dealt afresh round-robin; otherwise
+        every consumer keeps its readable segments (sticky, ADR 0043)."""
+        if self.sub_type is SubscriptionType.STREAM and not self._drained_known:
+            self._drained = await self._drained_among(self._layout.sealed_segments)
+            self._drained_known = True
         before = {name: s.segment_ids for name, s in self._sessions.items()}
         if self.sub_type is SubscriptionType.STREAM:
-            assignment = compute_assignment(self._layout, self._sessions, self._drained)
+            previous = None if deal else {n: s.segment_ids for n, s in self._sessions.items()}
+            assignment = compute_assignment(self._layout, self._sessions, self._drained, previous)
         else:
             # No cursor, nothing observable drains: every segment is assignable and the order
             # across a split is kept client-side.
             assignment = _assign_everything(self._layout, self._sessions)
         self._assignment = assignment
         changed = changed_consumers(before, assignment)
-        for name in changed:
-            session = self._sessions[name]
+        ahead = self._ahead(assignment)
+        for name, session in self._sessions.items():
+            moved = name in changed
             session.segment_ids = assignment.segments_of(name)
-            await self._resources.put_registration(
-                self.topic,
-                self.subscription,
-                ConsumerRegistration(name, session.segment_ids, self._layout.epoch),
-            )
+            next_ids = ahead.get(name, ()) if session.attach_ahead else ()
+            if not moved and next_ids == session.ahead_ids:
+                continue
+            session.ahead_ids = next_ids
             if name == exclude_push or not session.connected or session.consumer_id is None:
                 continue
             assert session.transport is not None
             session.transport.send_assignment_update(
-                session.consumer_id, self._view(session.segment_ids)
+                session.consumer_id, self._view(session.segment_ids, session.ahead_ids)
             )
-        if changed:
-            log.info(
-                "%s/%s: assignment at epoch %d: %s",
-                self.topic,
-                self.subscription,
-                self._layout.epoch,
-                assignment.as_dict(),
-            )
+        if not changed:
+            return
+        self._save_later(changed)
+        log.info(
+            "%s/%s: assignment at epoch %d: %s",
+            self.topic,
+            self.subscription,
+            self._layout.epoch,
+            assignment.as_dict(),
+        )
 
-    def _view(self, segment_ids: Sequence[int]) -> ConsumerAssignmentView:
-        segments = []
-        for sid in segment_ids:
-            info = self._layout.segments.get(sid)
-            if info is None:
-                continue
-            segments.append(
-                AssignedSegment(
-                    sid,
-                    info.hash_range.start,
-                    info.hash_range.end,
-                    str(segment_topic_name(self.topic, info)),
+    # -- registrations -------------------------------------------------------------------------
+    #
+    # Rewritten after the push and outside the lock, by one task writing the newest registration
+    # of each changed consumer: the next hand-over never waits for a metadata write. A
+    # registration is only what a new leader starts from (it recomputes the assignment from the
+    # layout and the cursors), so a write that fails is logged and the next change rewrites it.
+
+    def _save_later(self, names: Iterable[str]) -> None:
+        for name in names:
+            session = self._sessions.get(name)
+            if session is not None:
+                self._unsaved[name] = ConsumerRegistration(
+                    name, session.segment_ids, self._layout.epoch
                 )
-            )
+        if self._saver is None and self._unsaved:
+            self._saver = asyncio.ensure_future(self._save_registrations())
+            self._tasks.add(self._saver)
+            self._saver.add_done_callback(self._tasks.discard)
+
+    async def _save_registrations(self) -> None:
+        try:
+            while self._unsaved:
+                name = next(iter(self._unsaved))
+                registration = self._unsaved.pop(name)
+                try:
+                    await self._resources.put_registration(
+                        self.topic, self.subscription, registration
+                    )
+                except Exception as exc:
+                    log.warning(
+                        "%s/%s: saving the registration of %r failed: %r",
+                        self.topic,
+                        self.subscription,
+                        name,
+                        exc,
+                    )
+        finally:
+            self._saver = None
+
+    async def _saves_done(self) -> None:
+        saver = self._saver
+        if saver is not None:
+            await asyncio.wait([saver])
+
+    async def _forget_unsaved(self, name: str) -> None:
+        """Drop ``name``'s pending write and wait for one in flight (before deleting it, so
+        no late write brings the registration back)."""
+        self._unsaved.pop(name, None)
+        await self._saves_done()
+
+    def _ahead(self, assignment: SubscriptionAssignment) -> dict[str, tuple[int, ...]]:
+        """Consumer -> the segments it may open ahead: those one step past the readable
+        frontier whose readable parents are all this consumer's (the sticky deal gives such a
+        segment to it once they drain, unless the counts must be evened)."""
+        if self.sub_type is not SubscriptionType.STREAM:
+            return {}
+        owner = {sid: c.consumer_name for c in assignment.consumers for sid in c.segment_ids}
+        ahead: dict[str, list[int]] = {}
+        for sid, parents in next_segments(self._layout, self._drained).items():
+            owners = {owner.get(p) for p in parents}
+            if len(owners) == 1:
+                (name,) = owners
+                if name is not None:
+                    ahead.setdefault(name, []).append(sid)
+        return {name: tuple(sorted(ids)) for name, ids in ahead.items()}
+
+    def _view(
+        self, segment_ids: Sequence[int], ahead_ids: Sequence[int] = ()
+    ) -> ConsumerAssignmentView:
+        segments = []
+        for paused, ids in ((False, segment_ids), (True, ahead_ids)):
+            for sid in ids:
+                info = self._layout.segments.get(sid)
+                if info is None:
+                    continue
+                segments.append(
+                    AssignedSegment(
+                        sid,
+                        info.hash_range.start,
+                        info.hash_range.end,
+                        str(segment_topic_name(self.topic, info)),
+                        paused,
+                    )
+                )
         return ConsumerAssignmentView(self._layout.epoch, tuple(segments))
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -402,6 +570,7 @@ class SubscriptionCoordinator:
         async with self._lock:
             for name, session in list(self._sessions.items()):
                 session.cancel_grace()
+                await self._forget_unsaved(name)
                 with contextlib.suppress(Exception):
                     await self._resources.delete_registration(self.topic, self.subscription, name)
             self._sessions.clear()

@@ -9,7 +9,12 @@ REST (``admin.errors.status_for``) translations need no special cases: not the l
 
 from __future__ import annotations
 
-from braid.core.errors import ConflictError, InvalidInputError, ServiceUnavailableError
+from braid.core.errors import (
+    ConflictError,
+    IllegalStateError,
+    InvalidInputError,
+    ServiceUnavailableError,
+)
 
 
 class NotLeader(ServiceUnavailableError):
@@ -20,8 +25,14 @@ class OperationInProgress(ConflictError):
     """Another split, merge or prune of the topic is still running."""
 
 
+class MaxSegmentsReached(IllegalStateError):
+    """A split would take the topic past its ``scalableTopicMaxSegments`` active segments (the
+    effective policy: topic override, namespace override, ``broker.conf``); refused on every
+    path - admin, auto-scale, consumer-driven - before anything is recorded."""
+
+
 class ScalableTopicsDisabled(InvalidInputError):
     """The broker runs with ``scalableTopicEnabled=false``."""
 
 
-__all__ = ["NotLeader", "OperationInProgress", "ScalableTopicsDisabled"]
+__all__ = ["MaxSegmentsReached", "NotLeader", "OperationInProgress", "ScalableTopicsDisabled"]

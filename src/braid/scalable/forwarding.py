@@ -7,23 +7,23 @@ is not the leader, :class:`~braid.scalable.leader_router.LeaderRouter` hands the
 leader's admin REST API; :func:`admin_request` is the one table of the operations' REST forms, so
 no other module of ``scalable/`` builds an admin URL. The election
 value is the leader's *broker service* URL (``pulsar://host:port``, what clients need); the
-matching admin URL comes from the broker registry, where every broker announces itself in an
-ephemeral node ``/loadbalance/brokers/{host:port}`` holding ``{"pulsarServiceUrl",
-"webServiceUrl"}`` (Pulsar's path). A forwarded request carries :data:`FORWARDED_HEADER`; a broker
+matching admin URL comes from the broker registry (:mod:`braid.broker.broker_registry`), where
+every broker announces itself in an ephemeral node ``/loadbalance/brokers/{host:port}``
+(Pulsar's path). A forwarded request carries :data:`FORWARDED_HEADER`; a broker
 that receives one and is not the leader answers 503 instead of forwarding again, so a request
 never loops while an election settles.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any, TypeVar
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 import httpx
 
+from braid.broker.broker_registry import BrokerRegistry
 from braid.core.errors import (
     AuthorizationError,
     BraidError,
@@ -34,7 +34,6 @@ from braid.core.errors import (
     category_class,
 )
 from braid.core.names import TopicName
-from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
 from braid.scalable.errors import NotLeader
 from braid.scalable.leader_operations import (
     AutoScaleDecisions,
@@ -52,71 +51,10 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
-#: Root of the broker registry.
-BROKERS_ROOT = "/loadbalance/brokers"
 #: Header marking a request one broker forwarded to another.
 FORWARDED_HEADER = "X-Braid-Forwarded"
 #: Where a broker serves its admin REST API.
 ADMIN_PREFIX = "/admin/v2"
-
-
-def broker_id(service_url: str) -> str:
-    """``host:port`` of a ``pulsar://host:port`` URL: the broker's registry name."""
-    parts = urlsplit(service_url)
-    return parts.netloc or service_url
-
-
-class BrokerRegistry:
-    """This broker's entry in ``/loadbalance/brokers`` and lookups of the others'."""
-
-    def __init__(self, store: MetadataStore) -> None:
-        self._store = store
-        self._path: str | None = None
-
-    async def register(
-        self, service_url: str, web_service_url: str | None, service_url_tls: str | None = None
-    ) -> None:
-        """Announce this broker (ephemeral: it disappears with the broker's session), with its
-        ``pulsar+ssl://`` URL when it has a TLS listener (Pulsar's ``pulsarServiceUrlTls``)."""
-        path = f"{BROKERS_ROOT}/{broker_id(service_url)}"
-        doc = {
-            "pulsarServiceUrl": service_url,
-            "pulsarServiceUrlTls": service_url_tls,
-            "webServiceUrl": web_service_url,
-        }
-        data = json.dumps(doc, separators=(",", ":")).encode()
-        try:
-            await self._store.put(path, data, -1, ephemeral=True)
-        except BadVersion:
-            # A previous incarnation's node may still be there until its session expires.
-            await self._store.put(path, data)
-        self._path = path
-
-    async def unregister(self) -> None:
-        if self._path is not None:
-            try:
-                await self._store.delete(self._path)
-            except NodeNotFound:
-                pass
-            self._path = None
-
-    async def web_service_url(self, service_url: str) -> str | None:
-        return await self._field(service_url, "webServiceUrl")
-
-    async def service_url_tls(self, service_url: str) -> str | None:
-        """The ``pulsar+ssl://`` URL of the broker registered as ``service_url`` (``None``: it
-        has no TLS listener, or is not registered)."""
-        return await self._field(service_url, "pulsarServiceUrlTls")
-
-    async def _field(self, service_url: str, key: str) -> str | None:
-        found = await self._store.get(f"{BROKERS_ROOT}/{broker_id(service_url)}")
-        if found is None:
-            return None
-        try:
-            value = json.loads(found[0]).get(key)
-        except (ValueError, AttributeError):
-            return None
-        return value if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True)
@@ -196,7 +134,8 @@ class LeaderForwarder:
                 "registered; retry shortly"
             )
         request = admin_request(topic, operation)
-        headers = {FORWARDED_HEADER: "1"}
+        # JSON even without a body: the admin API refuses other POSTs (ADR 0044).
+        headers = {FORWARDED_HEADER: "1", "Content-Type": "application/json"}
         authorization = (
             self._credentials.http_authorization() if self._credentials is not None else None
         )
@@ -250,11 +189,8 @@ def _error_for(response: httpx.Response) -> BraidError:
 
 __all__ = [
     "ADMIN_PREFIX",
-    "BROKERS_ROOT",
     "FORWARDED_HEADER",
     "AdminRequest",
-    "BrokerRegistry",
     "LeaderForwarder",
     "admin_request",
-    "broker_id",
 ]

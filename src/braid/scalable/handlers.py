@@ -15,14 +15,21 @@ command registry as the ``scalable-topics`` family (:func:`scalable_topic_comman
 
 When the connection closes, its watches end and its registered consumers enter their grace
 periods (the registrations stay: the client reconnects).
+
+Limits (ADR 0044): a connection holds at most ``scalableTopicMaxSessionsPerConnection`` DAG-watch
+and namespace-watch sessions, open or being opened - more are refused at once with
+``TooManyRequests`` naming the key, before any task or state exists for them - and each
+establishment holds one of the broker's ``maxConcurrentLookupRequest`` slots while it reads the
+metadata store. A session id the connection already uses replaces that session.
 """
 
 from __future__ import annotations
 
 import logging
 
-from braid.broker.errors import to_server_error
+from braid.broker.errors import TooManyRequests, to_server_error
 from braid.broker.registry import CommandChannel, CommandFamily
+from braid.broker.request_limits import LookupLimiter
 from braid.protocol import commands
 from braid.protocol.events import CommandReceived
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -46,6 +53,7 @@ def assignment_to_proto(view: ConsumerAssignmentView) -> pb.ScalableConsumerAssi
             hash_start=segment.hash_start,
             hash_end=segment.hash_end,
             segment_topic=segment.segment_topic,
+            paused=segment.paused,
         )
     return assignment
 
@@ -53,9 +61,33 @@ def assignment_to_proto(view: ConsumerAssignmentView) -> pb.ScalableConsumerAssi
 class ScalableTopicSession:
     """The scalable-topic state of one connection; also the transport sessions push through."""
 
-    def __init__(self, channel: CommandChannel, service: ScalableTopicService) -> None:
+    def __init__(
+        self,
+        channel: CommandChannel,
+        service: ScalableTopicService,
+        lookups: LookupLimiter | None = None,
+    ) -> None:
         self._channel = channel
         self._service = service
+        self._lookups = lookups or LookupLimiter(0)
+        self._max_sessions = service.settings.max_sessions_per_connection
+        #: Ids of this connection's DAG-watch and namespace-watch sessions, open or opening.
+        self._dag_sessions: set[int] = set()
+        self._ns_sessions: set[int] = set()
+
+    def _session_refusal(self, ids: set[int], session_id: int) -> TooManyRequests | None:
+        """Count ``session_id`` in, or say why this connection may not open another session."""
+        if session_id in ids:
+            return None
+        if self._max_sessions and len(self._dag_sessions) + len(self._ns_sessions) >= (
+            self._max_sessions
+        ):
+            return TooManyRequests(
+                f"this connection has {self._max_sessions} scalable-topic sessions open "
+                "(scalableTopicMaxSessionsPerConnection); close one first"
+            )
+        ids.add(session_id)
+        return None
 
     # -- transport (DagWatchTransport, AssignmentTransport) ------------------------------------
 
@@ -91,11 +123,20 @@ class ScalableTopicSession:
 
     def on_lookup(self, event: CommandReceived) -> None:
         req = event.command.scalableTopicLookup
+        refused = self._session_refusal(self._dag_sessions, req.session_id)
+        if refused is not None:
+            code, message = to_server_error(refused)
+            self._channel.send(
+                commands.scalable_topic_update(req.session_id, error=code, message=message)
+            )
+            return
 
         async def run() -> None:
             try:
-                await self._service.watches.open_dag_watch(req.session_id, req.topic, self)
+                with self._lookups.slot():
+                    await self._service.watches.open_dag_watch(req.session_id, req.topic, self)
             except Exception as exc:
+                self._dag_sessions.discard(req.session_id)
                 code, message = to_server_error(exc)
                 log.info(
                     "scalable lookup of %r from %s refused: %s",
@@ -110,7 +151,9 @@ class ScalableTopicSession:
         self._channel.spawn(run())
 
     def on_close(self, event: CommandReceived) -> None:
-        self._service.watches.close_dag_watch(self, event.command.scalableTopicClose.session_id)
+        session_id = event.command.scalableTopicClose.session_id
+        self._dag_sessions.discard(session_id)
+        self._service.watches.close_dag_watch(self, session_id)
 
     # -- consumer controller sessions ----------------------------------------------------------
 
@@ -128,6 +171,7 @@ class ScalableTopicSession:
                     sub_type,
                     self,
                     earliest=req.initial_position == pb.CommandSubscribe.Earliest,
+                    attach_ahead=req.attach_ahead,
                 )
             except Exception as exc:
                 code, message = to_server_error(exc)
@@ -171,13 +215,22 @@ class ScalableTopicSession:
         req = event.command.watchScalableTopics
         filters = {kv.key: kv.value for kv in req.property_filters}
         current_hash = req.current_hash if req.HasField("current_hash") else None
+        refused = self._session_refusal(self._ns_sessions, req.watch_id)
+        if refused is not None:
+            code, message = to_server_error(refused)
+            self._channel.send(
+                commands.watch_scalable_topics_update(req.watch_id, error=code, message=message)
+            )
+            return
 
         async def run() -> None:
             try:
-                await self._service.watches.open_namespace_watch(
-                    req.watch_id, req.namespace, filters, current_hash, self
-                )
+                with self._lookups.slot():
+                    await self._service.watches.open_namespace_watch(
+                        req.watch_id, req.namespace, filters, current_hash, self
+                    )
             except Exception as exc:
+                self._ns_sessions.discard(req.watch_id)
                 code, message = to_server_error(exc)
                 self._channel.send(
                     commands.watch_scalable_topics_update(req.watch_id, error=code, message=message)
@@ -186,20 +239,25 @@ class ScalableTopicSession:
         self._channel.spawn(run())
 
     def on_watch_topics_close(self, event: CommandReceived) -> None:
-        self._service.watches.close_namespace_watch(
-            self, event.command.watchScalableTopicsClose.watch_id
-        )
+        watch_id = event.command.watchScalableTopicsClose.watch_id
+        self._ns_sessions.discard(watch_id)
+        self._service.watches.close_namespace_watch(self, watch_id)
 
     async def close(self) -> None:
+        self._dag_sessions.clear()
+        self._ns_sessions.clear()
         self._service.on_connection_closed(self)
 
 
-def scalable_topic_commands(service: ScalableTopicService) -> CommandFamily[ScalableTopicSession]:
-    """The ``scalable-topics`` command family, to register on the broker's command registry."""
+def scalable_topic_commands(
+    service: ScalableTopicService, lookups: LookupLimiter | None = None
+) -> CommandFamily[ScalableTopicSession]:
+    """The ``scalable-topics`` command family, to register on the broker's command registry
+    (``lookups``: the broker's ``maxConcurrentLookupRequest`` limiter)."""
     command = pb.BaseCommand
     return CommandFamily(
         name="scalable-topics",
-        open_session=lambda channel: ScalableTopicSession(channel, service),
+        open_session=lambda channel: ScalableTopicSession(channel, service, lookups),
         handlers={
             command.SCALABLE_TOPIC_LOOKUP: ScalableTopicSession.on_lookup,
             command.SCALABLE_TOPIC_CLOSE: ScalableTopicSession.on_close,

@@ -15,6 +15,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.resources import BrokerResources
 from braid.broker.security_settings import broker_client_credentials
 from braid.broker.service import BrokerService
@@ -68,6 +69,7 @@ def settings_from_config(broker: BrokerService) -> ScalableTopicSettings:
         allow_auto_topic_creation=config.allow_auto_topic_creation,
         default_retention_minutes=config.default_retention_time_in_minutes,
         auto_scale=policy,
+        max_sessions_per_connection=config.scalable_topic_max_sessions_per_connection,
     )
 
 
@@ -79,6 +81,7 @@ async def install_scalable_topics(
     step_hook: StepHook | None = None,
     environ: Mapping[str, str] | None = None,
     clock: Clock | None = None,
+    registry: BrokerRegistry | None = None,
 ) -> ScalableTopicService:
     """Build the scalable-topic service over ``broker`` (already listening) and wire it in;
     the caller starts it (``await service.start(web_service_url)``) once the admin API is up.
@@ -104,9 +107,10 @@ async def install_scalable_topics(
         settings=settings,
         step_hook=step_hook,
         load_reporter=reporter,
+        registry=registry,
     )
     if settings.enabled:
-        broker.commands.register(scalable_topic_commands(service))
+        broker.commands.register(scalable_topic_commands(service, broker.lookups))
         broker.feature_flags.supports_scalable_topics = True
         broker.drain_listeners.append(service.on_subscription_drained)
     return service

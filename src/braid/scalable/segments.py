@@ -108,8 +108,10 @@ class LocalSegmentAdmin:
         await self._broker.terminate_topic(str(segment))
 
     async def delete_segment(self, segment: SegmentTopicName) -> None:
+        # The layer above decides whether clients may be disconnected (the scalable topic's
+        # delete refuses while in use; pruning removes segments nobody reads any more).
         try:
-            await self._broker.delete_topic(str(segment))
+            await self._broker.delete_topic(str(segment), force=True)
         except TopicNotFound:
             pass
 

@@ -30,10 +30,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from braid.broker.broker_registry import BrokerAddressInUse, BrokerRegistry
+from braid.broker.errors import TopicBusy
 from braid.broker.service import managed_ledger_name
 from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
-from braid.core.errors import IllegalStateError, InvalidInputError
+from braid.core.errors import InvalidInputError
 from braid.core.layout import SegmentLayout
 from braid.core.names import (
     MAX_SEGMENT_ID,
@@ -51,7 +53,7 @@ from braid.scalable.background import BackgroundTasks
 from braid.scalable.controller import ScalableTopicController, StepHook
 from braid.scalable.coordinator import AssignmentTransport, ConsumerAssignmentView
 from braid.scalable.errors import NotLeader, ScalableTopicsDisabled
-from braid.scalable.forwarding import BrokerRegistry, LeaderForwarder
+from braid.scalable.forwarding import LeaderForwarder
 from braid.scalable.leader_operations import (
     CreateSubscription,
     DeleteSubscription,
@@ -87,6 +89,7 @@ class ScalableTopicSettings:
     default_retention_minutes: int = 0  # defaultRetentionTimeInMinutes
     max_initial_segments: int = 64  # scalableTopicMaxSegments (PIP-483's cap)
     auto_scale: AutoScalePolicy = field(default_factory=AutoScalePolicy)  # PIP-483's keys
+    max_sessions_per_connection: int = 1_000  # scalableTopicMaxSessionsPerConnection
 
 
 class NamespacePolicySource:
@@ -123,7 +126,10 @@ class ScalableTopicService:
         settings: ScalableTopicSettings | None = None,
         step_hook: StepHook | None = None,
         load_reporter: SegmentLoadReporter | None = None,
+        registry: BrokerRegistry | None = None,
     ) -> None:
+        """``registry``: the broker's registry entry, registered by the broker's process; without
+        it the service registers the broker itself (on :meth:`start`)."""
         self.resources = ScalableTopicResources(store)
         self.settings = settings or ScalableTopicSettings()
         self._store = store
@@ -133,7 +139,8 @@ class ScalableTopicService:
         self._broker_url_tls = broker_url_tls
         self._clock = clock
         self._step_hook = step_hook
-        self.registry = BrokerRegistry(store)
+        self._owns_registration = registry is None
+        self.registry = registry or BrokerRegistry(store)
         #: Decides where every leader-only operation runs (here, or forwarded to the leader).
         self.router = LeaderRouter(
             broker_url=broker_url,
@@ -174,7 +181,15 @@ class ScalableTopicService:
 
     async def start(self, web_service_url: str | None = None) -> None:
         """Register in the broker registry, listen to the store and resume pending operations."""
-        await self.registry.register(self._broker_url, web_service_url, self._broker_url_tls)
+        if self._owns_registration:
+            try:
+                await self.registry.register(
+                    self._broker_url, web_service_url, self._broker_url_tls
+                )
+            except BrokerAddressInUse as exc:
+                # A previous incarnation's entry lingers until its session ends; the leader's
+                # admin URL is read from it meanwhile (the same address serves the same API).
+                log.warning("not registered in the broker registry: %s", exc)
         self.watches.start()
         if self.settings.enabled:
             await self._resume_pending_operations()
@@ -207,8 +222,9 @@ class ScalableTopicService:
             with contextlib.suppress(Exception):
                 await controller.close()
         self._controllers.clear()
-        with contextlib.suppress(Exception):
-            await self.registry.unregister()
+        if self._owns_registration:
+            with contextlib.suppress(Exception):
+                await self.registry.unregister()
 
     def check_enabled(self) -> None:
         """Raise :class:`ScalableTopicsDisabled` when the layer is switched off."""
@@ -250,6 +266,7 @@ class ScalableTopicService:
             retention_ms=lambda: self._retention_ms(topic),
             gc_interval_s=self.settings.gc_interval_s,
             step_hook=self._step_hook,
+            max_segments=lambda layout: self._max_segments(topic, layout),
         )
         self.auto_scale.attach(controller)
         try:
@@ -263,6 +280,9 @@ class ScalableTopicService:
             raise NotLeader("the broker is shutting down")
         self._controllers[str(topic)] = controller
         return controller
+
+    async def _max_segments(self, topic: TopicName, layout: SegmentLayout) -> int:
+        return (await self.auto_scale.policies.resolve(topic, layout)).max_segments
 
     async def release_controller(self, topic: TopicName) -> None:
         controller = self._controllers.pop(str(topic), None)
@@ -353,7 +373,8 @@ class ScalableTopicService:
         Without ``force`` the delete is refused while a segment has producers or consumers.
 
         Raises:
-            ScalableTopicNotFound, IllegalStateError (in use).
+            ScalableTopicNotFound, TopicBusy (in use; the admin API answers 412 as for any
+            topic).
         """
         self.check_enabled()
         layout = (await self.resources.require_layout(topic)).layout
@@ -388,9 +409,11 @@ class ScalableTopicService:
                         consumers += len(listed) if isinstance(listed, list) else 0
             publishers = stats.get("publishers")
             if publishers or consumers:
-                raise IllegalStateError(
+                raise TopicBusy(
                     f"scalable topic {topic} is in use (segment {segment.segment_id} has "
-                    "connected producers or consumers); delete with force to disconnect them"
+                    f"{len(publishers) if isinstance(publishers, list) else 0} connected "
+                    f"producer(s) and {consumers} connected consumer(s)); delete with "
+                    "force=true to disconnect them"
                 )
 
     async def get_layout(self, topic: TopicName) -> SegmentLayout:
@@ -466,6 +489,7 @@ class ScalableTopicService:
         transport: AssignmentTransport,
         *,
         earliest: bool = False,
+        attach_ahead: bool = False,
     ) -> ConsumerAssignmentView:
         """Register a STREAM/CHECKPOINT consumer with this broker's controller, which must lead.
 
@@ -480,7 +504,13 @@ class ScalableTopicService:
         topic = self.parse_scalable(topic_name)
         controller = await self.controller(topic)
         return await controller.register_consumer(
-            subscription, consumer_name, consumer_id, sub_type, transport, earliest=earliest
+            subscription,
+            consumer_name,
+            consumer_id,
+            sub_type,
+            transport,
+            earliest=earliest,
+            attach_ahead=attach_ahead,
         )
 
     async def unregister_consumer(self, transport: AssignmentTransport, consumer_id: int) -> None:
@@ -506,7 +536,7 @@ class ScalableTopicService:
         controller = self._controllers.get(str(segment.parent))
         if controller is None or not controller.is_leader:
             return
-        self._background.spawn(controller.on_segment_drained(subscription))
+        controller.on_segment_drained(subscription, segment.segment_id)
 
     def parse_scalable(self, name: str) -> TopicName:
         topic = TopicName.parse(name, default_domain=TopicDomain.TOPIC)

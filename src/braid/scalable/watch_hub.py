@@ -138,6 +138,9 @@ class WatchHub:
         topic = TopicName.parse(name, default_domain=TopicDomain.TOPIC)
         if topic.domain is TopicDomain.SEGMENT:
             raise InvalidTopicName(f"{name}: segment topics are not looked up as scalable topics")
+        # A session id this connection reuses replaces its session (never two under one id:
+        # the first would go on receiving pushes, and outlive the connection).
+        self.close_dag_watch(transport, session_id)
         if topic.domain is TopicDomain.PERSISTENT:
             session = DagWatchSession(session_id, topic, str(topic), transport)
             self._sessions_by_transport[id(transport)][session_id] = session
@@ -182,7 +185,11 @@ class WatchHub:
         if session is None:
             return
         session.close()
-        self._watches.get(str(session.topic), set()).discard(session)
+        watchers = self._watches.get(str(session.topic))
+        if watchers is not None:
+            watchers.discard(session)
+            if not watchers:
+                del self._watches[str(session.topic)]
 
     # -- namespace watches (commands 76-78) ----------------------------------------------------
 
@@ -207,6 +214,7 @@ class WatchHub:
         tenant, ns = parts
         if not await self._topics.namespace_exists(tenant, ns):
             raise ScalableTopicNotFound(f"namespace {namespace} does not exist")
+        self.close_namespace_watch(transport, watch_id)  # a reused id replaces its session
         session = NamespaceWatchSession(watch_id, tenant, ns, property_filters, transport)
         self._ns_watches[(tenant, ns)].add(session)
         self._ns_by_transport[id(transport)][watch_id] = session
@@ -228,7 +236,12 @@ class WatchHub:
         if session is None:
             return
         session.close()
-        self._ns_watches.get((session.tenant, session.namespace), set()).discard(session)
+        key = (session.tenant, session.namespace)
+        watchers = self._ns_watches.get(key)
+        if watchers is not None:
+            watchers.discard(session)
+            if not watchers:
+                del self._ns_watches[key]
 
     # -- connections ---------------------------------------------------------------------------
 

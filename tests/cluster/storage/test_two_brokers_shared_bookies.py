@@ -47,7 +47,7 @@ def test_a_second_broker_on_shared_bookies_is_refused_and_the_store_can_change_h
             second.start(timeout=60)
         errors = [line for line in str(refused.value).splitlines() if "level=ERROR" in line]
         assert len(errors) == 1, errors
-        assert first.service_url in errors[0] and "until brokers own their topics" in errors[0]
+        assert first.service_url in errors[0] and "braid broker" in errors[0]
         assert "Traceback" not in str(refused.value)
         assert read_all(first, TOPIC) == [f"a-{i}" for i in range(10)]
     finally:

@@ -15,6 +15,9 @@ from braid.cli.standalone import StandaloneServer
 from tests.support.polling import eventually
 from tests.support.standalone import StandaloneProcess, standalone_config
 
+#: The admin API takes a POST only as JSON (its cross-site guard).
+JSON = {"Content-Type": "application/json"}
+
 
 @pytest.fixture
 async def recovering(tmp_path: Path) -> AsyncIterator[StandaloneServer]:
@@ -39,7 +42,7 @@ async def test_bookies_decommission_progress_and_auto_recovery_metrics(
         status = (await admin.get("/admin/v2/bookies/bookie-0/decommission")).json()
         assert status["ledgersRemaining"] and not status["done"]
         # With one bookie there is nowhere to copy to: the ledgers stay marked, the data stays.
-        started = (await admin.post("/admin/v2/bookies/bookie-0/decommission")).json()
+        started = (await admin.post("/admin/v2/bookies/bookie-0/decommission", headers=JSON)).json()
         assert started["underReplicatedLedgers"] == len(started["ledgersRemaining"])
         marked = (await admin.get("/admin/v2/bookies/underreplicated")).json()["ledgers"]
         assert marked == started["ledgersRemaining"]

@@ -111,7 +111,7 @@ async def test_deduplication_setting_roundtrip(admin: httpx.AsyncClient) -> None
     assert (await admin.delete(url)).status_code == 204
     assert (await admin.get(url)).json() is None
     _assert_reason(await admin.post(url, json="maybe"), 400, "true or false")
-    _assert_reason(await admin.post(url), 400)
+    _assert_reason(await admin.post(url, headers={"Content-Type": "application/json"}), 400)
     _assert_reason(
         await admin.post("/admin/v2/namespaces/public/nope/deduplication", json=True), 404
     )

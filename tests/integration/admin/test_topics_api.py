@@ -6,6 +6,9 @@ import httpx
 
 from braid.cli.standalone import StandaloneServer
 
+#: The admin API takes a POST only as JSON (its cross-site guard).
+JSON = {"Content-Type": "application/json"}
+
 BASE = "/admin/v2/persistent/public/default"
 
 
@@ -16,7 +19,7 @@ async def test_topic_lifecycle(admin: httpx.AsyncClient) -> None:
     stats = await admin.get(f"{BASE}/orders/stats")
     assert stats.status_code == 200, stats.text
     assert isinstance(stats.json(), dict)
-    terminated = await admin.post(f"{BASE}/orders/terminate")
+    terminated = await admin.post(f"{BASE}/orders/terminate", headers=JSON)
     assert terminated.status_code == 200, terminated.text
     assert set(terminated.json()) >= {"ledgerId", "entryId"}
     assert (await admin.delete(f"{BASE}/orders")).status_code == 204
@@ -30,7 +33,7 @@ async def test_topic_errors(admin: httpx.AsyncClient) -> None:
     assert "already exists" in conflict.json()["reason"]
     for response in (
         await admin.get(f"{BASE}/ghost/stats"),
-        await admin.post(f"{BASE}/ghost/terminate"),
+        await admin.post(f"{BASE}/ghost/terminate", headers=JSON),
         await admin.delete(f"{BASE}/ghost"),
         await admin.get("/admin/v2/persistent/public/nope"),
         await admin.put("/admin/v2/persistent/public/nope/t"),

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
+from braid.broker.errors import TopicBusy
 from braid.broker.resources import AutoTopicCreationOverride
 from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -217,14 +220,16 @@ async def test_producer_on_a_missing_topic_is_refused_when_auto_creation_is_off(
     assert "auto topic creation is disabled" in refused.error.message
 
 
-async def test_deleting_a_topic_closes_its_producers_and_removes_its_data(
+async def test_a_forced_delete_of_a_topic_closes_its_producers_and_removes_its_data(
     holder: StackHolder,
 ) -> None:
     raw = await holder.raw()
     await _producer(raw)
     await publish(raw, 1, "p", 0)
     assert holder.stack is not None
-    await holder.stack.service.delete_topic(TOPIC)
+    with pytest.raises(TopicBusy, match="1 connected producer"):
+        await holder.stack.service.delete_topic(TOPIC)  # in use: refused without force
+    await holder.stack.service.delete_topic(TOPIC, force=True)
     closed = await raw.next_command(lambda c: c.type == pb.BaseCommand.CLOSE_PRODUCER)
     assert closed.close_producer.producer_id == 1
     assert TOPIC not in holder.stack.service.topics

@@ -185,7 +185,7 @@ async def test_on_shared_bookies_a_second_broker_is_refused_but_the_store_is_not
     store = await sessions()
     first = guard(store, tmp_path / "a", 6650, process_local=False)
     await first.acquire()
-    with pytest.raises(MetadataStoreInUse, match="until brokers own their topics"):
+    with pytest.raises(MetadataStoreInUse, match="standalone brokers do not own topics"):
         await guard(await sessions(), tmp_path / "b", 7650, process_local=False).acquire()
     assert await store.get(STORAGE_BINDING_PATH) is None
     await first.release()

@@ -4,6 +4,8 @@ reclaimed, and a clean close leaves everything in the node."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from braid.ledger import EARLIEST, DefaultManagedLedgerFactory, ManagedLedgerConfig
 from braid.ledger.codec import ManagedCursorInfo, decode_cursor_info
 from braid.ledger.names import cursor_path
@@ -37,6 +39,36 @@ async def test_snapshots_go_to_a_cursor_ledger_stamped_with_its_cluster(env: Led
     assert (await _node(env)).mark_delete == positions[0]
     md = await env.storage.get_ledger_metadata(node.cursors_ledger_id)
     assert md.custom_metadata["component"] == b"managed-cursor"
+
+
+async def test_a_cursor_configured_with_node_snapshots_starts_its_ledger_after_them(
+    env: LedgerEnv,
+) -> None:
+    assert env.factory is not None and env.storage is not None
+    config = dataclasses.replace(CONFIG, cursor_node_snapshots=2)
+    ml = await env.factory.open(TOPIC, config)
+    cursor = await ml.open_cursor("sub", EARLIEST)
+    positions = [await ml.append(bytes([i])) for i in range(4)]
+    before = set(await env.storage.list_ledgers())
+    for position in positions[:2]:
+        await cursor.mark_delete(position)
+        node = await _node(env)
+        # One CAS of the node each and no ledger: a segment drained by its first
+        # acknowledgments never pays for a cursor ledger (ADR 0043).
+        assert node.mark_delete == position and node.cursors_ledger_id == -1
+    assert set(await env.storage.list_ledgers()) == before
+    await cursor.mark_delete(positions[2])
+    node = await _node(env)
+    assert node.cursors_ledger_id >= 0 and node.cursors_ledger_id not in before
+    await cursor.mark_delete(positions[3])
+    assert (await _node(env)).mark_delete == positions[2]  # the ledger has the newest
+
+    other = env.new_factory()  # a takeover without a clean close
+    try:
+        taken = await other.open(TOPIC, config)
+        assert taken.cursors["sub"].mark_delete_position == positions[3]
+    finally:
+        await other.close()
 
 
 async def test_a_new_owner_restores_the_latest_snapshot_from_the_cursor_ledger(

@@ -160,13 +160,6 @@ async def test_appends_in_flight_when_the_log_learns_it_was_taken_over_are_not_a
     assert all(isinstance(r, ManagedLedgerFenced) for r in results), results
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap (docs/status.md, ADR 0040): a bookie forgets a ledger's fence when the "
-    "ledger is deleted, so a stale owner's adds into a ledger the new owner deleted are "
-    "acknowledged; one broker per metadata store keeps stale owners away until bookies keep "
-    "the fence of a deleted ledger or brokers own topics",
-)
 async def test_a_stale_owner_cannot_write_into_a_ledger_the_new_owner_deleted(
     env: LedgerEnv,
 ) -> None:

@@ -342,3 +342,116 @@ async def test_queue_consumers_do_not_register(stack: ScalableStack) -> None:
     await stack.scalable.create_topic(TOPIC, 1)
     with pytest.raises(ValueError, match="do not register"):
         await register(stack, "q", Connection(), sub_type=SubscriptionType.QUEUE)
+
+
+async def test_empty_descendants_are_skipped_and_the_frontier_is_pushed_at_once(
+    stack: ScalableStack,
+) -> None:
+    # 0 holds data; 1 and 3 are sealed while empty. When 0 drains, the consumer is told the
+    # whole frontier [5, 6, 4, 2] in one push: no push ever names the empty segments, so it
+    # never attaches them one by one (ADR 0043).
+    await stack.scalable.create_topic(TOPIC, 1)
+    raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
+    try:
+        conn = Connection()
+        await register(stack, "c1", conn)
+        root = segment(stack, 0)
+        await produce(raw, root, [b"old"])
+        await stack.scalable.split(TOPIC, 0)  # 1, 2
+        await stack.scalable.split(TOPIC, 1)  # 3, 4
+        await stack.scalable.split(TOPIC, 3)  # 5, 6
+        before = len(conn.pushed)
+        await drain(raw, root, "s", 1)
+        await eventually(lambda: conn.latest() == [5, 6, 4, 2], message="the whole frontier")
+        assert len(conn.pushed) == before + 1
+        assert all(not {1, 3} & set(ids(view)) for _, view in conn.pushed)
+    finally:
+        await raw.close()
+
+
+async def test_drains_reported_while_the_coordinator_works_are_handed_over_in_one_push(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 2)
+    raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
+    try:
+        conn = Connection()
+        await register(stack, "c1", conn)
+        left, right = segment(stack, 0), segment(stack, 1)
+        await produce(raw, left, [b"l"])
+        await produce(raw, right, [b"r"])
+        await stack.scalable.merge(TOPIC, [0, 1])  # 2
+        controller = stack.scalable.local_controller(TOPIC)
+        assert controller is not None
+        coordinator = controller.coordinator("s")
+        assert coordinator is not None
+        before = len(conn.pushed)
+        # Both parents drain while the coordinator is busy (its lock held, as during another
+        # rebalance): the two drain events are absorbed together.
+        async with coordinator._lock:
+            await drain(raw, left, "s", 1)
+            await drain(raw, right, "s", 1)
+            await eventually(
+                lambda: coordinator.pending_drains == {0, 1}, message="both drain events"
+            )
+        await eventually(lambda: conn.latest() == [2], message="the merged child")
+        assert [ids(v) for _, v in conn.pushed[before:]] == [[2]]
+        assert coordinator.drained == frozenset({0, 1})
+    finally:
+        await raw.close()
+
+
+async def test_a_drained_segment_cursor_was_written_to_its_node_without_a_cursor_ledger(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 1)
+    raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
+    try:
+        await register(stack, "c1", Connection())
+        root = segment(stack, 0)
+        await produce(raw, root, [b"a", b"b"])
+        ledgers_before = set(await stack.broker.storage.list_ledgers())
+        await drain(raw, root, "s", 2)
+        topic = await stack.broker.service.get_or_create_topic(root, create=False)
+        # The acknowledgment that drains a segment costs one CAS of the cursor node: no cursor
+        # ledger is created for it (ADR 0043).
+        assert topic.subscriptions["s"].cursor.mark_delete_position.entry_id == 1
+        assert set(await stack.broker.storage.list_ledgers()) == ledgers_before
+    finally:
+        await raw.close()
+
+
+async def test_a_consumer_attaching_ahead_is_told_its_next_segments_paused(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 1)
+    raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
+    try:
+        ahead, plain = Connection(), Connection()
+        await stack.scalable.register_consumer(
+            str(TOPIC), "s", "c1", 1, SubscriptionType.STREAM, ahead, attach_ahead=True
+        )
+        await stack.scalable.register_consumer(
+            str(TOPIC), "p", "c1", 1, SubscriptionType.STREAM, plain, earliest=True
+        )
+        parent = segment(stack, 0)
+        await produce(raw, parent, [b"a"])
+        await stack.scalable.split(TOPIC, 0)  # 1, 2 wait for 0
+        # The consumer that understands paused segments may open 1 and 2 now, without
+        # permits; one that does not is never told about segments it may not read.
+        assert [(s.segment_id, s.paused) for s in ahead.pushed[-1][1].segments] == [
+            (0, False),
+            (1, True),
+            (2, True),
+        ]
+        assert all(not s.paused for _, view in plain.pushed for s in view.segments)
+        await drain(raw, parent, "s", 1)
+        await eventually(
+            lambda: (
+                [(s.segment_id, s.paused) for s in ahead.pushed[-1][1].segments]
+                == [(1, False), (2, False)]
+            ),
+            message="the children unpaused",
+        )
+    finally:
+        await raw.close()

@@ -34,6 +34,9 @@ from braid.scalable.service import ScalableTopicService
 from tests.support.scalable_stack import ScalableStack, second_service
 from tests.support.standalone import standalone_config
 
+#: The admin API takes a POST only as JSON (its cross-site guard).
+JSON = {"Content-Type": "application/json"}
+
 TOPIC = TopicName.parse("topic://public/default/orders")
 ADMIN_PATH = "/admin/v2/scalable/public/default/orders"
 FOLLOWER_URL = "pulsar://127.0.0.1:1"
@@ -132,10 +135,10 @@ async def test_the_follower_admin_api_forwards_but_never_forwards_a_forwarded_re
     brokers: TwoBrokers,
 ) -> None:
     async with httpx.AsyncClient(base_url=brokers.follower_web, timeout=30) as http:
-        answer = await http.post(f"{ADMIN_PATH}/split/1")
+        answer = await http.post(f"{ADMIN_PATH}/split/1", headers=JSON)
         assert answer.status_code == 200
         assert layout_from_metadata(answer.json()) == await brokers.leading.get_layout(TOPIC)
-        again = await http.post(f"{ADMIN_PATH}/split/2", headers={FORWARDED_HEADER: "1"})
+        again = await http.post(f"{ADMIN_PATH}/split/2", headers={FORWARDED_HEADER: "1", **JSON})
         assert again.status_code == 503
         assert "not the controller leader" in again.json()["reason"]
         assert brokers.leader.service_url in again.json()["reason"]

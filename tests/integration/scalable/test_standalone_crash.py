@@ -84,7 +84,9 @@ def test_sigkill_at_a_cut_point_then_restart_completes_the_operation(
             body = None if kind == "split" else {"segmentIds": [0, 1]}
             path = f"{BASE}/split/0" if kind == "split" else f"{BASE}/merge"
             try:
-                httpx.post(process.web_url + path, json=body, timeout=60)
+                # JSON even without a body: the admin API takes no other POST (ADR 0044).
+                headers = {"Content-Type": "application/json"}
+                httpx.post(process.web_url + path, json=body, headers=headers, timeout=60)
             except httpx.HTTPError:
                 pass
 

@@ -25,6 +25,9 @@ from tests.support.polling import wait_for
 from tests.support.raw_client import RawClient
 from tests.support.segment_io import drain, produce
 
+#: The admin API takes a POST only as JSON (its cross-site guard).
+JSON = {"Content-Type": "application/json"}
+
 BASE = "/admin/v2/scalable/public/default/orders"
 STEP = "parents-terminated"  # after the parent is sealed: the recovery rolls forward
 
@@ -66,7 +69,7 @@ def _fill_and_fail_a_split(process: StandaloneProcess, http: httpx.Client) -> di
             await raw.close()
 
     asyncio.run(fill())
-    failed = http.post(f"{BASE}/split/0", timeout=60)
+    failed = http.post(f"{BASE}/split/0", headers=JSON, timeout=60)
     assert failed.status_code == 503, failed.text
     assert "fault injected" in failed.json()["reason"]
     return layout

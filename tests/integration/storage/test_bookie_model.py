@@ -2,7 +2,8 @@
 
 Adds, fences, deletes, checkpoints and restarts are interleaved at random (with a tiny journal so
 it rolls often); after every step the bookie must agree with the model on which ledgers exist,
-their last entry, their fence flag and every entry's content.
+their last entry, their fence flag and every entry's content. A deleted *fenced* ledger leaves a
+tombstone: it is listed no more, stays fenced and refuses every add; an unfenced one is forgotten.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ _WEIGHTS = [70, 5, 6, 8, 6]
 class _Model:
     entries: dict[int, list[bytes]] = field(default_factory=dict)
     fenced: set[int] = field(default_factory=set)
+    deleted: set[int] = field(default_factory=set)
 
 
 async def _check(bookie: Bookie, model: _Model) -> None:
@@ -34,7 +36,7 @@ async def _check(bookie: Bookie, model: _Model) -> None:
         if entries:
             stored = await bookie.read_entries(ledger_id, 0, len(entries) - 1)
             assert [s.data for s in stored] == entries
-    for ledger_id in model.fenced:
+    for ledger_id in model.fenced | model.deleted:
         assert bookie.is_fenced(ledger_id)
 
 
@@ -56,7 +58,7 @@ async def test_bookie_matches_a_model_under_random_operations(tmp_path: Path, se
                     bookie.add_entry(ledger_id, first + i, data, last_add_confirmed=first + i - 1)
                     for i, data in enumerate(batch)
                 ]
-                if ledger_id in model.fenced:
+                if ledger_id in model.fenced or ledger_id in model.deleted:
                     with pytest.raises(LedgerFenced):
                         await adds[0]
                     for add in adds[1:]:
@@ -68,11 +70,14 @@ async def test_bookie_matches_a_model_under_random_operations(tmp_path: Path, se
                     entries.extend(batch)
             elif op == "fence":
                 await bookie.fence(ledger_id)
-                model.fenced.add(ledger_id)
-                model.entries.setdefault(ledger_id, [])
+                if ledger_id not in model.deleted:
+                    model.fenced.add(ledger_id)
+                    model.entries.setdefault(ledger_id, [])
             elif op == "delete":
                 await bookie.delete_ledger(ledger_id)
                 model.entries.pop(ledger_id, None)
+                if ledger_id in model.fenced:
+                    model.deleted.add(ledger_id)
                 model.fenced.discard(ledger_id)
                 with pytest.raises(NoSuchLedger):
                     await bookie.read_entry(ledger_id, 0)

@@ -26,6 +26,31 @@ def seg(sid: int, *buckets: tuple[int, int]) -> AssignedSegment:
     )
 
 
+def paused(sid: int) -> AssignedSegment:
+    return AssignedSegment(sid, HashRange(0, 0xFFFF), f"segment://t/n/x/0000-ffff-{sid}", (), True)
+
+
+def test_a_segment_attached_ahead_resumes_when_it_becomes_readable() -> None:
+    # ADR 0043: the controller lists the next segments paused; the consumer subscribes without
+    # permits, and the hand-over is a resume (FLOW), not a detach and a new attach.
+    ahead = diff_assignments(None, Assignment.of(3, [seg(0), paused(1), paused(2)]))
+    assert [s.segment_id for s in ahead.attach] == [0, 1, 2]
+    assert [s.paused for s in ahead.attach] == [False, True, True]
+    handed = diff_assignments(
+        Assignment.of(3, [seg(0), paused(1), paused(2)]), Assignment.of(3, [seg(1), seg(2)])
+    )
+    assert handed.detach == (0,) and handed.attach == () and handed.reattach == ()
+    assert [s.segment_id for s in handed.resume] == [1, 2] and not handed.empty
+
+
+def test_a_readable_segment_listed_paused_again_is_drained_and_reattached() -> None:
+    # A seek rewound the subscription into the parent: what was delivered from the child must
+    # be acknowledged before it waits again, so it is a reattach, never a silent pause.
+    diff = diff_assignments(Assignment.of(3, [seg(1)]), Assignment.of(3, [seg(0), paused(1)]))
+    assert [s.segment_id for s in diff.reattach] == [1] and diff.resume == ()
+    assert diff.reattach[0].paused
+
+
 def test_first_assignment_attaches_everything() -> None:
     diff = AssignmentTracker().apply(Assignment.of(3, [seg(0), seg(1)]))
     assert diff is not None

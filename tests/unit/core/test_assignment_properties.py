@@ -11,8 +11,9 @@ from braid.core.assignment import (
     assign_round_robin,
     changed_consumers,
     compute_assignment,
+    deal_sticky,
 )
-from braid.core.drain import readable_segments
+from braid.core.drain import next_segments, readable_segments
 from braid.core.layout import SegmentLayout
 
 
@@ -120,3 +121,76 @@ def test_round_robin_covers_each_readable_segment_once_and_balances_within_one(
     assert assignment.as_dict() == dealt
     assert assignment.layout_epoch == layout.epoch
     assert changed_consumers(assignment, assignment) == ()
+
+
+@st.composite
+def walks(draw: st.DrawFn) -> tuple[SegmentLayout, frozenset[int], frozenset[int], list[str]]:
+    """A layout, a drained set, a larger drained set one walk step later (some readable sealed
+    segments drained), and the consumers."""
+    layout, drained = draw(layouts_with_drained())
+    ready_sealed = sorted(
+        s.segment_id for s in readable_segments(layout, drained) if not s.is_active
+    )
+    more = draw(st.sets(st.sampled_from(ready_sealed))) if ready_sealed else set()
+    consumers = draw(st.lists(st.sampled_from(["a", "b", "c", "d"]), min_size=1, max_size=4))
+    return layout, drained, drained | frozenset(more), consumers
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=walks())
+def test_a_sticky_deal_covers_each_segment_once_keeps_what_it_can_and_balances_within_one(
+    case: tuple[SegmentLayout, frozenset[int], frozenset[int], list[str]],
+) -> None:
+    layout, drained, later, consumers = case
+    before = compute_assignment(layout, consumers, drained).as_dict()
+    ready = readable_segments(layout, later)
+    dealt = deal_sticky(ready, consumers, before)
+    assert sorted(dealt) == sorted(set(consumers))
+    every = [sid for ids in dealt.values() for sid in ids]
+    assert sorted(every) == sorted(s.segment_id for s in ready)
+    sizes = [len(ids) for ids in dealt.values()]
+    assert max(sizes) - min(sizes) <= 1
+    # A deal of the same segments from its own result moves nothing.
+    assert deal_sticky(ready, consumers, dealt) == dealt
+    # Segments still readable stay with their consumer unless the counts had to be evened.
+    moved = sum(
+        1 for name, ids in before.items() for sid in ids if sid in every and sid not in dealt[name]
+    )
+    kept_sizes = [len([sid for sid in ids if sid in every]) for ids in before.values()]
+    assert moved <= max(0, max(kept_sizes) - min(kept_sizes) - 1) * len(kept_sizes)
+    assignment = compute_assignment(layout, consumers, later, before)
+    assert assignment.as_dict() == dealt
+
+
+def test_a_split_child_goes_to_the_consumer_that_drained_its_parent() -> None:
+    layout = SegmentLayout.initial(2).split_segment(1)  # 1 sealed -> 2, 3; 0 still active
+    before = {"a": (0,), "b": (1,)}  # "b" just drained 1
+    dealt = deal_sticky(readable_segments(layout, {1}), ["a", "b"], before)
+    # 0 stays with "a"; both children of 1 go to "b" (counts 1 and 2: within one).
+    assert dealt == {"a": (0,), "b": (2, 3)}
+    # Round-robin would have moved 0's neighbour and split the children.
+    assert assign_round_robin(readable_segments(layout, {1}), ["a", "b"]) == {
+        "a": (0, 3),
+        "b": (2,),
+    }
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=layouts_with_drained())
+def test_the_next_segments_become_readable_exactly_when_their_listed_parents_drain(
+    case: tuple[SegmentLayout, frozenset[int]],
+) -> None:
+    layout, drained = case
+    ready = {s.segment_id for s in readable_segments(layout, drained)}
+    waiting = next_segments(layout, drained)
+    for sid, parents in waiting.items():
+        assert sid not in ready and sid not in drained
+        assert parents and set(parents) <= ready
+        assert all(not layout.segments[p].is_active for p in parents)
+        # Draining the listed parents (sealed, readable) makes it readable; draining all but
+        # one of them does not.
+        after = {s.segment_id for s in readable_segments(layout, drained | set(parents))}
+        assert sid in after
+        for missing in parents:
+            partial = drained | (set(parents) - {missing})
+            assert sid not in {s.segment_id for s in readable_segments(layout, partial)}

@@ -3036,10 +3036,16 @@ class ScalableAssignedSegment(_message.Message):
     HASH_END_FIELD_NUMBER: _builtins.int
     SEGMENT_TOPIC_FIELD_NUMBER: _builtins.int
     BUCKET_RANGES_FIELD_NUMBER: _builtins.int
+    PAUSED_FIELD_NUMBER: _builtins.int
     segment_id: _builtins.int
     hash_start: _builtins.int
     hash_end: _builtins.int
     segment_topic: _builtins.str
+    paused: _builtins.bool
+    """Attach ahead (ADR 0043): not readable yet for this subscription; the consumer subscribes
+    and grants no permits until a later assignment lists the segment without this flag. Only
+    sent to consumers that registered with attach_ahead. Braid-chosen number.
+    """
     @_builtins.property
     def bucket_ranges(self) -> _containers.RepeatedCompositeFieldContainer[Global___IntRange]:
         """PIP-486: empty = sole owner (Exclusive); else the segment's full bucket-boundary list and
@@ -3054,10 +3060,11 @@ class ScalableAssignedSegment(_message.Message):
         hash_end: _builtins.int | None = ...,
         segment_topic: _builtins.str | None = ...,
         bucket_ranges: _abc.Iterable[Global___IntRange] | None = ...,
+        paused: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["hash_end", b"hash_end", "hash_start", b"hash_start", "segment_id", b"segment_id", "segment_topic", b"segment_topic"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["hash_end", b"hash_end", "hash_start", b"hash_start", "paused", b"paused", "segment_id", b"segment_id", "segment_topic", b"segment_topic"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket_ranges", b"bucket_ranges", "hash_end", b"hash_end", "hash_start", b"hash_start", "segment_id", b"segment_id", "segment_topic", b"segment_topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket_ranges", b"bucket_ranges", "hash_end", b"hash_end", "hash_start", b"hash_start", "paused", b"paused", "segment_id", b"segment_id", "segment_topic", b"segment_topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -3097,6 +3104,7 @@ class CommandScalableTopicSubscribe(_message.Message):
     CONSUMER_ID_FIELD_NUMBER: _builtins.int
     CONSUMER_TYPE_FIELD_NUMBER: _builtins.int
     INITIAL_POSITION_FIELD_NUMBER: _builtins.int
+    ATTACH_AHEAD_FIELD_NUMBER: _builtins.int
     request_id: _builtins.int
     topic: _builtins.str
     subscription: _builtins.str
@@ -3108,6 +3116,10 @@ class CommandScalableTopicSubscribe(_message.Message):
     (ignored for an existing one). Braid-chosen field number; brokers without it default to
     Latest, as CommandSubscribe does.
     """
+    attach_ahead: _builtins.bool
+    """The consumer understands paused segments in its assignments (attach ahead, ADR 0043); a
+    consumer without it is only ever given segments it may read. Braid-chosen field number.
+    """
     def __init__(
         self,
         *,
@@ -3118,10 +3130,11 @@ class CommandScalableTopicSubscribe(_message.Message):
         consumer_id: _builtins.int | None = ...,
         consumer_type: Global___ScalableConsumerType.ValueType | None = ...,
         initial_position: Global___CommandSubscribe.InitialPosition.ValueType | None = ...,
+        attach_ahead: _builtins.bool | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "consumer_type", b"consumer_type", "initial_position", b"initial_position", "request_id", b"request_id", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["attach_ahead", b"attach_ahead", "consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "consumer_type", b"consumer_type", "initial_position", b"initial_position", "request_id", b"request_id", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "consumer_type", b"consumer_type", "initial_position", b"initial_position", "request_id", b"request_id", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attach_ahead", b"attach_ahead", "consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "consumer_type", b"consumer_type", "initial_position", b"initial_position", "request_id", b"request_id", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

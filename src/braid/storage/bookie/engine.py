@@ -13,7 +13,10 @@ the older journal files.
 Restart replays the journal from the checkpoint into the entry files (a torn tail is cut off by
 checksum), fsyncs, writes a fresh checkpoint and starts a new journal file
 (:mod:`braid.storage.bookie.recovery`). Fence flags and
-deletions are journal records too, so they survive a crash like entries do.
+deletions are journal records too, so they survive a crash like entries do. The fence of a
+deleted ledger outlives it (a tombstone): every later add to it is refused, so a writer that
+missed both the fence and the deletion (a broker that lost ownership) never has an add
+acknowledged into a ledger nobody lists (ADR 0046).
 
 No blocking call runs on the event loop: journal, flush and checkpoint run in their two threads,
 file reads in a small executor, and open/close in the executor.
@@ -451,8 +454,9 @@ class Bookie:
         if self._disk.read_only:
             raise StorageReadOnly(f"bookie {self._id} is read-only: {self._disk.reason}")
         state = self._ledgers.get(ledger_id)
-        if state is not None and state.fenced and not recovery:
-            raise LedgerFenced(f"ledger {ledger_id} is fenced on bookie {self._id}")
+        if state is not None and state.fenced and (state.deleted or not recovery):
+            what = "was deleted" if state.deleted else "is fenced"
+            raise LedgerFenced(f"ledger {ledger_id} {what} on bookie {self._id}")
         return _tuple_new(
             JournalRecord,
             (RecordKind.ADD, ledger_id, entry_id, last_add_confirmed, length, bytes(data)),
@@ -472,11 +476,16 @@ class Bookie:
         return self._lac_info(ledger_id)
 
     async def delete_ledger(self, ledger_id: int) -> None:
-        """Delete a ledger's entries and fence flag; its files are unlinked by the flusher.
+        """Delete a ledger's entries; its files are unlinked by the flusher. A fenced ledger's
+        fence outlives it (a tombstone: every later add is refused, recovery adds too); an
+        unfenced one is forgotten (its id may be made again, as an interrupted copy is).
 
         Deleting a ledger this bookie does not hold is not an error (deletion is retried).
         """
         _validate_ids(ledger_id)
+        state = self._ledgers.get(ledger_id)
+        if state is not None and state.fenced:
+            state.deleted = True  # effective at once; durable when the future resolves
         await self._submit(JournalRecord(RecordKind.DELETE, ledger_id))
 
     async def checkpoint(self) -> None:
@@ -549,7 +558,9 @@ class Bookie:
             elif record.kind is RecordKind.FENCE:
                 self._ledgers.setdefault(record.ledger_id, LedgerState()).fenced = True
             else:
-                self._ledgers.pop(record.ledger_id, None)
+                gone = self._ledgers.pop(record.ledger_id, None)
+                if gone is not None and gone.fenced:
+                    self._ledgers[record.ledger_id] = LedgerState(fenced=True, deleted=True)
                 self._cache.pop(record.ledger_id, None)
                 run_ledger = -1  # a later add of that ledger starts from nothing again
             if item.callback is not None:
@@ -683,8 +694,8 @@ class Bookie:
         return state is not None and state.fenced
 
     def ledgers(self) -> list[int]:
-        """Ids of the ledgers this bookie holds entries or a fence flag for."""
-        return sorted(self._ledgers)
+        """Ids of the ledgers this bookie holds entries or a fence flag for (not tombstones)."""
+        return sorted(lid for lid, state in self._ledgers.items() if not state.deleted)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -725,7 +736,7 @@ class Bookie:
         _validate_ids(ledger_id, last)
         self._check_open()
         state = self._ledgers.get(ledger_id)
-        if state is None:
+        if state is None or state.deleted:
             raise NoSuchLedger(f"bookie {self._id} holds no ledger {ledger_id}")
         if first > last or last > state.last_entry_id:
             raise NoSuchEntry(

@@ -3,7 +3,11 @@
 Layout under ``<data dir>/ledgers``: ``<id>.data`` holds payloads back to back, ``<id>.idx``
 holds one fixed-size slot per entry id (see :mod:`records`), so a read is two ``pread`` calls and
 never a scan. ``<id>.fenced`` is an empty marker: the ledger was fenced. Deleting a ledger unlinks
-its files, which returns the space at once (the reason for per-ledger files; see ADR 0011).
+its files, which returns the space at once (the reason for per-ledger files; see ADR 0011); the
+fence of a fenced ledger outlives it (as a BookKeeper bookie's does until its garbage collector
+runs): ``<id>.fenced`` stays beside an empty ``<id>.deleted`` *tombstone*, so a stale writer that
+never learnt of the deletion cannot have adds acknowledged into it (ADR 0046). A ledger deleted
+unfenced leaves nothing (an interrupted copy is deleted and made again under the same id).
 
 These files are written only by the bookie's flusher thread, in journal order, and are fsync'd only
 at a checkpoint; until then the journal is what makes an entry durable. Every method takes one
@@ -45,6 +49,8 @@ class LedgerSummary:
     last_entry_id: int
     last_add_confirmed: int
     fenced: bool
+    #: The ledger was deleted: only its tombstone is left (it stays fenced).
+    deleted: bool = False
 
 
 @dataclass(slots=True)
@@ -113,6 +119,9 @@ class LedgerFiles:
 
     def _fence_path(self, ledger_id: int) -> Path:
         return self._dir / f"{ledger_id}.fenced"
+
+    def _tombstone_path(self, ledger_id: int) -> Path:
+        return self._dir / f"{ledger_id}.deleted"
 
     # -- file handles ------------------------------------------------------------------------
     def _get(self, ledger_id: int, *, create: bool) -> _OpenLedger | None:
@@ -227,21 +236,22 @@ class LedgerFiles:
                 self._dir_dirty = True
 
     def apply_delete(self, ledger_id: int) -> None:
-        """Forget a ledger and unlink its files (space is returned immediately)."""
+        """Forget a ledger and unlink its files (space is returned immediately); a fenced one
+        leaves its tombstone (it stays fenced)."""
         with self._lock:
             handle = self._open.pop(ledger_id, None)
             if handle is not None:
                 os.close(handle.data_fd)
                 os.close(handle.idx_fd)
             self._dirty.discard(ledger_id)
-            for path in (
-                self._data_path(ledger_id),
-                self._idx_path(ledger_id),
-                self._fence_path(ledger_id),
-            ):
+            for path in (self._data_path(ledger_id), self._idx_path(ledger_id)):
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
                     self._dir_dirty = True
+            tombstone = self._tombstone_path(ledger_id)
+            if self._fence_path(ledger_id).exists() and not tombstone.exists():
+                tombstone.touch()
+                self._dir_dirty = True
 
     def sync(self) -> None:
         """Make every write so far durable (a checkpoint relies on this)."""
@@ -281,6 +291,7 @@ class LedgerFiles:
         with self._lock:
             ids: set[int] = set()
             fenced: set[int] = set()
+            deleted: set[int] = set()
             for path in self._dir.iterdir():
                 stem, _, ext = path.name.partition(".")
                 if not stem.isdigit():
@@ -289,10 +300,15 @@ class LedgerFiles:
                     ids.add(int(stem))
                 elif ext == "fenced":
                     fenced.add(int(stem))
+                elif ext == "deleted":
+                    deleted.add(int(stem))
             out: dict[int, LedgerSummary] = {}
             for ledger_id in ids | fenced:
                 last, lac = self._last_slot(ledger_id)
                 out[ledger_id] = LedgerSummary(last, lac, ledger_id in fenced)
+            for ledger_id in deleted:
+                # No entries after the tombstone: every add to it is refused.
+                out[ledger_id] = LedgerSummary(-1, -1, fenced=True, deleted=True)
             return out
 
     def _last_slot(self, ledger_id: int) -> tuple[int, int]:

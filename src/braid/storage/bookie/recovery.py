@@ -39,6 +39,8 @@ class LedgerState:
     last_entry_id: int = -1
     last_add_confirmed: int = -1
     fenced: bool = False
+    #: Deleted: a tombstone that stays fenced (:mod:`braid.storage.bookie.ledger_files`).
+    deleted: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,7 +200,7 @@ def replay(data_dir: Path, lock: FileLock, journal_dir: Path) -> Recovered:
             space_error,
         )
     ledgers = {
-        lid: LedgerState(s.last_entry_id, s.last_add_confirmed, s.fenced)
+        lid: LedgerState(s.last_entry_id, s.last_add_confirmed, s.fenced, s.deleted)
         for lid, s in files.scan().items()
     }
     return Recovered(lock, journal_dir, files, ledgers, next_seq, replayed, unapplied, space_error)

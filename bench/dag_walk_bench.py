@@ -1,0 +1,301 @@
+"""DAG walk benchmark: a Stream consumer catching up over a long segment DAG (issue 28, ADR 0043).
+
+It starts ``braid standalone`` as a child process (retention kept forever, so no sealed segment
+is collected, and auto-scaling off, so the DAG is exactly the one built here) and, for each
+``--sizes`` value N, builds a scalable topic whose DAG has N segments: a subscription first, then
+splits of the widest active segment and merges of two hash-adjacent ones through the admin REST
+API, keeping 2-4 segments active. Every new segment gets 100 keyed messages (keys chosen by hash
+inside its range) right after the change that created it, in one of two shapes:
+
+* **full**: every segment holds 100 messages;
+* **sparse**: only every tenth segment does, the others are empty (a DAG that mostly reshaped
+  while idle; its empty segments must be skipped, not attached one by one).
+
+Then one Stream consumer of the subscription reads from ``earliest`` to the end, acknowledging
+cumulatively after each ``receive_many``, timed from the subscribe call to the last message.
+In the same run, the same number of messages on a topic that never changed (2 segments) is read
+the same way: the *flat* rate, the ceiling a walk can reach on this machine at this moment.
+
+**Hand-over** of a segment S holding messages: from the last message received from its nearest
+ancestors holding messages (through empty ones) to the first message received from S. It is what
+the application sees between the end of a parent and the start of its child: the cumulative ack,
+the cursor write, the drain event, the coordinator's push, the attach and the first dispatch.
+
+Targets (issue 28): hand-over p50 <= 5 ms; a 1,000-segment walk at >= 25 % of the flat rate.
+
+Run: ``.venv/bin/python bench/dag_walk_bench.py [--sizes 10,100,1000] [--per-segment 100]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import logging
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import braid
+from braid.admin import AdminClient
+from braid.cli.process import StandaloneProcess
+from braid.core.hashing import hash16
+from braid.core.message_id import message_position
+
+NAMESPACE = "public/default"
+SUBSCRIPTION = "walk"
+
+
+class KeyPool:
+    """Keys sorted by hash, so a segment's hash range can be filled with keys that route to it."""
+
+    def __init__(self, count: int = 262_144) -> None:
+        pairs = sorted((hash16(f"key-{i}"), f"key-{i}") for i in range(count))
+        self._hashes = [h for h, _ in pairs]
+        self._keys = [k for _, k in pairs]
+
+    def keys_in(self, start: int, end: int, count: int) -> list[str]:
+        lo = bisect.bisect_left(self._hashes, start)
+        hi = bisect.bisect_right(self._hashes, end)
+        if hi <= lo:
+            raise ValueError(f"no key hashes into [{start:04x}, {end:04x}]")
+        return [self._keys[lo + i % (hi - lo)] for i in range(count)]
+
+
+@dataclass
+class Topic:
+    name: str
+    parents: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    counts: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def messages(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass
+class Walk:
+    seconds: float
+    messages: int
+    first: dict[int, float]
+    last: dict[int, float]
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds
+
+
+def _active(layout: dict[str, Any]) -> list[tuple[int, int, int]]:
+    return sorted(
+        (info["hashRange"]["start"], info["hashRange"]["end"], int(sid))
+        for sid, info in layout["segments"].items()
+        if info["state"] == "ACTIVE"
+    )
+
+
+async def _fill(
+    producer: braid.AsyncProducer, pool: KeyPool, start: int, end: int, count: int
+) -> None:
+    keys = pool.keys_in(start, end, count)
+    for chunk in range(0, count, 10_000):  # within the producer's pending-message limit
+        futures = [
+            producer.send_async(f"{key}|{chunk + i}".encode(), key=key)
+            for i, key in enumerate(keys[chunk : chunk + 10_000])
+        ]
+        await asyncio.gather(*futures)
+
+
+async def _build(
+    admin: AdminClient,
+    client: braid.AsyncClient,
+    pool: KeyPool,
+    name: str,
+    segments: int,
+    per_segment: int,
+    every: int,
+) -> Topic:
+    """A topic whose DAG has ``segments`` segments; every ``every``-th new segment gets
+    ``per_segment`` messages (1: all of them)."""
+    admin.scalable_topics.create(name, segments=2)
+    admin.scalable_topics.create_subscription(name, SUBSCRIPTION, initial_position="Earliest")
+    topic = Topic(name)
+    producer = await client.create_producer(name, batching_max_delay=0.001)
+    layout = admin.scalable_topics.get(name)
+    for start, end, sid in _active(layout):
+        topic.parents[sid] = ()
+        topic.counts[sid] = per_segment if sid % every == 0 else 0
+        if topic.counts[sid]:
+            await _fill(producer, pool, start, end, per_segment)
+    step = 0
+    while len(layout["segments"]) < segments:
+        active = _active(layout)
+        if len(active) <= 2 or (len(active) < 4 and step % 2 == 0):
+            start, end, sid = max(active, key=lambda s: s[1] - s[0])
+            layout = admin.scalable_topics.split(name, sid)
+        else:
+            j = step % (len(active) - 1)
+            layout = admin.scalable_topics.merge(name, [active[j][2], active[j + 1][2]])
+        step += 1
+        for start, end, sid in _active(layout):
+            if sid in topic.parents:
+                continue
+            info = layout["segments"][str(sid)]
+            topic.parents[sid] = tuple(int(p) for p in info.get("parentIds", ()))
+            topic.counts[sid] = per_segment if sid % every == 0 else 0
+            if topic.counts[sid]:
+                await _fill(producer, pool, start, end, topic.counts[sid])
+    await producer.close()
+    return topic
+
+
+async def _walk(client: braid.AsyncClient, topic: Topic) -> Walk:
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    total = topic.messages
+    got = 0
+    began = time.perf_counter()
+    consumer = await client.subscribe_stream(
+        topic.name, SUBSCRIPTION, initial_position="earliest", receiver_queue_size=1000
+    )
+    while got < total:
+        messages = await consumer.receive_many(1000, timeout=30)
+        if not messages:
+            raise RuntimeError(f"{topic.name}: stalled at {got} of {total} messages")
+        now = time.perf_counter()
+        for message in messages:
+            position = message_position(message.message_id)
+            sid = position.segment_id if position is not None else -1
+            first.setdefault(sid, now)
+            last[sid] = now
+        got += len(messages)
+        consumer.acknowledge_cumulative(messages[-1])
+    seconds = time.perf_counter() - began
+    await consumer.close()
+    return Walk(seconds, got, first, last)
+
+
+def _hand_overs(topic: Topic, walk: Walk) -> list[float]:
+    """Milliseconds from the last message of a segment's nearest ancestors holding messages
+    to its first message, for every segment holding messages that has such ancestors."""
+
+    def holders(sid: int) -> set[int]:
+        found: set[int] = set()
+        stack = list(topic.parents.get(sid, ()))
+        seen: set[int] = set()
+        while stack:
+            parent = stack.pop()
+            if parent in seen:
+                continue
+            seen.add(parent)
+            if topic.counts.get(parent):
+                found.add(parent)
+            else:
+                stack.extend(topic.parents.get(parent, ()))
+        return found
+
+    gaps = []
+    for sid, count in topic.counts.items():
+        if not count or sid not in walk.first:
+            continue
+        ancestors = holders(sid)
+        if not ancestors or not all(a in walk.last for a in ancestors):
+            continue
+        gaps.append((walk.first[sid] - max(walk.last[a] for a in ancestors)) * 1000)
+    return gaps
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def _run(args: argparse.Namespace, process: StandaloneProcess) -> None:
+    pool = KeyPool()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows = []
+    with AdminClient(process.web_url) as admin:
+        async with braid.AsyncClient(process.service_url, operation_timeout=60) as client:
+            for size in sizes:
+                for shape, every in (("full", 1), ("sparse", 10)):
+                    name = f"topic://{NAMESPACE}/walk-{shape}-{size}"
+                    built = time.perf_counter()
+                    dag = await _build(admin, client, pool, name, size, args.per_segment, every)
+                    built = time.perf_counter() - built
+                    flat_name = f"topic://{NAMESPACE}/flat-{shape}-{size}"
+                    admin.scalable_topics.create(flat_name, segments=2)
+                    admin.scalable_topics.create_subscription(
+                        flat_name, SUBSCRIPTION, initial_position="Earliest"
+                    )
+                    flat = Topic(flat_name, {0: (), 1: ()}, {})
+                    producer = await client.create_producer(flat_name, batching_max_delay=0.001)
+                    await _fill(producer, pool, 0, 0xFFFF, dag.messages)
+                    await producer.close()
+                    flat.counts = {0: dag.messages}
+                    flat_walk = await _walk(client, flat)
+                    walk = await _walk(client, dag)
+                    gaps = _hand_overs(dag, walk)
+                    rows.append((size, shape, len(dag.counts), dag, walk, flat_walk, gaps, built))
+                    print(
+                        f"built {shape} DAG of {len(dag.counts)} segments in {built:.1f} s",
+                        flush=True,
+                    )
+    print()
+    print(
+        f"{'segments':>8} {'shape':<7} {'msgs':>7} {'walk s':>7} {'walk/s':>8} {'flat/s':>8} "
+        f"{'ratio':>6} {'ms/seg':>7} {'hand-over p50':>13} {'p99':>7} {'n':>5}"
+    )
+    for _size, shape, count, dag, walk, flat_walk, gaps, _ in rows:
+        print(
+            f"{count:>8} {shape:<7} {dag.messages:>7} {walk.seconds:>7.2f} {walk.rate:>8.0f} "
+            f"{flat_walk.rate:>8.0f} {walk.rate / flat_walk.rate:>6.2f} "
+            f"{walk.seconds / count * 1000:>7.2f} {_pct(gaps, 0.5):>13.2f} "
+            f"{_pct(gaps, 0.99):>7.2f} {len(gaps):>5}"
+        )
+    print()
+    all_gaps = [g for row in rows for g in row[6]]
+    p50 = statistics.median(all_gaps) if all_gaps else float("nan")
+    print(
+        f"hand-over p50 {p50:.2f} ms over {len(all_gaps)} hand-overs = "
+        f"{p50 / 5:.2f} x the 5 ms target"
+    )
+    for size, shape, count, _dag, walk, flat_walk, _, _ in rows:
+        if size == max(sizes):
+            ratio = walk.rate / flat_walk.rate
+            print(
+                f"{count}-segment {shape} walk at {ratio:.0%} of the flat topic's rate "
+                f"(target >= 25 %: {ratio / 0.25:.2f} x)"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="10,100,1000", help="DAG sizes, comma-separated")
+    parser.add_argument("--per-segment", type=int, default=100, help="messages per segment")
+    parser.add_argument("--dir", type=Path, default=None, help="data directory parent")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    root = Path(tempfile.mkdtemp(prefix="braid-dag-walk-bench-", dir=args.dir))
+    env = {
+        "BRAID_defaultRetentionTimeInMinutes": "-1",
+        "BRAID_defaultRetentionSizeInMB": "-1",
+        "BRAID_scalableTopicAutoScaleEnabled": "false",
+    }
+    process = StandaloneProcess.start_on_free_ports(
+        root / "data", log_path=root / "sa.log", env={**os.environ, **env}
+    )
+    try:
+        asyncio.run(_run(args, process))
+    finally:
+        process.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

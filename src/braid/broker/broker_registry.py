@@ -1,0 +1,202 @@
+"""The broker registry: which brokers are alive, where to reach them, and which one leads.
+
+Every broker (``braid broker``, and ``braid standalone`` as a cluster of one) announces itself in
+an **ephemeral** node ``/loadbalance/brokers/{host:port}`` (Pulsar's path; ``host:port`` of its
+broker service URL) holding ``{"pulsarServiceUrl", "webServiceUrl", "brokerId", "cluster"}``: it
+exists exactly as long as the broker's metadata session, so a SIGKILLed broker leaves the list
+when its session expires. The node is created with compare-and-swap through the
+:class:`~braid.metadata.lock.Lock` recipe: a broker restarted on the address of a dead
+incarnation waits (bounded) for that session's node to go instead of writing into a node that
+would vanish with the old session.
+
+The **leader broker** (Pulsar's ``/loadbalance/leader``, value ``{"brokerId", "serviceUrl"}``
+with the leader's web service URL, as ``/admin/v2/brokers/leaderBroker`` answers) is elected
+among the registered brokers through :class:`~braid.metadata.election.LeaderElection`. This slice
+gives the leader no duty yet (the load manager will): it is reported.
+
+This module is the one registry: the scalable-topic layer finds other brokers' admin URLs here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from braid.core.errors import IllegalStateError
+from braid.metadata.api import MetadataStore
+from braid.metadata.election import LeaderElection, LeaderElectionState, read_leader
+from braid.metadata.lock import Lock
+
+log = logging.getLogger(__name__)
+
+#: Root of the broker registry (one ephemeral child per live broker).
+BROKERS_ROOT = "/loadbalance/brokers"
+#: The leader broker's election node.
+LEADER_PATH = "/loadbalance/leader"
+
+
+class BrokerAddressInUse(IllegalStateError):
+    """Another live broker is registered under this broker's address."""
+
+
+def broker_id(service_url: str) -> str:
+    """``host:port`` of a ``pulsar://host:port`` URL: the broker's registry name."""
+    parts = urlsplit(service_url)
+    return parts.netloc or service_url
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """One registered broker: the JSON value of its registry node."""
+
+    broker_id: str
+    service_url: str
+    web_service_url: str | None
+    cluster: str = ""
+    #: The ``pulsar+ssl://`` URL when the broker has a TLS listener (Pulsar's
+    #: ``pulsarServiceUrlTls``).
+    service_url_tls: str | None = None
+
+    def encode(self) -> bytes:
+        doc = {
+            "brokerId": self.broker_id,
+            "pulsarServiceUrl": self.service_url,
+            "pulsarServiceUrlTls": self.service_url_tls,
+            "webServiceUrl": self.web_service_url,
+            "cluster": self.cluster,
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, name: str, raw: bytes) -> BrokerInfo | None:
+        """The entry in ``raw`` (``None`` when unreadable: the caller skips it)."""
+        try:
+            doc = json.loads(raw)
+            web = doc.get("webServiceUrl")
+            tls = doc.get("pulsarServiceUrlTls")
+            return cls(
+                broker_id=str(doc.get("brokerId") or name),
+                service_url=str(doc["pulsarServiceUrl"]),
+                web_service_url=web if isinstance(web, str) and web else None,
+                cluster=str(doc.get("cluster") or ""),
+                service_url_tls=tls if isinstance(tls, str) and tls else None,
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+class BrokerRegistry:
+    """This broker's entry in ``/loadbalance/brokers`` and lookups of the others'."""
+
+    def __init__(self, store: MetadataStore, *, cluster: str = "") -> None:
+        self._store = store
+        self._cluster = cluster
+        self._lock: Lock | None = None
+        self._info: BrokerInfo | None = None
+        self._election: LeaderElection | None = None
+
+    @property
+    def me(self) -> BrokerInfo | None:
+        """This broker's entry, once registered."""
+        return self._info
+
+    async def register(
+        self,
+        service_url: str,
+        web_service_url: str | None,
+        service_url_tls: str | None = None,
+        *,
+        wait_s: float = 0.0,
+    ) -> None:
+        """Announce this broker (ephemeral: it disappears with the broker's session).
+
+        Raises:
+            BrokerAddressInUse: another session holds the address for longer than ``wait_s``.
+        """
+        info = BrokerInfo(
+            broker_id(service_url), service_url, web_service_url, self._cluster, service_url_tls
+        )
+        lock = Lock(self._store, f"{BROKERS_ROOT}/{info.broker_id}", info.encode())
+        if not await lock.try_acquire():
+            try:
+                async with asyncio.timeout(wait_s):
+                    await lock.acquire()
+            except TimeoutError:
+                await lock.close()
+                raise BrokerAddressInUse(
+                    f"broker address {info.broker_id} is registered by another live broker "
+                    f"(node {BROKERS_ROOT}/{info.broker_id})"
+                ) from None
+        self._lock, self._info = lock, info
+
+    async def elect_leader(self) -> None:
+        """Stand for leader broker (after :meth:`register`)."""
+        if self._info is None:
+            raise IllegalStateError("register the broker before standing for leader")
+        doc = {"brokerId": self._info.broker_id, "serviceUrl": self._info.web_service_url}
+        self._election = LeaderElection(
+            self._store, LEADER_PATH, json.dumps(doc, separators=(",", ":")).encode()
+        )
+        await self._election.start()
+
+    @property
+    def is_leader(self) -> bool:
+        return self._election is not None and self._election.state is LeaderElectionState.LEADING
+
+    async def leader(self) -> dict[str, str] | None:
+        """The leader broker (``{"brokerId", "serviceUrl"}``), or ``None`` while there is none."""
+        raw = await read_leader(self._store, LEADER_PATH)
+        if raw is None:
+            return None
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            return None
+        return {k: str(v) for k, v in doc.items()} if isinstance(doc, dict) else None
+
+    async def unregister(self) -> None:
+        """Resign leadership and remove this broker's entry. Idempotent."""
+        election, self._election = self._election, None
+        if election is not None:
+            await election.close()
+        lock, self._lock = self._lock, None
+        if lock is not None:
+            await lock.close()
+
+    async def brokers(self) -> list[BrokerInfo]:
+        """Every registered broker, by id (unreadable entries skipped)."""
+        found: list[BrokerInfo] = []
+        for name in await self._store.children(BROKERS_ROOT):
+            info = await self.get(name)
+            if info is not None:
+                found.append(info)
+        return found
+
+    async def get(self, name: str) -> BrokerInfo | None:
+        """The broker registered as ``host:port``, or ``None``."""
+        got = await self._store.get(f"{BROKERS_ROOT}/{name}")
+        return None if got is None else BrokerInfo.decode(name, got[0])
+
+    async def web_service_url(self, service_url: str) -> str | None:
+        """The admin URL of the broker whose service URL is ``service_url``."""
+        info = await self.get(broker_id(service_url))
+        return None if info is None else info.web_service_url
+
+    async def service_url_tls(self, service_url: str) -> str | None:
+        """The ``pulsar+ssl://`` URL of the broker registered as ``service_url`` (``None``: it
+        has no TLS listener, or is not registered)."""
+        info = await self.get(broker_id(service_url))
+        return None if info is None else info.service_url_tls
+
+
+__all__ = [
+    "BROKERS_ROOT",
+    "LEADER_PATH",
+    "BrokerAddressInUse",
+    "BrokerInfo",
+    "BrokerRegistry",
+    "broker_id",
+]

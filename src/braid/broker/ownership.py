@@ -1,0 +1,279 @@
+"""Bundle ownership: each namespace bundle is served by exactly one broker (Pulsar's
+``OwnershipCache`` and the lookup half of its ``NamespaceService``).
+
+**The lock.** A broker owns a bundle while it holds the **ephemeral** node
+``/namespace/{tenant}/{namespace}/{0xLOWER_0xUPPER}`` (Pulsar's path), created with
+compare-and-swap (``expected_version=-1``), whose value is Pulsar's ``NamespaceEphemeralData``
+(``nativeUrl``, ``httpUrl``, ``disabled``, ...). Two brokers racing for a bundle: one create
+wins, the other reads the winner. The node lives as long as the owner's metadata session.
+
+**Serving.** A broker loads a topic only while it owns the topic's bundle
+(:meth:`BundleOwnership.check_serving`): a bundle nobody owns is taken on the spot; one owned
+elsewhere is refused with :class:`NotOwner` (``ServiceNotReady`` on the wire: the client looks
+the topic up again). When the broker learns that it lost a bundle - its ownership node deleted,
+or its session lost - it drops the bundle and calls ``on_lost`` so the broker closes the
+bundle's topics at once (their clients reconnect and look up the new owner); after the session
+is lost every bundle goes. A broker that cannot tell (cut off from ZooKeeper) keeps serving until
+its session ends; the ledgers' fencing (a new owner fences the old owner's ledger on the bookies,
+and a deleted ledger's fence outlives it) refuses the old owner's writes meanwhile (ADR 0046).
+
+**Lookup** (:meth:`BundleOwnership.lookup`) answers as Pulsar's binary and HTTP lookups do:
+
+* the bundle has an owner: *Connect* to the owner (authoritative);
+* it has none and the request is not authoritative: the broker picks a candidate among the
+  registered brokers - the one with the highest rendezvous hash of (bundle, broker id), which
+  spreads bundles evenly and moves only the bundles of a broker that comes or goes (a stand-in
+  for the load manager, which will pick the least loaded) - and, when the candidate is another
+  broker, answers *Redirect* to it with ``authoritative=true``;
+* it has none and the request is authoritative (a redirect brought the client here), or this
+  broker is the candidate: it takes the bundle and answers *Connect* to itself (or to whoever
+  won the race).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from braid.broker.broker_registry import BrokerInfo, BrokerRegistry
+from braid.broker.bundles import NamespaceBundle, NamespaceBundles
+from braid.broker.errors import ServiceNotReady
+from braid.core.names import TopicName
+from braid.metadata.api import (
+    BadVersion,
+    MetadataStore,
+    NodeNotFound,
+    Notification,
+    NotificationType,
+    SessionEvent,
+)
+
+log = logging.getLogger(__name__)
+
+#: Root of the ownership nodes (``/namespace/{tenant}/{ns}/{range}``).
+OWNERSHIP_ROOT = "/namespace"
+
+
+class NotOwner(ServiceNotReady):
+    """The topic's bundle is owned by another broker (the client looks the topic up again)."""
+
+
+@dataclass(frozen=True)
+class OwnerData:
+    """Pulsar's ``NamespaceEphemeralData``: how clients reach a bundle's owner."""
+
+    native_url: str
+    http_url: str
+    disabled: bool = False
+
+    def encode(self) -> bytes:
+        doc = {
+            "nativeUrl": self.native_url,
+            "nativeUrlTls": "",
+            "httpUrl": self.http_url,
+            "httpUrlTls": "",
+            "disabled": self.disabled,
+            "advertisedListeners": {},
+        }
+        return json.dumps(doc, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> OwnerData | None:
+        try:
+            doc = json.loads(raw)
+            return cls(str(doc["nativeUrl"]), str(doc.get("httpUrl") or ""), bool(doc["disabled"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+
+@dataclass(frozen=True)
+class LookupAnswer:
+    """Where a client should go for a topic: *Connect* there, or *Redirect* (ask there)."""
+
+    service_url: str
+    http_url: str
+    redirect: bool
+    authoritative: bool
+    #: The answer names this broker.
+    local: bool
+
+
+def ownership_path(bundle: NamespaceBundle) -> str:
+    return f"{OWNERSHIP_ROOT}/{bundle.namespace}/{bundle.range_name}"
+
+
+def rendezvous_score(bundle: NamespaceBundle, broker: str) -> int:
+    """Highest-random-weight score of ``broker`` for ``bundle`` (deterministic on every broker)."""
+    digest = hashlib.blake2b(f"{bundle}|{broker}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+BundlesOf = Callable[[TopicName], Awaitable[NamespaceBundles]]
+LostListener = Callable[[NamespaceBundle], None]
+
+
+class BundleOwnership:
+    """The bundles this broker owns, taken and checked through the metadata store."""
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        registry: BrokerRegistry,
+        bundles_of: BundlesOf,
+        *,
+        on_lost: LostListener,
+        on_session_lost: Callable[[], None],
+    ) -> None:
+        self._store = store
+        self._registry = registry
+        self._me: OwnerData | None = None
+        self._bundles_of = bundles_of
+        self._on_lost = on_lost
+        self._on_session_lost = on_session_lost
+        #: Owned bundles -> version of the ownership node this broker created.
+        self._owned: dict[NamespaceBundle, int] = {}
+        self._session_lost = False
+        self._unsubscribe = [
+            store.register_listener(self._on_notification),
+            store.register_session_listener(self._on_session),
+        ]
+
+    @property
+    def me(self) -> OwnerData:
+        """How clients reach this broker; :class:`ServiceNotReady` until :meth:`announce`."""
+        if self._me is None:
+            raise ServiceNotReady("the broker is starting: it owns no bundle yet")
+        return self._me
+
+    def announce(self, me: OwnerData) -> None:
+        """Start taking bundles, as ``me`` (the broker's real URLs, once its ports are bound)."""
+        self._me = me
+
+    @property
+    def owned(self) -> list[NamespaceBundle]:
+        """The bundles this broker owns now, in order."""
+        return sorted(self._owned)
+
+    async def bundle_of(self, topic: TopicName) -> NamespaceBundle:
+        return (await self._bundles_of(topic)).find(topic)
+
+    async def owner(self, bundle: NamespaceBundle) -> OwnerData | None:
+        """The bundle's owner as the store says, or ``None``."""
+        got = await self._store.get(ownership_path(bundle))
+        return None if got is None else OwnerData.decode(got[0])
+
+    def owns(self, bundle: NamespaceBundle) -> bool:
+        return not self._session_lost and bundle in self._owned
+
+    async def try_acquire(self, bundle: NamespaceBundle) -> OwnerData:
+        """Take the bundle if nobody owns it; returns its owner (this broker or the winner)."""
+        me = self.me
+        if self.owns(bundle):
+            return me
+        if self._session_lost:
+            raise ServiceNotReady("this broker lost its metadata session and serves nothing")
+        path = ownership_path(bundle)
+        try:
+            stat = await self._store.put(path, me.encode(), -1, ephemeral=True)
+        except BadVersion:
+            owner = await self.owner(bundle)
+            if owner is None:  # released between our put and our read: try once more
+                return await self.try_acquire(bundle)
+            return owner
+        self._owned[bundle] = stat.version
+        log.info("took ownership of bundle %s", bundle)
+        return me
+
+    async def check_serving(self, topic: TopicName) -> NamespaceBundle:
+        """Make sure this broker may serve ``topic`` (taking its bundle if nobody owns it).
+
+        Raises:
+            NotOwner: another broker owns the bundle.
+        """
+        bundle = await self.bundle_of(topic)
+        owner = await self.try_acquire(bundle)
+        if not self.owns(bundle):
+            # Owned by another session (maybe one under this broker's own address: a previous
+            # incarnation whose session has not ended yet).
+            raise NotOwner(
+                f"namespace bundle {bundle} of {topic} is served by {owner.native_url}, not by "
+                f"this broker ({self.me.native_url}); look the topic up again"
+            )
+        return bundle
+
+    async def lookup(self, topic: TopicName, *, authoritative: bool) -> LookupAnswer:
+        """Where ``topic`` is served (see the module docstring)."""
+        me = self.me
+        bundle = await self.bundle_of(topic)
+        owner = await self.owner(bundle)
+        if owner is None and not authoritative:
+            candidate = await self._candidate(bundle)
+            if candidate is not None and candidate.service_url != me.native_url:
+                return LookupAnswer(
+                    candidate.service_url,
+                    candidate.web_service_url or "",
+                    redirect=True,
+                    authoritative=True,
+                    local=False,
+                )
+        if owner is None:
+            owner = await self.try_acquire(bundle)
+        local = owner == me and self.owns(bundle)
+        return LookupAnswer(owner.native_url, owner.http_url, False, True, local)
+
+    async def _candidate(self, bundle: NamespaceBundle) -> BrokerInfo | None:
+        brokers = await self._registry.brokers()
+        if not brokers:
+            return None
+        return max(brokers, key=lambda b: rendezvous_score(bundle, b.broker_id))
+
+    async def release_all(self) -> None:
+        """Give every bundle up (a clean stop). Idempotent."""
+        owned, self._owned = self._owned, {}
+        for bundle, version in owned.items():
+            with contextlib.suppress(NodeNotFound, BadVersion):
+                await self._store.delete(ownership_path(bundle), version)
+
+    def close(self) -> None:
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+
+    def _on_notification(self, event: Notification) -> None:
+        if event.type is not NotificationType.DELETED or not self._owned:
+            return
+        if not event.path.startswith(OWNERSHIP_ROOT + "/"):
+            return
+        for bundle in list(self._owned):
+            if ownership_path(bundle) == event.path:
+                # Our node is gone (deleted by an operator, or the session behind it ended).
+                del self._owned[bundle]
+                log.warning("lost ownership of bundle %s", bundle)
+                self._on_lost(bundle)
+
+    def _on_session(self, event: SessionEvent) -> None:
+        if event is not SessionEvent.SESSION_LOST or self._session_lost:
+            return
+        self._session_lost = True
+        lost, self._owned = list(self._owned), {}
+        log.error(
+            "metadata session lost: every bundle of this broker is gone (%d owned)", len(lost)
+        )
+        for bundle in lost:
+            self._on_lost(bundle)
+        self._on_session_lost()
+
+
+__all__ = [
+    "OWNERSHIP_ROOT",
+    "BundleOwnership",
+    "LookupAnswer",
+    "NotOwner",
+    "OwnerData",
+    "ownership_path",
+    "rendezvous_score",
+]

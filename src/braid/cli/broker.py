@@ -1,0 +1,189 @@
+"""``braid broker`` and ``braid initialize-cluster-metadata``: Braid as a cluster of brokers.
+
+:class:`BrokerServer` is :class:`~braid.cli.standalone.StandaloneServer` with the differences a
+broker among others needs:
+
+* it stores nothing in its process: ledgers go to the ``braid bookie`` processes registered in the
+  metadata store (``standaloneBookies=0``), with ``managedLedgerDefault*`` ensemble and quorums;
+* it refuses to start on a store no ``initialize-cluster-metadata`` prepared for ``clusterName``
+  (:func:`braid.broker.cluster_metadata.check_initialized`) and does not claim the store for
+  itself (no :mod:`~braid.broker.store_guard`): brokers share the store and own *bundles*
+  (:mod:`braid.broker.ownership`) - each topic is served by the one broker owning its bundle;
+  LOOKUP, HTTP lookup and the admin API send clients there;
+* it registers in ``/loadbalance/brokers`` and stands for leader broker;
+* losing its metadata session, it drops every bundle, closes their topics and exits 1 (Pulsar's
+  ``zookeeperSessionExpiredPolicy=shutdown``): a supervisor restarts it with a new session;
+* scalable topics are not served yet (their segments across brokers are the next slice).
+
+:func:`run_initialize` writes a cluster's metadata (Pulsar's ``PulsarClusterMetadataSetup``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import sys
+from typing import IO
+
+from braid.broker.broker_registry import BrokerRegistry
+from braid.broker.config import BrokerConfig
+from braid.broker.resources import BrokerResources
+from braid.broker.service import BrokerService
+from braid.cli.standalone import (
+    StandaloneServer,
+    _install_signal_handlers,
+    run_server_process,
+)
+from braid.core.errors import BraidError, InvalidInputError
+from braid.metadata import MetadataStore, open_store
+
+log = logging.getLogger(__name__)
+
+
+class SeparateConfigurationStore(InvalidInputError):
+    """``configurationMetadataStoreUrl`` names another store (not supported yet)."""
+
+
+def broker_config(config: BrokerConfig) -> BrokerConfig:
+    """The settings a cluster broker runs with: the registered bookies, no scalable topics.
+
+    Raises:
+        SeparateConfigurationStore: the configuration store is not the metadata store.
+    """
+    conf_url = config.configuration_metadata_store_url
+    if conf_url and conf_url != config.metadata_store_url:
+        raise SeparateConfigurationStore(
+            f"configurationMetadataStoreUrl={conf_url} differs from metadataStoreUrl="
+            f"{config.metadata_store_url}: a separate configuration store is not supported yet; "
+            "give both the same URL"
+        )
+    return dataclasses.replace(config, standalone_bookies=0, scalable_topic_enabled=False)
+
+
+class BrokerServer(StandaloneServer):
+    """One broker of a cluster (see the module docstring)."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        super().__init__(broker_config(config))
+        #: Set when the broker must stop on its own (its metadata session is lost).
+        self.fatal = asyncio.Event()
+        self.fatal_reason = ""
+
+    async def _claim_store(self, metadata: MetadataStore) -> None:
+        from braid.broker.cluster_metadata import check_initialized
+
+        await check_initialized(metadata, self.config.cluster_name, self.config.metadata_store_url)
+        # Registered before the broker's closer, so it runs after it: bundles are given up once
+        # their topics are closed.
+        self._closers.append(("bundle ownership", self._release_bundles))
+
+    async def _prepare_namespaces(self, resources: BrokerResources) -> None:
+        return None  # initialize-cluster-metadata made them
+
+    def _scalable_topics_enabled(self) -> bool:
+        return False
+
+    def _before_serving(self, broker: BrokerService, registry: BrokerRegistry) -> None:
+        from braid.broker.ownership import BundleOwnership
+
+        assert self.metadata is not None
+        ownership = BundleOwnership(
+            self.metadata,
+            registry,
+            broker.bundles_of,
+            on_lost=broker.unload_bundle,
+            on_session_lost=self._session_lost,
+        )
+        broker.ownership = ownership
+
+    async def _release_bundles(self) -> None:
+        if self.broker is not None and self.broker.ownership is not None:
+            await self.broker.ownership.release_all()
+            self.broker.ownership.close()
+
+    async def _after_registered(self, registry: BrokerRegistry) -> None:
+        from braid.broker.ownership import OwnerData
+
+        assert self.broker is not None and self.broker.ownership is not None
+        self.broker.ownership.announce(OwnerData(self.service_url, self.web_service_url))
+        await super()._after_registered(registry)
+
+    def _session_lost(self) -> None:
+        self.fatal_reason = (
+            "the metadata session was lost: this broker's bundles may already be owned by "
+            "another broker, so it stopped serving them and exits"
+        )
+        self.fatal.set()
+
+
+async def serve(config: BrokerConfig, *, out: IO[str] | None = None) -> int:
+    """Run a broker until SIGINT/SIGTERM (exit 0) or the loss of its session (exit 1)."""
+    out = out or sys.stdout
+    stop = asyncio.Event()
+    _install_signal_handlers(stop)
+    server = BrokerServer(config)
+    await server.start()
+    config.gc_policy().after_startup()
+    try:
+        print(f"Braid broker of cluster {config.cluster_name} is ready", file=out)
+        print(f"  broker service URL: {server.service_url}", file=out)
+        print(f"  admin/web URL:      {server.web_service_url}", file=out)
+        print(f"  metadata store:     {config.metadata_store_url}", file=out, flush=True)
+        stopping = asyncio.ensure_future(stop.wait())
+        fatal = asyncio.ensure_future(server.fatal.wait())
+        await asyncio.wait([stopping, fatal], return_when=asyncio.FIRST_COMPLETED)
+        for waiter in (stopping, fatal):
+            waiter.cancel()
+    finally:
+        await server.close()
+    if server.fatal.is_set():
+        log.error("broker stopped: %s", server.fatal_reason)
+        print(f"Braid broker stopped: {server.fatal_reason}", file=out, flush=True)
+        return 1
+    print("Braid broker stopped cleanly", file=out, flush=True)
+    return 0
+
+
+def run_broker(config: BrokerConfig) -> int:
+    """The ``braid broker`` command; returns the process exit code."""
+    return run_server_process(config, lambda: serve(config), "broker")
+
+
+async def _initialize(args: argparse.Namespace) -> list[str]:
+    from braid.broker.cluster_metadata import ClusterData, initialize_cluster_metadata
+
+    store = await open_store(args.metadata_store)
+    try:
+        conf_url = args.configuration_metadata_store or args.metadata_store
+        conf = store if conf_url == args.metadata_store else await open_store(conf_url)
+        try:
+            return await initialize_cluster_metadata(
+                store,
+                conf,
+                args.cluster,
+                ClusterData(args.web_service_url, args.broker_service_url),
+                namespace_bundles=args.default_namespace_bundle_number,
+            )
+        finally:
+            if conf is not store:
+                await conf.close()
+    finally:
+        await store.close()
+
+
+def run_initialize(args: argparse.Namespace, *, out: IO[str] | None = None) -> int:
+    """The ``braid initialize-cluster-metadata`` command; returns the exit code."""
+    out = out or sys.stdout
+    try:
+        created = asyncio.run(_initialize(args))
+    except (BraidError, OSError) as exc:
+        print(f"braid initialize-cluster-metadata: error: {exc}", file=sys.stderr)
+        return 1
+    what = ", ".join(created) if created else "nothing (it was initialized before)"
+    print(f"Cluster metadata for {args.cluster!r} set up; created: {what}", file=out)
+    return 0
+
+
+__all__ = ["BrokerServer", "broker_config", "run_broker", "run_initialize", "serve"]
