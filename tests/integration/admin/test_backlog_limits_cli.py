@@ -82,9 +82,11 @@ def test_topic_quotas_and_ttl_on_persistent_and_scalable_topics(url: str) -> Non
         assert httpx.get(base + "/backlogQuotaMap").json()["message_age"]["limitTime"] == 7200
         assert httpx.delete(url_set).status_code == 204
         assert httpx.get(base + "/backlogQuotaMap").json() == {}
-        assert httpx.post(base + "/messageTTL?messageTTL=600").status_code == 204
+        # A POST with no body still says JSON: the admin API refuses other POSTs (ADR 0044).
+        json_type = {"Content-Type": "application/json"}
+        assert httpx.post(base + "/messageTTL?messageTTL=600", headers=json_type).status_code == 204
         assert httpx.get(base + "/messageTTL").json() == 600
-        assert httpx.post(base + "/messageTTL?messageTTL=-1").status_code == 412
+        assert httpx.post(base + "/messageTTL?messageTTL=-1", headers=json_type).status_code == 412
         assert httpx.delete(base + "/messageTTL").status_code == 204
         assert httpx.get(base + "/messageTTL").json() is None
 
