@@ -309,6 +309,8 @@ def test_a_topic_message_ttl_wins_over_the_namespace_default(
     monitor = broker.service.limits_monitor
     broker.run(clock.advance, 30)
     assert topic not in broker.call(monitor.expire_messages())  # public/default: no TTL
-    assert httpx.post(f"{admin_url}{_path(topic)}/messageTTL?messageTTL=20").status_code == 204
+    ttl = f"{admin_url}{_path(topic)}/messageTTL?messageTTL=20"
+    json_type = {"Content-Type": "application/json"}  # the admin API refuses other POSTs
+    assert httpx.post(ttl, headers=json_type).status_code == 204
     assert topic in broker.call(monitor.expire_messages())
     assert _backlog(admin_url, topic, "never-acks") == 0
