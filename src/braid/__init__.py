@@ -37,6 +37,11 @@ if _typing.TYPE_CHECKING:
         SegmentReader,
         StreamConsumer,
     )
+    from braid.client.auth import (
+        AuthenticationBasic,
+        AuthenticationTLS,
+        AuthenticationToken,
+    )
     from braid.client.errors import (
         AlreadyClosedError,
         AuthenticationError,
@@ -80,7 +85,10 @@ _EXPORTS = {
     "AsyncQueueConsumer": "braid.client",
     "AsyncSegmentReader": "braid.client",
     "AsyncStreamConsumer": "braid.client",
+    "AuthenticationBasic": "braid.client.auth",
     "AuthenticationError": "braid.client.errors",
+    "AuthenticationTLS": "braid.client.auth",
+    "AuthenticationToken": "braid.client.auth",
     "AuthorizationError": "braid.client.errors",
     "BraidError": "braid.client.errors",
     "BrokerError": "braid.client.errors",
@@ -147,7 +155,10 @@ __all__ = [
     "AsyncQueueConsumer",
     "AsyncSegmentReader",
     "AsyncStreamConsumer",
+    "AuthenticationBasic",
     "AuthenticationError",
+    "AuthenticationTLS",
+    "AuthenticationToken",
     "AuthorizationError",
     "BraidError",
     "BrokerError",

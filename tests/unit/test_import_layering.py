@@ -18,7 +18,8 @@ Layers, bottom to top (a module may import its own layer and the ones below it):
 
 ``client`` and ``spark`` may import only ``core``, ``protocol`` and each other, and only ``cli``
 may import them (ADR 0003 puts them below ``cli``, beside no server layer). The top-level
-support modules (``braid.clock``, ``braid.filelock``: ADR 0003) import only ``core`` and are
+support modules (``braid.clock``, ``braid.filelock``: ADR 0003) and the ``braid.security``
+package (TLS contexts, credentials and their checks: ADR 0049) import only ``core`` and are
 usable by every I/O layer, ``client`` and ``spark`` included, but not by the pure ``core`` and
 ``protocol``. The package root ``braid`` is the client's public facade: it may import the client
 side (``braid.Client``), and no module imports it. The admin REST client
@@ -51,6 +52,8 @@ _RANKS = {
 }
 #: Top-level modules every I/O layer may use (ADR 0003).
 _SUPPORT = {"braid.clock", "braid.filelock"}
+#: Support packages: every module under them is a support module (ADR 0049).
+_SUPPORT_PACKAGES = ("braid.security",)
 #: The package root is the client's public facade (``import braid; braid.Client``): it may
 #: import the client side and what the client may; no module of Braid imports it.
 _FACADE = "braid"
@@ -134,7 +137,7 @@ GRAPH = {module: _imports_of(module) for module in MODULES}
 def _layer(module: str) -> str:
     if module == _FACADE:
         return "facade"
-    if module in _SUPPORT:
+    if module in _SUPPORT or module.startswith(_SUPPORT_PACKAGES):
         return "support"
     if module in _ADMIN_CLIENT:
         return "admin_client"

@@ -23,6 +23,7 @@ from fastapi import APIRouter, FastAPI, Response
 from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from braid.admin.authentication import AuthenticationMiddleware
 from braid.admin.autoscale_decisions import autoscale_decisions_router
 from braid.admin.backlog_limits import backlog_limits_router
 from braid.admin.bookie_clusters import bookie_clusters_router
@@ -47,10 +48,12 @@ from braid.broker.config import BrokerConfig
 from braid.broker.resources import BrokerResources
 from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.broker.topic_policies import TopicPolicies
+from braid.clock import Clock, SystemClock
 from braid.clusters.service import StorageClusterService
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.service import ScalableTopicService
+from braid.security.authentication import AuthenticationService
 from braid.storage.autorecovery import AutoRecoveryService, BookieAdmin
 from braid.storage.autorecovery.metrics import AutoRecoveryCollector
 
@@ -78,6 +81,8 @@ def create_app(
     storage_clusters: StorageClusterService | None = None,
     bookies: BookieAdmin | None = None,
     auto_recovery: AutoRecoveryService | None = None,
+    authentication: AuthenticationService | None = None,
+    clock: Clock | None = None,
     registry: BrokerRegistry | None = None,
     owner_redirect: bool = False,
 ) -> FastAPI:
@@ -93,6 +98,9 @@ def create_app(
         bookies: the home cluster's bookie list and decommission; ``None`` leaves ``/bookies``
             out.
         auto_recovery: auto-recovery run by this broker, whose counters ``/metrics`` shows.
+        authentication: the broker's authentication service; when enabled, every request but
+            ``/health`` and ``/metrics`` needs credentials (:mod:`braid.admin.authentication`).
+        clock: the wall clock tokens' expiry is checked against (the system clock by default).
         registry: the broker registry (``/brokers/{cluster}``, ``/brokers/leaderBroker``).
         owner_redirect: redirect topic calls to the topic's owner (brokers with bundle
             ownership; :mod:`braid.admin.owner_redirect`).
@@ -111,6 +119,10 @@ def create_app(
     app.add_middleware(CrossSiteGuard, policy=CrossSitePolicy.for_broker(config))
     # Answers served from remembered metadata during a store outage say so (ADR 0044).
     app.add_middleware(StaleReadHeader)
+    if authentication is not None and authentication.enabled:
+        app.add_middleware(
+            AuthenticationMiddleware, service=authentication, clock=clock or SystemClock()
+        )
     v2 = APIRouter(prefix="/admin/v2")
 
     # PIP-483: the namespace's auto-scale override (checked against broker.conf's policy).

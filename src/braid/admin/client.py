@@ -47,6 +47,9 @@ quickly.
 
 from __future__ import annotations
 
+import ssl
+from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -57,6 +60,7 @@ from braid.admin.client_bookie_clusters import BookieClusters
 from braid.admin.client_bookies import Bookies
 from braid.admin.client_errors import (
     AdminAlreadyExistsError,
+    AdminAuthenticationError,
     AdminAuthorizationError,
     AdminConflictError,
     AdminError,
@@ -80,9 +84,25 @@ from braid.admin.client_tenants import Tenants
 from braid.admin.client_topics import Topics
 from braid.admin.client_transport import _Http
 from braid.core.errors import InvalidInputError
+from braid.security.credentials import ClientCredentials
+from braid.security.tls import client_context
 
 #: Where ``braid standalone`` serves the admin API by default.
 DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+class _CredentialsAuth(httpx.Auth):
+    """Puts the credentials' ``Authorization`` header on each request (a token file is read
+    again every time, so a token rotated on disk is picked up)."""
+
+    def __init__(self, credentials: ClientCredentials) -> None:
+        self._credentials = credentials
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        header = self._credentials.http_authorization()
+        if header is not None:
+            request.headers["Authorization"] = header
+        yield request
 
 
 class AdminClient:
@@ -93,6 +113,14 @@ class AdminClient:
         timeout: seconds to wait for each answer (a split or a delete of a large topic may take
             a few seconds).
         transport: an ``httpx`` transport (tests, proxies); the default one otherwise.
+        credentials: sent with every request (``Authorization: Bearer``/``Basic``, or the client
+            certificate of ``tls`` credentials); build them with
+            :func:`braid.security.credentials.from_plugin` from ``pulsar-admin``'s
+            ``--auth-plugin``/``--auth-params``.
+        tls_trust_certs_file: CA certificates (PEM) an ``https://`` broker must chain to
+            (default: the system's trust store).
+        tls_validate_hostname: check the certificate names the host (default on).
+        tls_allow_insecure_connection: accept any certificate (tests and labs only).
 
     Use it as a context manager, or call :meth:`close`.
     """
@@ -103,6 +131,10 @@ class AdminClient:
         *,
         timeout: float = 30.0,
         transport: httpx.BaseTransport | None = None,
+        credentials: ClientCredentials | None = None,
+        tls_trust_certs_file: str | Path | None = None,
+        tls_validate_hostname: bool = True,
+        tls_allow_insecure_connection: bool = False,
     ) -> None:
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
@@ -110,9 +142,22 @@ class AdminClient:
                 f"invalid admin URL {url!r}: expected http://host:port, e.g. {DEFAULT_URL}"
             )
         self.url = url.rstrip("/")
-        # Brokers redirect calls about a topic another broker owns (307), as Pulsar's do.
+        verify: ssl.SSLContext | bool = True
+        if parts.scheme == "https":
+            verify = client_context(
+                trust_certs_file=Path(tls_trust_certs_file) if tls_trust_certs_file else None,
+                certificate_file=credentials.cert_file if credentials else None,
+                key_file=credentials.key_file if credentials else None,
+                validate_hostname=tls_validate_hostname,
+                allow_insecure=tls_allow_insecure_connection,
+            )
         self._client = httpx.Client(
-            base_url=self.url, timeout=timeout, transport=transport, follow_redirects=True
+            base_url=self.url,
+            timeout=timeout,
+            transport=transport,
+            verify=verify,
+            auth=_CredentialsAuth(credentials) if credentials is not None else None,
+            follow_redirects=True,
         )
         http = _Http(self._client, self.url)
         self._http = http
@@ -176,6 +221,7 @@ __all__ = [
     "INITIAL_POSITIONS",
     "SUBSCRIPTION_TYPES",
     "AdminAlreadyExistsError",
+    "AdminAuthenticationError",
     "AdminAuthorizationError",
     "AdminClient",
     "AdminConflictError",

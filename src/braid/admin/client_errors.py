@@ -81,6 +81,10 @@ class AdminAuthorizationError(AdminError, AuthorizationError):
     """401/403: not permitted."""
 
 
+class AdminAuthenticationError(AdminAuthorizationError):
+    """401: no credentials, or credentials the broker does not accept."""
+
+
 class AdminUnavailableError(AdminError, ServiceUnavailableError):
     """503 (no controller leader right now, shutting down) or no broker answers. Retriable."""
 
@@ -106,7 +110,7 @@ _BY_CATEGORY: dict[str, type[AdminError]] = {
 
 _BY_STATUS: dict[int, type[AdminError]] = {
     400: AdminInvalidInputError,
-    401: AdminAuthorizationError,
+    401: AdminAuthenticationError,
     403: AdminAuthorizationError,
     404: AdminNotFoundError,
     405: AdminInvalidInputError,
@@ -143,6 +147,7 @@ def error_from_response(response: httpx.Response) -> AdminError:
 
 __all__ = [
     "AdminAlreadyExistsError",
+    "AdminAuthenticationError",
     "AdminAuthorizationError",
     "AdminConflictError",
     "AdminError",

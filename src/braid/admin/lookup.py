@@ -40,6 +40,8 @@ class LookupService(Protocol):
         self, name: str, listener: str | None = None, *, authoritative: bool = False
     ) -> LookupAnswer: ...
 
+    def lookup_url_tls(self, listener: str | None = None) -> str | None: ...
+
 
 def lookup_router(broker: LookupService) -> APIRouter:
     """``/lookup/v2/topic/...`` and ``/admin/v2/namespaces/{tenant}/{namespace}/topics``."""
@@ -61,20 +63,20 @@ def lookup_router(broker: LookupService) -> APIRouter:
         authoritative: Annotated[bool, Query()] = False,
     ) -> Any:
         name = f"{domain}://{tenant}/{namespace}/{topic}"
-        answer = await broker.lookup(
-            name, listenerName or x_pulsar_listenername or None, authoritative=authoritative
-        )
+        listener = listenerName or x_pulsar_listenername or None
+        answer = await broker.lookup(name, listener, authoritative=authoritative)
         if answer.redirect:
             # Pulsar's HTTP redirect: ask the broker chosen to take the unowned bundle.
             query = "authoritative=true" + (f"&listenerName={listenerName}" if listenerName else "")
             return RedirectResponse(f"{answer.http_url}{request.url.path}?{query}", status_code=307)
         url = answer.service_url
         web = str(request.base_url).rstrip("/") if answer.local else answer.http_url
+        https = answer.local and request.url.scheme == "https"
         return {
             "brokerUrl": url,
-            "brokerUrlTls": "",
+            "brokerUrlTls": (broker.lookup_url_tls(listener) or "") if answer.local else "",
             "httpUrl": web,
-            "httpUrlTls": "",
+            "httpUrlTls": web if https else "",
             "nativeUrl": url,
             "topic": str(TopicName.parse(name)),
         }

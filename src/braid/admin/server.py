@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 from collections.abc import Iterator
 
 import uvicorn
@@ -36,10 +37,14 @@ class AdminServerError(IllegalStateError):
 
 
 class AdminServer:
-    """An HTTP server for ``app`` on ``host:port`` in the running event loop."""
+    """An HTTP server for ``app`` on ``host:port`` in the running event loop; HTTPS with
+    ``ssl_context`` (``webServicePortTls``)."""
 
-    def __init__(self, app: FastAPI, host: str, port: int) -> None:
+    def __init__(
+        self, app: FastAPI, host: str, port: int, *, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self._app = app
+        self._ssl_context = ssl_context
         self._host = host
         self._requested_port = port
         self._socket: socket.socket | None = None
@@ -56,7 +61,8 @@ class AdminServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self._host}:{self.port}"
+        scheme = "https" if self._ssl_context is not None else "http"
+        return f"{scheme}://{self._host}:{self.port}"
 
     async def start(self) -> None:
         """Bind and start serving; returns once requests are accepted.
@@ -72,6 +78,7 @@ class AdminServer:
             access_log=False,
             lifespan="off",
             timeout_graceful_shutdown=5,
+            ssl_context_factory=self._context_factory if self._ssl_context is not None else None,
         )
         try:
             self._socket = config.bind_socket()
@@ -89,6 +96,10 @@ class AdminServer:
                 raise AdminServerError(f"admin server failed to start: {failure}") from failure
             await asyncio.sleep(0.01)
         log.info("admin server listening on %s", self.url)
+
+    def _context_factory(self, config: uvicorn.Config, default: object) -> ssl.SSLContext:
+        assert self._ssl_context is not None
+        return self._ssl_context
 
     async def stop(self) -> None:
         """Stop accepting, finish in-flight requests (bounded) and close. Idempotent."""

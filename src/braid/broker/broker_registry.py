@@ -56,11 +56,15 @@ class BrokerInfo:
     service_url: str
     web_service_url: str | None
     cluster: str = ""
+    #: The ``pulsar+ssl://`` URL when the broker has a TLS listener (Pulsar's
+    #: ``pulsarServiceUrlTls``).
+    service_url_tls: str | None = None
 
     def encode(self) -> bytes:
         doc = {
             "brokerId": self.broker_id,
             "pulsarServiceUrl": self.service_url,
+            "pulsarServiceUrlTls": self.service_url_tls,
             "webServiceUrl": self.web_service_url,
             "cluster": self.cluster,
         }
@@ -72,11 +76,13 @@ class BrokerInfo:
         try:
             doc = json.loads(raw)
             web = doc.get("webServiceUrl")
+            tls = doc.get("pulsarServiceUrlTls")
             return cls(
                 broker_id=str(doc.get("brokerId") or name),
                 service_url=str(doc["pulsarServiceUrl"]),
                 web_service_url=web if isinstance(web, str) and web else None,
                 cluster=str(doc.get("cluster") or ""),
+                service_url_tls=tls if isinstance(tls, str) and tls else None,
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -98,14 +104,21 @@ class BrokerRegistry:
         return self._info
 
     async def register(
-        self, service_url: str, web_service_url: str | None, *, wait_s: float = 0.0
+        self,
+        service_url: str,
+        web_service_url: str | None,
+        service_url_tls: str | None = None,
+        *,
+        wait_s: float = 0.0,
     ) -> None:
         """Announce this broker (ephemeral: it disappears with the broker's session).
 
         Raises:
             BrokerAddressInUse: another session holds the address for longer than ``wait_s``.
         """
-        info = BrokerInfo(broker_id(service_url), service_url, web_service_url, self._cluster)
+        info = BrokerInfo(
+            broker_id(service_url), service_url, web_service_url, self._cluster, service_url_tls
+        )
         lock = Lock(self._store, f"{BROKERS_ROOT}/{info.broker_id}", info.encode())
         if not await lock.try_acquire():
             try:
@@ -171,6 +184,12 @@ class BrokerRegistry:
         """The admin URL of the broker whose service URL is ``service_url``."""
         info = await self.get(broker_id(service_url))
         return None if info is None else info.web_service_url
+
+    async def service_url_tls(self, service_url: str) -> str | None:
+        """The ``pulsar+ssl://`` URL of the broker registered as ``service_url`` (``None``: it
+        has no TLS listener, or is not registered)."""
+        info = await self.get(broker_id(service_url))
+        return None if info is None else info.service_url_tls
 
 
 __all__ = [

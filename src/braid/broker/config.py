@@ -23,59 +23,14 @@ from the file, the environment or both) is accepted.
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from braid.broker.backlog_quota import BacklogQuotaDefaults, RetentionPolicy
-from braid.broker.config_values import (
-    parse_backlog_policy as _parse_backlog_policy,
-)
-from braid.broker.config_values import (
-    parse_bookie_clusters as _parse_bookie_clusters,
-)
-from braid.broker.config_values import (
-    parse_bool as _parse_bool,
-)
-from braid.broker.config_values import (
-    parse_fraction as _parse_fraction,
-)
-from braid.broker.config_values import (
-    parse_gc_thresholds as _parse_gc_thresholds,
-)
-from braid.broker.config_values import (
-    parse_host as _parse_host,
-)
-from braid.broker.config_values import (
-    parse_host_list as _parse_host_list,
-)
-from braid.broker.config_values import (
-    parse_int as _parse_int,
-)
-from braid.broker.config_values import (
-    parse_listeners as _parse_listeners,
-)
-from braid.broker.config_values import (
-    parse_name as _parse_name,
-)
-from braid.broker.config_values import (
-    parse_path as _parse_path,
-)
-from braid.broker.config_values import (
-    parse_ratio as _parse_ratio,
-)
-from braid.broker.config_values import (
-    parse_strategy as _parse_strategy,
-)
-from braid.broker.config_values import (
-    parse_topic_type as _parse_topic_type,
-)
-from braid.broker.config_values import (
-    parse_url as _parse_url,
-)
+from braid.broker.config_keys import KEYS, SECRET_KEYS, _Key
 from braid.broker.dispatch_settings import DispatchSettings
 from braid.broker.gc_policy import BROKER_DEFAULT_THRESHOLDS, GcPolicy
 from braid.broker.malloc_policy import DEFAULT_MMAP_THRESHOLD
@@ -285,6 +240,32 @@ class BrokerConfig:
     bookie_cluster_dual_read_timeout_days: int = 15
     #: PIP-470: ledgers BUILD copies at once.
     bookie_cluster_switch_concurrency: int = 16
+    #: TLS listeners (Pulsar's keys; unset = none). ``tlsEnabled=true`` without them opens 6651
+    #: and 8443. The files are PEM; see ``docs/security.md`` and ``broker/security_settings.py``.
+    broker_service_port_tls: int | None = None
+    web_service_port_tls: int | None = None
+    tls_enabled: bool = False
+    tls_certificate_file_path: Path | None = None
+    tls_key_file_path: Path | None = None
+    tls_trust_certs_file_path: Path | None = None
+    tls_require_trusted_client_cert_on_connect: bool = False
+    tls_allow_insecure_connection: bool = False
+    #: Authentication (Pulsar's keys and provider class names; off by default, as in Pulsar).
+    authentication_enabled: bool = False
+    authentication_providers: tuple[str, ...] = ()
+    anonymous_user_role: str = ""
+    authentication_refresh_check_seconds: int = 60
+    token_secret_key: str = ""
+    token_public_key: str = ""
+    token_public_alg: str = "RS256"
+    token_auth_claim: str = "sub"
+    token_audience_claim: str = "aud"
+    token_audience: str = ""
+    basic_auth_conf: str = ""
+    #: What this broker presents to other brokers (forwarded admin calls): Pulsar's client
+    #: plugin class name and its parameters (``token:<jwt>``, ``file:///path``, JSON ...).
+    broker_client_authentication_plugin: str = ""
+    broker_client_authentication_parameters: str = ""
 
     def __post_init__(self) -> None:
         # Resolve the derived defaults once so every reader sees the same values.
@@ -302,12 +283,28 @@ class BrokerConfig:
                 MappingProxyType(dict(self.scalable_topic_settings)),
             )
 
-    def listener_urls(self) -> dict[str, str]:
-        """``advertisedListeners`` as listener name -> ``pulsar://`` URL."""
+    def _tls_port(self, configured: int | None, default: int) -> int | None:
+        if configured is not None:
+            return configured
+        return default if self.tls_enabled else None
+
+    @property
+    def tls_broker_port(self) -> int | None:
+        """The ``pulsar+ssl://`` port to listen on (``None``: no TLS listener)."""
+        return self._tls_port(self.broker_service_port_tls, 6651)
+
+    @property
+    def tls_web_port(self) -> int | None:
+        """The HTTPS admin port to listen on (``None``: no HTTPS listener)."""
+        return self._tls_port(self.web_service_port_tls, 8443)
+
+    def listener_urls(self, scheme: str = "pulsar://") -> dict[str, str]:
+        """``advertisedListeners`` as listener name -> URL of ``scheme`` (``pulsar://`` or
+        ``pulsar+ssl://``)."""
         urls: dict[str, str] = {}
         for entry in self.advertised_listeners:
             name, _, url = entry.partition(":")
-            if url.startswith("pulsar://"):
+            if url.startswith(scheme):
                 urls.setdefault(name, url)
         return urls
 
@@ -414,192 +411,6 @@ def retention_mb_to_bytes(megabytes: int) -> int:
     """Pulsar's retention MB (``-1`` = unlimited) as the managed ledger's bytes."""
     return -1 if megabytes < 0 else megabytes * _MIB
 
-
-@dataclass(frozen=True)
-class _Key:
-    name: str  # camelCase, as in broker.conf
-    attribute: str  # snake_case BrokerConfig field
-    parse: Callable[[str], Any]
-
-
-def _snake(name: str) -> str:
-    """``managedLedgerDefaultAckQuorum`` -> ``managed_ledger_default_ack_quorum``."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
-
-
-_PORT = _parse_int(0, 65535)
-
-#: Every recognised key except the raw ``scalableTopic*`` auto-scale ones.
-KEYS: tuple[_Key, ...] = (
-    _Key("clusterName", "cluster_name", _parse_name),
-    _Key("dataDir", "data_dir", _parse_path),
-    _Key("bindAddress", "bind_address", _parse_host),
-    _Key("advertisedAddress", "advertised_address", _parse_host),
-    _Key("brokerServicePort", "broker_service_port", _PORT),
-    _Key("webServicePort", "web_service_port", _PORT),
-    _Key("metadataStoreUrl", "metadata_store_url", _parse_url),
-    _Key("configurationMetadataStoreUrl", "configuration_metadata_store_url", _parse_url),
-    _Key(
-        "metadataStoreSessionTimeoutMillis",
-        "metadata_store_session_timeout_millis",
-        _parse_int(1000, 600_000),
-    ),
-    _Key("maxMessageSize", "max_message_size", _parse_int(1024, 512 * _MIB)),
-    _Key("keepAliveIntervalSeconds", "keep_alive_interval_seconds", _parse_int(1)),
-    _Key("handshakeTimeoutSeconds", "handshake_timeout_seconds", _parse_int(1)),
-    _Key("brokerMaxConnections", "broker_max_connections", _parse_int(0)),
-    _Key("brokerMaxConnectionsPerIp", "broker_max_connections_per_ip", _parse_int(0)),
-    _Key("maxConcurrentLookupRequest", "max_concurrent_lookup_request", _parse_int(0)),
-    _Key(
-        "scalableTopicMaxSessionsPerConnection",
-        "scalable_topic_max_sessions_per_connection",
-        _parse_int(0),
-    ),
-    _Key("maxProducersPerTopic", "max_producers_per_topic", _parse_int(0)),
-    _Key("maxConsumersPerTopic", "max_consumers_per_topic", _parse_int(0)),
-    _Key("maxConsumersPerSubscription", "max_consumers_per_subscription", _parse_int(0)),
-    _Key("maxProducersPerConnection", "max_producers_per_connection", _parse_int(0)),
-    _Key("maxConsumersPerConnection", "max_consumers_per_connection", _parse_int(0)),
-    _Key("brokerDeduplicationEnabled", "broker_deduplication_enabled", _parse_bool),
-    _Key("allowAutoTopicCreation", "allow_auto_topic_creation", _parse_bool),
-    _Key("forceDeleteNamespaceAllowed", "force_delete_namespace_allowed", _parse_bool),
-    _Key("forceDeleteTenantAllowed", "force_delete_tenant_allowed", _parse_bool),
-    _Key("defaultRetentionTimeInMinutes", "default_retention_time_in_minutes", _parse_int(-1)),
-    _Key("defaultRetentionSizeInMB", "default_retention_size_in_mb", _parse_int(-1)),
-    *(
-        _Key(name, _snake(name), parse)
-        for name, parse in (
-            ("backlogQuotaDefaultLimitBytes", _parse_int(-1)),
-            ("backlogQuotaDefaultLimitSecond", _parse_int(-1)),
-            ("backlogQuotaDefaultRetentionPolicy", _parse_backlog_policy),
-            ("backlogQuotaCheckEnabled", _parse_bool),
-            ("backlogQuotaCheckIntervalInSeconds", _parse_int(1)),
-            ("ttlDurationDefaultInSeconds", _parse_int(0)),
-            ("messageExpiryCheckIntervalInMinutes", _parse_int(1)),
-            ("retentionCheckIntervalInSeconds", _parse_int(1)),
-        )
-    ),
-    _Key(
-        "managedLedgerMaxEntriesPerLedger",
-        "managed_ledger_max_entries_per_ledger",
-        _parse_int(1),
-    ),
-    _Key(
-        "managedLedgerMaxSizePerLedgerMbytes",
-        "managed_ledger_max_size_per_ledger_mbytes",
-        _parse_int(1),
-    ),
-    _Key(
-        "managedLedgerMaxLedgerRolloverTimeMinutes",
-        "managed_ledger_max_ledger_rollover_time_minutes",
-        _parse_int(1),
-    ),
-    *(
-        _Key(name, _snake(name), parse)
-        for name, parse in (
-            ("managedLedgerDefaultEnsembleSize", _parse_int(1, 64)),
-            ("managedLedgerDefaultWriteQuorum", _parse_int(1, 64)),
-            ("managedLedgerDefaultAckQuorum", _parse_int(1, 64)),
-            ("bookkeeperClientRackawarePolicyEnabled", _parse_bool),
-            ("bookkeeperClientMinNumRacksPerWriteQuorum", _parse_int(1, 64)),
-            ("bookkeeperClientEnforceMinNumRacksPerWriteQuorum", _parse_bool),
-            ("bookkeeperClientSpeculativeReadTimeoutInMillis", _parse_int(0)),
-            ("bookkeeperClientHealthCheckEnabled", _parse_bool),
-            ("bookkeeperClientHealthCheckIntervalSeconds", _parse_int(1)),
-            ("bookkeeperClientHealthCheckErrorThresholdPerInterval", _parse_int(0)),
-            ("bookkeeperClientHealthCheckQuarantineTimeInSeconds", _parse_int(0)),
-            ("bookkeeperClientQuarantineRatio", _parse_ratio),
-            ("autoRecoveryDaemonEnabled", _parse_bool),
-            ("lostBookieRecoveryDelay", _parse_int(0)),
-            ("auditorPeriodicCheckInterval", _parse_int(0)),
-        )
-    ),
-    _Key("dispatcherMaxReadBatchSize", "dispatcher_max_read_batch_size", _parse_int(1)),
-    _Key(
-        "acknowledgmentAtBatchIndexLevelEnabled",
-        "acknowledgment_at_batch_index_level_enabled",
-        _parse_bool,
-    ),
-    _Key("delayedDeliveryEnabled", "delayed_delivery_enabled", _parse_bool),
-    _Key("delayedDeliveryTickTimeMillis", "delayed_delivery_tick_time_millis", _parse_int(1)),
-    _Key("subscriptionKeySharedEnable", "subscription_key_shared_enable", _parse_bool),
-    _Key(
-        "subscriptionKeySharedUseConsistentHashing",
-        "subscription_key_shared_use_consistent_hashing",
-        _parse_bool,
-    ),
-    _Key(
-        "subscriptionKeySharedConsistentHashingReplicaPoints",
-        "subscription_key_shared_consistent_hashing_replica_points",
-        _parse_int(1, 10_000),
-    ),
-    _Key(
-        "keySharedLookAheadMsgInReplayThresholdPerSubscription",
-        "key_shared_look_ahead_msg_in_replay_threshold_per_subscription",
-        _parse_int(1),
-    ),
-    _Key(
-        "brokerServiceCompactionThresholdInBytes",
-        "broker_service_compaction_threshold_in_bytes",
-        _parse_int(0),
-    ),
-    _Key(
-        "brokerServiceCompactionMonitorIntervalInSeconds",
-        "broker_service_compaction_monitor_interval_in_seconds",
-        _parse_int(1),
-    ),
-    _Key("scalableTopicEnabled", "scalable_topic_enabled", _parse_bool),
-    _Key(
-        "scalableTopicConsumerSessionGraceSeconds",
-        "scalable_topic_consumer_session_grace_seconds",
-        _parse_int(0),
-    ),
-    _Key("scalableTopicGcIntervalSeconds", "scalable_topic_gc_interval_seconds", _parse_int(0)),
-    _Key(
-        "scalableTopicKeyHashSampleInterval",
-        "scalable_topic_key_hash_sample_interval",
-        _parse_int(0),
-    ),
-    _Key("pythonGcFreezeAfterStartup", "python_gc_freeze_after_startup", _parse_bool),
-    _Key("pythonGcThresholds", "python_gc_thresholds", _parse_gc_thresholds),
-    _Key("mallocMmapThresholdBytes", "malloc_mmap_threshold_bytes", _parse_int(0, 2**31 - 1)),
-    _Key("diskUsageThreshold", "disk_usage_threshold", _parse_fraction),
-    _Key("diskUsageLwmThreshold", "disk_usage_lwm_threshold", _parse_fraction),
-    _Key("diskCheckInterval", "disk_check_interval", _parse_int(1)),
-    _Key("schemaCompatibilityStrategy", "schema_compatibility_strategy", _parse_strategy),
-    _Key("isSchemaValidationEnforced", "is_schema_validation_enforced", _parse_bool),
-    _Key("allowAutoTopicCreationType", "allow_auto_topic_creation_type", _parse_topic_type),
-    _Key("defaultNumPartitions", "default_num_partitions", _parse_int(1, 10_000)),
-    _Key(
-        "defaultNumberOfNamespaceBundles",
-        "default_number_of_namespace_bundles",
-        _parse_int(1, 2**16),
-    ),
-    _Key("advertisedListeners", "advertised_listeners", _parse_listeners),
-    _Key("webServiceAllowedHosts", "web_service_allowed_hosts", _parse_host_list),
-    _Key("bookieClusters", "bookie_clusters", _parse_bookie_clusters),
-    _Key("standaloneBookies", "standalone_bookies", _parse_int(0, 64)),
-    _Key("bookkeeperMetadataServiceUri", "bookkeeper_metadata_service_uri", _parse_url),
-    _Key("bookkeeperClientRackMappingFile", "bookkeeper_client_rack_mapping_file", _parse_path),
-    _Key(
-        "bookkeeperClientTimeoutInSeconds",
-        "bookkeeper_client_timeout_in_seconds",
-        _parse_int(1, 3600),
-    ),
-    _Key(
-        "bookieClusterSwitchSkipIdgenPrecheck",
-        "bookie_cluster_switch_skip_idgen_precheck",
-        _parse_bool,
-    ),
-    _Key(
-        "bookieClusterDualReadTimeoutDays",
-        "bookie_cluster_dual_read_timeout_days",
-        _parse_int(0),
-    ),
-    _Key(
-        "bookieClusterSwitchConcurrency", "bookie_cluster_switch_concurrency", _parse_int(1, 1024)
-    ),
-)
 
 _BY_NAME: dict[str, _Key] = {k.name: k for k in KEYS}
 QUORUM_KEYS = (
@@ -754,6 +565,8 @@ def _check_auto_scale_settings(settings: Mapping[str, str]) -> None:
 
 
 def _text(value: object) -> str:
+    if value is None:
+        return ""
     if isinstance(value, SchemaCompatibilityStrategy | RetentionPolicy):
         return str(value.value)
     if isinstance(value, tuple) and all(isinstance(v, tuple) for v in value):
@@ -771,6 +584,9 @@ def config_keys() -> list[str]:
 def describe(config: BrokerConfig) -> dict[str, str]:
     """The effective configuration as ``{camelCase key: text}`` (logged at start-up)."""
     out = {k.name: _text(getattr(config, k.attribute)) for k in KEYS}
+    for key in SECRET_KEYS:
+        if out[key]:
+            out[key] = "(set)"
     out.update(config.scalable_topic_settings)
     return out
 

@@ -155,10 +155,25 @@ def parse_listeners(text: str) -> tuple[str, ...]:
     return entries
 
 
+def parse_text(text: str) -> str:
+    """Any text, as written (key material, roles, claims)."""
+    return text
+
+
+def parse_class_names(text: str) -> tuple[str, ...]:
+    """``a.b.C,d.e.F``: Java class names separated by commas (``authenticationProviders``)."""
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    for name in names:
+        if not re.match(r"^[A-Za-z_$][A-Za-z0-9_$.]*$", name):
+            raise ValueError(f"{name!r} is not a class name")
+    return names
+
+
 __all__ = [
     "parse_backlog_policy",
     "parse_bookie_clusters",
     "parse_bool",
+    "parse_class_names",
     "parse_fraction",
     "parse_gc_thresholds",
     "parse_host",
@@ -169,6 +184,7 @@ __all__ = [
     "parse_path",
     "parse_ratio",
     "parse_strategy",
+    "parse_text",
     "parse_topic_type",
     "parse_url",
 ]

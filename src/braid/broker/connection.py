@@ -10,7 +10,10 @@ exception ever escapes to the server: it becomes an ``ERROR``/``SEND_ERROR`` wit
 This module owns the socket and the protocol machine, nothing else: commands go to a
 :class:`~braid.broker.registry.CommandRouter`, which hands each to the session of its command
 family (the topic commands' session owns the producers and consumers). Sessions reach the client
-through this class as a :class:`~braid.broker.registry.CommandChannel`.
+through this class as a :class:`~braid.broker.registry.CommandChannel`. Authentication (the
+CONNECT check, ``AUTH_CHALLENGE``/``AUTH_RESPONSE`` refreshes) is
+:class:`~braid.broker.connection_auth.ConnectionAuthentication`'s; its role is the channel's
+``auth_role``.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import logging
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
+from braid.broker.connection_auth import ConnectionAuthentication, RefreshAction
 from braid.broker.errors import ServerError, to_server_error
 from braid.broker.registry import CommandRegistry, CommandRouter
 from braid.clock import Clock, TimerHandle
-from braid.protocol import commands
-from braid.protocol.connection import ServerConnection
+from braid.protocol import auth, commands
+from braid.protocol.connection import UNABLE_TO_AUTHENTICATE, ServerConnection
 from braid.protocol.errors import ConnectionClosedError
 from braid.protocol.events import (
     CommandReceived,
@@ -35,6 +39,8 @@ from braid.protocol.events import (
     ProtocolViolation,
 )
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.security.authentication import AuthenticationService
+from braid.security.tls import peer_common_name
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +61,8 @@ class BrokerConnection:
         keepalive_interval_s: PING after this much silence, drop after twice as much.
         handshake_timeout_s: CONNECT must arrive within this long, else the connection is closed.
         feature_flags: what CONNECTED advertises (``supports_scalable_topics``, ...).
+        authentication: the broker's authentication service (``None`` or disabled: every
+            CONNECT is accepted without a role).
     """
 
     def __init__(
@@ -68,6 +76,7 @@ class BrokerConnection:
         keepalive_interval_s: float,
         handshake_timeout_s: float | None = None,
         feature_flags: pb.FeatureFlags | None = None,
+        authentication: AuthenticationService | None = None,
     ) -> None:
         self._clock = clock
         # Cached: the flush is scheduled once per loop turn that sends anything (every receipt).
@@ -76,6 +85,17 @@ class BrokerConnection:
         self._writer = writer
         peer = writer.get_extra_info("peername")
         self._remote = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self._auth: ConnectionAuthentication | None = None
+        if authentication is not None and authentication.enabled:
+            self._auth = ConnectionAuthentication(
+                authentication,
+                self._remote,
+                peer_common_name(writer.get_extra_info("ssl_object")),
+            )
+        self._auth_timer: TimerHandle | None = None
+        self._auth_check_s = float(
+            authentication.settings.refresh_check_seconds if authentication else 60
+        )
         self.proto = ServerConnection(
             SERVER_VERSION,
             max_message_size=max_message_size,
@@ -83,6 +103,7 @@ class BrokerConnection:
             feature_flags=feature_flags,
             created_at=clock.monotonic(),
             handshake_timeout_s=handshake_timeout_s,
+            authenticate=self._check_connect if self._auth is not None else None,
         )
         self._client_version = ""
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -106,6 +127,54 @@ class BrokerConnection:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def auth_role(self) -> str | None:
+        return None if self._auth is None else self._auth.role
+
+    # -- authentication ------------------------------------------------------------------------
+
+    def _wall_time(self) -> float:
+        return self._clock.now_ms() / 1000.0
+
+    def _check_connect(self, connect: pb.CommandConnect) -> str | None:
+        assert self._auth is not None
+        return self._auth.check_connect(connect, self._wall_time())
+
+    def _arm_auth_check(self) -> None:
+        if self._auth is not None and self._auth.refreshes and not self._closed:
+            when = self._clock.monotonic() + self._auth_check_s
+            self._auth_timer = self._clock.call_at(when, self._on_auth_check)
+
+    def _on_auth_check(self) -> None:
+        self._auth_timer = None
+        if self._closed or self._auth is None:
+            return
+        identity = self._auth.identity
+        supports = self.proto.peer_feature_flags.supports_auth_refresh
+        action = self._auth.refresh_check(self._wall_time(), supports)
+        if action is RefreshAction.CLOSE:
+            self._start_close()
+            return
+        if action is RefreshAction.CHALLENGE and identity is not None:
+            version = self.proto.protocol_version or 0
+            self.send(auth.auth_challenge(SERVER_VERSION, version, identity.method))
+        self._arm_auth_check()
+
+    def _on_auth_response(self, response: pb.CommandAuthResponse) -> None:
+        if self._auth is None:
+            log.info("ignoring AUTH_RESPONSE from %s: authentication is off", self._remote)
+            return
+        refusal = self._auth.on_auth_response(response, self._wall_time())
+        if refusal is not None:
+            log.info("closing connection %s: credential refresh failed: %s", self._remote, refusal)
+            self.send(
+                commands.error(
+                    commands.NO_REQUEST_ID, ServerError.AuthenticationError, UNABLE_TO_AUTHENTICATE
+                )
+            )
+            self._flush_now()
+            self._start_close()
 
     # -- main loops ----------------------------------------------------------------------------
 
@@ -158,6 +227,9 @@ class BrokerConnection:
     def _handle_events(self, events: Sequence[object]) -> None:
         for event in events:
             if isinstance(event, CommandReceived):
+                if event.command.type == pb.BaseCommand.AUTH_RESPONSE:
+                    self._on_auth_response(event.command.authResponse)
+                    continue
                 try:
                     self._router.dispatch(event)
                 except Exception:
@@ -165,6 +237,7 @@ class BrokerConnection:
             elif isinstance(event, Connected):
                 self._client_version = event.client_version
                 log.debug("client %s connected: %s", self._remote, event.client_version)
+                self._arm_auth_check()
             elif isinstance(event, ProtocolViolation):
                 log.info("closing connection %s: %s", self._remote, event.reason)
                 self._flush_now()
@@ -255,6 +328,9 @@ class BrokerConnection:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        if self._auth_timer is not None:
+            self._auth_timer.cancel()
+            self._auth_timer = None
         await self._router.close()
         for task in list(self._tasks):
             task.cancel()

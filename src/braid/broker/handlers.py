@@ -99,6 +99,10 @@ class TopicService(Protocol):
         """Where LOOKUP sends the client for ``name`` (for ``listener``, if named)."""
         ...
 
+    def lookup_url_tls(self, listener: str | None = None) -> str | None:
+        """``pulsar+ssl://host:port`` that LOOKUP answers with, when the broker has TLS."""
+        ...
+
     async def check_topic(self, name: str) -> TopicName:
         """Validate a topic name and its namespace."""
         ...
@@ -321,6 +325,11 @@ class TopicCommands:
                 commands.lookup_response(
                     req.request_id,
                     broker_service_url=answer.service_url,
+                    broker_service_url_tls=(
+                        self._service.lookup_url_tls(req.advertised_listener_name or None)
+                        if answer.local
+                        else None
+                    ),
                     redirect=answer.redirect,
                     authoritative=answer.authoritative,
                 )

@@ -81,6 +81,12 @@ class CommandChannel(Protocol):
         """The connection is closed (or closing): sends are dropped."""
         ...
 
+    @property
+    def auth_role(self) -> str | None:
+        """The role the client authenticated as (``None`` with authentication disabled):
+        what authorization checks each command against."""
+        ...
+
 
 class CommandSession(Protocol):
     """The state one command family keeps for one connection."""
@@ -239,3 +245,7 @@ class _DetachedChannel:
     @property
     def closed(self) -> bool:
         return True
+
+    @property
+    def auth_role(self) -> str | None:
+        return None

@@ -74,6 +74,11 @@ from braid.broker.schemas.model import schema_id_of
 from braid.broker.schemas.registry import SchemaRegistry
 from braid.broker.schemas.storage import SchemaStorage
 from braid.broker.schemas.topic_schemas import SchemaPolicy, TopicSchemas
+from braid.broker.security_settings import (
+    authentication_settings,
+    log_security_posture,
+    tls_settings,
+)
 from braid.broker.send_validation import SendValidator
 from braid.broker.topic import PersistentTopic
 from braid.broker.topic_list import TopicEvents, topic_list_commands
@@ -92,6 +97,8 @@ from braid.metadata.api import MetadataStore, Notification, NotificationType
 from braid.protocol import commands
 from braid.protocol.frames import encode_command
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.security.authentication import AuthenticationService
+from braid.security.tls import server_context
 from braid.storage.api import StorageReadOnly
 
 log = logging.getLogger(__name__)
@@ -179,6 +186,16 @@ class BrokerService:
         )
         self._server: asyncio.Server | None = None
         self._port: int | None = None
+        #: Who each connection is (``authenticationEnabled``, ``authenticationProviders``).
+        self.authentication = AuthenticationService(authentication_settings(config))
+        tls = tls_settings(config)
+        self._tls_context = (
+            server_context(tls, request_client_certs=self.authentication.wants_client_certificates)
+            if tls is not None and config.tls_broker_port is not None
+            else None
+        )
+        self._tls_server: asyncio.Server | None = None
+        self._tls_port: int | None = None
         self._closing = False
         # A per-start random tag keeps generated producer names unique across restarts, which
         # matters with deduplication (a reused name would inherit old sequence ids).
@@ -252,10 +269,23 @@ class BrokerService:
         )
         sockets = self._server.sockets
         self._port = int(sockets[0].getsockname()[1]) if sockets else None
+        if self._tls_context is not None:
+            self._tls_server = await asyncio.start_server(
+                self._accept,
+                host=self.config.bind_address,
+                port=self.config.tls_broker_port,
+                limit=2**20,
+                ssl=self._tls_context,
+                ssl_handshake_timeout=float(self.config.handshake_timeout_seconds),
+            )
+            tls_sockets = self._tls_server.sockets
+            self._tls_port = int(tls_sockets[0].getsockname()[1]) if tls_sockets else None
+            log.info("broker listening on %s", self.service_url_tls)
         if self.config.broker_service_compaction_threshold_in_bytes > 0:
             self.compaction_monitor.start()
         self.limits_monitor.start()
         log.info("broker listening on %s", self.service_url)
+        log_security_posture(self.config, log)
 
     @property
     def port(self) -> int:
@@ -268,6 +298,29 @@ class BrokerService:
         """``pulsar://host:port`` as clients should reach this broker (the bound port)."""
         host = self.config.advertised_address or self.config.bind_address
         return f"pulsar://{host}:{self.port}"
+
+    @property
+    def tls_port(self) -> int | None:
+        """The bound ``pulsar+ssl://`` port (``None`` without a TLS listener)."""
+        return self._tls_port
+
+    @property
+    def service_url_tls(self) -> str | None:
+        """``pulsar+ssl://host:port`` (the bound port), or ``None`` without a TLS listener."""
+        if self._tls_port is None:
+            return None
+        host = self.config.advertised_address or self.config.bind_address
+        return f"pulsar+ssl://{host}:{self._tls_port}"
+
+    def lookup_url_tls(self, listener: str | None = None) -> str | None:
+        """The ``pulsar+ssl://`` URL a LOOKUP is answered with (``None`` without TLS); an
+        ``advertisedListeners`` entry with a ``pulsar+ssl://`` URL wins for its listener."""
+        if listener or self._listeners:
+            tls_urls = self.config.listener_urls(scheme="pulsar+ssl://")
+            url = tls_urls.get(listener) if listener else next(iter(tls_urls.values()), None)
+            if url is not None:
+                return url
+        return self.service_url_tls
 
     def lookup_url(self, listener: str | None = None) -> str:
         """The ``pulsar://`` URL a LOOKUP is answered with.
@@ -347,6 +400,7 @@ class BrokerService:
                 keepalive_interval_s=float(self.config.keep_alive_interval_seconds),
                 handshake_timeout_s=float(self.config.handshake_timeout_seconds),
                 feature_flags=self.feature_flags,
+                authentication=self.authentication,
             )
             self._connections.add(conn)
             try:
@@ -390,6 +444,8 @@ class BrokerService:
         self.topic_events.close()
         if self._server is not None:
             self._server.close()
+        if self._tls_server is not None:
+            self._tls_server.close()
         for conn in list(self._connections):
             await conn.close()
         for task in list(self._loading.values()):
@@ -403,6 +459,8 @@ class BrokerService:
         await asyncio.gather(*self._unloading, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        if self._tls_server is not None:
+            await self._tls_server.wait_closed()
 
     # -- topics --------------------------------------------------------------------------------
 

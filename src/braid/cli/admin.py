@@ -38,6 +38,7 @@ from braid.cli import admin_commands as cmd
 from braid.cli.admin_parser import (
     DEFAULT_URL,
     RAW,
+    TOKEN_ENV,
     URL_ENV,
     Builder,
     add_common,
@@ -46,6 +47,7 @@ from braid.cli.admin_parser import (
     topic_arg,
 )
 from braid.core.errors import BraidError
+from braid.security.credentials import ClientCredentials, from_plugin
 
 # --- parser --------------------------------------------------------------------------------------
 
@@ -71,6 +73,10 @@ connection and output (accepted before or after the command):
   --url URL         the broker's admin API (default ${URL_ENV}, else {DEFAULT_URL})
   --output table    aligned columns and a DAG tree, for people (default)
   --output json     the API's JSON answer, for scripts (nothing for commands without an answer)
+  --token JWT       'Authorization: Bearer' on every request (default ${TOKEN_ENV})
+  --auth-plugin CLASS --auth-params PARAMS
+                    pulsar-admin's credentials (token, basic or tls: docs/security.md)
+  --tls-trust-cert-path PEM   the CA of an https:// broker (hostname verification is on)
 
 exit codes: 0 success, 1 the broker refused or could not be reached (one line on stderr:
 `braid admin: error: <reason> (HTTP <status>)`), 2 invalid arguments.
@@ -82,6 +88,8 @@ examples:
   braid admin scalable-topics stats topic://public/default/orders
   braid admin --url http://broker-2:8080 --output json scalable-topics get orders
   {URL_ENV}=http://broker-2:8080 braid admin tenants list
+  braid admin --url https://broker:8443 --tls-trust-cert-path ca.pem --token "$(cat admin.jwt)" \
+      tenants list
 """
 
 
@@ -122,6 +130,16 @@ def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
 # --- entry point ---------------------------------------------------------------------------------
 
 
+def _credentials(args: argparse.Namespace) -> ClientCredentials | None:
+    """``--auth-plugin``/``--auth-params``, else ``--token`` (or ``$BRAID_ADMIN_TOKEN``)."""
+    if args.auth_plugin:
+        return from_plugin(args.auth_plugin, args.auth_params or "")
+    token = args.token or os.environ.get(TOKEN_ENV)
+    if token:
+        return ClientCredentials("token", token=token)
+    return None
+
+
 def run_admin(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     """Run the parsed ``braid admin`` command; returns the exit code."""
     handler: cmd.Handler | None = getattr(args, "handler", None)
@@ -135,7 +153,13 @@ def run_admin(args: argparse.Namespace, stdout: TextIO | None = None) -> int:
     url = args.url or os.environ.get(URL_ENV) or DEFAULT_URL
     printer = cmd.Printer(args.output, stdout or sys.stdout)
     try:
-        with AdminClient(url) as admin:
+        with AdminClient(
+            url,
+            credentials=_credentials(args),
+            tls_trust_certs_file=args.tls_trust_cert_path,
+            tls_validate_hostname=not args.tls_no_hostname_verification,
+            tls_allow_insecure_connection=args.tls_allow_insecure,
+        ) as admin:
             handler(admin, args, printer)
     except BraidError as exc:
         print(f"braid admin: error: {exc}", file=sys.stderr)

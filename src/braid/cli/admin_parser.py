@@ -23,6 +23,8 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 URL_ENV = "BRAID_ADMIN_URL"
+#: A token for every request when no --token/--auth-plugin is given.
+TOKEN_ENV = "BRAID_ADMIN_TOKEN"
 
 
 RAW = argparse.RawDescriptionHelpFormatter
@@ -32,8 +34,45 @@ def add_common(parser: argparse.ArgumentParser, *, top: bool = False) -> None:
     default: Any = None if top else argparse.SUPPRESS
     parser.add_argument(
         "--url",
+        "--admin-url",
+        dest="url",
         default=default,
         help=f"admin API base URL (default ${URL_ENV}, else {DEFAULT_URL})",
+    )
+    security = parser.add_argument_group("TLS and authentication (docs/security.md)")
+    security.add_argument(
+        "--token",
+        default=default,
+        help=f"a JWT sent as 'Authorization: Bearer' (default ${TOKEN_ENV})",
+    )
+    security.add_argument(
+        "--auth-plugin",
+        default=default,
+        help="pulsar-admin's plugin class: ...auth.AuthenticationToken, ...AuthenticationBasic, "
+        "...AuthenticationTls",
+    )
+    security.add_argument(
+        "--auth-params",
+        default=default,
+        help="its parameters: token:<jwt> or file:///path; "
+        '{"userId":"u","password":"p"}; tlsCertFile:/c.pem,tlsKeyFile:/k.pem',
+    )
+    security.add_argument(
+        "--tls-trust-cert-path",
+        default=default,
+        help="CA certificates (PEM) an https:// broker must chain to (default: the system's)",
+    )
+    security.add_argument(
+        "--tls-allow-insecure",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="accept any broker certificate (tests and labs only)",
+    )
+    security.add_argument(
+        "--tls-no-hostname-verification",
+        action="store_true",
+        default=False if top else argparse.SUPPRESS,
+        help="do not check that the certificate names the host",
     )
     parser.add_argument(
         "--output",

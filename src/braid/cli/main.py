@@ -145,9 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     from braid.cli.admin import add_admin_parser  # argparse only; the client loads on use
     from braid.cli.bookie import add_bookie_parser
+    from braid.cli.tokens import add_tokens_parser
 
     add_admin_parser(commands)
     add_bookie_parser(commands)
+    add_tokens_parser(commands)
 
     demo = commands.add_parser(
         "demo",
@@ -261,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # The demo's narration and admin's answers are the point; logs would drown them unless
     # asked for.
-    quiet = args.command in ("demo", "admin")
+    quiet = args.command in ("demo", "admin", "tokens")
     configure_logging(args.log_level or ("WARNING" if quiet else "INFO"))
     if args.command == "standalone":
         from braid.cli.standalone import run_standalone
@@ -293,6 +295,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from braid.cli.admin import run_admin
 
         return run_admin(args)
+    if args.command == "tokens":
+        from braid.cli.tokens import run_tokens
+
+        return run_tokens(args)
     if args.command == "demo":
         from braid.cli.demo import run_demo
 

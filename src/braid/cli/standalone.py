@@ -43,10 +43,12 @@ from braid.broker.config import BrokerConfig, describe
 from braid.broker.gc_policy import GC_STATS
 from braid.broker.malloc_policy import set_mmap_threshold
 from braid.broker.resources import BrokerResources
+from braid.broker.security_settings import tls_settings
 from braid.clock import Clock, SystemClock
 from braid.core.errors import BraidError, IllegalStateError
 from braid.filelock import FileLock
 from braid.metadata import MetadataStore, open_store
+from braid.security.tls import server_context
 
 if TYPE_CHECKING:
     from braid.broker.service import BrokerService
@@ -82,6 +84,7 @@ class StandaloneServer:
         self.scalable: ScalableTopicService | None = None
         self.storage_clusters: StorageClusterService | None = None
         self.admin: AdminServer | None = None
+        self.admin_tls: AdminServer | None = None
         self.guard: StoreGuard | None = None
         #: This broker's entry in the broker registry (``/loadbalance/brokers``).
         self.registry: BrokerRegistry | None = None
@@ -99,6 +102,18 @@ class StandaloneServer:
         if self.admin is None:
             raise IllegalStateError("standalone is not started")
         return f"http://{self.config.advertised_address}:{self.admin.port}"
+
+    @property
+    def service_url_tls(self) -> str | None:
+        """``pulsar+ssl://host:port`` of the broker, or ``None`` without a TLS listener."""
+        return None if self.broker is None else self.broker.service_url_tls
+
+    @property
+    def web_service_url_tls(self) -> str | None:
+        """``https://host:port`` of the admin API, or ``None`` without an HTTPS listener."""
+        if self.admin_tls is None:
+            return None
+        return f"https://{self.config.advertised_address}:{self.admin_tls.port}"
 
     async def start(self) -> None:
         """Start every component; on failure, close what was started and re-raise."""
@@ -208,15 +223,29 @@ class StandaloneServer:
             self.storage_clusters,
             bookies=bookies,
             auto_recovery=self.auto_recovery,
+            authentication=self.broker.authentication,
             registry=self.registry,
             owner_redirect=self.broker.ownership is not None,
         )
         self.admin = AdminServer(app, config.bind_address, config.web_service_port)
         self._closers.append(("admin server", self.admin.stop))
         await self.admin.start()
+        tls = tls_settings(config)
+        if tls is not None and config.tls_web_port is not None:
+            # Client certificates are not asked for on HTTPS: the admin API authenticates by
+            # its Authorization header (docs/security.md).
+            self.admin_tls = AdminServer(
+                app,
+                config.bind_address,
+                config.tls_web_port,
+                ssl_context=server_context(tls, request_client_certs=False),
+            )
+            self._closers.append(("HTTPS admin server", self.admin_tls.stop))
+            await self.admin_tls.start()
         await self.registry.register(
             self.service_url,
             self.web_service_url,
+            self.service_url_tls,
             wait_s=2 * config.metadata_store_session_timeout_millis / 1000,
         )
         self._closers.append(("broker registry", self.registry.unregister))
@@ -384,6 +413,10 @@ async def serve(config: BrokerConfig, *, out: IO[str] | None = None) -> None:
         print("Braid standalone is ready", file=out)
         print(f"  broker service URL: {server.service_url}", file=out)
         print(f"  admin/web URL:      {server.web_service_url}", file=out)
+        if server.service_url_tls is not None:
+            print(f"  broker TLS URL:     {server.service_url_tls}", file=out)
+        if server.web_service_url_tls is not None:
+            print(f"  admin/web TLS URL:  {server.web_service_url_tls}", file=out)
         print(f"  data directory:     {config.data_dir}", file=out)
         print("Press Ctrl+C (SIGINT) or send SIGTERM to stop.", file=out, flush=True)
         await stop.wait()

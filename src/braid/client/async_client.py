@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any, TypeVar
 
+from braid.client.auth import Authentication, TlsOptions
 from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
 from braid.client.consumer_base import ConsumerBase
 from braid.client.context import ClientContext
@@ -64,6 +66,15 @@ class AsyncClient:
         operation_timeout: deadline in seconds of lookups, creates and other requests.
         connection_timeout: deadline of a TCP connect and handshake.
         keepalive_interval: seconds of silence before a PING (twice that: reconnect).
+        authentication: credentials sent to the broker
+            (:class:`~braid.client.auth.AuthenticationToken`,
+            :class:`~braid.client.auth.AuthenticationBasic`,
+            :class:`~braid.client.auth.AuthenticationTLS`), ``None`` for none.
+        tls_trust_certs_file: CA certificates (PEM) a ``pulsar+ssl://`` broker must chain to
+            (default: the system's trust store).
+        tls_validate_hostname: check the broker certificate names the host (default on).
+        tls_allow_insecure_connection: accept any broker certificate (tests and labs only).
+        tls_certificate_file / tls_key_file: a client certificate for mutual TLS.
 
     Raises:
         InvalidServiceURLError: the URL is malformed.
@@ -78,12 +89,27 @@ class AsyncClient:
         operation_timeout: float = 30.0,
         connection_timeout: float = 10.0,
         keepalive_interval: float = 30.0,
+        authentication: Authentication | None = None,
+        tls_trust_certs_file: str | Path | None = None,
+        tls_validate_hostname: bool = True,
+        tls_allow_insecure_connection: bool = False,
+        tls_certificate_file: str | Path | None = None,
+        tls_key_file: str | Path | None = None,
     ) -> None:
+        tls = TlsOptions(
+            trust_certs_file=Path(tls_trust_certs_file) if tls_trust_certs_file else None,
+            validate_hostname=tls_validate_hostname,
+            allow_insecure=tls_allow_insecure_connection,
+            certificate_file=Path(tls_certificate_file) if tls_certificate_file else None,
+            key_file=Path(tls_key_file) if tls_key_file else None,
+        )
         self.settings = ClientSettings(
             parse_service_url(service_url),
             operation_timeout=operation_timeout,
             connection_timeout=connection_timeout,
             keepalive_interval=keepalive_interval,
+            tls=tls,
+            authentication=authentication,
         )
         self.service_url = service_url
         self._ctx: ClientContext | None = None

@@ -28,8 +28,8 @@ from typing import Protocol
 
 from braid.client.errors import ConnectError, NotConnectedError, error_for_code
 from braid.client.settings import BrokerAddress, ClientSettings
-from braid.core.errors import DeadlineExceededError
-from braid.protocol import commands
+from braid.core.errors import BraidError, DeadlineExceededError
+from braid.protocol import auth, commands
 from braid.protocol.connection import ClientConnection
 from braid.protocol.errors import ProtocolError
 from braid.protocol.events import (
@@ -124,20 +124,33 @@ class BrokerConnection:
         """Connect and handshake within ``settings.connection_timeout``.
 
         Raises:
-            ConnectError: the socket could not connect, or the broker refused the handshake.
+            ConnectError: the socket could not connect, the TLS handshake failed, or the broker
+                closed the handshake.
+            AuthenticationError: the broker refused the credentials (not retried).
         """
         loop = asyncio.get_running_loop()
         writer: asyncio.StreamWriter | None = None
+        credentials = settings.authentication
+        tls = settings.tls.context(credentials) if address.tls else None
         try:
             async with asyncio.timeout(settings.connection_timeout):
                 reader, writer = await asyncio.open_connection(
-                    address.host, address.port, limit=_READ_SIZE
+                    address.host,
+                    address.port,
+                    limit=_READ_SIZE,
+                    ssl=tls,
+                    server_hostname=address.host if tls is not None else None,
                 )
                 proto = ClientConnection(
                     settings.client_version,
-                    feature_flags=pb.FeatureFlags(supports_scalable_topics=True),
+                    feature_flags=pb.FeatureFlags(
+                        supports_scalable_topics=True,
+                        supports_auth_refresh=credentials is not None,
+                    ),
                     keepalive_interval_s=settings.keepalive_interval,
                     created_at=loop.time(),
+                    auth_method_name=credentials.method if credentials else "none",
+                    auth_data=credentials.auth_data() if credentials else None,
                 )
                 writer.write(proto.data_to_send())
                 connected: ServerConnected | None = None
@@ -147,12 +160,18 @@ class BrokerConnection:
                         if isinstance(event, ServerConnected):
                             connected = event
                         elif isinstance(event, ProtocolViolation | ConnectionClosed):
+                            if proto.refusal is not None:
+                                raise error_for_code(
+                                    proto.refusal.error,
+                                    proto.refusal.message,
+                                    context=f"connect to {address.url}",
+                                )
                             reason = getattr(event, "reason", "closed")
                             raise ConnectError(f"{address.url} refused the handshake: {reason}")
                     pending = proto.data_to_send()
                     if pending:
                         writer.write(pending)
-        except ConnectError:
+        except (ConnectError, BraidError):
             _abort(writer)
             raise
         except (OSError, TimeoutError) as exc:
@@ -335,6 +354,8 @@ class BrokerConnection:
             session = self._sessions.get(cmd.scalableTopicUpdate.session_id)
             if session is not None:
                 session.on_layout_update(cmd.scalableTopicUpdate)
+        elif t == _T.AUTH_CHALLENGE:
+            self._answer_challenge(cmd.authChallenge)
         elif t == _T.SCALABLE_TOPIC_ASSIGNMENT_UPDATE:
             update = cmd.scalableTopicAssignmentUpdate
             registration = self._registrations.get(update.consumer_id)
@@ -342,6 +363,23 @@ class BrokerConnection:
                 registration.on_assignment_update(update)
         else:
             self._complete_request(cmd)
+
+    def _answer_challenge(self, challenge: pb.CommandAuthChallenge) -> None:
+        """Send fresh credentials of our method (a token supplier is called again)."""
+        credentials = self.settings.authentication
+        if credentials is None:
+            log.warning(
+                "%s sent AUTH_CHALLENGE but the client has no credentials", self.address.url
+            )
+            return
+        try:
+            data = credentials.auth_data()
+        except BraidError as exc:
+            log.warning("cannot answer the credential refresh of %s: %s", self.address.url, exc)
+            return
+        method = challenge.challenge.auth_method_name or credentials.method
+        version = self.protocol_version or 0
+        self.send(auth.auth_response(self.settings.client_version, version, method, data))
 
     def _complete_request(self, cmd: pb.BaseCommand) -> None:
         inner = commands.inner(cmd)

@@ -20,11 +20,12 @@ from braid.protocol.dag import ScalableTopicDag
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 
-def layout_from_dag(topic: str, dag: pb.ScalableTopicDAG) -> TopicLayout:
+def layout_from_dag(topic: str, dag: pb.ScalableTopicDAG, *, tls: bool = False) -> TopicLayout:
     """The :class:`TopicLayout` of ``topic`` that ``dag`` describes.
 
     A managed segment routes to its ``segment://`` name, a legacy one to the ``persistent://``
-    topic it wraps; the TLS URLs of the DAG are not used by this client.
+    topic it wraps. A TLS client (``tls``) routes to the DAG's ``pulsar+ssl://`` URLs; a segment
+    whose broker has none gets no URL (it is looked up, and the lookup insists on TLS).
 
     Raises:
         CorruptLayout: the DAG breaks a layout invariant or a name does not fit.
@@ -42,14 +43,21 @@ def layout_from_dag(topic: str, dag: pb.ScalableTopicDAG) -> TopicLayout:
                 sid,
                 legacy if legacy is not None else segment_topic_name(topic, layout, sid),
                 legacy=legacy is not None,
-                broker_url=broker.broker_url if broker is not None else None,
+                broker_url=_url(broker.broker_url, broker.broker_url_tls, tls)
+                if broker is not None
+                else None,
                 entry_bucket_splits=segment.entry_bucket_splits,
             )
-        return TopicLayout(topic, layout, routes, controller_broker_url=model.controller_broker_url)
+        controller = _url(model.controller_broker_url, model.controller_broker_url_tls, tls)
+        return TopicLayout(topic, layout, routes, controller_broker_url=controller)
     except CorruptLayout:
         raise
     except InvalidInputError as exc:
         raise CorruptLayout(f"layout of {topic} (epoch {dag.epoch}) is invalid: {exc}") from exc
+
+
+def _url(plain: str | None, secure: str | None, tls: bool) -> str | None:
+    return secure if tls else plain
 
 
 def assignment_from_pb(assignment: pb.ScalableConsumerAssignment) -> Assignment:

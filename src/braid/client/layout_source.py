@@ -220,7 +220,7 @@ class DagWatchLayoutSource(LayoutSource):
             self._resolved = update.resolved_topic_name
         topic = self._resolved or str(self.name)
         try:
-            layout = layout_from_dag(topic, update.dag)
+            layout = layout_from_dag(topic, update.dag, tls=self.ctx.settings.uses_tls)
         except InvalidInputError as exc:
             if first is not None and not first.done():
                 first.set_exception(exc)

@@ -7,7 +7,7 @@ Failures come back as the client's typed errors (``TopicNotFound`` -> ``NotFound
 
 from __future__ import annotations
 
-from braid.client.errors import BrokerError, error_for_code
+from braid.client.errors import BrokerError, ConnectError, error_for_code
 from braid.client.pool import ConnectionPool
 from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -33,12 +33,26 @@ async def lookup_broker(pool: ConnectionPool, topic: str) -> str:
             raise error_for_code(response.error, response.message, context=f"lookup of {topic}")
         if response.proxy_through_service_url:
             return conn.address.url
-        url = response.brokerServiceUrl
+        url = _broker_url(response, pool.settings.uses_tls, topic)
         if response.response == pb.CommandLookupTopicResponse.Connect:
             return url
         conn = await pool.get(url)
         authoritative = response.authoritative
     raise BrokerError(f"lookup of {topic} was redirected more than {MAX_REDIRECTS} times")
+
+
+def _broker_url(response: pb.CommandLookupTopicResponse, tls: bool, topic: str) -> str:
+    """The URL a lookup answer points at: its ``pulsar+ssl://`` one for a TLS client.
+
+    Raises:
+        ConnectError: a TLS client got an answer without a TLS URL (the owner has no TLS
+            listener): falling back to plain text would silently drop the protection asked for.
+    """
+    if not tls:
+        return response.brokerServiceUrl
+    if not response.brokerServiceUrlTls:
+        raise ConnectError(f"lookup of {topic}: the owning broker has no TLS (pulsar+ssl) URL")
+    return response.brokerServiceUrlTls
 
 
 async def partition_count(pool: ConnectionPool, topic: str) -> int:

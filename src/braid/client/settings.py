@@ -1,33 +1,38 @@
 """Client-wide settings and the service URL.
 
 A service URL is ``pulsar://host:port`` or ``pulsar://h1:p1,h2:p2`` (the client tries the hosts in
-order for lookups). ``pulsar+ssl://`` is recognised and refused for now: Braid's broker has no
-TLS yet. Malformed URLs raise :class:`~braid.client.errors.InvalidServiceURLError` at client
-construction.
+order for lookups); ``pulsar+ssl://`` (default port 6651) connects over TLS, with the
+:class:`~braid.client.auth.TlsOptions` of the settings. Malformed URLs raise
+:class:`~braid.client.errors.InvalidServiceURLError` at client construction.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from braid.client.auth import Authentication, TlsOptions
 from braid.client.errors import InvalidConfigurationError, InvalidServiceURLError
 
 CLIENT_VERSION = "Braid-Python-0.1.0"
 DEFAULT_PORT = 6650
+DEFAULT_TLS_PORT = 6651
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.\-]+)(?::(\d{1,5}))?$")
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerAddress:
-    """One ``host:port``; ``url`` is its ``pulsar://host:port`` form (the pool's key)."""
+    """One ``host:port``; ``url`` is its ``pulsar://host:port`` form (``pulsar+ssl://`` with
+    ``tls``), the pool's key."""
 
     host: str
     port: int
+    tls: bool = False
 
     @property
     def url(self) -> str:
-        return f"pulsar://{self.host}:{self.port}"
+        scheme = "pulsar+ssl" if self.tls else "pulsar"
+        return f"{scheme}://{self.host}:{self.port}"
 
 
 def parse_broker_url(url: str) -> BrokerAddress:
@@ -53,9 +58,7 @@ def parse_service_url(url: str) -> tuple[BrokerAddress, ...]:
     scheme, sep, rest = url.strip().partition("://")
     if not sep:
         raise InvalidServiceURLError(f"service URL {url!r} has no scheme (pulsar://host:port)")
-    if scheme == "pulsar+ssl":
-        raise InvalidServiceURLError(f"{url!r}: TLS (pulsar+ssl://) is not supported yet")
-    if scheme != "pulsar":
+    if scheme not in ("pulsar", "pulsar+ssl"):
         raise InvalidServiceURLError(f"service URL {url!r}: unknown scheme {scheme!r}")
     rest = rest.rstrip("/")
     if not rest:
@@ -65,10 +68,12 @@ def parse_service_url(url: str) -> tuple[BrokerAddress, ...]:
         match = _HOST_PORT.match(part.strip())
         if match is None:
             raise InvalidServiceURLError(f"service URL {url!r}: {part!r} is not host[:port]")
-        port = int(match.group(2)) if match.group(2) else DEFAULT_PORT
+        tls = scheme == "pulsar+ssl"
+        default_port = DEFAULT_TLS_PORT if tls else DEFAULT_PORT
+        port = int(match.group(2)) if match.group(2) else default_port
         if not 0 < port < 65536:
             raise InvalidServiceURLError(f"service URL {url!r}: port {port} is out of range")
-        addresses.append(BrokerAddress(match.group(1).strip("[]"), port))
+        addresses.append(BrokerAddress(match.group(1).strip("[]"), port, tls))
     return tuple(addresses)
 
 
@@ -83,6 +88,8 @@ class ClientSettings:
         keepalive_interval: PING after this much silence; the connection is dropped after twice.
         backoff_initial / backoff_max: reconnect and retry delays.
         client_version: sent in CONNECT.
+        tls: how ``pulsar+ssl://`` connections are made (trust, hostname verification).
+        authentication: the credentials sent in CONNECT (``None``: none).
     """
 
     service: tuple[BrokerAddress, ...]
@@ -92,6 +99,13 @@ class ClientSettings:
     backoff_initial: float = 0.1
     backoff_max: float = 5.0
     client_version: str = CLIENT_VERSION
+    tls: TlsOptions = field(default_factory=TlsOptions)
+    authentication: Authentication | None = None
+
+    @property
+    def uses_tls(self) -> bool:
+        """Whether the service URL is ``pulsar+ssl://`` (lookups then follow TLS URLs)."""
+        return any(address.tls for address in self.service)
 
     def __post_init__(self) -> None:
         for name in ("operation_timeout", "connection_timeout", "keepalive_interval"):

@@ -31,6 +31,7 @@ message-sized frame. A closed machine drops its receive buffer at once.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import NoReturn
 
 from braid.protocol import commands
@@ -59,8 +60,8 @@ from braid.protocol.generated import PulsarApi_pb2 as pb
 MAX_PROTOCOL_VERSION = 21
 #: From this version on, payload commands carry magic 0x0e01 and a CRC32C.
 CHECKSUM_MIN_VERSION = 6
-#: Authentication methods accepted by the broker until real authentication exists.
-_NO_AUTH_METHODS = frozenset({"", "none"})
+#: What a broker answers a CONNECT whose credentials fail (Pulsar's wording: nothing more).
+UNABLE_TO_AUTHENTICATE = "Unable to authenticate"
 #: The largest frame a server accepts before the handshake: a CONNECT with room for auth data.
 MAX_CONNECT_FRAME_SIZE = 64 * 1024
 
@@ -308,6 +309,10 @@ class ServerConnection(_Connection):
         handshake_timeout_s: CONNECT must arrive within this long of ``created_at`` (else
             :class:`HandshakeTimeout`); ``None`` leaves only keep-alive.
         max_connect_frame_size: the largest frame accepted before the handshake.
+        authenticate: called with the CONNECT before it is accepted; returns ``None`` to accept
+            it, or the reason (for the log) to refuse it with ``AuthenticationError`` and close.
+            ``None`` (no callback) accepts every CONNECT whatever its credentials, as a Pulsar
+            broker with authentication disabled does.
     """
 
     def __init__(
@@ -321,6 +326,7 @@ class ServerConnection(_Connection):
         created_at: float | None = None,
         handshake_timeout_s: float | None = None,
         max_connect_frame_size: int = MAX_CONNECT_FRAME_SIZE,
+        authenticate: Callable[[pb.CommandConnect], str | None] | None = None,
     ) -> None:
         if max_message_size <= 0:
             raise ValueError("max_message_size must be positive")
@@ -335,6 +341,7 @@ class ServerConnection(_Connection):
             first_frame_max_size=min(max_connect_frame_size, max_frame_size),
         )
         self._handshake_timeout = handshake_timeout_s
+        self._authenticate = authenticate
         self._handshake_started: float | None = created_at
         self.server_version = server_version
         self.max_message_size = max_message_size
@@ -386,11 +393,13 @@ class ServerConnection(_Connection):
         return self._handle_connected_frame(frame)
 
     def _accept(self, connect: pb.CommandConnect) -> list[Event]:
-        method = _auth_method(connect)
-        if method not in _NO_AUTH_METHODS:
-            reason = f"authentication method {method!r} is not supported (only 'none')"
-            reply = commands.error(commands.NO_REQUEST_ID, pb.AuthenticationError, reason)
-            return self._violation(reason, reply)
+        if self._authenticate is not None:
+            refusal = self._authenticate(connect)
+            if refusal is not None:
+                reply = commands.error(
+                    commands.NO_REQUEST_ID, pb.AuthenticationError, UNABLE_TO_AUTHENTICATE
+                )
+                return self._violation(f"authentication failed: {refusal}", reply)
         version = max(0, min(connect.protocol_version, self.max_protocol_version))
         self._outgoing += encode_command(
             commands.connected(self.server_version, version, self.max_message_size, self._own_flags)
@@ -402,12 +411,12 @@ class ServerConnection(_Connection):
         return [Connected(connect.client_version, version, self._peer_flags)]
 
 
-def _auth_method(connect: pb.CommandConnect) -> str:
+def auth_method(connect: pb.CommandConnect) -> str:
     """The method a CONNECT asks for: the name if given, else the deprecated enum."""
     if connect.HasField("auth_method_name"):
         return connect.auth_method_name
     if connect.HasField("auth_method") and connect.auth_method != pb.AuthMethodNone:
-        return pb.AuthMethod.Name(connect.auth_method)
+        return pb.AuthMethod.Name(connect.auth_method)[len("AuthMethod") :].lower()
     return "none"
 
 
@@ -447,6 +456,8 @@ class ClientConnection(_Connection):
         self.offered_protocol_version = protocol_version
         self.server_version: str | None = None
         self.max_message_size: int | None = None
+        #: The broker's ERROR answering CONNECT (``AuthenticationError`` ...), if it refused.
+        self.refusal: pb.CommandError | None = None
         self._outgoing += encode_command(
             commands.connect(
                 client_version,
@@ -462,6 +473,7 @@ class ClientConnection(_Connection):
             return self._handle_connected_frame(frame)
         cmd = frame.command
         if cmd.type == pb.BaseCommand.ERROR:
+            self.refusal = cmd.error
             code = pb.ServerError.Name(cmd.error.error)
             return self._violation(f"broker refused the connection: {code}: {cmd.error.message}")
         if cmd.type != pb.BaseCommand.CONNECTED:

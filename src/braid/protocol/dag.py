@@ -165,16 +165,19 @@ class ScalableTopicDag:
         *,
         segment_brokers: Mapping[int, str] | None = None,
         controller_broker_url: str | None = None,
+        segment_brokers_tls: Mapping[int, str] | None = None,
+        controller_broker_url_tls: str | None = None,
         legacy_topic_names: Mapping[int, str] | None = None,
         entry_bucket_splits: Mapping[int, Sequence[int]] | None = None,
     ) -> ScalableTopicDag:
         """The DAG of ``layout`` (every segment, active and sealed) with the given extras, each
-        keyed by segment id.
+        keyed by segment id (``*_tls``: the ``pulsar+ssl://`` URLs of brokers with TLS).
 
         Raises:
             CorruptLayout: an extra names an unknown segment or breaks a rule.
         """
         legacy = legacy_topic_names or {}
+        tls = segment_brokers_tls or {}
         splits = entry_bucket_splits or {}
         unknown = sorted((set(legacy) | set(splits)) - set(layout.segments))
         if unknown:
@@ -186,9 +189,11 @@ class ScalableTopicDag:
                 for sid, info in layout.segments.items()
             ),
             segment_brokers=tuple(
-                SegmentBroker(sid, url) for sid, url in (segment_brokers or {}).items()
+                SegmentBroker(sid, url, tls.get(sid))
+                for sid, url in (segment_brokers or {}).items()
             ),
             controller_broker_url=controller_broker_url or None,
+            controller_broker_url_tls=controller_broker_url_tls or None,
         )
 
     @property

@@ -59,20 +59,32 @@ def layout_to_dag(
     layout: SegmentLayout,
     segment_brokers: Mapping[int, str],
     controller_url: str | None,
+    *,
+    segment_brokers_tls: Mapping[int, str] | None = None,
+    controller_url_tls: str | None = None,
 ) -> pb.ScalableTopicDAG:
-    """The wire form of a layout; ``segment_brokers`` lists the brokers of active segments."""
+    """The wire form of a layout; ``segment_brokers`` lists the brokers of active segments
+    (``*_tls``: the ``pulsar+ssl://`` URLs of those with a TLS listener)."""
     return ScalableTopicDag.of_layout(
-        layout, segment_brokers=segment_brokers, controller_broker_url=controller_url
+        layout,
+        segment_brokers=segment_brokers,
+        controller_broker_url=controller_url,
+        segment_brokers_tls=segment_brokers_tls,
+        controller_broker_url_tls=controller_url_tls,
     ).to_proto()
 
 
 def legacy_dag(
-    persistent_topic: str, broker_url: str, created_at_ms: int = 0
+    persistent_topic: str,
+    broker_url: str,
+    created_at_ms: int = 0,
+    broker_url_tls: str | None = None,
 ) -> pb.ScalableTopicDAG:
     """The synthetic one-segment DAG of a ``persistent://`` topic (the migration bridge)."""
     return ScalableTopicDag.of_layout(
         SegmentLayout.initial(1, created_at_ms),
         segment_brokers={0: broker_url},
+        segment_brokers_tls={0: broker_url_tls} if broker_url_tls else None,
         legacy_topic_names={0: persistent_topic},
     ).to_proto()
 

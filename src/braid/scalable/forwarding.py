@@ -25,6 +25,7 @@ import httpx
 
 from braid.broker.broker_registry import BrokerRegistry
 from braid.core.errors import (
+    AuthorizationError,
     BraidError,
     ConflictError,
     IllegalStateError,
@@ -44,6 +45,7 @@ from braid.scalable.leader_operations import (
     Split,
     Stats,
 )
+from braid.security.credentials import ClientCredentials
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +108,17 @@ class LeaderForwarder:
     """Sends a leader-only operation to the leader broker's admin REST API and maps its answer
     back: the one place that knows how to reach another broker's controller."""
 
-    def __init__(self, registry: BrokerRegistry, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        registry: BrokerRegistry,
+        *,
+        timeout_s: float = 30.0,
+        credentials: ClientCredentials | None = None,
+    ) -> None:
         self._registry = registry
         self._timeout_s = timeout_s
+        #: What this broker presents to the others (``brokerClientAuthenticationPlugin``).
+        self._credentials = credentials
 
     async def send(self, leader_url: str, topic: TopicName, operation: LeaderOperation[R]) -> R:
         """Run ``operation`` on the broker whose service URL is ``leader_url``; returns its result.
@@ -124,14 +134,20 @@ class LeaderForwarder:
                 "registered; retry shortly"
             )
         request = admin_request(topic, operation)
+        # JSON even without a body: the admin API refuses other POSTs (ADR 0044).
+        headers = {FORWARDED_HEADER: "1", "Content-Type": "application/json"}
+        authorization = (
+            self._credentials.http_authorization() if self._credentials is not None else None
+        )
+        if authorization is not None:
+            headers["Authorization"] = authorization
         try:
             async with httpx.AsyncClient(base_url=web, timeout=self._timeout_s) as http:
                 response = await http.request(
                     request.method,
                     ADMIN_PREFIX + request.path,
                     json=request.body,
-                    # JSON even without a body: the admin API refuses other POSTs (ADR 0044).
-                    headers={FORWARDED_HEADER: "1", "Content-Type": "application/json"},
+                    headers=headers,
                 )
         except httpx.HTTPError as exc:
             raise NotLeader(
@@ -162,6 +178,12 @@ def _error_for(response: httpx.Response) -> BraidError:
         return IllegalStateError(reason)
     if status in (400, 422):
         return InvalidInputError(reason)
+    if status in (401, 403):
+        # Not retriable: this broker's brokerClientAuthentication* settings are missing or wrong.
+        return AuthorizationError(
+            f"the controller leader refused this broker ({status}: {reason}); check "
+            "brokerClientAuthenticationPlugin/brokerClientAuthenticationParameters"
+        )
     return NotLeader(f"the controller leader answered {status}: {reason}")
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.resources import BrokerResources
+from braid.broker.security_settings import broker_client_credentials
 from braid.broker.service import BrokerService
 from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
@@ -100,6 +101,8 @@ async def install_scalable_topics(
         segments=LocalSegmentAdmin(broker),
         namespaces=BrokerNamespaces(resources, settings.allow_auto_topic_creation),
         broker_url=broker.service_url,
+        broker_url_tls=broker.service_url_tls,
+        broker_client_credentials=broker_client_credentials(broker.config),
         clock=clock,
         settings=settings,
         step_hook=step_hook,

@@ -73,6 +73,7 @@ from braid.scalable.resources import (
 )
 from braid.scalable.segments import SegmentAdmin
 from braid.scalable.watch_hub import WatchHub
+from braid.security.credentials import ClientCredentials
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +121,8 @@ class ScalableTopicService:
         namespaces: NamespacePolicySource,
         broker_url: str,
         clock: Clock,
+        broker_url_tls: str | None = None,
+        broker_client_credentials: ClientCredentials | None = None,
         settings: ScalableTopicSettings | None = None,
         step_hook: StepHook | None = None,
         load_reporter: SegmentLoadReporter | None = None,
@@ -133,6 +136,7 @@ class ScalableTopicService:
         self._segments = segments
         self._namespaces = namespaces
         self._broker_url = broker_url
+        self._broker_url_tls = broker_url_tls
         self._clock = clock
         self._step_hook = step_hook
         self._owns_registration = registry is None
@@ -141,7 +145,7 @@ class ScalableTopicService:
         self.router = LeaderRouter(
             broker_url=broker_url,
             controllers=self.controller,
-            forwarder=LeaderForwarder(self.registry),
+            forwarder=LeaderForwarder(self.registry, credentials=broker_client_credentials),
         )
         #: The DAG-watch and namespace-watch sessions and the metadata listener.
         self.watches = WatchHub(
@@ -150,6 +154,7 @@ class ScalableTopicService:
             segments=segments,
             broker_url=broker_url,
             topics=self,
+            tls_url_of=self.registry.service_url_tls,
         )
         self._controllers: dict[str, ScalableTopicController] = {}
         self._starting: dict[str, asyncio.Task[ScalableTopicController]] = {}
@@ -178,7 +183,9 @@ class ScalableTopicService:
         """Register in the broker registry, listen to the store and resume pending operations."""
         if self._owns_registration:
             try:
-                await self.registry.register(self._broker_url, web_service_url)
+                await self.registry.register(
+                    self._broker_url, web_service_url, self._broker_url_tls
+                )
             except BrokerAddressInUse as exc:
                 # A previous incarnation's entry lingers until its session ends; the leader's
                 # admin URL is read from it meanwhile (the same address serves the same API).

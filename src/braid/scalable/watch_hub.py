@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from braid.core.errors import InvalidInputError
@@ -86,8 +86,10 @@ class WatchHub:
         segments: SegmentAdmin,
         broker_url: str,
         topics: TopicControllers,
+        tls_url_of: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> None:
         self._store = store
+        self._tls_url_of = tls_url_of
         self._resources = resources
         self._segments = segments
         self._broker_url = broker_url
@@ -142,7 +144,8 @@ class WatchHub:
         if topic.domain is TopicDomain.PERSISTENT:
             session = DagWatchSession(session_id, topic, str(topic), transport)
             self._sessions_by_transport[id(transport)][session_id] = session
-            session.push(legacy_dag(str(topic), await self._legacy_broker_url(topic)))
+            url = await self._legacy_broker_url(topic)
+            session.push(legacy_dag(str(topic), url, broker_url_tls=await self._tls_url(url)))
             return session
         await self._topics.watched_controller(topic)
         session = DagWatchSession(session_id, topic, str(topic), transport)
@@ -163,7 +166,19 @@ class WatchHub:
             brokers[segment.segment_id] = await self._segments.broker_url(name)
         value = await read_leader(self._store, self._resources.controller_path(topic))
         leader = None if value is None else value.decode()
-        return layout_to_dag(layout, brokers, leader)
+        tls_of = {url: await self._tls_url(url) for url in {*brokers.values(), leader} if url}
+        brokers_tls = {sid: tls for sid, url in brokers.items() if (tls := tls_of.get(url))}
+        return layout_to_dag(
+            layout,
+            brokers,
+            leader,
+            segment_brokers_tls=brokers_tls,
+            controller_url_tls=tls_of.get(leader) if leader else None,
+        )
+
+    async def _tls_url(self, url: str) -> str | None:
+        """The ``pulsar+ssl://`` URL of the broker at ``url`` (the broker registry's)."""
+        return None if self._tls_url_of is None else await self._tls_url_of(url)
 
     def close_dag_watch(self, transport: DagWatchTransport, session_id: int) -> None:
         session = self._sessions_by_transport.get(id(transport), {}).pop(session_id, None)

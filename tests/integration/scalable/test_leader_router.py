@@ -187,3 +187,53 @@ async def test_a_broker_the_store_still_names_as_leader_does_not_forward_to_itse
         assert not stats["controller"]["isLeader"]
     finally:
         await twin.close()
+
+
+async def test_with_authentication_a_follower_forwards_with_its_broker_client_credentials(
+    tmp_path: Path,
+) -> None:
+    import base64
+
+    from braid.core.errors import AuthorizationError
+    from braid.security import tokens
+    from braid.security.credentials import from_plugin
+
+    secret = b"b" * 32
+    leader = StandaloneServer(
+        standalone_config(
+            tmp_path / "leader",
+            authentication_enabled=True,
+            authentication_providers=(tokens.CLASS_NAME,),
+            token_secret_key="data:;base64," + base64.b64encode(secret).decode(),
+        )
+    )
+    await leader.start()
+    store = await open_store(leader.config.metadata_store_url)
+    followers: list[ScalableTopicService] = []
+    try:
+        assert leader.scalable is not None and leader.broker is not None
+        assert leader.resources is not None
+        await leader.scalable.create_topic(TOPIC, 2)
+        assert (await leader.scalable.controller(TOPIC)).is_leader
+        token = tokens.create_token("broker", secret_key=secret)
+        plugin = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+        for index, credentials in enumerate((None, from_plugin(plugin, f"token:{token}"))):
+            follower = ScalableTopicService(
+                store=store,
+                segments=LocalSegmentAdmin(leader.broker),
+                namespaces=BrokerNamespaces(leader.resources, True),
+                broker_url=f"pulsar://127.0.0.1:{index + 1}",
+                clock=SystemClock(),
+                broker_client_credentials=credentials,
+            )
+            followers.append(follower)
+            await follower.start(None)
+        without, with_credentials = followers
+        with pytest.raises(AuthorizationError):
+            await without.split(TOPIC, 0)
+        assert (await with_credentials.split(TOPIC, 0)).epoch == 1
+    finally:
+        for follower in followers:
+            await follower.close()
+        await store.close()
+        await leader.close()

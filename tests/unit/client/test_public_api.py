@@ -111,7 +111,8 @@ def test_message_exposes_the_data_model_fields() -> None:
     assert fields <= {n for n, v in vars(braid.Message).items() if isinstance(v, property)}
 
 
-def test_the_client_imports_only_core_and_protocol() -> None:
+def test_the_client_imports_only_core_protocol_and_security() -> None:
+    # braid.security is a support package (ADR 0049): TLS contexts shared with the broker.
     import ast
     import pathlib
 
@@ -121,11 +122,13 @@ def test_the_client_imports_only_core_and_protocol() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("braid"):
                 top = node.module.split(".")[1] if "." in node.module else ""
-                assert top in {"client", "core", "protocol"}, f"{path.name} imports {node.module}"
+                allowed = {"client", "core", "protocol", "security"}
+                assert top in allowed, f"{path.name} imports {node.module}"
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     assert not alias.name.startswith("braid.") or alias.name.split(".")[1] in {
                         "client",
                         "core",
                         "protocol",
+                        "security",
                     }, f"{path.name} imports {alias.name}"

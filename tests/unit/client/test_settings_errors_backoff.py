@@ -43,6 +43,8 @@ def test_service_urls() -> None:
     assert parse_service_url("pulsar://a:1,b") == (BrokerAddress("a", 1), BrokerAddress("b", 6650))
     assert parse_service_url("pulsar://[::1]:7000/") == (BrokerAddress("::1", 7000),)
     assert parse_broker_url("pulsar://h:9").url == "pulsar://h:9"
+    assert parse_service_url("pulsar+ssl://h") == (BrokerAddress("h", 6651, tls=True),)
+    assert parse_broker_url("pulsar+ssl://h:9").url == "pulsar+ssl://h:9"
 
 
 @pytest.mark.parametrize(
@@ -55,7 +57,6 @@ def test_service_urls() -> None:
         "pulsar://h:0",
         "pulsar://h:70000",
         "pulsar://h x",
-        "pulsar+ssl://h:6651",
         42,
     ],
 )

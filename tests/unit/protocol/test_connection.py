@@ -30,6 +30,7 @@ from braid.protocol.connection import (
     ProtocolViolation,
     ServerConnected,
     ServerConnection,
+    auth_method,
 )
 
 SERVER_VERSION = "Braid 0.1.0"
@@ -114,16 +115,35 @@ def test_anything_before_connect_is_a_violation_and_closes() -> None:
     assert server.receive_data(_official_client_connect(21), 1.0) == []
 
 
-def test_unsupported_authentication_is_refused_with_an_error() -> None:
-    server = ServerConnection(SERVER_VERSION)
+def _refuse_tokens(connect: pb.CommandConnect) -> str | None:
+    return "bad token" if connect.auth_method_name == "token" else None
+
+
+def test_refused_credentials_get_authentication_error_without_the_reason() -> None:
+    server = ServerConnection(SERVER_VERSION, authenticate=_refuse_tokens)
     data = encode_command(commands.connect("c", 21, auth_method_name="token", auth_data=b"x"))
     [event] = server.receive_data(data, 0.0)
     assert isinstance(event, ProtocolViolation)
-    assert "token" in event.reason
+    assert "bad token" in event.reason
     [reply] = _decode(server.data_to_send())
     assert reply.type == pb.BaseCommand.ERROR
     assert reply.error.error == pb.AuthenticationError
     assert reply.error.request_id == commands.NO_REQUEST_ID
+    assert reply.error.message == "Unable to authenticate"
+
+
+def test_without_an_authenticator_any_credentials_are_accepted_as_pulsar_does() -> None:
+    server = ServerConnection(SERVER_VERSION)
+    data = encode_command(commands.connect("c", 21, auth_method_name="token", auth_data=b"x"))
+    [event] = server.receive_data(data, 0.0)
+    assert isinstance(event, Connected)
+    assert server.state is ConnectionState.CONNECTED
+
+
+def test_legacy_auth_method_enum_is_named_as_pulsar_names_it() -> None:
+    connect = pb.CommandConnect(client_version="c", auth_method=pb.AuthMethodYcaV1)
+    assert auth_method(connect) == "ycav1"
+    assert auth_method(pb.CommandConnect(client_version="c")) == "none"
 
 
 def test_second_connect_is_a_violation() -> None:
@@ -398,7 +418,7 @@ def test_client_pings_and_answers_pings() -> None:
 
 def test_client_reports_a_refused_handshake() -> None:
     client = ClientConnection("c", auth_method_name="token")
-    server = ServerConnection(SERVER_VERSION)
+    server = ServerConnection(SERVER_VERSION, authenticate=_refuse_tokens)
     server.receive_data(client.data_to_send(), 0.0)
     [event] = client.receive_data(server.data_to_send(), 0.0)
     assert isinstance(event, ProtocolViolation)
