@@ -37,6 +37,8 @@ commands:
               the metadata store, and a broker replicates its ledgers across them
   admin       manage a running broker through its admin REST API: scalable topics (create,
               split, merge, subscriptions, stats), segments, tenants, namespaces, topics
+  tokens      create secret keys, key pairs and JWTs for token authentication, with the flags
+              of `pulsar tokens` (docs/security.md)
   demo        start a throw-away standalone broker and walk through producing and consuming
               with the official pulsar-client, then the scalable-topic auto-scaler
 
