@@ -83,6 +83,16 @@ def _within_retention(quota: BacklogQuota, policies: NamespacePolicies) -> None:
         )
 
 
+async def _replace_policies(
+    resources: BrokerResources, tenant: str, namespace: str, **fields: Any
+) -> Response:
+    """Set ``fields`` of the namespace's policies (CAS, through the resources) and answer 204."""
+    await resources.update_namespace_policies(
+        tenant, namespace, lambda p: dataclasses.replace(p, **fields)
+    )
+    return Response(status_code=204)
+
+
 def backlog_limits_router(resources: BrokerResources, topic_policies: TopicPolicies) -> APIRouter:
     """The backlog quota, retention and message TTL endpoints (mounted under ``/admin/v2``)."""
     router = APIRouter()
@@ -164,17 +174,11 @@ def _retention_router(resources: BrokerResources) -> APIRouter:
             retention = RetentionPolicies.from_json(body)
         except InvalidPolicies as exc:
             raise PreconditionFailed(str(exc)) from None
-        await resources.update_namespace_policies(
-            tenant, namespace, lambda p: dataclasses.replace(p, retention=retention)
-        )
-        return Response(status_code=204)
+        return await _replace_policies(resources, tenant, namespace, retention=retention)
 
     @router.delete(path, status_code=204, tags=["namespaces"], summary="Remove retention")
     async def remove_retention(tenant: Tenant, namespace: Namespace) -> Response:
-        await resources.update_namespace_policies(
-            tenant, namespace, lambda p: dataclasses.replace(p, retention=None)
-        )
-        return Response(status_code=204)
+        return await _replace_policies(resources, tenant, namespace, retention=None)
 
     return router
 
@@ -195,17 +199,11 @@ def _ttl_router(resources: BrokerResources) -> APIRouter:
             ttl = check_ttl(body)
         except InvalidBacklogQuota as exc:
             raise PreconditionFailed(str(exc)) from None
-        await resources.update_namespace_policies(
-            tenant, namespace, lambda p: dataclasses.replace(p, message_ttl_in_seconds=ttl)
-        )
-        return Response(status_code=204)
+        return await _replace_policies(resources, tenant, namespace, message_ttl_in_seconds=ttl)
 
     @router.delete(path, status_code=204, tags=["namespaces"], summary="Remove message TTL")
     async def remove_ttl(tenant: Tenant, namespace: Namespace) -> Response:
-        await resources.update_namespace_policies(
-            tenant, namespace, lambda p: dataclasses.replace(p, message_ttl_in_seconds=None)
-        )
-        return Response(status_code=204)
+        return await _replace_policies(resources, tenant, namespace, message_ttl_in_seconds=None)
 
     return router
 
