@@ -23,6 +23,7 @@ from braid.broker.backlog_quota_manager import quota_units, subscription_backlog
 from braid.clock import ManualClock
 from tests.integration.client.conftest import ScalableBroker, StepGate
 from tests.support.admin_server import serve_admin
+from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -143,9 +144,11 @@ def test_a_producer_policy_refuses_producers_when_the_dag_backlog_is_over_the_qu
         assert batch, f"the stream stalled after {received} messages"
         stream.acknowledge_cumulative(batch[-1])
         received += len(batch)
-    deadline = time.monotonic() + 10
-    while _dag_backlog(sbroker, topic, "never-acks")[0] > 0 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(
+        lambda: _dag_backlog(sbroker, topic, "never-acks")[0] == 0,
+        within=10,
+        message="the acknowledged backlog to reach the cursors",
+    )
     client.create_producer(topic).send(b"accepted", key="k1")
     producer.close()
     stream.close()
