@@ -32,6 +32,8 @@ ports (base ports; instance N listens on BASE+N-1; 0 = free ports chosen by the 
 
 `down` stops exactly the processes `up` recorded (process id and start time, never by name):
 brokers first, then bookies, then ZooKeeper; SIGTERM, then SIGKILL after --timeout seconds.
+`up` is idempotent: it starts only what does not run (nothing when the cluster is up, the dead
+processes when it is partly up, everything after a reboot), with the directory's recorded ports.
 `status` shows each process alive or dead, the brokers registered in ZooKeeper and the leader;
 it exits 0 when every process runs, 1 otherwise.
 
@@ -172,7 +174,7 @@ def run_cluster(args: argparse.Namespace, *, out: IO[str] | None = None) -> int:
             ports = {
                 r: getattr(args, f"{r}_port") for r in ("zookeeper", "bookie", "broker", "web")
             }
-            state = cluster_up(
+            result = cluster_up(
                 args.dir,
                 brokers=args.brokers,
                 bookies=args.bookies,
@@ -182,7 +184,13 @@ def run_cluster(args: argparse.Namespace, *, out: IO[str] | None = None) -> int:
                 timeout_s=120.0 if args.timeout is None else args.timeout,
                 progress=progress,
             )
-            _print_up(state, out)
+            if not result.started:
+                print(
+                    f"already up: every process of the cluster in {args.dir.resolve()} runs "
+                    "(nothing started)",
+                    file=out,
+                )
+            _print_up(result.state, out)
             return 0
         if args.action == "down":
             try:

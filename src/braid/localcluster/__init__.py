@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from braid.localcluster.layout import ClusterLayout, PortInUse
 from braid.localcluster.supervisor import (
-    ClusterAlreadyUp,
     ClusterStartFailed,
     ClusterStatus,
     NoCluster,
     ProcessStatus,
     StoppedProcess,
+    UpResult,
     cluster_down,
     cluster_status,
     cluster_up,
@@ -34,7 +34,6 @@ from braid.localcluster.supervisor import (
 from braid.localcluster.zookeeper import ZooKeeperMissing
 
 __all__ = [
-    "ClusterAlreadyUp",
     "ClusterLayout",
     "ClusterStartFailed",
     "ClusterStatus",
@@ -42,6 +41,7 @@ __all__ = [
     "PortInUse",
     "ProcessStatus",
     "StoppedProcess",
+    "UpResult",
     "ZooKeeperMissing",
     "cluster_down",
     "cluster_status",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -295,10 +295,16 @@ def plan(
     return layout
 
 
-def check_ports_free(layout: ClusterLayout, *, recorded: bool = False) -> None:
-    """Raises :class:`PortInUse` naming the first port of ``layout`` that is taken
-    (``recorded``: the layout comes from a state file, so its ports cannot be changed)."""
-    for port, what in sorted(layout.ports().items()):
+def check_ports_free(
+    layout: ClusterLayout, *, recorded: bool = False, only: Sequence[ProcessSpec] | None = None
+) -> None:
+    """Raises :class:`PortInUse` naming the first port of ``layout`` (or of the processes
+    ``only``) that is taken (``recorded``: the layout comes from a state file, so its ports
+    cannot be changed)."""
+    ports = layout.ports()
+    if only is not None:
+        ports = {p: what for p, what in ports.items() if any(p in s.ports.values() for s in only)}
+    for port, what in sorted(ports.items()):
         if not port_free(layout.address, port):
             fix = (
                 f"{layout.directory} keeps the ports it was first started with; use a new --dir"

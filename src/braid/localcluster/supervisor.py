@@ -5,9 +5,10 @@
   bookies and waits until each says it is ready, then the brokers and waits until each serves
   ``/health`` and its service port. Each process is recorded in the state file the moment it is
   started. If any step fails, every process this call started is stopped again and
-  :class:`ClusterStartFailed` carries the failing process's log tail. A directory whose state file
-  lists running processes is refused (:class:`ClusterAlreadyUp`); one whose recorded processes all
-  died (a reboot, a kill) is *stale* and started again with its recorded layout.
+  :class:`ClusterStartFailed` carries the failing process's log tail. ``up`` is idempotent: on a
+  directory used before it starts, with the recorded layout, only the processes that do not run
+  (none if the cluster is up; the dead ones if it is partly up; all of them if the state file is
+  stale after a reboot or a kill) and leaves the running ones alone.
 * :func:`cluster_down` stops exactly the recorded processes, brokers first (they release their
   bundles), then bookies, then ZooKeeper: SIGTERM, then SIGKILL after a bound; it reports how each
   ended, and records that none runs. Running it again is harmless.
@@ -43,10 +44,6 @@ Progress = Callable[[str], None]
 _POLL_S = 0.1
 _DEFAULT_BROKERS = 3
 _DEFAULT_BOOKIES = 3
-
-
-class ClusterAlreadyUp(IllegalStateError):
-    """The directory's cluster (or part of it) is running."""
 
 
 class ClusterStartFailed(IllegalStateError):
@@ -157,21 +154,6 @@ async def _initialize_metadata(layout: ClusterLayout) -> list[str]:
 
 
 def _reuse(state: ClusterState, brokers: int | None, bookies: int | None) -> ClusterLayout:
-    running = state.running()
-    directory = state.layout.directory
-    if running:
-        names = ", ".join(f"{p.name} (pid {p.pid})" for p in running)
-        if len(running) == len(state.processes):
-            raise ClusterAlreadyUp(
-                f"the cluster in {directory} is already up: {names}. "
-                f"`braid cluster status --dir {directory}` shows it, "
-                f"`braid cluster down --dir {directory}` stops it"
-            )
-        raise ClusterAlreadyUp(
-            f"the cluster in {directory} is partly up ({len(running)} of "
-            f"{len(state.processes)} processes run: {names}); run "
-            f"`braid cluster down --dir {directory}` first"
-        )
     layout = state.layout
     for flag, asked, recorded in (
         ("--brokers", brokers, len(layout.broker_ports)),
@@ -179,10 +161,45 @@ def _reuse(state: ClusterState, brokers: int | None, bookies: int | None) -> Clu
     ):
         if asked is not None and asked != recorded:
             raise InvalidInputError(
-                f"{directory} holds a cluster of {recorded} ({flag} {recorded}); use another "
-                f"--dir for {asked}, or `braid cluster down --dir {directory} --delete-data`"
+                f"{layout.directory} holds a cluster of {recorded} ({flag} {recorded}); use "
+                f"another --dir for {asked}, or `braid cluster down --dir {layout.directory} "
+                "--delete-data` first"
             )
     return layout
+
+
+@dataclass(frozen=True)
+class UpResult:
+    """What :func:`cluster_up` did: the state now, and which processes it started or found."""
+
+    state: ClusterState
+    started: tuple[str, ...]
+    already_running: tuple[str, ...]
+
+
+def _plan_or_reuse(
+    directory: Path,
+    previous: ClusterState | None,
+    brokers: int | None,
+    bookies: int | None,
+    ports: Mapping[str, int] | None,
+    broker_settings: Mapping[str, str] | None,
+    cluster: str,
+) -> ClusterLayout:
+    if previous is not None:
+        return _reuse(previous, brokers, bookies)
+    base = {"zookeeper": 2181, "bookie": 3181, "broker": 6650, "web": 8080, **(ports or {})}
+    return plan(
+        directory,
+        brokers=_DEFAULT_BROKERS if brokers is None else brokers,
+        bookies=_DEFAULT_BOOKIES if bookies is None else bookies,
+        broker_settings=broker_settings,
+        cluster=cluster,
+        zookeeper_port=base["zookeeper"],
+        bookie_port=base["bookie"],
+        broker_port=base["broker"],
+        web_port=base["web"],
+    )
 
 
 def cluster_up(
@@ -196,60 +213,53 @@ def cluster_up(
     timeout_s: float = 120.0,
     env: Mapping[str, str] | None = None,
     progress: Progress = _ignore,
-) -> ClusterState:
-    """Start the cluster recorded in (or planned for) ``directory``; see the module docstring.
+) -> UpResult:
+    """Start every process of the cluster recorded in (or planned for) ``directory`` that does
+    not run; see the module docstring.
 
-    ``ports`` may hold base ports ``zookeeper``, ``bookie``, ``broker``, ``web`` (0 = free ones).
+    ``ports`` may hold base ports ``zookeeper``, ``bookie``, ``broker``, ``web`` (0 = free ones);
+    they, the counts and the settings apply to a new directory only.
 
     Raises:
-        ClusterAlreadyUp: some recorded process runs.
         ZooKeeperMissing: Debian's ZooKeeper (or Java) is not installed.
-        PortInUse: a port of the layout is taken.
-        ClusterStartFailed: a process exited or was not ready within ``timeout_s``.
+        PortInUse: a port of a process to start is taken.
+        ClusterStartFailed: a process exited or was not ready within ``timeout_s``; the ones
+            this call started are stopped again.
     """
     directory = directory.resolve()
     install = find_zookeeper(environ=env)
     previous = load_state(directory)
-    if previous is not None:
-        layout = _reuse(previous, brokers, bookies)
-        if previous.processes:
-            progress(
-                f"{directory / 'cluster.json'} lists {len(previous.processes)} processes and "
-                "none runs (stale: killed, or the machine restarted); starting them again"
-            )
-    else:
-        base = {"zookeeper": 2181, "bookie": 3181, "broker": 6650, "web": 8080, **(ports or {})}
-        layout = plan(
-            directory,
-            brokers=_DEFAULT_BROKERS if brokers is None else brokers,
-            bookies=_DEFAULT_BOOKIES if bookies is None else bookies,
-            broker_settings=broker_settings,
-            cluster=cluster,
-            zookeeper_port=base["zookeeper"],
-            bookie_port=base["bookie"],
-            broker_port=base["broker"],
-            web_port=base["web"],
+    layout = _plan_or_reuse(directory, previous, brokers, bookies, ports, broker_settings, cluster)
+    kept = tuple(previous.running()) if previous is not None else ()
+    running = {p.name for p in kept}
+    specs = [layout.zookeeper(command(install, layout.directory / "conf" / "zoo.cfg"))]
+    specs += layout.bookies() + layout.brokers()
+    to_start = [s for s in specs if s.name not in running]
+    if previous is not None and previous.processes and not kept:
+        progress(
+            f"{layout.state_path} lists {len(previous.processes)} processes and none runs "
+            "(stale: killed, or the machine restarted); starting them again"
         )
-    check_ports_free(layout, recorded=previous is not None)
-    state = ClusterState(layout)
+    elif kept and to_start:
+        progress(f"already running: {', '.join(sorted(running))}; starting the others")
+    check_ports_free(layout, recorded=previous is not None, only=to_start)
+    state = ClusterState(layout, kept)
     save_state(state)
     starter = _Starter(state, os.environ if env is None else env, progress)
     deadline = time.monotonic() + timeout_s
     try:
-        zookeeper = starter.start(
-            layout.zookeeper(command(install, layout.directory / "conf" / "zoo.cfg"))
-        )
-        starter.wait_ready([zookeeper], deadline)
-        created = asyncio.run(_initialize_metadata(layout))
-        progress(f"cluster metadata of {layout.cluster!r}: created {len(created)} nodes")
-        starter.wait_ready([starter.start(s) for s in layout.bookies()], deadline)
-        starter.wait_ready([starter.start(s) for s in layout.brokers()], deadline)
+        for role in ("zookeeper", "bookie", "broker"):
+            group = [starter.start(s) for s in to_start if s.role == role]
+            starter.wait_ready(group, deadline)
+            if role == "zookeeper":
+                created = asyncio.run(_initialize_metadata(layout))
+                progress(f"cluster metadata of {layout.cluster!r}: created {len(created)} nodes")
     except BaseException:
-        progress("start-up failed: stopping what was started")
+        progress("start-up failed: stopping what this command started")
         stop([s.process for s in reversed(starter.started)], 10.0)
-        save_state(ClusterState(layout))
+        save_state(ClusterState(layout, kept))
         raise
-    return starter.state
+    return UpResult(starter.state, tuple(s.name for s in to_start), tuple(p.name for p in kept))
 
 
 @dataclass(frozen=True)
@@ -349,12 +359,12 @@ def cluster_status(directory: Path, *, timeout_s: float = 10.0) -> ClusterStatus
 
 
 __all__ = [
-    "ClusterAlreadyUp",
     "ClusterStartFailed",
     "ClusterStatus",
     "NoCluster",
     "ProcessStatus",
     "StoppedProcess",
+    "UpResult",
     "cluster_down",
     "cluster_status",
     "cluster_up",

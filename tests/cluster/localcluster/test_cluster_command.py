@@ -3,9 +3,10 @@ Debian's ZooKeeper, three ``braid bookie`` and three ``braid broker`` processes 
 it, on free 127.0.0.1 ports, with every file under the test's directory.
 
 * Up, then the official client produces through one broker and consumes through another; status
-  shows every process alive, three registered brokers and a leader; ``up`` again is refused; a
-  SIGKILLed broker shows as dead (and leaves the registry with its session); ``up`` is refused
-  while the cluster is partly up; ``down`` says what it stopped and leaves no process running.
+  shows every process alive, three registered brokers and a leader; ``up`` again starts nothing;
+  a SIGKILLed broker shows as dead (and leaves the registry with its session); ``up`` on the
+  partly-up cluster starts that broker alone, on its ports; ``down`` says what it stopped and
+  leaves no process running.
 * A cluster whose processes were all SIGKILLed (a stale state file) comes back with ``up`` on the
   same ports, with its messages.
 """
@@ -147,8 +148,9 @@ def test_up_serves_clients_status_sees_a_dead_broker_and_down_leaves_no_process(
     assert seen["registeredBrokers"] == broker_ids
     assert seen["leaderBroker"] in broker_ids
 
-    again = braid_cluster("up", "--dir", str(cluster_dir), check=False)
-    assert again.returncode == 1 and "is already up" in again.stderr, again.stderr
+    again = braid_cluster("up", "--dir", str(cluster_dir))
+    assert "already up" in again.stdout, again.stdout
+    assert recorded(cluster_dir) == processes  # nothing started, nothing forgotten
 
     victim = brokers[1]
     os.kill(victim["pid"], signal.SIGKILL)
@@ -164,19 +166,25 @@ def test_up_serves_clients_status_sees_a_dead_broker_and_down_leaves_no_process(
         within=60,
         message="the killed broker to leave the registry",
     )
-    partly = braid_cluster("up", "--dir", str(cluster_dir), check=False)
-    assert partly.returncode == 1 and "partly up (6 of 7" in partly.stderr, partly.stderr
+    # `up` on a partly-up cluster starts only the dead broker, on its ports.
+    partly = braid_cluster("up", "--dir", str(cluster_dir))
+    assert "starting the others" in partly.stdout and "started broker-2" in partly.stdout
+    assert "started broker-1" not in partly.stdout
+    now = recorded(cluster_dir)
+    (restarted,) = [p for p in now if p["name"] == "broker-2"]
+    assert restarted["pid"] != victim["pid"] and restarted["urls"] == victim["urls"]
+    assert sorted(p["pid"] for p in now if p["name"] != "broker-2") == sorted(
+        p["pid"] for p in processes if p is not victim
+    )
+    code, seen = status(cluster_dir)
+    assert code == 0, seen
 
     down = braid_cluster("down", "--dir", str(cluster_dir))
     print(down.stdout)
     lines = down.stdout.splitlines()
-    assert f"broker-2 (pid {victim['pid']}): was not running" in lines
-    for process in processes:
-        if process is not victim:
-            assert any(
-                line.startswith(f"{process['name']} (pid {process['pid']}): ") for line in lines
-            )
-    assert not [p["name"] for p in processes if _alive(p)]
+    for process in now:
+        assert f"{process['name']} (pid {process['pid']}): stopped (SIGTERM)" in lines, lines
+    assert not [p["name"] for p in [*processes, *now] if _alive(p)]
     assert recorded(cluster_dir) == []
     assert braid_cluster("down", "--dir", str(cluster_dir)).stdout.startswith("nothing was running")
 
