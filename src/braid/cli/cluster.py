@@ -41,6 +41,7 @@ examples:
   braid cluster up                          # 3 bookies, 3 brokers in ./braid-cluster
   braid cluster up --brokers 2 --bookies 3 --dir /tmp/c1 --broker-port 0 --web-port 0
   braid cluster up --broker-setting metadataStoreSessionTimeoutMillis=4000
+  braid cluster up --bookie-setting journalSyncData=false    # no fsync: faster, not durable
   braid cluster status
   pulsar-client produce -s pulsar://127.0.0.1:6650,127.0.0.1:6651,127.0.0.1:6652 ...
   braid admin --url http://127.0.0.1:8080 brokers list
@@ -87,6 +88,13 @@ def add_cluster_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
         help="up: a broker.conf line for every broker (repeatable)",
     )
     parser.add_argument(
+        "--bookie-setting",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="up: a bookkeeper.conf line for every bookie (repeatable)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         help="up: seconds to wait for every process to be ready (default 120); "
@@ -102,12 +110,12 @@ def add_cluster_parser(commands: argparse._SubParsersAction[argparse.ArgumentPar
     )
 
 
-def _settings(pairs: list[str]) -> dict[str, str]:
+def _settings(pairs: list[str], flag: str) -> dict[str, str]:
     found = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"--broker-setting takes KEY=VALUE, not {pair!r}")
+            raise ValueError(f"{flag} takes KEY=VALUE, not {pair!r}")
         found[key.strip()] = value.strip()
     return found
 
@@ -179,7 +187,8 @@ def run_cluster(args: argparse.Namespace, *, out: IO[str] | None = None) -> int:
                 brokers=args.brokers,
                 bookies=args.bookies,
                 ports=ports,
-                broker_settings=_settings(args.broker_setting),
+                broker_settings=_settings(args.broker_setting, "--broker-setting"),
+                bookie_settings=_settings(args.bookie_setting, "--bookie-setting"),
                 cluster=args.cluster_name,
                 timeout_s=120.0 if args.timeout is None else args.timeout,
                 progress=progress,

@@ -64,6 +64,8 @@ class ClusterLayout:
     web_ports: tuple[int, ...]
     #: ``key=value`` lines added to every broker.conf (``--broker-setting``).
     broker_settings: tuple[tuple[str, str], ...] = ()
+    #: ``key=value`` lines added to every bookkeeper.conf (``--bookie-setting``).
+    bookie_settings: tuple[tuple[str, str], ...] = ()
 
     @property
     def state_path(self) -> Path:
@@ -122,6 +124,7 @@ class ClusterLayout:
                 "journalDirectories": str(data),
                 "ledgerDirectories": str(data),
                 "metadataServiceUri": self.metadata_url,
+                **dict(self.bookie_settings),
             }
             argv = (sys.executable, "-m", "braid.cli.main", "bookie", "--config", str(config))
             specs.append(
@@ -206,6 +209,7 @@ class ClusterLayout:
             "brokerPorts": list(self.broker_ports),
             "webPorts": list(self.web_ports),
             "brokerSettings": [list(kv) for kv in self.broker_settings],
+            "bookieSettings": [list(kv) for kv in self.bookie_settings],
         }
 
     @classmethod
@@ -219,6 +223,7 @@ class ClusterLayout:
             broker_ports=tuple(int(p) for p in doc["brokerPorts"]),
             web_ports=tuple(int(p) for p in doc["webPorts"]),
             broker_settings=tuple((str(k), str(v)) for k, v in doc.get("brokerSettings", [])),
+            bookie_settings=tuple((str(k), str(v)) for k, v in doc.get("bookieSettings", [])),
         )
 
 
@@ -268,6 +273,7 @@ def plan(
     broker_port: int = 6650,
     web_port: int = 8080,
     broker_settings: Mapping[str, str] | None = None,
+    bookie_settings: Mapping[str, str] | None = None,
 ) -> ClusterLayout:
     """Choose a new cluster's ports (0 = free ones from the kernel).
 
@@ -286,6 +292,7 @@ def plan(
         broker_ports=_ports(address, broker_port, brokers, taken),
         web_ports=_ports(address, web_port, brokers, taken),
         broker_settings=tuple((broker_settings or {}).items()),
+        bookie_settings=tuple((bookie_settings or {}).items()),
     )
     if len(layout.ports()) != 1 + bookies + 2 * brokers:
         raise InvalidInputError(

@@ -184,6 +184,7 @@ def _plan_or_reuse(
     bookies: int | None,
     ports: Mapping[str, int] | None,
     broker_settings: Mapping[str, str] | None,
+    bookie_settings: Mapping[str, str] | None,
     cluster: str,
 ) -> ClusterLayout:
     if previous is not None:
@@ -194,6 +195,7 @@ def _plan_or_reuse(
         brokers=_DEFAULT_BROKERS if brokers is None else brokers,
         bookies=_DEFAULT_BOOKIES if bookies is None else bookies,
         broker_settings=broker_settings,
+        bookie_settings=bookie_settings,
         cluster=cluster,
         zookeeper_port=base["zookeeper"],
         bookie_port=base["bookie"],
@@ -209,6 +211,7 @@ def cluster_up(
     bookies: int | None = None,
     ports: Mapping[str, int] | None = None,
     broker_settings: Mapping[str, str] | None = None,
+    bookie_settings: Mapping[str, str] | None = None,
     cluster: str = "local",
     timeout_s: float = 120.0,
     env: Mapping[str, str] | None = None,
@@ -229,7 +232,9 @@ def cluster_up(
     directory = directory.resolve()
     install = find_zookeeper(environ=env)
     previous = load_state(directory)
-    layout = _plan_or_reuse(directory, previous, brokers, bookies, ports, broker_settings, cluster)
+    layout = _plan_or_reuse(
+        directory, previous, brokers, bookies, ports, broker_settings, bookie_settings, cluster
+    )
     kept = tuple(previous.running()) if previous is not None else ()
     running = {p.name for p in kept}
     specs = [layout.zookeeper(command(install, layout.directory / "conf" / "zoo.cfg"))]
