@@ -112,8 +112,14 @@ def _targets(state: ClusterState, kind: str, name: str, partitions: int) -> list
     with AdminClient(web) as admin:
         if kind == "partitioned":
             topic = f"persistent://public/default/{name}"
+            names = [f"{topic}-partition-{i}" for i in range(partitions)]
+            # Lookups first: they give each partition's bundle to the broker placement picks.
+            # Created first, the partitions' bundles would all go to the broker that served
+            # the admin call (it loads every partition it can), whatever the placement says.
+            for partition in names:
+                _lookup(web, partition)
             admin.topics.create_partitioned(topic, partitions)
-            return [f"{topic}-partition-{i}" for i in range(partitions)]
+            return names
         parent = TopicName.parse(f"topic://public/default/{name}")
         admin.scalable_topics.create(parent, segments=partitions)
         segments = admin.scalable_topics.get(parent)["segments"].values()
