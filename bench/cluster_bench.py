@@ -16,8 +16,9 @@ and N ``braid broker`` processes, every one a separate process on free 127.0.0.1
   machine has. The ratio is msg/s against the 1-broker row. The topic's name is chosen so that its
   partitions spread over the brokers as evenly as the placement of unowned bundles allows
   (rendezvous hashing until the load manager lands); the real placement is printed.
-  ``--no-fsync`` runs the bookies with ``journalSyncData=false`` (all bookies share this machine's
-  one disk, whose fdatasync rate otherwise bounds every row alike).
+  Every entry is fdatasync'ed by W=2 bookies before its receipt, and all bookies share this
+  machine's one disk: the disk's own rate (one writer, ``write`` + ``fdatasync`` of a 160 B
+  record, ``bench/storage_bench.py``'s ``raw_slice``) is measured in the same run and printed.
 * **failover gap**: on the last cluster, the official ``pulsar-client`` produces to a persistent
   topic without pause (``send_async``), and the test SIGKILLs the topic's owner ``--kills`` times
   (restarting it with ``cluster_up``, idempotent, between kills). A kill's gap is the longest
@@ -58,6 +59,7 @@ from braid.localcluster.state import ClusterState
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_bench import Job, Report, _percentile, _raw_worker
+from storage_bench import Tally, raw_slice
 
 TARGET_GAP_S = 5.0
 FREE_PORTS = {"zookeeper": 0, "bookie": 0, "broker": 0, "web": 0}
@@ -101,7 +103,8 @@ def _spread_name(prefix: str, partitions: int, state: ClusterState) -> str:
                 TopicName.parse(f"persistent://public/default/{name}-partition-{i}")
             )
             counts[max(brokers, key=lambda b: rendezvous_score(bundle, b))] += 1
-        if max(counts.values()) <= best:
+        used = sum(1 for c in counts.values() if c)
+        if max(counts.values()) <= best and used == min(len(brokers), partitions):
             return name
     return f"{prefix}-0"
 
@@ -180,14 +183,12 @@ def _drive(jobs: list[Job], state: ClusterState) -> tuple[list[Report], dict[str
 
 def _up(base: Path, brokers: int, args: argparse.Namespace) -> ClusterState:
     settings = {"metadataStoreSessionTimeoutMillis": str(args.session_ms)}
-    bookie_settings = {"journalSyncData": "false"} if args.no_fsync else {}
     result = cluster_up(
         base / f"brokers-{brokers}",
         brokers=brokers,
         bookies=args.bookies,
         ports=FREE_PORTS,
         broker_settings=settings,
-        bookie_settings=bookie_settings,
         timeout_s=300,
     )
     return result.state
@@ -327,8 +328,10 @@ def _print_throughput(rows: list[ThroughputRow], args: argparse.Namespace) -> No
             "  (issue 25 asks for a scalable topic with 4 segments; `braid broker` does not "
             "serve scalable topics yet: rerun with --topic-kind scalable once it does)"
         )
-    sync = "off (--no-fsync)" if args.no_fsync else "on (every entry fdatasync'ed on W bookies)"
-    print(f"  bookies' journal fsync {sync}; all bookies share one disk")
+    print(
+        f"  every entry fdatasync'ed on W=2 bookies (group commit), all on one disk: "
+        f"{args.disk_fsyncs:.0f} fdatasync/s for one writer on it"
+    )
     print(f"  this machine has {cores} cores: CPU s/s below is out of {cores}.0")
     for row in rows:
         cpu = " ".join(f"{role} {v:.2f}" for role, v in row.cpu.items())
@@ -369,17 +372,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="measured seconds per row")
     parser.add_argument("--kills", type=int, default=10, help="SIGKILLs for the failover gap")
     parser.add_argument("--session-ms", type=int, default=4000, help="brokers' session timeout")
-    parser.add_argument(
-        "--no-fsync",
-        action="store_true",
-        help="bookies with journalSyncData=false (the brokers' side, without the disk's limit)",
-    )
     parser.add_argument("--dir", type=Path, default=None, help="where the clusters' dirs go")
     args = parser.parse_args(argv)
     counts = [int(n) for n in args.brokers.split(",")]
     base = Path(tempfile.mkdtemp(prefix="cluster-bench-", dir=args.dir))
     rows: list[ThroughputRow] = []
     gaps: list[float] = []
+    disk = Tally()
+    raw_slice(base / "disk.jnl", 160, 1, 2.0, disk)
+    args.disk_fsyncs = disk.entries_per_s()
     print(f"load average before: {_loadavg()}", flush=True)
     try:
         for brokers in counts:
