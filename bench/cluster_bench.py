@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import logging
 import multiprocessing
 import os
 import shutil
@@ -374,6 +375,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--session-ms", type=int, default=4000, help="brokers' session timeout")
     parser.add_argument("--dir", type=Path, default=None, help="where the clusters' dirs go")
     args = parser.parse_args(argv)
+    logging.getLogger("kazoo").setLevel(logging.ERROR)  # each status read closes a session
     counts = [int(n) for n in args.brokers.split(",")]
     base = Path(tempfile.mkdtemp(prefix="cluster-bench-", dir=args.dir))
     rows: list[ThroughputRow] = []
