@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
-import multiprocessing
 import os
 import shutil
 import signal
@@ -59,7 +58,7 @@ from braid.localcluster.processes import ProcessId, cpu_seconds, identify
 from braid.localcluster.state import ClusterState
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from broker_bench import Job, Report, _percentile, _raw_worker
+from broker_bench import Job, Report, _percentile, _raw_worker, start_workers
 from storage_bench import Tally, raw_slice
 
 TARGET_GAP_S = 5.0
@@ -150,23 +149,7 @@ def _cpu_by_role(state: ClusterState, workers: list[ProcessId]) -> dict[str, flo
 
 def _drive(jobs: list[Job], state: ClusterState) -> tuple[list[Report], dict[str, float]]:
     """Run one raw worker per job together; returns their reports and CPU s/s by role."""
-    ctx = multiprocessing.get_context("fork")
-    procs, pipes = [], []
-    for i, job in enumerate(jobs):
-        ready_r, ready_w = ctx.Pipe(duplex=False)
-        go_r, go_w = ctx.Pipe(duplex=False)
-        out_r, out_w = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_raw_worker, args=(job, i, ready_w, go_r, out_w), daemon=True)
-        proc.start()
-        procs.append(proc)
-        pipes.append((ready_r, go_w, out_r))
-    ready = [r.recv() for r, _, _ in pipes]
-    go = time.perf_counter() + 0.2
-    for _, go_w, _ in pipes:
-        go_w.send(go)
-    if "failed" in ready:
-        reports = [o.recv() for _, _, o in pipes]
-        raise RuntimeError("; ".join(r.error for r in reports if r.error))
+    procs, pipes, go = start_workers("throughput", _raw_worker, jobs)
     workers = [w for w in (identify(p.pid or 0) for p in procs) if w is not None]
     time.sleep(max(0.0, go + jobs[0].warmup - time.perf_counter()))  # the window's start
     before = _cpu_by_role(state, workers)
