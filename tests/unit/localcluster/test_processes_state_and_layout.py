@@ -151,3 +151,18 @@ def test_a_missing_zookeeper_names_the_package(tmp_path: Path) -> None:
     with pytest.raises(ZooKeeperMissing, match="Java runtime"):
         find_zookeeper(environ={"PATH": str(tmp_path)})
     assert "clientPortAddress=127.0.0.1\n" in zoo_cfg(tmp_path, "127.0.0.1", 2181)
+
+
+def test_cluster_up_without_zookeeper_names_the_package_and_starts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from braid.cli.main import main
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no `java` on it
+    directory = tmp_path / "c"
+    assert main(["cluster", "up", "--dir", str(directory)]) == 1
+    err = capsys.readouterr().err
+    assert "braid cluster up: error:" in err and "apt-get install zookeeper" in err
+    assert not directory.exists()
+    assert main(["cluster", "status", "--dir", str(directory)]) == 1
+    assert "no cluster in" in capsys.readouterr().err
