@@ -723,7 +723,8 @@ class BrokerService:
                 continue
 
     async def delete_partitioned_topic(self, name: str, *, force: bool = False) -> None:
-        """Delete a partitioned topic: its partitions, its partition count and its schema.
+        """Delete a partitioned topic: its partitions, its partition count, its schema and its
+        topic policies.
 
         Without ``force`` the delete is refused while a partition has producers or consumers;
         with it they are disconnected.
@@ -747,6 +748,7 @@ class BrokerService:
                     await self._delete_topic_data(partition)
             await self.partitioned.delete(topic)
             await self.schemas.registry.delete_all(schema_id_of(topic))
+            await self.topic_policies.delete(topic)
 
     @contextlib.asynccontextmanager
     async def _deletion(
@@ -881,8 +883,11 @@ class BrokerService:
         topic = parse_topic_name(name)
         async with self._deletion([topic], force=force, label=f"topic {topic}"):
             await self._delete_topic_data(topic)
-            if topic.domain is TopicDomain.PERSISTENT and partition_index(topic.local_name) < 0:
-                await self.schemas.registry.delete_all(schema_id_of(topic))
+            if partition_index(topic.local_name) < 0:
+                # A partition's policies are its partitioned topic's, which outlives it.
+                await self.topic_policies.delete(topic)
+                if topic.domain is TopicDomain.PERSISTENT:
+                    await self.schemas.registry.delete_all(schema_id_of(topic))
 
     async def _delete_topic_data(self, topic: TopicName) -> None:
         key = str(topic)
