@@ -32,7 +32,7 @@ from typing import Any
 
 from braid.broker.broker_registry import BrokerAddressInUse, BrokerRegistry
 from braid.broker.errors import TopicBusy
-from braid.broker.service import managed_ledger_name
+from braid.broker.topic_names import managed_ledger_name
 from braid.broker.topic_policies import TopicPolicies
 from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
