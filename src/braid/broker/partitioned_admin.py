@@ -5,7 +5,8 @@ A partitioned topic is its partition count in the metadata store
 (:class:`~braid.broker.partitions.PartitionedTopics`) plus one ordinary topic per partition.
 Invariants: the partitioned name itself is never a topic with data (creating one over an existing
 topic is refused); the count only grows; a partition below the count may always be created, by
-whichever broker owns its bundle (a partition owned elsewhere is created there on first use); a
+whichever broker owns its bundle (among several brokers, each partition is created by its
+bundle's owner on first use, never all by the broker that took the admin call); a
 delete fences every partition for its duration and, without ``force``, is refused while any has
 clients (:class:`~braid.broker.topic_deletion.TopicDeletion`); the schema and the topic policies
 are the partitioned topic's and go with it.
@@ -16,7 +17,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from braid.broker.config import BrokerConfig
-from braid.broker.ownership import NotOwner
+from braid.broker.ownership import BundleOwnership
 from braid.broker.partitions import (
     PartitionedTopicExists,
     PartitionedTopicNotFound,
@@ -37,6 +38,7 @@ class PartitionedTopicHost(Protocol):
     """What the partitioned-topic operations need from the broker."""
 
     config: BrokerConfig
+    ownership: BundleOwnership | None
     partitioned: PartitionedTopics
     deletion: TopicDeletion
     schemas: TopicSchemas
@@ -116,13 +118,13 @@ class PartitionedTopicAdmin:
         await self._create_partitions(topic, before, partitions)
 
     async def _create_partitions(self, topic: TopicName, start: int, end: int) -> None:
+        if self._host.ownership is not None:
+            # Among several brokers each partition is created by the owner of its bundle on
+            # first use (a partition below the count always may be): loading them here would
+            # make this broker take every partition's bundle, and the load would not spread.
+            return
         for partition in _partitions(topic, start, end):
-            try:
-                await self._host.get_or_create_topic(str(partition), create=True)
-            except NotOwner:
-                # Another broker owns its bundle: it creates the partition on first use (a
-                # partition below the count always may be).
-                continue
+            await self._host.get_or_create_topic(str(partition), create=True)
 
     async def delete(self, name: str, *, force: bool = False) -> None:
         """Delete a partitioned topic: its partitions, its partition count, its schema and its
