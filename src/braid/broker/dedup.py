@@ -74,6 +74,8 @@ class MessageDeduplication:
         self._snapshot_task: asyncio.Task[None] | None = None
         self._snapshot_again = False
         self._inherited = InheritedSequenceIds()
+        #: Highest inherited sequence id per producer name (a lookup per publish on a child).
+        self._inherited_highest: dict[str, int] = {}
 
     @classmethod
     async def load(cls, ledger: ManagedLedger) -> MessageDeduplication:
@@ -119,7 +121,7 @@ class MessageDeduplication:
         own = self._persisted.get(producer_name, -1)
         if not self._inherited:
             return own
-        return max(own, self._inherited.highest(base_name(producer_name)))
+        return max(own, self._highest_inherited(producer_name))
 
     @property
     def persisted(self) -> Mapping[str, int]:
@@ -173,10 +175,18 @@ class MessageDeduplication:
         data: bytes | None,
         metadata: pb.MessageMetadata | None,
     ) -> bool:
-        base = base_name(producer_name)
-        if sequence_id > self._inherited.highest(base):
+        if sequence_id > self._highest_inherited(producer_name):
             return False
-        return sequence_id <= self._inherited.floor(base, _key_hash(data, metadata))
+        return sequence_id <= self._inherited.floor(
+            base_name(producer_name), _key_hash(data, metadata)
+        )
+
+    def _highest_inherited(self, producer_name: str) -> int:
+        highest = self._inherited_highest.get(producer_name)
+        if highest is None:
+            highest = self._inherited.highest(base_name(producer_name))
+            self._inherited_highest[producer_name] = highest
+        return highest
 
     async def inherit(self, state: InheritedSequenceIds) -> None:
         """Add what a split or merge carried over, durably (idempotent: a repeat adds nothing)."""
@@ -184,6 +194,7 @@ class MessageDeduplication:
         if merged == self._inherited:
             return
         self._inherited = merged
+        self._inherited_highest.clear()
         position = self._cursor.mark_delete_position
         if self._last_position is not None and self._last_position > position:
             position = self._last_position

@@ -136,7 +136,7 @@ def test_pip460_exactly_once_a_resend_after_a_lost_receipt_across_a_merge_is_sto
     eos_broker.call(eos_broker.scalable.create_topic(name, 2))
     layout = SegmentLayout.initial(2)
     low, high = key_in(layout, 0), key_in(layout, 1)
-    producer = client.create_producer(topic, producer_name="eos-m", batching=False)
+    producer = client.create_producer(topic, producer_name="eos-m")  # batching on
     producer.send(b"low-0", key=low)
     producer.send(b"high-1", key=high)  # the producer's highest id now lives in the other parent
     producer.send(b"low-2", key=low)

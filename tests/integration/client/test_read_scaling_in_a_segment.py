@@ -2,9 +2,9 @@
 Braid's client on ``topic://`` against a real broker with the scalable-topic layer.
 
 The broker gives every segment of a new topic four entry buckets (``scalableTopicEntryBuckets``)
-and advertises them in the DAG; the producer then batches by bucket and stamps its entries. Three
-Stream consumers of one subscription on a one-segment topic: the controller lets the two that
-would be idle share the segment by bucket, the broker dispatches whole entries by bucket, and the
+and advertises them in the DAG; the producer then batches by bucket and stamps its entries. Stream
+consumers of one subscription on a one-segment topic - two, then a third joining under load: the
+controller lets those that would be idle share the segment by bucket, the broker dispatches whole entries by bucket, and the
 auto-scaler, seeing consumers outnumber segments while the segment's write rate warrants no
 split, does not split (ADR 0055).
 """
@@ -26,7 +26,7 @@ from tests.support.polling import wait_for
 pytestmark = pytest.mark.timeout(180)
 
 KEYS = [f"key-{i}" for i in range(48)]
-MESSAGES = 3000
+MESSAGES = 6000
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ class Recorder:
         self._thread.join(10)
 
 
-def test_pip486_more_stream_consumers_than_segments_share_a_segment_by_bucket_without_a_split(
+def test_pip460_read_side_scaling_within_a_range_consumers_share_a_segment_by_bucket_without_a_split(
     bucket_broker: ScalableBroker,
 ) -> None:
     topic = "topic://public/default/read-scaling"
@@ -87,16 +87,23 @@ def test_pip486_more_stream_consumers_than_segments_share_a_segment_by_bucket_wi
     with braid.Client(bucket_broker.service_url, operation_timeout=15) as client:
         producer = client.create_producer(topic)
         try:
-            for i in range(3):
+
+            def join(i: int) -> None:
                 consumer = client.subscribe_stream(
                     topic, "rs", consumer_name=f"c{i}", initial_position="earliest"
                 )
                 recorders.append(Recorder(consumer, log, lock).start(f"c{i}"))
-            # Under load: keyed messages over many keys while the consumers share the segment.
+
+            join(0)
+            join(1)
+            # Under load: keyed messages over many keys while the consumers share the segment;
+            # a third consumer joins a third of the way in (buckets move while in flight).
             sent = 0
             seq = dict.fromkeys(KEYS, 0)
             started = time.monotonic()
             while sent < MESSAGES:
+                if sent == MESSAGES // 3:
+                    join(2)
                 batch = []
                 keys = []
                 for _ in range(50):
