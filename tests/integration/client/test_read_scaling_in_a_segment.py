@@ -4,9 +4,9 @@ Braid's client on ``topic://`` against a real broker with the scalable-topic lay
 The broker gives every segment of a new topic four entry buckets (``scalableTopicEntryBuckets``)
 and advertises them in the DAG; the producer then batches by bucket and stamps its entries. Stream
 consumers of one subscription on a one-segment topic - two, then a third joining under load: the
-controller lets those that would be idle share the segment by bucket, the broker dispatches whole entries by bucket, and the
-auto-scaler, seeing consumers outnumber segments while the segment's write rate warrants no
-split, does not split (ADR 0055).
+controller lets those that would be idle share the segment by bucket, the broker dispatches
+whole entries by bucket, and the auto-scaler, seeing consumers outnumber segments while the
+segment's write rate warrants no split, does not split (ADR 0055).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ class Recorder:
         self._thread.join(10)
 
 
-def test_pip460_read_side_scaling_within_a_range_consumers_share_a_segment_by_bucket_without_a_split(
+def test_pip460_read_side_scaling_within_a_range_consumers_share_a_segment_by_bucket_no_split(
     bucket_broker: ScalableBroker,
 ) -> None:
     topic = "topic://public/default/read-scaling"
