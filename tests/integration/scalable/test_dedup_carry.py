@@ -17,6 +17,7 @@ from braid.core.hashing import hash16
 from braid.core.names import SegmentTopicName, TopicName
 from braid.scalable.controller import STEPS
 from braid.scalable.sequence_carry import carry_sequence_ids
+from tests.support.controller_faults import ControllerKilled, kill_at
 from tests.support.polling import eventually
 from tests.support.raw_client import RawClient
 from tests.support.scalable_stack import open_scalable_stack, second_service
@@ -25,18 +26,6 @@ from tests.support.segment_io import produce
 TOPIC = TopicName.parse("topic://public/default/eos")
 
 pytestmark = pytest.mark.timeout(120)
-
-
-class ControllerKilled(Exception):
-    """Stands for the controller's process dying at a step."""
-
-
-def kill_at(step: str):  # type: ignore[no-untyped-def]
-    async def hook(name: str) -> None:
-        if name == step:
-            raise ControllerKilled(step)
-
-    return hook
 
 
 def name_of(layout: object, segment_id: int) -> str:
