@@ -766,6 +766,7 @@ class ScalableTopicController:
             "totalSegments": len(layout.segments),
             "activeSegments": len(layout.active_segments),
             "sealedSegments": len(layout.sealed_segments),
+            "entryBuckets": layout.entry_buckets,
             "segments": segments,
             "subscriptions": subscriptions,
             "controller": {

@@ -204,6 +204,7 @@ class SubscriptionCoordinator:
         return {
             "type": self.sub_type.value,
             "drainedSegments": sorted(self._drained),
+            "sharedSegments": sorted(self._shared),
             "consumers": {
                 name: {
                     "connected": s.connected,

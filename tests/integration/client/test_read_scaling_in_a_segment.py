@@ -128,6 +128,8 @@ def test_pip460_read_side_scaling_within_a_range_consumers_share_a_segment_by_bu
             stats = bucket_broker.call(bucket_broker.scalable.stats(name))
             decision = stats["autoScale"]["lastDecision"]
             assert decision["reason"] == "bucket_sharing", decision
+            assert stats["entryBuckets"] == 4
+            assert stats["subscriptions"]["rs"]["coordinator"]["sharedSegments"] == [0]
         finally:
             for recorder in recorders:
                 recorder.stop()
