@@ -12,7 +12,9 @@ would vanish with the old session.
 The **leader broker** (Pulsar's ``/loadbalance/leader``, value ``{"brokerId", "serviceUrl"}``
 with the leader's web service URL, as ``/admin/v2/brokers/leaderBroker`` answers) is elected
 among the registered brokers through :class:`~braid.metadata.election.LeaderElection`. This slice
-gives the leader no duty yet (the load manager will): it is reported.
+gives the leader the load manager's duties (:mod:`braid.broker.load_manager`): placing unowned
+bundles, shedding and splitting. Each broker's node also carries its load report
+(:meth:`BrokerRegistry.publish_load`).
 
 This module is the one registry: the scalable-topic layer finds other brokers' admin URLs here.
 """
@@ -23,6 +25,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from braid.core.errors import IllegalStateError
@@ -131,6 +134,24 @@ class BrokerRegistry:
                     f"(node {BROKERS_ROOT}/{info.broker_id})"
                 ) from None
         self._lock, self._info = lock, info
+
+    async def publish_load(self, report: dict[str, Any]) -> None:
+        """Write this broker's load report (:mod:`braid.broker.load_data`) into its registry
+        node, beside the registry fields (no-op before :meth:`register`)."""
+        if self._lock is None or self._info is None or not self._lock.held:
+            return
+        doc = {**report, **json.loads(self._info.encode())}
+        await self._lock.update(json.dumps(doc, separators=(",", ":")).encode())
+
+    async def nodes(self) -> dict[str, tuple[BrokerInfo, bytes]]:
+        """Every registered broker with its node's raw value (registry fields + load report)."""
+        found: dict[str, tuple[BrokerInfo, bytes]] = {}
+        for name in await self._store.children(BROKERS_ROOT):
+            got = await self._store.get(f"{BROKERS_ROOT}/{name}")
+            info = None if got is None else BrokerInfo.decode(name, got[0])
+            if got is not None and info is not None:
+                found[info.broker_id] = (info, got[0])
+        return found
 
     async def elect_leader(self) -> None:
         """Stand for leader broker (after :meth:`register`)."""

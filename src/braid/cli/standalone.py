@@ -51,6 +51,7 @@ from braid.metadata import MetadataStore, open_store
 from braid.security.tls import server_context
 
 if TYPE_CHECKING:
+    from braid.broker.load_manager import LoadManager
     from braid.broker.service import BrokerService
     from braid.broker.store_guard import StoreGuard
     from braid.clusters.service import StorageClusterService
@@ -88,6 +89,8 @@ class StandaloneServer:
         self.guard: StoreGuard | None = None
         #: This broker's entry in the broker registry (``/loadbalance/brokers``).
         self.registry: BrokerRegistry | None = None
+        #: The load manager (``braid broker`` only).
+        self.load_manager: LoadManager | None = None
 
     @property
     def service_url(self) -> str:
@@ -226,6 +229,8 @@ class StandaloneServer:
             authentication=self.broker.authentication,
             registry=self.registry,
             owner_redirect=self.broker.ownership is not None,
+            bundle_service=self.broker,
+            load_manager=lambda: self.load_manager,
         )
         self.admin = AdminServer(app, config.bind_address, config.web_service_port)
         self._closers.append(("admin server", self.admin.stop))
