@@ -4,14 +4,15 @@ report updates, bundle splitting of the hash range, and the ``loadBalancer*`` ke
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from braid.broker.bundles import FULL_UPPER_BOUND, InvalidBundles, NamespaceBundle, NamespaceBundles
-from braid.broker.config import InvalidConfig, load_config
-from braid.broker.load_config import LoadBalancerSettings
+from braid.broker.config import InvalidConfig, load_config, read_config_file
+from braid.broker.load_config import LOAD_BALANCER_KEYS, LoadBalancerSettings
 from braid.broker.load_data import BundleStats, LocalBrokerData, ResourceUsage, ResourceWeights
 from braid.broker.load_placement import BundleSplitDecider, least_loaded
 from braid.broker.load_report import TopicSample, bundle_stats, needs_update
@@ -275,3 +276,10 @@ def test_load_balancer_keys_parse_with_pulsars_names_and_refuse_bad_values() -> 
     with pytest.raises(InvalidConfig) as bad:
         load_config(None, {"loadBalancerBrokerThresholdShedderPercentage": "150"}, {})
     assert bad.value.key == "loadBalancerBrokerThresholdShedderPercentage"
+
+
+def test_the_shipped_broker_conf_lists_every_load_balancer_key_with_its_default() -> None:
+    conf = Path(__file__).resolve().parents[3] / "conf" / "broker.conf"
+    written = read_config_file(conf)
+    assert set(LOAD_BALANCER_KEYS) <= set(written)
+    assert LoadBalancerSettings.from_raw(written) == LoadBalancerSettings()
