@@ -282,7 +282,11 @@ class LoadManager:
             await self._assign(bundle, target.broker_id, force=True)
         if not await self._ownership.begin_unload(bundle):
             return None
-        assigned = AssignedBroker(target.service_url, target.service_url_tls) if target else None
+        # Clients of brokers with advertisedListeners may reach the others by another listener's
+        # address: they get no URL and look the topic up again with their listener.
+        assigned = None
+        if target is not None and not self._service.config.advertised_listeners:
+            assigned = AssignedBroker(target.service_url, target.service_url_tls)
         closing = self._service.unload_bundle(bundle, assigned)
         if closing:
             _, slow = await asyncio.wait(closing, timeout=timeout_s)

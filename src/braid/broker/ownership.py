@@ -49,9 +49,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from braid.broker.broker_registry import BrokerInfo, BrokerRegistry
+from braid.broker.broker_registry import (
+    BrokerInfo,
+    BrokerRegistry,
+    Listeners,
+    decode_listeners,
+    encode_listeners,
+    listener_url,
+)
 from braid.broker.bundles import NamespaceBundle, NamespaceBundles
-from braid.broker.errors import ServiceNotReady
+from braid.broker.errors import ServiceNotReady, UnknownListener
 from braid.core.names import TopicName
 from braid.metadata.api import (
     BadVersion,
@@ -79,6 +86,8 @@ class OwnerData:
     native_url: str
     http_url: str
     disabled: bool = False
+    #: The owner's ``advertisedListeners`` (a lookup naming a listener gets its URL).
+    listeners: Listeners = ()
 
     def encode(self) -> bytes:
         doc = {
@@ -87,7 +96,7 @@ class OwnerData:
             "httpUrl": self.http_url,
             "httpUrlTls": "",
             "disabled": self.disabled,
-            "advertisedListeners": {},
+            "advertisedListeners": encode_listeners(self.listeners),
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -95,7 +104,12 @@ class OwnerData:
     def decode(cls, raw: bytes) -> OwnerData | None:
         try:
             doc = json.loads(raw)
-            return cls(str(doc["nativeUrl"]), str(doc.get("httpUrl") or ""), bool(doc["disabled"]))
+            return cls(
+                str(doc["nativeUrl"]),
+                str(doc.get("httpUrl") or ""),
+                bool(doc["disabled"]),
+                decode_listeners(doc.get("advertisedListeners")),
+            )
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -129,6 +143,24 @@ def rendezvous_score(bundle: NamespaceBundle, broker: str) -> int:
     """Highest-random-weight score of ``broker`` for ``bundle`` (deterministic on every broker)."""
     digest = hashlib.blake2b(f"{bundle}|{broker}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big")
+
+
+def _url(service_url: str, listeners: Listeners, listener: str | None) -> str:
+    """``service_url``, or the URL of ``listener`` when one is named.
+
+    Raises:
+        UnknownListener: the broker has no such listener.
+    """
+    if not listener:
+        return service_url
+    url = listener_url(listeners, listener)
+    if url is None:
+        known = ", ".join(n for n, _, _ in listeners) or "none configured"
+        raise UnknownListener(
+            f"broker {service_url} does not have listener {listener!r} (its advertisedListeners: "
+            f"{known})"
+        )
+    return url
 
 
 BundlesOf = Callable[[TopicName], Awaitable[NamespaceBundles]]
@@ -279,8 +311,11 @@ class BundleOwnership:
             )
         return bundle
 
-    async def lookup(self, topic: TopicName, *, authoritative: bool) -> LookupAnswer:
-        """Where ``topic`` is served (see the module docstring)."""
+    async def lookup(
+        self, topic: TopicName, *, authoritative: bool, listener: str | None = None
+    ) -> LookupAnswer:
+        """Where ``topic`` is served (see the module docstring); another broker is named by its
+        ``listener`` URL when the lookup names one (Pulsar's ``advertisedListeners``)."""
         me = self.me
         bundle = await self.bundle_of(topic)
         owner = await self.owner(bundle)
@@ -289,7 +324,7 @@ class BundleOwnership:
             candidate = await self.placement.candidate(bundle)
             if candidate is not None and candidate.broker.service_url != me.native_url:
                 return LookupAnswer(
-                    candidate.broker.service_url,
+                    _url(candidate.broker.service_url, candidate.broker.listeners, listener),
                     candidate.broker.web_service_url or "",
                     redirect=True,
                     authoritative=candidate.authoritative,
@@ -302,7 +337,8 @@ class BundleOwnership:
         if owner is None:
             owner = await self.try_acquire(bundle)
         local = owner == me and self.owns(bundle)
-        return LookupAnswer(owner.native_url, owner.http_url, False, True, local)
+        url = owner.native_url if local else _url(owner.native_url, owner.listeners, listener)
+        return LookupAnswer(url, owner.http_url, False, True, local)
 
     async def _await_release(self, bundle: NamespaceBundle, owner: OwnerData) -> OwnerData:
         """Wait (at most :data:`UNLOAD_WAIT_S`) for an unloading owner to delete its node, then

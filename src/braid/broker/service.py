@@ -354,7 +354,7 @@ class BrokerService:
         topic = await self.check_topic(name)
         if self.ownership is None:
             return LookupAnswer(self.lookup_url(listener), "", False, True, local=True)
-        answer = await self.ownership.lookup(topic, authoritative=authoritative)
+        answer = await self.ownership.lookup(topic, authoritative=authoritative, listener=listener)
         if answer.local:
             return dataclasses.replace(answer, service_url=self.lookup_url(listener))
         return answer

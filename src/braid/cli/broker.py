@@ -112,7 +112,9 @@ class BrokerServer(StandaloneServer):
 
         assert self.broker is not None and self.broker.ownership is not None
         assert self.metadata is not None
-        self.broker.ownership.announce(OwnerData(self.service_url, self.web_service_url))
+        self.broker.ownership.announce(
+            OwnerData(self.service_url, self.web_service_url, listeners=self.listeners())
+        )
         self.load_manager = LoadManager(
             self.broker,
             registry,

@@ -38,7 +38,7 @@ from collections.abc import Callable, Coroutine
 from typing import IO, TYPE_CHECKING, Any
 
 from braid.admin import AdminServer, create_app
-from braid.broker.broker_registry import BrokerRegistry
+from braid.broker.broker_registry import BrokerRegistry, Listeners
 from braid.broker.config import BrokerConfig, describe
 from braid.broker.gc_policy import GC_STATS
 from braid.broker.malloc_policy import set_mmap_threshold
@@ -252,6 +252,7 @@ class StandaloneServer:
             self.web_service_url,
             self.service_url_tls,
             wait_s=2 * config.metadata_store_session_timeout_millis / 1000,
+            listeners=self.listeners(),
         )
         self._closers.append(("broker registry", self.registry.unregister))
         await self._after_registered(self.registry)
@@ -265,6 +266,11 @@ class StandaloneServer:
             "standalone ready",
             extra={"fields": {"broker": self.service_url, "web": self.web_service_url}},
         )
+
+    def listeners(self) -> Listeners:
+        """``advertisedListeners`` as the registry and ownership nodes carry them."""
+        tls = self.config.listener_urls(scheme="pulsar+ssl://")
+        return tuple((n, url, tls.get(n)) for n, url in self.config.listener_urls().items())
 
     # -- what `braid broker` (braid.cli.broker) does differently ---------------------------------
 
