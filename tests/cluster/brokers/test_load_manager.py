@@ -60,11 +60,24 @@ class LoadCluster(Cluster):
         zk_url: str,
         bookies: list[BookieProcess],
         extra: dict[str, str],
+        *,
+        listeners: bool = False,
     ) -> None:
         super().__init__(tmp_path, zk_url, bookies)
         self.settings = {**_settings(zk_url), **FAST, **extra}
         self.tmp_path = tmp_path
-        self.brokers = [BrokerProcess(tmp_path / f"lm-broker-{i}", self.settings) for i in range(3)]
+        self.listeners = listeners
+        self.brokers = [self._new(f"lm-broker-{i}") for i in range(3)]
+
+    def _new(self, name: str) -> BrokerProcess:
+        broker = BrokerProcess(self.tmp_path / name, dict(self.settings))
+        if self.listeners:
+            # The same port under two names: `external` clients resolve "localhost".
+            broker.settings["advertisedListeners"] = (
+                f"internal:pulsar://127.0.0.1:{broker.port},"
+                f"external:pulsar://localhost:{broker.port}"
+            )
+        return broker
 
     def start(self) -> None:
         for bookie in self.bookies:
@@ -83,9 +96,7 @@ class LoadCluster(Cluster):
             except StandaloneStartError as exc:
                 if "address in use" not in str(exc) or attempt == 2:
                     raise
-                self.brokers[i] = BrokerProcess(
-                    self.tmp_path / f"lm-broker-{i}-{attempt}", self.settings
-                )
+                self.brokers[i] = self._new(f"lm-broker-{i}-{attempt}")
         raise AssertionError("unreachable")
 
     def cli(self, broker: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
@@ -100,9 +111,15 @@ class LoadCluster(Cluster):
 
 
 def _make(
-    tmp_path: Path, zk_url: str, bookies: Callable[..., BookieProcess], extra: dict[str, str]
+    tmp_path: Path,
+    zk_url: str,
+    bookies: Callable[..., BookieProcess],
+    extra: dict[str, str],
+    *,
+    listeners: bool = False,
 ) -> LoadCluster:
-    return LoadCluster(tmp_path, zk_url, [bookies(f"bk-{i}") for i in range(3)], extra)
+    made = [bookies(f"bk-{i}") for i in range(3)]
+    return LoadCluster(tmp_path, zk_url, made, extra, listeners=listeners)
 
 
 @pytest.fixture
@@ -319,3 +336,35 @@ def test_sigterm_hands_the_bundles_over_before_the_broker_exits(
     assert report.failed == 0, report.line()
     assert report.lost == 0, report.line()
     assert report.reordered == 0, f"{report.line()}: {report.order_problems}"
+
+
+def test_lookups_naming_a_listener_are_sent_to_the_owners_listener_address(
+    tmp_path: Path, zk_url: str, bookies: Callable[..., BookieProcess]
+) -> None:
+    made = _make(tmp_path, zk_url, bookies, {}, listeners=True)
+    try:
+        made.start()
+        topic = "persistent://public/default/listening"
+        # The official client through broker 0 with the `external` listener: every redirect
+        # and the owner's address are `localhost` ones.
+        client = pulsar.Client(
+            made.brokers[0].service_url, listener_name="external", operation_timeout_seconds=60
+        )
+        try:
+            producer = client.create_producer(topic)
+            consumer = client.subscribe(
+                topic, "s", initial_position=pulsar.InitialPosition.Earliest
+            )
+            producer.send(b"via-external")
+            assert consumer.receive(timeout_millis=60_000).data() == b"via-external"
+        finally:
+            client.close()
+        owner = made.by_url(http_lookup(made.brokers[0], topic))
+        name = TopicName.parse(topic)
+        path = f"/lookup/v2/topic/persistent/{name.tenant}/{name.namespace}/{name.local_name}"
+        for broker in made.brokers:
+            with httpx.Client(base_url=broker.web_url, follow_redirects=True, timeout=30) as http:
+                answer = http.get(path, params={"listenerName": "external"})
+            assert answer.json()["brokerUrl"] == f"pulsar://localhost:{owner.port}", broker.web_url
+    finally:
+        made.stop()
