@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from braid.broker.config_values import parse_bool, parse_ratio
+from braid.broker.config_values import parse_bool, parse_int, parse_ratio
 from braid.core.errors import InvalidInputError
 
 
@@ -39,19 +39,6 @@ def _number(minimum: float, maximum: float | None = None) -> Callable[[str], flo
         if value < minimum or (maximum is not None and value > maximum):
             upper = "" if maximum is None else f" and at most {maximum:g}"
             raise ValueError(f"expected a number at least {minimum:g}{upper}")
-        return value
-
-    return parse
-
-
-def _integer(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text, 10)
-        except ValueError:
-            raise ValueError("expected an integer") from None
-        if value < minimum:
-            raise ValueError(f"expected an integer at least {minimum}")
         return value
 
     return parse
@@ -166,7 +153,7 @@ LOAD_BALANCER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     ),
     "loadBalancerReportUpdateMinIntervalMillis": (
         "report_update_min_interval_millis",
-        _integer(100),
+        parse_int(100),
     ),
     "loadBalancerReportUpdateThresholdPercentage": ("report_update_threshold_percentage", _PCT),
     "loadBalancerReportUpdateMaxIntervalMinutes": (
@@ -182,19 +169,19 @@ LOAD_BALANCER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
         "auto_unload_split_bundles_enabled",
         parse_bool,
     ),
-    "loadBalancerNamespaceBundleMaxTopics": ("namespace_bundle_max_topics", _integer(1)),
-    "loadBalancerNamespaceBundleMaxSessions": ("namespace_bundle_max_sessions", _integer(0)),
-    "loadBalancerNamespaceBundleMaxMsgRate": ("namespace_bundle_max_msg_rate", _integer(1)),
+    "loadBalancerNamespaceBundleMaxTopics": ("namespace_bundle_max_topics", parse_int(1)),
+    "loadBalancerNamespaceBundleMaxSessions": ("namespace_bundle_max_sessions", parse_int(0)),
+    "loadBalancerNamespaceBundleMaxMsgRate": ("namespace_bundle_max_msg_rate", parse_int(1)),
     "loadBalancerNamespaceBundleMaxBandwidthMbytes": (
         "namespace_bundle_max_bandwidth_mbytes",
-        _integer(1),
+        parse_int(1),
     ),
-    "loadBalancerNamespaceMaximumBundles": ("namespace_maximum_bundles", _integer(1)),
+    "loadBalancerNamespaceMaximumBundles": ("namespace_maximum_bundles", parse_int(1)),
     "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": (
         "namespace_bundle_split_condition_hit_count_threshold",
-        _integer(1),
+        parse_int(1),
     ),
-    "brokerShutdownTimeoutMs": ("broker_shutdown_timeout_ms", _integer(0)),
+    "brokerShutdownTimeoutMs": ("broker_shutdown_timeout_ms", parse_int(0)),
 }
 
 

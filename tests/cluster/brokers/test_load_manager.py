@@ -35,7 +35,7 @@ from braid.metadata import open_store
 from tests.cluster.brokers.test_many_brokers import CLUSTER, Cluster, _settings, http_lookup
 from tests.support.bookie_process import BookieProcess
 from tests.support.broker_process import BrokerProcess, initialize_cluster
-from tests.support.keyed_load import OfficialKeyedLoad, run_until
+from tests.support.keyed_load import LoadReport, OfficialKeyedLoad, run_until
 from tests.support.polling import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(360)]
@@ -159,6 +159,20 @@ def assert_one_owner_per_range(nodes: dict[str, str]) -> None:
         assert a.upper <= b.lower, f"overlapping owned ranges {a.range_name} and {b.range_name}"
 
 
+def finish(load: OfficialKeyedLoad) -> LoadReport:
+    """Stop producing, wait for every acknowledged message to be delivered; the counts."""
+    load.stop_producing()
+    load.wait_delivered(90)
+    return load.report()
+
+
+def assert_nothing_lost(report: LoadReport) -> None:
+    print(report.line())
+    assert report.failed == 0, report.line()
+    assert report.lost == 0, report.line()
+    assert report.reordered == 0, f"{report.line()}: {report.order_problems}"
+
+
 def bundle_of(topic: str, bundles: NamespaceBundles) -> str:
     return bundles.find(TopicName.parse(topic)).range_name
 
@@ -198,15 +212,10 @@ def test_unloading_a_bundle_moves_its_topic_to_another_broker_without_losing_a_m
         print(f"receipts continued {gap:.1f}s after the unload")
         second = http_lookup(cluster.brokers[0], topic)
         assert second != first
-        load.stop_producing()
-        load.wait_delivered(90)
-        report = load.report()
+        report = finish(load)
     finally:
         load.close()
-    print(report.line())
-    assert report.failed == 0, report.line()
-    assert report.lost == 0, report.line()
-    assert report.reordered == 0, f"{report.line()}: {report.order_problems}"
+    assert_nothing_lost(report)
     assert_one_owner_per_range(owners(cluster.zk_url))
 
 
@@ -327,15 +336,10 @@ def test_sigterm_hands_the_bundles_over_before_the_broker_exits(
         print(f"SIGTERM: exit after {took:.1f}s; receipts continued within {gap:.1f}s")
         live = [b for b in cluster.brokers if b is not owner]
         assert http_lookup(live[0], topic) in {b.service_url for b in live}
-        load.stop_producing()
-        load.wait_delivered(90)
-        report = load.report()
+        report = finish(load)
     finally:
         load.close()
-    print(report.line())
-    assert report.failed == 0, report.line()
-    assert report.lost == 0, report.line()
-    assert report.reordered == 0, f"{report.line()}: {report.order_problems}"
+    assert_nothing_lost(report)
 
 
 def test_lookups_naming_a_listener_are_sent_to_the_owners_listener_address(
