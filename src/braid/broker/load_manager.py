@@ -425,6 +425,8 @@ class LoadManager:
                     decision.reason,
                 )
                 self.recently_unloaded[decision.bundle] = now
+                # Counted as the target's from now on: the round's next choices spread.
+                self._pending[parse_bundle(decision.bundle)] = target.broker_id
                 await self._on_owner(
                     reports[decision.broker][0],
                     decision.bundle,
