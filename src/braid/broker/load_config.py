@@ -67,9 +67,9 @@ class LoadBalancerSettings:
     direct_memory_resource_weight: float = 1.0
     bandwith_in_resource_weight: float = 1.0
     bandwith_out_resource_weight: float = 1.0
-    #: Placement: brokers within this many percentage points of the least used are equals
-    #: (the one with the fewest bundles wins among them).
-    average_resource_usage_difference_threshold_percentage: float = 10.0
+    #: Placement: a broker whose weighted usage is above this percentage gets no new bundle
+    #: while another broker is below it.
+    broker_overloaded_threshold_percentage: float = 85.0
     #: Load reports: written at most this often, ...
     report_update_min_interval_millis: int = 5000
     #: ... when the usage moved more than this percentage, and at least this often.
@@ -147,9 +147,9 @@ LOAD_BALANCER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "loadBalancerDirectMemoryResourceWeight": ("direct_memory_resource_weight", _WEIGHT),
     "loadBalancerBandwithInResourceWeight": ("bandwith_in_resource_weight", _WEIGHT),
     "loadBalancerBandwithOutResourceWeight": ("bandwith_out_resource_weight", _WEIGHT),
-    "loadBalancerAverageResourceUsageDifferenceThresholdPercentage": (
-        "average_resource_usage_difference_threshold_percentage",
-        _PCT,
+    "loadBalancerBrokerOverloadedThresholdPercentage": (
+        "broker_overloaded_threshold_percentage",
+        _number(0.0),
     ),
     "loadBalancerReportUpdateMinIntervalMillis": (
         "report_update_min_interval_millis",

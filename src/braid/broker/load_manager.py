@@ -5,13 +5,14 @@ shedding, bundle splits, and graceful unloads (ADR 0050).
 Placement`): a lookup for a bundle nobody owns is answered, on any broker, from the bundle's
 *assignment* node ``/loadbalance/assignments/{tenant}/{ns}/{range}`` (``{"broker", "time"}``) when
 a fresh one (younger than :data:`ASSIGNMENT_TTL_S`) names a live broker. Otherwise the leader
-broker decides: on the leader, :func:`~braid.broker.load_placement.least_loaded` over the live
-brokers' reports picks the broker, which is written as the assignment (compare-and-swap, so two
-deciders agree on the first write) and answered with an authoritative redirect; a non-leader
-answers a non-authoritative redirect *to the leader* (Pulsar's centralised load manager does the
-same), which decides. Without a leader (an election in progress), or with
-``loadBalancerEnabled=false``, the broker falls back to rendezvous hashing - every broker computes
-the same answer, so lookups never wait. The broker that takes the bundle deletes its assignment.
+broker decides: on the leader, :func:`~braid.broker.load_placement.least_loaded` (Pulsar's
+``LeastLongTermMessageRate``) over the live brokers' reports picks the broker, which is written
+as the assignment (compare-and-swap, so two deciders agree on the first write) and answered with
+an authoritative redirect; a non-leader answers a non-authoritative redirect *to the leader*
+(Pulsar's centralised load manager does the same), which decides. Without a leader (an election
+in progress), or with ``loadBalancerEnabled=false``, the broker falls back to rendezvous hashing -
+every broker computes the same answer, so lookups never wait. The broker that takes the bundle
+deletes its assignment.
 
 **The leader's round** (every ``loadBalancerSheddingIntervalMinutes``): read every report;
 :class:`~braid.broker.load_shedding.ThresholdShedder` picks bundles to move and each goes to the
@@ -183,9 +184,7 @@ class LoadManager:
             (b for b in reports if b not in exclude),
             {b: data for b, (_, data) in reports.items()},
             weights_of(self.settings),
-            difference_threshold_percentage=(
-                self.settings.average_resource_usage_difference_threshold_percentage
-            ),
+            overloaded_threshold_percentage=self.settings.broker_overloaded_threshold_percentage,
             pending=pending,
         )
         return None if chosen is None else reports[chosen][0]

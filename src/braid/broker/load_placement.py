@@ -1,12 +1,13 @@
 """Where the leader puts a bundle, and which bundles it splits: the load manager's two pure
 decisions besides shedding.
 
-**Placement** (:func:`least_loaded`, after Pulsar's ``LeastResourceUsageWithWeight``): among the
-candidate brokers, those whose weighted usage is within
-``loadBalancerAverageResourceUsageDifferenceThresholdPercentage`` points of the least used are
-equals; of them the one with the fewest bundles wins - counting the bundles the leader assigned
-but nobody took yet - and ties go to the lowest broker id, so the choice is deterministic for a
-given input. A broker that has not reported yet counts as idle with no bundle.
+**Placement** (:func:`least_loaded`, Pulsar's default ``LeastLongTermMessageRate``): a broker
+whose weighted maximum resource usage is above ``loadBalancerBrokerOverloadedThresholdPercentage``
+is overloaded and is chosen only when every candidate is; among the others, the lowest message
+rate (in + out, over every bundle it reports) wins; ties - an idle cluster - go to the broker
+with the fewest bundles, counting the bundles the leader assigned but nobody took yet, then to
+the lowest broker id, so the choice is deterministic for a given input (Pulsar picks at random
+among equals). A broker that has not reported yet counts as idle with no bundle.
 
 **Splits** (:class:`BundleSplitDecider`, after Pulsar's ``BundleSplitterTask``): a bundle with at
 least two topics goes over a limit when it has more than ``loadBalancerNamespaceBundleMaxTopics``
@@ -36,7 +37,7 @@ def least_loaded(
     reports: Mapping[str, LocalBrokerData],
     weights: ResourceWeights,
     *,
-    difference_threshold_percentage: float,
+    overloaded_threshold_percentage: float,
     pending: Mapping[str, int] | None = None,
 ) -> str | None:
     """The broker to give a bundle to (see the module docstring); ``None`` without candidates.
@@ -47,17 +48,15 @@ def least_loaded(
         pending: bundles assigned to each broker that it does not own yet.
     """
     pending = pending or {}
-    usage: dict[str, float] = {}
-    bundles: dict[str, int] = {}
+    limit = overloaded_threshold_percentage / 100.0
+    scored: list[tuple[bool, float, int, str]] = []
     for broker in candidates:
         report = reports.get(broker, LocalBrokerData())
-        usage[broker] = report.max_resource_usage_with_weight(weights)
-        bundles[broker] = len(report.bundle_stats) + pending.get(broker, 0)
-    if not usage:
-        return None
-    floor = min(usage.values())
-    equals = [b for b, u in usage.items() if u <= floor + difference_threshold_percentage / 100.0]
-    return min(equals, key=lambda b: (bundles[b], b))
+        overloaded = report.max_resource_usage_with_weight(weights) > limit
+        rate = sum(s.msg_rate for s in report.bundle_stats.values())
+        bundles = len(report.bundle_stats) + pending.get(broker, 0)
+        scored.append((overloaded, rate, bundles, broker))
+    return min(scored)[3] if scored else None
 
 
 def namespace_of(bundle_name: str) -> str:

@@ -255,6 +255,15 @@ def test_split_bundle_cuts_a_bundle_in_two_and_keeps_one_owner_per_range(
         wait_for(lambda: child in owners(cluster.zk_url), within=30, message="child owned")
         seen = {http_lookup(b, topic) for b in cluster.brokers}
         assert seen == {owners(cluster.zk_url)[child]}
+        # Unloading the whole namespace on a broker that owns none of its bundles: it asks
+        # each owner.
+        held = set(owners(cluster.zk_url).values())
+        asked = next(b for b in cluster.brokers if b.service_url not in held)
+        unloaded = cluster.cli(asked, "namespaces", "unload", NAMESPACE)
+        assert unloaded.returncode == 0, unloaded.stderr
+        producer.send(b"after-unload")
+        assert consumer.receive(timeout_millis=60_000).data() == b"after-unload"
+        assert_one_owner_per_range(owners(cluster.zk_url))
     finally:
         client.close()
 

@@ -110,23 +110,27 @@ def test_shedding_only_ever_moves_bundles_of_brokers_above_average_plus_threshol
     assert len({d.bundle for d in decisions}) == len(decisions)
 
 
-def test_least_loaded_prefers_low_usage_then_fewest_bundles_then_id() -> None:
+def test_least_loaded_prefers_the_lowest_message_rate_among_brokers_not_overloaded() -> None:
     weights = ResourceWeights()
-    reports = {
-        "a": broker(50, {"1": 0, "2": 0}),
-        "b": broker(5, {"3": 0, "4": 0}),
-        "c": broker(8, {"5": 0}),
-    }
-    assert least_loaded(reports, reports, weights, difference_threshold_percentage=10) == "c"
-    assert least_loaded(reports, reports, weights, difference_threshold_percentage=1) == "b"
-    assert (
-        least_loaded(
-            reports, reports, weights, difference_threshold_percentage=10, pending={"c": 2}
+
+    def rated(usage: float, rates: list[float]) -> LocalBrokerData:
+        return LocalBrokerData(
+            cpu=ResourceUsage(usage, 100),
+            bundle_stats={f"{NS}/{i}": BundleStats(msg_rate_in=r) for i, r in enumerate(rates)},
         )
-        == "b"
-    )
-    assert least_loaded(["x", "y"], {}, weights, difference_threshold_percentage=10) == "x"
-    assert least_loaded([], reports, weights, difference_threshold_percentage=10) is None
+
+    reports = {"a": rated(50, [100, 100]), "b": rated(5, [300]), "c": rated(90, [0])}
+    pick = least_loaded(reports, reports, weights, overloaded_threshold_percentage=85)
+    assert pick == "a"  # c is idle but overloaded; a's 200 msg/s < b's 300
+    assert least_loaded("bc", reports, weights, overloaded_threshold_percentage=85) == "b"
+    assert least_loaded("c", reports, weights, overloaded_threshold_percentage=85) == "c"
+    idle = {"a": rated(1, [0, 0]), "b": rated(60, [0]), "c": rated(2, [0])}
+    assert least_loaded(idle, idle, weights, overloaded_threshold_percentage=85) == "b"
+    pending = {"b": 2}
+    pick = least_loaded(idle, idle, weights, overloaded_threshold_percentage=85, pending=pending)
+    assert pick == "c"
+    assert least_loaded(["x", "y"], {}, weights, overloaded_threshold_percentage=85) == "x"
+    assert least_loaded([], reports, weights, overloaded_threshold_percentage=85) is None
 
 
 @given(st.lists(st.integers(0, 20), min_size=1, max_size=8))
@@ -137,7 +141,7 @@ def test_assigning_bundles_one_by_one_to_idle_brokers_spreads_them_evenly(
     pending: dict[str, int] = {}
     for _ in range(3 * len(brokers)):
         chosen = least_loaded(
-            brokers, {}, ResourceWeights(), difference_threshold_percentage=10, pending=pending
+            brokers, {}, ResourceWeights(), overloaded_threshold_percentage=85, pending=pending
         )
         assert chosen is not None
         pending[chosen] = pending.get(chosen, 0) + 1
