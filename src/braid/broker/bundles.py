@@ -124,8 +124,10 @@ class NamespaceBundles:
         if not raw:
             return cls.of(namespace, default_num_bundles)
         try:
+            if not isinstance(raw, list):
+                raise TypeError(raw)
             return cls(namespace, tuple(int(str(x), 16) for x in raw))
-        except ValueError:
+        except (ValueError, TypeError):
             raise InvalidBundles(f"unreadable bundle boundaries of {namespace}: {raw!r}") from None
 
     @property

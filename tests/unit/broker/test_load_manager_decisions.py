@@ -287,3 +287,9 @@ def test_the_shipped_broker_conf_lists_every_load_balancer_key_with_its_default(
     written = read_config_file(conf)
     assert set(LOAD_BALANCER_KEYS) <= set(written)
     assert LoadBalancerSettings.from_raw(written) == LoadBalancerSettings()
+
+
+@pytest.mark.parametrize("raw", [True, 7, {"a": 1}, ["0x0", None], ["zz"], "0x00000000"])
+def test_unreadable_bundle_boundaries_in_policies_are_a_clear_error(raw: object) -> None:
+    with pytest.raises(InvalidBundles):
+        NamespaceBundles.from_policies(NS, {"bundles": {"boundaries": raw}}, 4)
