@@ -16,7 +16,7 @@ namespace's PIP-483 ``scalableTopicAutoScalePolicy`` override is validated again
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from fastapi import APIRouter, FastAPI, Response
@@ -29,6 +29,7 @@ from braid.admin.backlog_limits import backlog_limits_router
 from braid.admin.bookie_clusters import bookie_clusters_router
 from braid.admin.bookies import bookies_router
 from braid.admin.brokers import brokers_router
+from braid.admin.bundles import BundleService, bundles_router
 from braid.admin.console import mount_console
 from braid.admin.cross_site import CrossSiteGuard, CrossSitePolicy
 from braid.admin.errors import install_error_handlers
@@ -45,6 +46,7 @@ from braid.admin.tenants import tenants_router
 from braid.admin.topics import PersistentTopicAdmin, topics_router
 from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.config import BrokerConfig
+from braid.broker.load_manager import LoadManager
 from braid.broker.resources import BrokerResources
 from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.broker.topic_policies import TopicPolicies
@@ -85,6 +87,8 @@ def create_app(
     clock: Clock | None = None,
     registry: BrokerRegistry | None = None,
     owner_redirect: bool = False,
+    bundle_service: BundleService | None = None,
+    load_manager: Callable[[], LoadManager | None] = lambda: None,
 ) -> FastAPI:
     """Build the admin application.
 
@@ -104,6 +108,9 @@ def create_app(
         registry: the broker registry (``/brokers/{cluster}``, ``/brokers/leaderBroker``).
         owner_redirect: redirect topic calls to the topic's owner (brokers with bundle
             ownership; :mod:`braid.admin.owner_redirect`).
+        bundle_service: the broker's bundle operations (``/namespaces/.../bundles``, unload,
+            split; :mod:`braid.admin.bundles`); ``None`` leaves them out.
+        load_manager: the broker's load manager, once it runs (``braid broker``).
     """
     app = FastAPI(
         title="Braid admin API",
@@ -157,6 +164,15 @@ def create_app(
         )
     )
     v2.include_router(topics_router(resources, broker))
+    if bundle_service is not None:
+        v2.include_router(
+            bundles_router(
+                resources,
+                bundle_service,
+                load_manager,
+                default_bundles=config.default_number_of_namespace_bundles,
+            )
+        )
     v2.include_router(backlog_limits_router(resources, TopicPolicies(resources.metadata)))
     v2.include_router(schemas_router(broker.schemas, resources))
     v2.include_router(

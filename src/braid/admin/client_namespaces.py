@@ -16,6 +16,33 @@ class Namespaces:
     def __init__(self, http: _Http) -> None:
         self._http = http
 
+    def bundles(self, namespace: str) -> dict[str, Any]:
+        """The namespace's bundles: ``{"boundaries": [...], "numBundles": n}``."""
+        result: dict[str, Any] = self._http.call(
+            "GET", f"/admin/v2/namespaces/{_namespace_path(namespace)}/bundles"
+        )
+        return result
+
+    def unload(
+        self, namespace: str, bundle: str | None = None, destination: str | None = None
+    ) -> None:
+        """Unload the namespace's bundles (or one, ``0xLO_0xHI``): their owners close their
+        topics and the clients move to other brokers (``destination``: this broker, host:port)."""
+        path = f"/admin/v2/namespaces/{_namespace_path(namespace)}"
+        if bundle is None:
+            self._http.call("PUT", f"{path}/unload")
+            return
+        params = {"destinationBroker": destination} if destination else None
+        self._http.call("PUT", f"{path}/{bundle}/unload", params=params)
+
+    def split_bundle(self, namespace: str, bundle: str, *, unload: bool = False) -> None:
+        """Cut the bundle ``0xLO_0xHI`` in two at the middle of its range."""
+        self._http.call(
+            "PUT",
+            f"/admin/v2/namespaces/{_namespace_path(namespace)}/{bundle}/split",
+            params={"unload": str(unload).lower()},
+        )
+
     def list(self, tenant: str) -> list[str]:
         """The tenant's namespaces as ``tenant/namespace``."""
         result: list[str] = self._http.call("GET", f"/admin/v2/namespaces/{_tenant_path(tenant)}")

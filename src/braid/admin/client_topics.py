@@ -44,6 +44,10 @@ class Topics:
         result: dict[str, Any] = self._http.call("GET", f"{self._path(topic)}/stats")
         return result
 
+    def unload(self, topic: str | TopicName) -> None:
+        """Close the topic on its owner; its clients reconnect and it is loaded again."""
+        self._http.call("PUT", f"{self._path(topic)}/unload")
+
     def compact(self, topic: str | TopicName) -> None:
         """Start compacting the topic (the run continues on the broker; 409 while one runs)."""
         self._http.call("PUT", f"{self._path(topic)}/compaction")

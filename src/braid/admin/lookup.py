@@ -66,8 +66,11 @@ def lookup_router(broker: LookupService) -> APIRouter:
         listener = listenerName or x_pulsar_listenername or None
         answer = await broker.lookup(name, listener, authoritative=authoritative)
         if answer.redirect:
-            # Pulsar's HTTP redirect: ask the broker chosen to take the unowned bundle.
-            query = "authoritative=true" + (f"&listenerName={listenerName}" if listenerName else "")
+            # Pulsar's HTTP redirect: ask the broker chosen to take the unowned bundle (or the
+            # leader broker, which chooses: not authoritative).
+            query = f"authoritative={str(answer.authoritative).lower()}" + (
+                f"&listenerName={listenerName}" if listenerName else ""
+            )
             return RedirectResponse(f"{answer.http_url}{request.url.path}?{query}", status_code=307)
         url = answer.service_url
         web = str(request.base_url).rstrip("/") if answer.local else answer.http_url

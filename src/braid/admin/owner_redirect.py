@@ -69,7 +69,7 @@ def install_owner_redirect(app: FastAPI, broker: OwnerLookup) -> None:
         if answer.local or not answer.http_url:
             return await call_next(request)
         query = request.url.query
-        if answer.redirect and "authoritative=" not in query:
+        if answer.redirect and answer.authoritative and "authoritative=" not in query:
             query = f"{query}&authoritative=true" if query else "authoritative=true"
         target = f"{answer.http_url.rstrip('/')}{request.url.path}" + (f"?{query}" if query else "")
         log.debug("redirecting %s %s to %s", request.method, request.url.path, target)

@@ -12,7 +12,9 @@ would vanish with the old session.
 The **leader broker** (Pulsar's ``/loadbalance/leader``, value ``{"brokerId", "serviceUrl"}``
 with the leader's web service URL, as ``/admin/v2/brokers/leaderBroker`` answers) is elected
 among the registered brokers through :class:`~braid.metadata.election.LeaderElection`. This slice
-gives the leader no duty yet (the load manager will): it is reported.
+gives the leader the load manager's duties (:mod:`braid.broker.load_manager`): placing unowned
+bundles, shedding and splitting. Each broker's node also carries its load report
+(:meth:`BrokerRegistry.publish_load`).
 
 This module is the one registry: the scalable-topic layer finds other brokers' admin URLs here.
 """
@@ -23,6 +25,7 @@ import asyncio
 import json
 import logging
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from braid.core.errors import IllegalStateError
@@ -42,6 +45,37 @@ class BrokerAddressInUse(IllegalStateError):
     """Another live broker is registered under this broker's address."""
 
 
+#: ``advertisedListeners`` of a broker: (listener name, ``pulsar://`` URL, ``pulsar+ssl://`` URL).
+Listeners = tuple[tuple[str, str, str | None], ...]
+
+
+def encode_listeners(listeners: Listeners) -> dict[str, dict[str, str | None]]:
+    """Pulsar's ``advertisedListeners``: name -> ``{brokerServiceUrl, brokerServiceUrlTls}``."""
+    return {n: {"brokerServiceUrl": u, "brokerServiceUrlTls": t} for n, u, t in listeners}
+
+
+def decode_listeners(doc: object) -> Listeners:
+    """The listeners in a node's ``advertisedListeners`` (unreadable entries skipped)."""
+    if not isinstance(doc, dict):
+        return ()
+    found: list[tuple[str, str, str | None]] = []
+    for name, entry in doc.items():
+        if isinstance(entry, dict) and isinstance(entry.get("brokerServiceUrl"), str):
+            tls = entry.get("brokerServiceUrlTls")
+            found.append(
+                (str(name), entry["brokerServiceUrl"], tls if isinstance(tls, str) else None)
+            )
+    return tuple(found)
+
+
+def listener_url(listeners: Listeners, name: str, tls: bool = False) -> str | None:
+    """The ``pulsar://`` (or ``pulsar+ssl://``) URL of listener ``name``, if the broker has it."""
+    for n, url, tls_url in listeners:
+        if n == name:
+            return tls_url if tls else url
+    return None
+
+
 def broker_id(service_url: str) -> str:
     """``host:port`` of a ``pulsar://host:port`` URL: the broker's registry name."""
     parts = urlsplit(service_url)
@@ -59,6 +93,8 @@ class BrokerInfo:
     #: The ``pulsar+ssl://`` URL when the broker has a TLS listener (Pulsar's
     #: ``pulsarServiceUrlTls``).
     service_url_tls: str | None = None
+    #: ``advertisedListeners``: what a lookup naming a listener is sent to.
+    listeners: Listeners = ()
 
     def encode(self) -> bytes:
         doc = {
@@ -67,6 +103,7 @@ class BrokerInfo:
             "pulsarServiceUrlTls": self.service_url_tls,
             "webServiceUrl": self.web_service_url,
             "cluster": self.cluster,
+            "advertisedListeners": encode_listeners(self.listeners),
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -83,6 +120,7 @@ class BrokerInfo:
                 web_service_url=web if isinstance(web, str) and web else None,
                 cluster=str(doc.get("cluster") or ""),
                 service_url_tls=tls if isinstance(tls, str) and tls else None,
+                listeners=decode_listeners(doc.get("advertisedListeners")),
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -110,6 +148,7 @@ class BrokerRegistry:
         service_url_tls: str | None = None,
         *,
         wait_s: float = 0.0,
+        listeners: Listeners = (),
     ) -> None:
         """Announce this broker (ephemeral: it disappears with the broker's session).
 
@@ -117,7 +156,12 @@ class BrokerRegistry:
             BrokerAddressInUse: another session holds the address for longer than ``wait_s``.
         """
         info = BrokerInfo(
-            broker_id(service_url), service_url, web_service_url, self._cluster, service_url_tls
+            broker_id(service_url),
+            service_url,
+            web_service_url,
+            self._cluster,
+            service_url_tls,
+            listeners,
         )
         lock = Lock(self._store, f"{BROKERS_ROOT}/{info.broker_id}", info.encode())
         if not await lock.try_acquire():
@@ -131,6 +175,24 @@ class BrokerRegistry:
                     f"(node {BROKERS_ROOT}/{info.broker_id})"
                 ) from None
         self._lock, self._info = lock, info
+
+    async def publish_load(self, report: dict[str, Any]) -> None:
+        """Write this broker's load report (:mod:`braid.broker.load_data`) into its registry
+        node, beside the registry fields (no-op before :meth:`register`)."""
+        if self._lock is None or self._info is None or not self._lock.held:
+            return
+        doc = {**report, **json.loads(self._info.encode())}
+        await self._lock.update(json.dumps(doc, separators=(",", ":")).encode())
+
+    async def nodes(self) -> dict[str, tuple[BrokerInfo, bytes]]:
+        """Every registered broker with its node's raw value (registry fields + load report)."""
+        found: dict[str, tuple[BrokerInfo, bytes]] = {}
+        for name in await self._store.children(BROKERS_ROOT):
+            got = await self._store.get(f"{BROKERS_ROOT}/{name}")
+            info = None if got is None else BrokerInfo.decode(name, got[0])
+            if got is not None and info is not None:
+                found[info.broker_id] = (info, got[0])
+        return found
 
     async def elect_leader(self) -> None:
         """Stand for leader broker (after :meth:`register`)."""
@@ -198,5 +260,9 @@ __all__ = [
     "BrokerAddressInUse",
     "BrokerInfo",
     "BrokerRegistry",
+    "Listeners",
     "broker_id",
+    "decode_listeners",
+    "encode_listeners",
+    "listener_url",
 ]

@@ -124,8 +124,10 @@ class NamespaceBundles:
         if not raw:
             return cls.of(namespace, default_num_bundles)
         try:
+            if not isinstance(raw, list):
+                raise TypeError(raw)
             return cls(namespace, tuple(int(str(x), 16) for x in raw))
-        except ValueError:
+        except (ValueError, TypeError):
             raise InvalidBundles(f"unreadable bundle boundaries of {namespace}: {raw!r}") from None
 
     @property
@@ -140,6 +142,34 @@ class NamespaceBundles:
             if bundle.includes(value):
                 return bundle
         raise AssertionError(f"hash {value:#x} outside the full range")  # boundaries are checked
+
+    def bundle(self, range_name: str) -> NamespaceBundle:
+        """The bundle named ``0xLO_0xHI``; :class:`InvalidBundles` when the namespace has none
+        with exactly that range (for example, it was split meanwhile)."""
+        wanted = NamespaceBundle.parse(self.namespace, range_name)
+        if wanted not in self.bundles:
+            raise InvalidBundles(
+                f"namespace {self.namespace} has no bundle {range_name} (its bundles: "
+                f"{', '.join(b.range_name for b in self.bundles)})"
+            )
+        return wanted
+
+    def split(self, bundle: NamespaceBundle, at: int | None = None) -> NamespaceBundles:
+        """These bundles with ``bundle`` cut in two at ``at`` (default: the middle of its
+        range, Pulsar's ``range_equally_divide``).
+
+        Raises:
+            InvalidBundles: ``bundle`` is not one of these, or cannot be cut there.
+        """
+        if bundle not in self.bundles:
+            raise InvalidBundles(f"namespace {self.namespace} has no bundle {bundle.range_name}")
+        point = bundle.lower + (bundle.upper - bundle.lower) // 2 if at is None else at
+        if not bundle.lower < point < bundle.upper:
+            raise InvalidBundles(
+                f"bundle {bundle.range_name} cannot be split at {point:#x}: the point must lie "
+                "strictly inside its range"
+            )
+        return NamespaceBundles(self.namespace, tuple(sorted((*self.boundaries, point))))
 
     def to_json(self) -> dict[str, Any]:
         """Pulsar's ``BundlesData``."""

@@ -33,6 +33,11 @@ from braid.broker.backlog_quota import BacklogQuotaDefaults, RetentionPolicy
 from braid.broker.config_keys import KEYS, SECRET_KEYS, _Key
 from braid.broker.dispatch_settings import DispatchSettings
 from braid.broker.gc_policy import BROKER_DEFAULT_THRESHOLDS, GcPolicy
+from braid.broker.load_config import (
+    LOAD_BALANCER_KEYS,
+    InvalidLoadBalancerSetting,
+    LoadBalancerSettings,
+)
 from braid.broker.malloc_policy import DEFAULT_MMAP_THRESHOLD
 from braid.broker.schemas.model import (
     DEFAULT_STRATEGY,
@@ -195,6 +200,8 @@ class BrokerConfig:
     scalable_topic_entry_buckets: int = 1
     #: Raw PIP-483 ``scalableTopic*`` keys (other than ``scalableTopicEnabled``) as written.
     scalable_topic_settings: Mapping[str, str] = field(default_factory=_empty_settings)
+    #: The load manager's ``loadBalancer*`` keys and ``brokerShutdownTimeoutMs`` (ADR 0050).
+    load_balancer: LoadBalancerSettings = field(default_factory=LoadBalancerSettings)
     #: Braid-specific (CPython has a cyclic GC, Pulsar's JVM keys do not apply): freeze the
     #: start-up heap with ``gc.freeze()`` once the broker serves (see ``broker/gc_policy.py``).
     python_gc_freeze_after_startup: bool = True
@@ -429,7 +436,7 @@ SCALABLE_TOPIC_KEYS = BROKER_CONFIG_KEYS
 
 
 def _is_known(key: str) -> bool:
-    return key in _BY_NAME or key in SCALABLE_TOPIC_KEYS
+    return key in _BY_NAME or key in SCALABLE_TOPIC_KEYS or key in LOAD_BALANCER_KEYS
 
 
 def parse_config_text(text: str, *, source: str = "<text>") -> dict[str, str]:
@@ -516,6 +523,8 @@ def _build(raw: Mapping[str, str]) -> BrokerConfig:
     scalable: dict[str, str] = {}
     for key, text in raw.items():
         spec = _BY_NAME.get(key)
+        if spec is None and key in LOAD_BALANCER_KEYS:
+            continue
         if spec is None:
             if key in SCALABLE_TOPIC_KEYS and text:
                 scalable[key] = text
@@ -528,6 +537,10 @@ def _build(raw: Mapping[str, str]) -> BrokerConfig:
             raise InvalidConfig(key, text, str(exc)) from None
     _check_auto_scale_settings(scalable)
     values["scalable_topic_settings"] = scalable
+    try:
+        values["load_balancer"] = LoadBalancerSettings.from_raw(raw)
+    except InvalidLoadBalancerSetting as exc:
+        raise InvalidConfig(exc.key, exc.value, exc.reason) from None
     config = BrokerConfig(**values)
     try:
         config.disk_thresholds()

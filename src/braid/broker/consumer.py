@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from braid.broker.rates import TrafficCounters
 from braid.broker.sticky_keys import KeySharedPolicy
 from braid.ledger.api import Entry, Position
 from braid.protocol.generated import PulsarApi_pb2 as pb
+
+if TYPE_CHECKING:
+    from braid.broker.ownership import AssignedBroker
 
 #: Subscription types: the generated ``CommandSubscribe.SubType`` enum itself (``SubType.Shared``
 #: is the wire value, ``SubType.Name(value)`` its name), so it cannot drift from the schema.
@@ -46,8 +49,9 @@ class ConsumerTransport(Protocol):
         """Send MESSAGE frames for ``deliveries`` and flush them in as few writes as possible."""
         ...
 
-    def send_close_consumer(self, consumer_id: int) -> None:
-        """Tell the client the broker closed this consumer (it re-subscribes)."""
+    def send_close_consumer(self, consumer_id: int, assigned: AssignedBroker | None = None) -> None:
+        """Tell the client the broker closed this consumer (it re-subscribes; to ``assigned``
+        when its topic moved there)."""
         ...
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None: ...

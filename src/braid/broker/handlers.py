@@ -34,7 +34,7 @@ from braid.broker.errors import (
     TopicFenced,
     to_server_error,
 )
-from braid.broker.ownership import LookupAnswer
+from braid.broker.ownership import AssignedBroker, LookupAnswer
 from braid.broker.producer import PendingReceipt, Producer
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
 from braid.broker.request_limits import LookupLimiter
@@ -238,9 +238,16 @@ class TopicCommands:
             return
         self._channel.send(commands.send_error(producer_id, sequence_id, code, message))
 
-    def send_close_producer(self, producer_id: int) -> None:
+    def send_close_producer(self, producer_id: int, assigned: AssignedBroker | None = None) -> None:
         self._producers.pop(producer_id, None)
-        self._channel.send(commands.close_producer(producer_id, commands.NO_REQUEST_ID))
+        self._channel.send(
+            commands.close_producer(
+                producer_id,
+                commands.NO_REQUEST_ID,
+                assigned_broker_service_url=assigned.service_url if assigned else None,
+                assigned_broker_service_url_tls=assigned.service_url_tls if assigned else None,
+            )
+        )
 
     def send_messages(self, consumer_id: int, deliveries: Sequence[Delivery]) -> None:
         send = self._channel.send
@@ -260,9 +267,16 @@ class TopicCommands:
                 d.entry.data,
             )
 
-    def send_close_consumer(self, consumer_id: int) -> None:
+    def send_close_consumer(self, consumer_id: int, assigned: AssignedBroker | None = None) -> None:
         self._consumers.pop(consumer_id, None)
-        self._channel.send(commands.close_consumer(consumer_id, commands.NO_REQUEST_ID))
+        self._channel.send(
+            commands.close_consumer(
+                consumer_id,
+                commands.NO_REQUEST_ID,
+                assigned_broker_service_url=assigned.service_url if assigned else None,
+                assigned_broker_service_url_tls=assigned.service_url_tls if assigned else None,
+            )
+        )
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
         self._channel.send(commands.active_consumer_change(consumer_id, is_active))

@@ -20,28 +20,45 @@ and a deleted ledger's fence outlives it) refuses the old owner's writes meanwhi
 **Lookup** (:meth:`BundleOwnership.lookup`) answers as Pulsar's binary and HTTP lookups do:
 
 * the bundle has an owner: *Connect* to the owner (authoritative);
-* it has none and the request is not authoritative: the broker picks a candidate among the
-  registered brokers - the one with the highest rendezvous hash of (bundle, broker id), which
-  spreads bundles evenly and moves only the bundles of a broker that comes or goes (a stand-in
-  for the load manager, which will pick the least loaded) - and, when the candidate is another
-  broker, answers *Redirect* to it with ``authoritative=true``;
+* it has none (or its owner is unloading it) and the request is not authoritative: the broker
+  asks its :class:`Placement` for a candidate - the load manager's (the leader's assignment, or
+  a redirect to the leader; :mod:`braid.broker.load_manager`), else the registered broker with
+  the highest rendezvous hash of (bundle, broker id) - and, when the candidate is another broker,
+  answers *Redirect* to it (``authoritative`` as the placement says);
 * it has none and the request is authoritative (a redirect brought the client here), or this
   broker is the candidate: it takes the bundle and answers *Connect* to itself (or to whoever
   won the race).
+
+**Unloading** (ADR 0050): the owner marks its node ``disabled`` (:meth:`begin_unload`) - it stops
+serving the bundle's topics at once and lookups stop sending clients to it - closes the topics,
+then deletes the node (:meth:`release`). A broker asked to serve a topic whose bundle's owner is
+unloading waits (bounded) for the node to go rather than refusing the client at once. A topic is
+served only if its bundle, re-read after the lock is taken, is still the one locked: a bundle
+split meanwhile is released again (the split's CAS on the namespace policies comes before the
+parent's node is deleted, so a lock taken after that sees the new boundaries).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Protocol
 
-from braid.broker.broker_registry import BrokerInfo, BrokerRegistry
+from braid.broker.broker_registry import (
+    BrokerInfo,
+    BrokerRegistry,
+    Listeners,
+    decode_listeners,
+    encode_listeners,
+    listener_url,
+)
 from braid.broker.bundles import NamespaceBundle, NamespaceBundles
-from braid.broker.errors import ServiceNotReady
+from braid.broker.errors import ServiceNotReady, UnknownListener
 from braid.core.names import TopicName
 from braid.metadata.api import (
     BadVersion,
@@ -69,6 +86,8 @@ class OwnerData:
     native_url: str
     http_url: str
     disabled: bool = False
+    #: The owner's ``advertisedListeners`` (a lookup naming a listener gets its URL).
+    listeners: Listeners = ()
 
     def encode(self) -> bytes:
         doc = {
@@ -77,7 +96,7 @@ class OwnerData:
             "httpUrl": self.http_url,
             "httpUrlTls": "",
             "disabled": self.disabled,
-            "advertisedListeners": {},
+            "advertisedListeners": encode_listeners(self.listeners),
         }
         return json.dumps(doc, separators=(",", ":")).encode()
 
@@ -85,9 +104,23 @@ class OwnerData:
     def decode(cls, raw: bytes) -> OwnerData | None:
         try:
             doc = json.loads(raw)
-            return cls(str(doc["nativeUrl"]), str(doc.get("httpUrl") or ""), bool(doc["disabled"]))
+            return cls(
+                str(doc["nativeUrl"]),
+                str(doc.get("httpUrl") or ""),
+                bool(doc["disabled"]),
+                decode_listeners(doc.get("advertisedListeners")),
+            )
         except (ValueError, KeyError, TypeError):
             return None
+
+
+@dataclass(frozen=True)
+class AssignedBroker:
+    """Where the clients of an unloaded bundle should go next: the new owner's service URLs,
+    sent in CLOSE_PRODUCER / CLOSE_CONSUMER (``assignedBrokerServiceUrl[Tls]``)."""
+
+    service_url: str
+    service_url_tls: str | None = None
 
 
 @dataclass(frozen=True)
@@ -112,8 +145,58 @@ def rendezvous_score(bundle: NamespaceBundle, broker: str) -> int:
     return int.from_bytes(digest, "big")
 
 
+def _url(service_url: str, listeners: Listeners, listener: str | None) -> str:
+    """``service_url``, or the URL of ``listener`` when one is named.
+
+    Raises:
+        UnknownListener: the broker has no such listener.
+    """
+    if not listener:
+        return service_url
+    url = listener_url(listeners, listener)
+    if url is None:
+        known = ", ".join(n for n, _, _ in listeners) or "none configured"
+        raise UnknownListener(
+            f"broker {service_url} does not have listener {listener!r} (its advertisedListeners: "
+            f"{known})"
+        )
+    return url
+
+
 BundlesOf = Callable[[TopicName], Awaitable[NamespaceBundles]]
-LostListener = Callable[[NamespaceBundle], None]
+LostListener = Callable[[NamespaceBundle], object]
+
+#: How long a broker asked for a topic waits for the bundle's unloading owner to let go.
+UNLOAD_WAIT_S = 10.0
+_UNLOAD_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """The broker a lookup for an unowned bundle sends the client to; ``authoritative=False``
+    when that broker is only asked to decide (the leader)."""
+
+    broker: BrokerInfo
+    authoritative: bool = True
+
+
+class Placement(Protocol):
+    """Who should take an unowned bundle (the load manager, or rendezvous hashing)."""
+
+    async def candidate(self, bundle: NamespaceBundle) -> Candidate | None: ...
+
+
+class RendezvousPlacement:
+    """The registered broker with the highest rendezvous score (no load information)."""
+
+    def __init__(self, registry: BrokerRegistry) -> None:
+        self._registry = registry
+
+    async def candidate(self, bundle: NamespaceBundle) -> Candidate | None:
+        brokers = await self._registry.brokers()
+        if not brokers:
+            return None
+        return Candidate(max(brokers, key=lambda b: rendezvous_score(bundle, b.broker_id)))
 
 
 class BundleOwnership:
@@ -127,9 +210,18 @@ class BundleOwnership:
         *,
         on_lost: LostListener,
         on_session_lost: Callable[[], None],
+        placement: Placement | None = None,
     ) -> None:
         self._store = store
         self._registry = registry
+        #: Who takes unowned bundles (the load manager sets its own).
+        self.placement: Placement = placement or RendezvousPlacement(registry)
+        #: Called with each bundle this broker takes.
+        self.on_acquired: Callable[[NamespaceBundle], None] | None = None
+        #: Bundles being unloaded (their node is ``disabled``): not served any more.
+        self._unloading: set[NamespaceBundle] = set()
+        #: Set once the broker hands its bundles over to stop: it takes no new one.
+        self._stopping = False
         self._me: OwnerData | None = None
         self._bundles_of = bundles_of
         self._on_lost = on_lost
@@ -167,7 +259,11 @@ class BundleOwnership:
         return None if got is None else OwnerData.decode(got[0])
 
     def owns(self, bundle: NamespaceBundle) -> bool:
-        return not self._session_lost and bundle in self._owned
+        return not self._session_lost and bundle in self._owned and bundle not in self._unloading
+
+    def stop_acquiring(self) -> None:
+        """Take no new bundle from now on (the broker is handing its bundles over to stop)."""
+        self._stopping = True
 
     async def try_acquire(self, bundle: NamespaceBundle) -> OwnerData:
         """Take the bundle if nobody owns it; returns its owner (this broker or the winner)."""
@@ -176,6 +272,8 @@ class BundleOwnership:
             return me
         if self._session_lost:
             raise ServiceNotReady("this broker lost its metadata session and serves nothing")
+        if self._stopping:
+            raise ServiceNotReady("this broker is shutting down and takes no new bundle")
         path = ownership_path(bundle)
         try:
             stat = await self._store.put(path, me.encode(), -1, ephemeral=True)
@@ -186,6 +284,8 @@ class BundleOwnership:
             return owner
         self._owned[bundle] = stat.version
         log.info("took ownership of bundle %s", bundle)
+        if self.on_acquired is not None:
+            self.on_acquired(bundle)
         return me
 
     async def check_serving(self, topic: TopicName) -> NamespaceBundle:
@@ -196,6 +296,12 @@ class BundleOwnership:
         """
         bundle = await self.bundle_of(topic)
         owner = await self.try_acquire(bundle)
+        if owner.disabled and owner.native_url != self.me.native_url:
+            owner = await self._await_release(bundle, owner)
+        if self.owns(bundle) and await self.bundle_of(topic) != bundle:
+            # Split while we took it: the range is gone; give the stale lock back.
+            await self.release(bundle)
+            raise NotOwner(f"namespace bundle {bundle} of {topic} was split; look it up again")
         if not self.owns(bundle):
             # Owned by another session (maybe one under this broker's own address: a previous
             # incarnation whose session has not ended yet).
@@ -205,31 +311,81 @@ class BundleOwnership:
             )
         return bundle
 
-    async def lookup(self, topic: TopicName, *, authoritative: bool) -> LookupAnswer:
-        """Where ``topic`` is served (see the module docstring)."""
+    async def lookup(
+        self, topic: TopicName, *, authoritative: bool, listener: str | None = None
+    ) -> LookupAnswer:
+        """Where ``topic`` is served (see the module docstring); another broker is named by its
+        ``listener`` URL when the lookup names one (Pulsar's ``advertisedListeners``)."""
         me = self.me
         bundle = await self.bundle_of(topic)
         owner = await self.owner(bundle)
-        if owner is None and not authoritative:
-            candidate = await self._candidate(bundle)
-            if candidate is not None and candidate.service_url != me.native_url:
+        moving = owner is not None and owner.disabled
+        if (owner is None or moving) and not authoritative:
+            candidate = await self.placement.candidate(bundle)
+            if candidate is not None and candidate.broker.service_url != me.native_url:
                 return LookupAnswer(
-                    candidate.service_url,
-                    candidate.web_service_url or "",
+                    _url(candidate.broker.service_url, candidate.broker.listeners, listener),
+                    candidate.broker.web_service_url or "",
                     redirect=True,
-                    authoritative=True,
+                    authoritative=candidate.authoritative,
                     local=False,
                 )
+        if owner is not None and moving and owner.native_url != me.native_url:
+            # Its owner is handing it over, and this broker is the next one: the client's
+            # producer/consumer waits here for the release (check_serving).
+            return LookupAnswer(me.native_url, me.http_url, False, True, local=True)
         if owner is None:
             owner = await self.try_acquire(bundle)
         local = owner == me and self.owns(bundle)
-        return LookupAnswer(owner.native_url, owner.http_url, False, True, local)
+        url = owner.native_url if local else _url(owner.native_url, owner.listeners, listener)
+        return LookupAnswer(url, owner.http_url, False, True, local)
 
-    async def _candidate(self, bundle: NamespaceBundle) -> BrokerInfo | None:
-        brokers = await self._registry.brokers()
-        if not brokers:
-            return None
-        return max(brokers, key=lambda b: rendezvous_score(bundle, b.broker_id))
+    async def _await_release(self, bundle: NamespaceBundle, owner: OwnerData) -> OwnerData:
+        """Wait (at most :data:`UNLOAD_WAIT_S`) for an unloading owner to delete its node, then
+        take the bundle; returns the owner then."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + UNLOAD_WAIT_S
+        while owner.disabled and loop.time() < deadline:
+            await asyncio.sleep(_UNLOAD_POLL_S)
+            owner = await self.try_acquire(bundle)
+        return owner
+
+    async def begin_unload(self, bundle: NamespaceBundle) -> bool:
+        """Stop serving ``bundle`` and mark its node ``disabled`` (lookups then send clients to
+        the next owner); ``False`` when this broker does not own it."""
+        version = self._owned.get(bundle)
+        if version is None or self._session_lost:
+            return False
+        self._unloading.add(bundle)
+        disabled = replace(self.me, disabled=True)
+        try:
+            stat = await self._store.put(ownership_path(bundle), disabled.encode(), version)
+        except (BadVersion, NodeNotFound):
+            self._unloading.discard(bundle)
+            return False
+        if bundle in self._owned:
+            self._owned[bundle] = stat.version
+        return True
+
+    async def release(self, bundle: NamespaceBundle) -> None:
+        """Give ``bundle`` up: delete its ownership node (the end of an unload)."""
+        version = self._owned.pop(bundle, None)
+        self._unloading.discard(bundle)
+        if version is not None and not self._session_lost:
+            with contextlib.suppress(NodeNotFound, BadVersion):
+                await self._store.delete(ownership_path(bundle), version)
+            log.info("released bundle %s", bundle)
+
+    async def acquire_new(self, bundle: NamespaceBundle) -> bool:
+        """Take ``bundle`` (a split's child) if nobody holds its node; ``True`` when taken."""
+        try:
+            stat = await self._store.put(
+                ownership_path(bundle), self.me.encode(), -1, ephemeral=True
+            )
+        except BadVersion:
+            return False
+        self._owned[bundle] = stat.version
+        return True
 
     async def release_all(self) -> None:
         """Give every bundle up (a clean stop). Idempotent."""
@@ -252,6 +408,7 @@ class BundleOwnership:
             if ownership_path(bundle) == event.path:
                 # Our node is gone (deleted by an operator, or the session behind it ended).
                 del self._owned[bundle]
+                self._unloading.discard(bundle)
                 log.warning("lost ownership of bundle %s", bundle)
                 self._on_lost(bundle)
 
@@ -270,10 +427,15 @@ class BundleOwnership:
 
 __all__ = [
     "OWNERSHIP_ROOT",
+    "UNLOAD_WAIT_S",
+    "AssignedBroker",
     "BundleOwnership",
+    "Candidate",
     "LookupAnswer",
     "NotOwner",
     "OwnerData",
+    "Placement",
+    "RendezvousPlacement",
     "ownership_path",
     "rendezvous_score",
 ]

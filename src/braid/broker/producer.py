@@ -12,10 +12,13 @@ and it is also the context the managed ledger hands back with the append's compl
 from __future__ import annotations
 
 from collections import deque
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from braid.ledger.api import Position
 from braid.protocol.generated import PulsarApi_pb2 as pb
+
+if TYPE_CHECKING:
+    from braid.broker.ownership import AssignedBroker
 
 #: Producer access modes: the generated ``ProducerAccessMode`` enum itself (``AccessMode.Shared``
 #: is the wire value, ``AccessMode.Name(value)`` its name).
@@ -33,8 +36,9 @@ class ProducerTransport(Protocol):
         self, producer_id: int, sequence_id: int, exc: BaseException
     ) -> None: ...
 
-    def send_close_producer(self, producer_id: int) -> None:
-        """Tell the client the broker closed this producer (it reconnects and resends)."""
+    def send_close_producer(self, producer_id: int, assigned: AssignedBroker | None = None) -> None:
+        """Tell the client the broker closed this producer (it reconnects and resends; to
+        ``assigned`` when its topic moved there)."""
         ...
 
     @property

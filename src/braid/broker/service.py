@@ -53,7 +53,7 @@ from braid.broker.errors import (
 from braid.broker.handlers import topic_commands
 from braid.broker.key_sampler import KeyHashSampler
 from braid.broker.limits_monitor import LimitsMonitor
-from braid.broker.ownership import BundleOwnership, LookupAnswer, NotOwner
+from braid.broker.ownership import AssignedBroker, BundleOwnership, LookupAnswer, NotOwner
 from braid.broker.partitioned_admin import PartitionedTopicAdmin
 from braid.broker.partitions import (
     PartitionedTopics,
@@ -316,7 +316,7 @@ class BrokerService:
         topic = await self.check_topic(name)
         if self.ownership is None:
             return LookupAnswer(self.lookup_url(listener), "", False, True, local=True)
-        answer = await self.ownership.lookup(topic, authoritative=authoritative)
+        answer = await self.ownership.lookup(topic, authoritative=authoritative, listener=listener)
         if answer.local:
             return dataclasses.replace(answer, service_url=self.lookup_url(listener))
         return answer
@@ -331,16 +331,16 @@ class BrokerService:
             self.config.default_number_of_namespace_bundles,
         )
 
-    def unload_bundle(self, bundle: NamespaceBundle) -> None:
-        """Close every loaded topic of ``bundle`` now (its ownership is gone): producers and
-        consumers are closed and look the topic up again."""
-        for name, topic in list(self._topics.items()):
-            parsed = parse_topic_name(name)
-            if parsed.namespace_name == bundle.namespace and bundle.includes(topic_hash(parsed)):
-                del self._topics[name]
-                task = asyncio.ensure_future(self._close_unloaded(topic, f"bundle {bundle}"))
-                self._unloading.add(task)
-                task.add_done_callback(self._unloading.discard)
+    def unload_bundle(
+        self, bundle: NamespaceBundle, assigned: AssignedBroker | None = None
+    ) -> list[asyncio.Task[None]]:
+        """Unload every loaded topic of ``bundle`` now (to ``assigned``, if named)."""
+        return [
+            self.unload_topic(topic, assigned)
+            for name, topic in list(self._topics.items())
+            if (parsed := parse_topic_name(name)).namespace_name == bundle.namespace
+            and bundle.includes(topic_hash(parsed))
+        ]
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing:
@@ -694,24 +694,27 @@ class BrokerService:
         return await topic.terminate()
 
     def _topic_fenced(self, topic: PersistentTopic) -> None:
-        """Another writer took ``topic``'s managed ledger over: unload it, so its producers and
-        consumers are closed and reconnect, and the next use opens the ledger again as a new
-        owner does (recovering whatever the other writer stored; ADR 0040)."""
+        """Another writer took ``topic``'s managed ledger over: unload it (its clients reconnect;
+        the next use recovers the ledger as a new owner does, ADR 0040)."""
+        self.unload_topic(topic)
+
+    def unload_topic(
+        self, topic: PersistentTopic, to: AssignedBroker | None = None
+    ) -> asyncio.Task[None]:
+        """Forget and close ``topic``: its clients reconnect (to ``to``, if named)."""
         if self._topics.get(topic.name) is topic:
             del self._topics[topic.name]
-        task = asyncio.ensure_future(self._close_fenced(topic))
+        task = asyncio.ensure_future(self._close_unloaded(topic, to))
         self._unloading.add(task)
         task.add_done_callback(self._unloading.discard)
+        return task
 
-    async def _close_fenced(self, topic: PersistentTopic) -> None:
-        await self._close_unloaded(topic, "fenced")
-
-    async def _close_unloaded(self, topic: PersistentTopic, why: str) -> None:
+    async def _close_unloaded(self, topic: PersistentTopic, to: AssignedBroker | None) -> None:
         try:
-            await topic.close()
+            await topic.close(to)
         except Exception:
-            log.exception("closing topic %s (%s) failed", topic.name, why)
-        log.info("unloaded topic %s (%s)", topic.name, why)
+            log.exception("closing unloaded topic %s failed", topic.name)
+        log.info("unloaded topic %s (clients sent to %s)", topic.name, to and to.service_url)
 
     def _subscription_drained(self, topic: str, subscription: str) -> None:
         for listener in list(self.drain_listeners):

@@ -26,6 +26,7 @@ from braid.broker.dispatcher import (
 )
 from braid.broker.errors import ConsumerBusy, NotSupported
 from braid.broker.key_shared import KeySharedDispatcher
+from braid.broker.ownership import AssignedBroker
 from braid.broker.sticky_keys import KeySharedPolicy
 from braid.clock import Clock, SystemClock
 from braid.ledger.api import InvalidPosition, ManagedCursor, ManagedLedger, Position
@@ -286,15 +287,16 @@ class Subscription:
         self._cursor_moved()
         return True
 
-    def disconnect_consumers(self) -> None:
-        """Close every consumer from the broker side; the clients reconnect on their own."""
+    def disconnect_consumers(self, assigned: AssignedBroker | None = None) -> None:
+        """Close every consumer from the broker side; the clients reconnect on their own (to
+        ``assigned`` when the topic moved there)."""
         for consumer in self.consumers:
             self.remove_consumer(consumer)
-            consumer.transport.send_close_consumer(consumer.consumer_id)
+            consumer.transport.send_close_consumer(consumer.consumer_id, assigned)
 
-    async def close(self) -> None:
+    async def close(self, assigned: AssignedBroker | None = None) -> None:
         self._closed = True
-        self.disconnect_consumers()
+        self.disconnect_consumers(assigned)
         if self.dispatcher is not None:
             await self.dispatcher.close()
 

@@ -40,6 +40,7 @@ from braid.broker.errors import (
     TopicTerminated,
 )
 from braid.broker.key_sampler import KeyHashSampler
+from braid.broker.ownership import AssignedBroker
 from braid.broker.producer import AccessMode, PendingReceipt, Producer
 from braid.broker.rates import TrafficCounters
 from braid.broker.subscription import Subscription
@@ -533,17 +534,18 @@ class PersistentTopic:
                 self._check_drained(sub)
         return position
 
-    async def close(self) -> None:
-        """Detach everyone (clients reconnect elsewhere/later), snapshot dedup, close the ledger."""
+    async def close(self, assigned: AssignedBroker | None = None) -> None:
+        """Detach everyone (clients reconnect elsewhere/later - to ``assigned`` when the topic
+        moved there), snapshot dedup, close the ledger."""
         if self.closed:
             return
         self.closed = True
         self._producers_changed.set()
         for producer in list(self.producers.values()):
             self.remove_producer(producer)
-            producer.transport.send_close_producer(producer.producer_id)
+            producer.transport.send_close_producer(producer.producer_id, assigned)
         for sub in list(self.subscriptions.values()):
-            await sub.close()
+            await sub.close(assigned)
         await self.compaction.close()
         if self.dedup is not None:
             try:

@@ -10,7 +10,10 @@ broker among others needs:
   itself (no :mod:`~braid.broker.store_guard`): brokers share the store and own *bundles*
   (:mod:`braid.broker.ownership`) - each topic is served by the one broker owning its bundle;
   LOOKUP, HTTP lookup and the admin API send clients there;
-* it registers in ``/loadbalance/brokers`` and stands for leader broker;
+* it registers in ``/loadbalance/brokers`` and stands for leader broker, and runs the load
+  manager (:mod:`braid.broker.load_manager`): load reports, the leader's placement, shedding and
+  bundle splits;
+* on SIGTERM it hands its bundles over first (clients are sent to their new owners) and exits 0;
 * losing its metadata session, it drops every bundle, closes their topics and exits 1 (Pulsar's
   ``zookeeperSessionExpiredPolicy=shutdown``): a supervisor restarts it with a new session;
 * scalable topics are not served yet (their segments across brokers are the next slice).
@@ -104,11 +107,38 @@ class BrokerServer(StandaloneServer):
             self.broker.ownership.close()
 
     async def _after_registered(self, registry: BrokerRegistry) -> None:
+        from braid.broker.load_manager import LoadManager
         from braid.broker.ownership import OwnerData
 
         assert self.broker is not None and self.broker.ownership is not None
-        self.broker.ownership.announce(OwnerData(self.service_url, self.web_service_url))
+        assert self.metadata is not None
+        self.broker.ownership.announce(
+            OwnerData(self.service_url, self.web_service_url, listeners=self.listeners())
+        )
+        self.load_manager = LoadManager(
+            self.broker,
+            registry,
+            self.broker.ownership,
+            self.metadata,
+            self.config.load_balancer,
+            self.clock,
+        )
         await super()._after_registered(registry)
+        self.load_manager.start()
+        # The last closer registered runs first: clients move before anything else stops.
+        self._closers.append(("bundle hand-over", self._hand_over))
+
+    async def _hand_over(self) -> None:
+        """SIGTERM: leave the registry (no new bundle comes here, the leadership moves), then
+        unload every owned bundle to the other brokers (bounded by brokerShutdownTimeoutMs)."""
+        assert self.load_manager is not None and self.registry is not None
+        try:
+            if not self.fatal.is_set():
+                await self.registry.unregister()
+                moved = await self.load_manager.hand_over()
+                log.info("handed %d bundles over to other brokers", moved)
+        finally:
+            await self.load_manager.close()
 
     def _session_lost(self) -> None:
         self.fatal_reason = (

@@ -184,7 +184,11 @@ was not initialized for its clusterName. Each broker needs in broker.conf (Pulsa
   defaultNumberOfNamespaceBundles (namespaces whose policies name no bundles; default 4)
   metadataStoreSessionTimeoutMillis (a dead broker's bundles move after this; default 10000)
 Topics are spread over the brokers by namespace bundle (a hash range of topic names); clients
-may connect to any broker: LOOKUP redirects them to the owner. See docs/deploy.md.
+may connect to any broker: LOOKUP redirects them to the owner. The leader broker places bundles
+on the least-loaded broker, sheds load and splits hot bundles (Pulsar's loadBalancer* keys:
+loadBalancerSheddingEnabled, loadBalancerBrokerThresholdShedderPercentage, ...). SIGTERM hands
+the broker's bundles over to the others (clients follow) and exits 0 within
+brokerShutdownTimeoutMs. See docs/deploy.md.
 
 examples:
   braid initialize-cluster-metadata --cluster c1 --metadata-store zk:zk1:2181/braid \\

@@ -38,7 +38,7 @@ from collections.abc import Callable, Coroutine
 from typing import IO, TYPE_CHECKING, Any
 
 from braid.admin import AdminServer, create_app
-from braid.broker.broker_registry import BrokerRegistry
+from braid.broker.broker_registry import BrokerRegistry, Listeners
 from braid.broker.config import BrokerConfig, describe
 from braid.broker.gc_policy import GC_STATS
 from braid.broker.malloc_policy import set_mmap_threshold
@@ -51,6 +51,7 @@ from braid.metadata import MetadataStore, open_store
 from braid.security.tls import server_context
 
 if TYPE_CHECKING:
+    from braid.broker.load_manager import LoadManager
     from braid.broker.service import BrokerService
     from braid.broker.store_guard import StoreGuard
     from braid.clusters.service import StorageClusterService
@@ -88,6 +89,8 @@ class StandaloneServer:
         self.guard: StoreGuard | None = None
         #: This broker's entry in the broker registry (``/loadbalance/brokers``).
         self.registry: BrokerRegistry | None = None
+        #: The load manager (``braid broker`` only).
+        self.load_manager: LoadManager | None = None
 
     @property
     def service_url(self) -> str:
@@ -226,6 +229,8 @@ class StandaloneServer:
             authentication=self.broker.authentication,
             registry=self.registry,
             owner_redirect=self.broker.ownership is not None,
+            bundle_service=self.broker,
+            load_manager=lambda: self.load_manager,
         )
         self.admin = AdminServer(app, config.bind_address, config.web_service_port)
         self._closers.append(("admin server", self.admin.stop))
@@ -247,6 +252,7 @@ class StandaloneServer:
             self.web_service_url,
             self.service_url_tls,
             wait_s=2 * config.metadata_store_session_timeout_millis / 1000,
+            listeners=self.listeners(),
         )
         self._closers.append(("broker registry", self.registry.unregister))
         await self._after_registered(self.registry)
@@ -260,6 +266,11 @@ class StandaloneServer:
             "standalone ready",
             extra={"fields": {"broker": self.service_url, "web": self.web_service_url}},
         )
+
+    def listeners(self) -> Listeners:
+        """``advertisedListeners`` as the registry and ownership nodes carry them."""
+        tls = self.config.listener_urls(scheme="pulsar+ssl://")
+        return tuple((n, url, tls.get(n)) for n, url in self.config.listener_urls().items())
 
     # -- what `braid broker` (braid.cli.broker) does differently ---------------------------------
 

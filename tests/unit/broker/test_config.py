@@ -168,7 +168,7 @@ def test_config_is_frozen() -> None:
 
 def test_every_field_has_a_config_key() -> None:
     fields = {f.name for f in dataclasses.fields(BrokerConfig)}
-    assert fields == {k.attribute for k in KEYS} | {"scalable_topic_settings"}
+    assert fields == {k.attribute for k in KEYS} | {"scalable_topic_settings", "load_balancer"}
     assert set(describe(BrokerConfig())) == {k.name for k in KEYS}
 
 

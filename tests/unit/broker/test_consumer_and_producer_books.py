@@ -22,7 +22,7 @@ class _Connection:
     def send_messages(self, consumer_id: int, deliveries: Sequence[Delivery]) -> None:
         self.sent.append(("messages", [d.entry.position for d in deliveries]))
 
-    def send_close_consumer(self, consumer_id: int) -> None:
+    def send_close_consumer(self, consumer_id: int, assigned: object = None) -> None:
         self.sent.append(("close_consumer",))
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
@@ -40,7 +40,7 @@ class _Connection:
     def send_publish_error(self, producer_id: int, sequence_id: int, exc: BaseException) -> None:
         self.sent.append(("error", sequence_id))
 
-    def send_close_producer(self, producer_id: int) -> None:
+    def send_close_producer(self, producer_id: int, assigned: object = None) -> None:
         self.sent.append(("close_producer",))
 
 
