@@ -46,6 +46,7 @@ from braid.core.autoscale_policy import (
 )
 from braid.core.errors import InvalidInputError
 from braid.ledger.api import ManagedLedgerConfig
+from braid.security.authorization import PROVIDER_CLASS as AUTHORIZATION_PROVIDER
 from braid.storage.autorecovery.service import AutoRecoverySettings
 from braid.storage.bookie.disk import DiskThresholds, InvalidDiskThresholds
 from braid.storage.bookie_health import HealthPolicy
@@ -266,6 +267,12 @@ class BrokerConfig:
     #: plugin class name and its parameters (``token:<jwt>``, ``file:///path``, JSON ...).
     broker_client_authentication_plugin: str = ""
     broker_client_authentication_parameters: str = ""
+    #: Authorization (Pulsar's keys; off by default, as in Pulsar): super users, tenant admins,
+    #: namespace and topic grants (``docs/security.md#authorization``).
+    authorization_enabled: bool = False
+    super_user_roles: tuple[str, ...] = ()
+    authorization_provider: str = AUTHORIZATION_PROVIDER
+    authorization_allow_wildcards_matching: bool = False
 
     def __post_init__(self) -> None:
         # Resolve the derived defaults once so every reader sees the same values.
