@@ -145,7 +145,7 @@ class AuthorizationService:
         except InvalidTopicName:
             topic = None
         if topic is None or not await self.allows_topic(role, operation, topic, subscription):
-            log.info("refusing %s on %s to role %r", operation.value, name, role)
+            log.debug("refusing %s on %s to role %r", operation.value, name, role)
             raise AuthorizationDenied(_REFUSALS[operation])
 
     async def check_namespace_topics(self, role: str | None, namespace: str) -> None:
@@ -157,7 +157,7 @@ class AuthorizationService:
         except InvalidTopicName:
             name = None
         if name is None or not await self.allows_namespace_topics(role, name):
-            log.info("refusing the topics of %s to role %r", namespace, role)
+            log.debug("refusing the topics of %s to role %r", namespace, role)
             raise AuthorizationDenied(GET_TOPICS_REFUSED)
 
     # -- permissions (the admin API's grant/revoke) ---------------------------------------------
