@@ -251,3 +251,42 @@ def test_auth_policies_in_a_namespace_body_are_pulsars_shape(cluster: Cluster) -
         _round_trip(client, "persistent://acme/ci/from-body")
     finally:
         client.close()
+
+
+def test_braid_admin_grants_revokes_and_shows_permissions_as_pulsar_admin_does(
+    cluster: Cluster,
+) -> None:
+    import io
+    import json
+
+    from braid.cli.admin import run_admin
+    from braid.cli.main import build_parser
+
+    def admin(*args: str) -> tuple[int, str]:
+        out = io.StringIO()
+        common = ["admin", "--url", cluster.admin_url, "--token", _token("acme-admin")]
+        code = run_admin(build_parser().parse_args([*common, *args]), out)
+        return code, out.getvalue()
+
+    topic = "persistent://acme/orders/cli"
+    ns_grant = ("namespaces", "grant-permission", "acme/orders", "--role", "cli-ns")
+    assert admin(*ns_grant, "--actions", "consume")[0] == 0
+    assert (
+        admin(*("topics", "grant-permission", topic, "--role", "cli-t"), "--actions", "produce")[0]
+        == 0
+    )
+    code, out = admin("-o", "json", "namespaces", "permissions", "acme/orders")
+    assert code == 0 and json.loads(out)["cli-ns"] == ["consume"]
+    code, out = admin("-o", "json", "topics", "permissions", topic)
+    assert code == 0 and json.loads(out)["cli-t"] == ["produce"]
+    producer = cluster.client("cli-t")
+    try:
+        producer.create_producer(topic).send(b"granted by the CLI")
+    finally:
+        producer.close()
+    assert admin("topics", "revoke-permission", topic, "--role", "cli-t")[0] == 0
+    assert admin("namespaces", "revoke-permission", "acme/orders", "--role", "cli-ns")[0] == 0
+    code, out = admin("-o", "json", "topics", "permissions", topic)
+    assert "cli-t" not in json.loads(out) and "cli-ns" not in json.loads(out)
+    with pytest.raises(SystemExit):  # not an action: the parser refuses it, as usage errors
+        admin(*ns_grant, "--actions", "write")
