@@ -8,7 +8,8 @@
   consume from the subscription; ``DELETE .../permissions/{subscription}/{role}`` removes one;
 * ``GET /admin/v2/persistent/{tenant}/{namespace}/{topic}/permissions``: the namespace's grants
   merged with the topic's; ``POST``/``DELETE .../permissions/{role}`` grant or revoke on the topic
-  (412 revoking a grant the topic does not have - it may come from the namespace).
+  (412 revoking a grant the topic does not have - it may come from the namespace); the same under
+  ``/admin/v2/scalable/...`` for a scalable topic (``topic://``; its segments inherit the grant).
 
 Grants are stored in the namespace's ``auth_policies`` (Pulsar's JSON), each change one
 compare-and-swap of the namespace policies
@@ -29,7 +30,6 @@ from braid.core.names import TopicDomain, TopicName
 from braid.security.authorization import AuthPolicies, check_role, parse_actions
 
 _NS = "/namespaces/{tenant}/{namespace}/permissions"
-_TOPIC = "/persistent/{tenant}/{namespace}/{topic}/permissions"
 
 
 def permissions_router(service: AuthorizationService) -> APIRouter:
@@ -90,15 +90,29 @@ def permissions_router(service: AuthorizationService) -> APIRouter:
         await service.update_permissions(tenant, namespace, lambda a: a.revoke_namespace(role))
         return Response(status_code=204)
 
-    @router.get(_TOPIC, summary="Roles and actions on the topic (namespace grants included)")
+    for kind, domain in (("persistent", TopicDomain.PERSISTENT), ("scalable", TopicDomain.TOPIC)):
+        _topic_routes(router, service, kind, domain)
+
+    return router
+
+
+def _topic_routes(
+    router: APIRouter, service: AuthorizationService, kind: str, domain: TopicDomain
+) -> None:
+    """``GET``, ``POST .../{role}`` and ``DELETE .../{role}`` of one topic kind's permissions."""
+    path = f"/{kind}/{{tenant}}/{{namespace}}/{{topic}}/permissions"
+
+    def full_name(tenant: str, namespace: str, topic: str) -> str:
+        return str(TopicName(domain, tenant, namespace, topic))
+
+    @router.get(path, summary=f"Roles and actions on the {kind} topic (namespace grants included)")
     async def topic_permissions(
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName
     ) -> dict[str, list[str]]:
-        name = str(TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic))
         auth = await service.namespace_permissions(tenant, namespace)
-        return auth.topic_permissions(name)
+        return auth.topic_permissions(full_name(tenant, namespace, topic))
 
-    @router.post(f"{_TOPIC}/{{role}}", status_code=204, summary="Grant actions on the topic")
+    @router.post(f"{path}/{{role}}", status_code=204, summary=f"Grant actions on the {kind} topic")
     async def grant_topic(
         tenant: Tenant,
         namespace: Namespace,
@@ -106,23 +120,21 @@ def permissions_router(service: AuthorizationService) -> APIRouter:
         role: str,
         actions: Annotated[list[str], Body()],
     ) -> Response:
-        name = str(TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic))
+        name = full_name(tenant, namespace, topic)
         grant = (check_role(role), parse_actions(actions))
         await service.update_permissions(tenant, namespace, lambda a: a.grant_topic(name, *grant))
         return Response(status_code=204)
 
-    @router.delete(f"{_TOPIC}/{{role}}", status_code=204, summary="Revoke a role's topic grant")
+    @router.delete(f"{path}/{{role}}", status_code=204, summary="Revoke a role's topic grant")
     async def revoke_topic(
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName, role: str
     ) -> Response:
-        name = str(TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic))
+        name = full_name(tenant, namespace, topic)
         current = await service.namespace_permissions(tenant, namespace)
         if role not in current.destination_auth.get(name, {}):
             raise PreconditionFailed("Permissions are not set at the topic level")
         await service.update_permissions(tenant, namespace, lambda a: a.revoke_topic(name, role))
         return Response(status_code=204)
-
-    return router
 
 
 __all__ = ["permissions_router"]
