@@ -130,7 +130,9 @@ def test_an_unknown_provider_stops_start_up() -> None:
         AuthorizationSettings(True, provider="org.example.MultiRolesProvider")
 
 
-_roles = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FF), min_size=1, max_size=12)
+_roles = st.text(
+    st.characters(min_codepoint=33, max_codepoint=0x2FF), min_size=1, max_size=12
+).filter(str.strip)
 _actions = st.frozensets(st.sampled_from(list(AuthAction)))
 
 
