@@ -26,10 +26,9 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
 
+from braid.admin.authentication import ASGIApp, Receive, Scope, Send
 from braid.admin.errors import reason
 from braid.broker.authorization import (
     GET_TOPICS_REFUSED,
@@ -42,12 +41,6 @@ from braid.security.api import Identity
 from braid.security.authorization import TopicOperation
 
 log = logging.getLogger(__name__)
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class Need(enum.Enum):
