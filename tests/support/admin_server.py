@@ -22,7 +22,14 @@ def serve_admin(
 ) -> Iterator[str]:
     """Serve the admin API for the life of the block; yields its base URL."""
     stack = broker.stack
-    app = create_app(stack.config, stack.resources, stack.service, scalable)
+    app = create_app(
+        stack.config,
+        stack.resources,
+        stack.service,
+        scalable,
+        authentication=stack.service.authentication,
+        authorization=stack.service.authorization,
+    )
     server = AdminServer(app, "127.0.0.1", 0)
     broker.call(server.start())
     try:

@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED_DIRS = ("src", "tests", "docs", "bench", "tools", "examples", "conf")
 SCANNED_FILES = ("README.md", "CHANGELOG.md", "Makefile", "pyproject.toml")
-_BINARY_SUFFIXES = {".so", ".pyc", ".png", ".jpg", ".gz", ".zip", ".jar", ".db", ".parquet"}
+_BINARY_SUFFIXES = {".so", ".pyc", ".png", ".jpg", ".gz", ".zip", ".jar", ".db", ".parquet", ".pem"}
 _SKIPPED_PARTS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis"}
 
 _URL = re.compile(r"[a-z][a-z0-9+.-]*://\S+")

@@ -24,12 +24,14 @@ from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from braid.admin.authentication import AuthenticationMiddleware
+from braid.admin.authorization import AuthorizationMiddleware
 from braid.admin.autoscale_decisions import autoscale_decisions_router
 from braid.admin.backlog_limits import backlog_limits_router
 from braid.admin.bookie_clusters import bookie_clusters_router
 from braid.admin.bookies import bookies_router
 from braid.admin.brokers import brokers_router
 from braid.admin.bundles import BundleService, bundles_router
+from braid.admin.clusters import clusters_router
 from braid.admin.console import mount_console
 from braid.admin.cross_site import CrossSiteGuard, CrossSitePolicy
 from braid.admin.errors import install_error_handlers
@@ -39,12 +41,15 @@ from braid.admin.namespace_topics import NamespaceTopics
 from braid.admin.namespaces import namespaces_router
 from braid.admin.owner_redirect import install_owner_redirect
 from braid.admin.partitioned import PartitionAdmin, partitioned_router
+from braid.admin.permissions import permissions_router
 from braid.admin.scalable import scalable_router
 from braid.admin.schemas import schemas_router
 from braid.admin.stale_reads import StaleReadHeader
 from braid.admin.tenants import tenants_router
 from braid.admin.topics import PersistentTopicAdmin, topics_router
+from braid.broker.authorization import AuthorizationService
 from braid.broker.broker_registry import BrokerRegistry
+from braid.broker.cluster_metadata import ClusterData
 from braid.broker.config import BrokerConfig
 from braid.broker.load_manager import LoadManager
 from braid.broker.resources import BrokerResources
@@ -56,6 +61,7 @@ from braid.core.autoscale_policy import AutoScalePolicy
 from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.service import ScalableTopicService
 from braid.security.authentication import AuthenticationService
+from braid.security.authorization import AuthorizationSettings
 from braid.storage.autorecovery import AutoRecoveryService, BookieAdmin
 from braid.storage.autorecovery.metrics import AutoRecoveryCollector
 
@@ -89,6 +95,7 @@ def create_app(
     owner_redirect: bool = False,
     bundle_service: BundleService | None = None,
     load_manager: Callable[[], LoadManager | None] = lambda: None,
+    authorization: AuthorizationService | None = None,
 ) -> FastAPI:
     """Build the admin application.
 
@@ -111,7 +118,11 @@ def create_app(
         bundle_service: the broker's bundle operations (``/namespaces/.../bundles``, unload,
             split; :mod:`braid.admin.bundles`); ``None`` leaves them out.
         load_manager: the broker's load manager, once it runs (``braid broker``).
+        authorization: the broker's authorization service; when enabled, every request is
+            checked against the caller's role (:mod:`braid.admin.authorization`).
     """
+    if authorization is None:
+        authorization = AuthorizationService(AuthorizationSettings(), resources)
     app = FastAPI(
         title="Braid admin API",
         version="v2",
@@ -126,6 +137,8 @@ def create_app(
     app.add_middleware(CrossSiteGuard, policy=CrossSitePolicy.for_broker(config))
     # Answers served from remembered metadata during a store outage say so (ADR 0044).
     app.add_middleware(StaleReadHeader)
+    # Inside authentication (added before it): the caller's role is known when it runs.
+    app.add_middleware(AuthorizationMiddleware, service=authorization)
     if authentication is not None and authentication.enabled:
         app.add_middleware(
             AuthenticationMiddleware, service=authentication, clock=clock or SystemClock()
@@ -173,6 +186,12 @@ def create_app(
                 default_bundles=config.default_number_of_namespace_bundles,
             )
         )
+    v2.include_router(permissions_router(authorization))
+    own = ClusterData(
+        config.web_service_url,
+        f"pulsar://{config.advertised_address}:{config.broker_service_port}",
+    )
+    v2.include_router(clusters_router(config.cluster_name, resources.metadata, own))
     v2.include_router(backlog_limits_router(resources, TopicPolicies(resources.metadata)))
     v2.include_router(schemas_router(broker.schemas, resources))
     v2.include_router(

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import builtins
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from braid.admin.client_transport import _Http, _namespace_path, _policy, _tenant_path
+from braid.admin.client_transport import _Http, _namespace_path, _policy, _q, _tenant_path
 from braid.core.errors import InvalidInputError
 
 
@@ -194,6 +195,28 @@ class Namespaces:
         """Drop the namespace's threshold: the broker's applies again."""
         self._http.call(
             "DELETE", f"/admin/v2/namespaces/{_namespace_path(namespace)}/compactionThreshold"
+        )
+
+    def permissions(self, namespace: str) -> dict[str, builtins.list[str]]:
+        """Role -> actions granted on the namespace (Pulsar's ``permissions``)."""
+        result: dict[str, builtins.list[str]] = self._http.call(
+            "GET", f"/admin/v2/namespaces/{_namespace_path(namespace)}/permissions"
+        )
+        return result
+
+    def grant_permission(self, namespace: str, role: str, actions: Sequence[str]) -> None:
+        """Grant ``role`` exactly ``actions`` (``produce``, ``consume``, ``functions``,
+        ``sources``, ``sinks``, ``packages``) on every topic of the namespace."""
+        self._http.call(
+            "POST",
+            f"/admin/v2/namespaces/{_namespace_path(namespace)}/permissions/{_q(role)}",
+            body=builtins.list(actions),
+        )
+
+    def revoke_permission(self, namespace: str, role: str) -> None:
+        """Revoke ``role``'s grant on the namespace."""
+        self._http.call(
+            "DELETE", f"/admin/v2/namespaces/{_namespace_path(namespace)}/permissions/{_q(role)}"
         )
 
 

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from typing import Any
 
-from braid.admin.client_transport import _Http, _namespace_path, _topic, _topic_path
+from braid.admin.client_transport import _Http, _namespace_path, _q, _topic, _topic_path
 from braid.core.errors import InvalidInputError
 from braid.core.names import TopicDomain, TopicName
 
@@ -84,6 +85,23 @@ class Topics:
             f"{self._path(topic)}/partitions",
             params={"force": "true"} if force else None,
         )
+
+    def permissions(self, topic: str | TopicName) -> dict[str, builtins.list[str]]:
+        """Role -> actions on the topic: the namespace's grants with the topic's own added."""
+        result: dict[str, builtins.list[str]] = self._http.call(
+            "GET", f"{self._path(topic)}/permissions"
+        )
+        return result
+
+    def grant_permission(self, topic: str | TopicName, role: str, actions: Sequence[str]) -> None:
+        """Grant ``role`` exactly ``actions`` on this topic (its partitions included)."""
+        self._http.call(
+            "POST", f"{self._path(topic)}/permissions/{_q(role)}", body=builtins.list(actions)
+        )
+
+    def revoke_permission(self, topic: str | TopicName, role: str) -> None:
+        """Revoke ``role``'s grant on this topic (412 when the grant is the namespace's)."""
+        self._http.call("DELETE", f"{self._path(topic)}/permissions/{_q(role)}")
 
 
 def _partitions(value: object) -> int:

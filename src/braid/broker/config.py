@@ -7,8 +7,10 @@ the resulting :class:`BrokerConfig` exposes them as snake_case attributes.
 Precedence, lowest to highest: built-in defaults, the file, the environment
 (``BRAID_<key>=<value>``, e.g. ``BRAID_brokerServicePort=6651``), explicit overrides (command-line
 flags). An empty value means "use the default", as in Pulsar's own ``broker.conf``. Unknown keys are
-reported with a warning that names them (a typo must not pass silently); a value that does not parse
-raises :class:`InvalidConfig` naming the key and the value.
+ignored: one that is a near miss of a known key (a typo must not pass silently) is warned about with
+the key it resembles, the rest - a Pulsar ``standalone.conf`` holds many keys Braid has no use for -
+are listed in one DEBUG line. A value that does not parse raises :class:`InvalidConfig` naming the
+key and the value.
 
 The PIP-483 ``scalableTopic*`` auto-scale keys are kept as a raw ``{key: text}`` mapping
 (:attr:`BrokerConfig.scalable_topic_settings`) because their parsing (durations such as ``1m``,
@@ -51,6 +53,7 @@ from braid.core.autoscale_policy import (
 )
 from braid.core.errors import InvalidInputError
 from braid.ledger.api import ManagedLedgerConfig
+from braid.security.authorization import PROVIDER_CLASS as AUTHORIZATION_PROVIDER
 from braid.storage.autorecovery.service import AutoRecoverySettings
 from braid.storage.bookie.disk import DiskThresholds, InvalidDiskThresholds
 from braid.storage.bookie_health import HealthPolicy
@@ -277,6 +280,12 @@ class BrokerConfig:
     #: plugin class name and its parameters (``token:<jwt>``, ``file:///path``, JSON ...).
     broker_client_authentication_plugin: str = ""
     broker_client_authentication_parameters: str = ""
+    #: Authorization (Pulsar's keys; off by default, as in Pulsar): super users, tenant admins,
+    #: namespace and topic grants (``docs/security.md#authorization``).
+    authorization_enabled: bool = False
+    super_user_roles: tuple[str, ...] = ()
+    authorization_provider: str = AUTHORIZATION_PROVIDER
+    authorization_allow_wildcards_matching: bool = False
 
     def __post_init__(self) -> None:
         # Resolve the derived defaults once so every reader sees the same values.
@@ -435,6 +444,31 @@ QUORUM_KEYS = (
 SCALABLE_TOPIC_KEYS = BROKER_CONFIG_KEYS
 
 
+#: Every key name, for the typo check of unknown keys.
+_KNOWN_NAMES = sorted({*_BY_NAME, *SCALABLE_TOPIC_KEYS})
+
+
+def _one_typo_apart(a: str, b: str) -> bool:
+    """Whether ``b`` is ``a`` with one character left out, added, changed, or two neighbours
+    swapped (case ignored) - what a typo does; ``...MinLedger...`` vs ``...MaxLedger...`` is
+    two edits, a different key rather than a typo."""
+    a, b = a.lower(), b.lower()
+    if a == b:
+        return True
+    if abs(len(a) - len(b)) > 1:
+        return False
+    start = 0
+    while start < min(len(a), len(b)) and a[start] == b[start]:
+        start += 1
+    a_rest, b_rest = a[start:], b[start:]
+    return (
+        a_rest[1:] == b_rest[1:]  # changed
+        or a_rest[1:] == b_rest  # a has an extra character
+        or a_rest == b_rest[1:]  # b has an extra character
+        or (a_rest[:2] == b_rest[1::-1] and a_rest[2:] == b_rest[2:])  # swapped
+    )
+
+
 def _is_known(key: str) -> bool:
     return key in _BY_NAME or key in SCALABLE_TOPIC_KEYS or key in LOAD_BALANCER_KEYS
 
@@ -513,9 +547,28 @@ def load_config(
         if not _is_known(key):
             unknown.append(key)
         raw[key] = value.strip()
-    if unknown:
-        logger.warning("ignoring unknown configuration keys: %s", ", ".join(sorted(set(unknown))))
+    _report_unknown(unknown)
     return _build(raw)
+
+
+def _report_unknown(unknown: list[str]) -> None:
+    """Unknown keys are ignored. One that is a near miss of a known key is most likely a typo
+    and is warned about with the key it resembles; the others - a Pulsar ``broker.conf`` or
+    ``standalone.conf`` holds many keys Braid has no use for (ZooKeeper, load balancer, ...) -
+    are listed in one DEBUG line."""
+    typos: list[str] = []
+    others: list[str] = []
+    for name in sorted(set(unknown)):
+        key = name[len(ENV_PREFIX) :] if name.startswith(ENV_PREFIX) else name
+        close = [known for known in _KNOWN_NAMES if _one_typo_apart(key, known)]
+        if close:
+            typos.append(f"{name} (did you mean {close[0]}?)")
+        else:
+            others.append(name)
+    if typos:
+        logger.warning("ignoring unknown configuration keys: %s", ", ".join(typos))
+    if others:
+        logger.debug("ignoring configuration keys Braid does not use: %s", ", ".join(others))
 
 
 def _build(raw: Mapping[str, str]) -> BrokerConfig:

@@ -52,6 +52,9 @@ from braid.broker.config_values import (
     parse_ratio as _parse_ratio,
 )
 from braid.broker.config_values import (
+    parse_roles as _parse_roles,
+)
+from braid.broker.config_values import (
     parse_strategy as _parse_strategy,
 )
 from braid.broker.config_values import (
@@ -276,6 +279,10 @@ KEYS: tuple[_Key, ...] = (
             ("basicAuthConf", _parse_text),
             ("brokerClientAuthenticationPlugin", _parse_text),
             ("brokerClientAuthenticationParameters", _parse_text),
+            ("authorizationEnabled", _parse_bool),
+            ("superUserRoles", _parse_roles),
+            ("authorizationProvider", _parse_text),
+            ("authorizationAllowWildcardsMatching", _parse_bool),
         )
     ),
 )

@@ -160,6 +160,15 @@ def parse_text(text: str) -> str:
     return text
 
 
+def parse_roles(text: str) -> tuple[str, ...]:
+    """Role names separated by commas (``superUserRoles``); no control characters."""
+    roles = tuple(part.strip() for part in text.split(",") if part.strip())
+    for role in roles:
+        if any(ord(c) < 32 for c in role):
+            raise ValueError(f"{role!r} is not a role name")
+    return roles
+
+
 def parse_class_names(text: str) -> tuple[str, ...]:
     """``a.b.C,d.e.F``: Java class names separated by commas (``authenticationProviders``)."""
     names = tuple(part.strip() for part in text.split(",") if part.strip())
@@ -183,6 +192,7 @@ __all__ = [
     "parse_name",
     "parse_path",
     "parse_ratio",
+    "parse_roles",
     "parse_strategy",
     "parse_text",
     "parse_topic_type",

@@ -13,7 +13,8 @@ family (the topic commands' session owns the producers and consumers). Sessions 
 through this class as a :class:`~braid.broker.registry.CommandChannel`. Authentication (the
 CONNECT check, ``AUTH_CHALLENGE``/``AUTH_RESPONSE`` refreshes) is
 :class:`~braid.broker.connection_auth.ConnectionAuthentication`'s; its role is the channel's
-``auth_role``.
+``auth_role``, which :meth:`BrokerConnection.authorize` checks against the broker's
+:class:`~braid.broker.authorization.AuthorizationService` for the command sessions.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import logging
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
+from braid.broker.authorization import AuthorizationService
 from braid.broker.connection_auth import ConnectionAuthentication, RefreshAction
 from braid.broker.errors import ServerError, to_server_error
 from braid.broker.registry import CommandRegistry, CommandRouter
@@ -40,6 +42,7 @@ from braid.protocol.events import (
 )
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from braid.security.authentication import AuthenticationService
+from braid.security.authorization import TopicOperation
 from braid.security.tls import peer_common_name
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,8 @@ class BrokerConnection:
         feature_flags: what CONNECTED advertises (``supports_scalable_topics``, ...).
         authentication: the broker's authentication service (``None`` or disabled: every
             CONNECT is accepted without a role).
+        authorization: the broker's authorization service (``None`` or disabled: every
+            command is allowed).
     """
 
     def __init__(
@@ -77,8 +82,12 @@ class BrokerConnection:
         handshake_timeout_s: float | None = None,
         feature_flags: pb.FeatureFlags | None = None,
         authentication: AuthenticationService | None = None,
+        authorization: AuthorizationService | None = None,
     ) -> None:
         self._clock = clock
+        self._authorization = (
+            authorization if authorization is not None and authorization.enabled else None
+        )
         # Cached: the flush is scheduled once per loop turn that sends anything (every receipt).
         self._loop = asyncio.get_running_loop()
         self._reader = reader
@@ -131,6 +140,16 @@ class BrokerConnection:
     @property
     def auth_role(self) -> str | None:
         return None if self._auth is None else self._auth.role
+
+    async def authorize(
+        self, operation: TopicOperation, topic: str, subscription: str | None = None
+    ) -> None:
+        if self._authorization is not None:
+            await self._authorization.check_topic(self.auth_role, operation, topic, subscription)
+
+    async def authorize_namespace_topics(self, namespace: str) -> None:
+        if self._authorization is not None:
+            await self._authorization.check_namespace_topics(self.auth_role, namespace)
 
     # -- authentication ------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ from braid.protocol import commands
 from braid.protocol.events import CommandReceived
 from braid.protocol.frames import SendReceiptEncoder
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.security.authorization import TopicOperation
 
 log = logging.getLogger(__name__)
 
@@ -308,6 +309,7 @@ class TopicCommands:
 
         async def run() -> None:
             try:
+                await self._channel.authorize(TopicOperation.LOOKUP, req.topic)
                 with self._service.lookups.slot():
                     partitions = await self._service.partitioned_metadata(
                         req.topic, auto_create=req.metadata_auto_creation_enabled
@@ -330,6 +332,7 @@ class TopicCommands:
 
         async def run() -> None:
             try:
+                await self._channel.authorize(TopicOperation.LOOKUP, req.topic)
                 with self._service.lookups.slot():
                     answer = await self._service.lookup(
                         req.topic,
@@ -385,6 +388,7 @@ class TopicCommands:
             return
 
         async def run() -> None:
+            await channel.authorize(TopicOperation.PRODUCE, req.topic)
             topic = await self._service.get_or_create_topic(req.topic)
             # This request is among the pending ones: the others are what the connection holds.
             self._service.client_limits.check_producer(
@@ -534,6 +538,7 @@ class TopicCommands:
         async def run() -> None:
             if not req.subscription:
                 raise NotSupported("a subscription name is required")
+            await self._channel.authorize(TopicOperation.CONSUME, req.topic, req.subscription)
             topic = await self._service.get_or_create_topic(req.topic)
             existing = topic.subscriptions.get(req.subscription)
             self._service.client_limits.check_consumer(

@@ -39,6 +39,7 @@ from braid.broker.errors import ServerError
 from braid.protocol import commands
 from braid.protocol.events import CommandReceived
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.security.authorization import AuthorizationDenied, TopicOperation
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,20 @@ class CommandChannel(Protocol):
     def auth_role(self) -> str | None:
         """The role the client authenticated as (``None`` with authentication disabled):
         what authorization checks each command against."""
+        ...
+
+    async def authorize(
+        self, operation: TopicOperation, topic: str, subscription: str | None = None
+    ) -> None:
+        """Raise :class:`~braid.security.authorization.AuthorizationDenied` unless this
+        connection's role may do ``operation`` on ``topic`` (from ``subscription``); a command
+        handler calls it before it looks the topic up, so a refusal tells nothing about the
+        topic."""
+        ...
+
+    async def authorize_namespace_topics(self, namespace: str) -> None:
+        """Raise ``AuthorizationDenied`` unless this connection's role may list or watch the
+        topics of ``namespace``."""
         ...
 
 
@@ -249,3 +264,11 @@ class _DetachedChannel:
     @property
     def auth_role(self) -> str | None:
         return None
+
+    async def authorize(
+        self, operation: TopicOperation, topic: str, subscription: str | None = None
+    ) -> None:
+        raise AuthorizationDenied("the connection is closed")
+
+    async def authorize_namespace_topics(self, namespace: str) -> None:
+        raise AuthorizationDenied("the connection is closed")

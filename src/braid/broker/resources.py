@@ -51,6 +51,8 @@ from braid.core.names import (
 )
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotEmpty, NodeNotFound
 from braid.metadata.last_known import LastKnownReads
+from braid.security.authorization import POLICIES_KEY as AUTH_POLICIES_KEY
+from braid.security.authorization import AuthPolicies, InvalidAuthPolicies
 
 #: Root of tenant and namespace policies in the metadata store.
 POLICIES_ROOT = "/admin/policies"
@@ -366,6 +368,10 @@ class NamespacePolicies:
         threshold = doc.get("compaction_threshold")
         if threshold is not None:
             check_compaction_threshold(threshold)
+        try:  # Pulsar's auth_policies stay in ``extra``; checked so no bad grant is stored
+            AuthPolicies.from_json(doc.get(AUTH_POLICIES_KEY))
+        except InvalidAuthPolicies as exc:
+            raise InvalidPolicies(str(exc)) from None
         quotas, ttl = doc.get("backlog_quota_map"), doc.get("message_ttl_in_seconds")
         try:
             quota_map = None if quotas is None else quota_map_from_json(quotas)

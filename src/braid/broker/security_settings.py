@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import ssl
 
 from braid.broker.config import BrokerConfig, InvalidConfig
 from braid.core.errors import InvalidInputError
-from braid.security.authentication import AuthenticationSettings
+from braid.security.authentication import AuthenticationService, AuthenticationSettings
+from braid.security.authorization import AuthorizationSettings
 from braid.security.credentials import ClientCredentials, from_plugin
-from braid.security.tls import TlsSettings
+from braid.security.tls import TlsSettings, server_context
 from braid.security.tokens import TokenSettings
 
 
@@ -61,6 +63,36 @@ def authentication_settings(config: BrokerConfig) -> AuthenticationSettings:
     )
 
 
+def authorization_settings(config: BrokerConfig) -> AuthorizationSettings:
+    """The authorization keys, for the broker's ``AuthorizationService``.
+
+    Raises:
+        InvalidConfig: ``authorizationProvider`` names a provider Braid does not have.
+    """
+    try:
+        return AuthorizationSettings(
+            enabled=config.authorization_enabled,
+            super_user_roles=frozenset(config.super_user_roles),
+            provider=config.authorization_provider,
+            allow_wildcards=config.authorization_allow_wildcards_matching,
+        )
+    except InvalidInputError as exc:
+        raise InvalidConfig(
+            "authorizationProvider", config.authorization_provider, str(exc)
+        ) from None
+
+
+def binary_tls_context(
+    config: BrokerConfig, authentication: AuthenticationService
+) -> ssl.SSLContext | None:
+    """The ``pulsar+ssl://`` listener's context (``None``: no TLS port); it asks for client
+    certificates when the tls provider is on."""
+    tls = tls_settings(config)
+    if tls is None or config.tls_broker_port is None:
+        return None
+    return server_context(tls, request_client_certs=authentication.wants_client_certificates)
+
+
 def broker_client_credentials(config: BrokerConfig) -> ClientCredentials | None:
     """What this broker presents to the others (``brokerClientAuthenticationPlugin`` and
     ``brokerClientAuthenticationParameters``), or ``None``.
@@ -93,6 +125,16 @@ def log_security_posture(config: BrokerConfig, log: logging.Logger) -> None:
     """Say once, at start-up, how the broker is protected: a warning when it listens beyond
     this machine with authentication off, an info line otherwise."""
     tls = "on" if config.tls_broker_port is not None or config.tls_web_port is not None else "off"
+    if config.authorization_enabled:
+        log.info(
+            "authorization is enabled (super users: %s)",
+            ", ".join(config.super_user_roles) or "none",
+        )
+        if not config.authentication_enabled:
+            log.warning(
+                "authorizationEnabled=true without authenticationEnabled=true: clients have no "
+                "role, so only what needs no permission is allowed (docs/security.md)"
+            )
     if config.authentication_enabled:
         log.info(
             "authentication is enabled (providers: %s); TLS listeners %s",
@@ -115,6 +157,8 @@ def log_security_posture(config: BrokerConfig, log: logging.Logger) -> None:
 
 __all__ = [
     "authentication_settings",
+    "authorization_settings",
+    "binary_tls_context",
     "broker_client_credentials",
     "is_loopback",
     "log_security_posture",

@@ -29,6 +29,7 @@ import logging
 import secrets
 from collections.abc import Callable, Mapping
 
+from braid.broker.authorization import AuthorizationService
 from braid.broker.backlog_quota import QuotaMap
 from braid.broker.backlog_quota_manager import BacklogQuotaManager
 from braid.broker.bundles import NamespaceBundle, NamespaceBundles, topic_hash
@@ -72,8 +73,9 @@ from braid.broker.schemas.storage import SchemaStorage
 from braid.broker.schemas.topic_schemas import SchemaPolicy, TopicSchemas
 from braid.broker.security_settings import (
     authentication_settings,
+    authorization_settings,
+    binary_tls_context,
     log_security_posture,
-    tls_settings,
 )
 from braid.broker.send_validation import SendValidator
 from braid.broker.topic import PersistentTopic
@@ -95,7 +97,6 @@ from braid.protocol import commands
 from braid.protocol.frames import encode_command
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from braid.security.authentication import AuthenticationService
-from braid.security.tls import server_context
 from braid.storage.api import StorageReadOnly
 
 log = logging.getLogger(__name__)
@@ -147,14 +148,10 @@ class BrokerService:
         )
         self._server: asyncio.Server | None = None
         self._port: int | None = None
-        #: Who each connection is (``authenticationEnabled``, ``authenticationProviders``).
+        #: Who each connection is, and what it may do (Pulsar's authentication/authorization keys).
         self.authentication = AuthenticationService(authentication_settings(config))
-        tls = tls_settings(config)
-        self._tls_context = (
-            server_context(tls, request_client_certs=self.authentication.wants_client_certificates)
-            if tls is not None and config.tls_broker_port is not None
-            else None
-        )
+        self.authorization = AuthorizationService(authorization_settings(config), resources)
+        self._tls_context = binary_tls_context(config, self.authentication)
         self._tls_server: asyncio.Server | None = None
         self._tls_port: int | None = None
         self._closing = False
@@ -363,6 +360,7 @@ class BrokerService:
                 handshake_timeout_s=float(self.config.handshake_timeout_seconds),
                 feature_flags=self.feature_flags,
                 authentication=self.authentication,
+                authorization=self.authorization,
             )
             self._connections.add(conn)
             try:

@@ -160,6 +160,7 @@ class TopicListCommands:
         req = event.command.getTopicsOfNamespace
 
         async def run() -> None:
+            await self._channel.authorize_namespace_topics(req.namespace)
             namespace = await self._service.check_namespace(req.namespace)
             topics: list[str] = []
             if req.mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
@@ -207,6 +208,7 @@ class TopicListCommands:
 
         async def run() -> None:
             try:
+                await channel.authorize_namespace_topics(req.namespace)
                 namespace = await self._service.check_namespace(req.namespace)
                 pattern = compile_pattern(req.topics_pattern)
                 watcher = _Watcher(req.watcher_id, pattern, channel.send)

@@ -7,7 +7,13 @@ from __future__ import annotations
 
 import argparse
 
-from braid.cli import admin_backlog, admin_bundles, admin_compaction, admin_compat
+from braid.cli import (
+    admin_backlog,
+    admin_bundles,
+    admin_compaction,
+    admin_compat,
+    admin_permissions,
+)
 from braid.cli import admin_commands as cmd
 from braid.cli.admin_parser import (
     Builder,
@@ -138,6 +144,7 @@ def add_namespaces_group(builder: Builder) -> None:
     admin_compaction.add_namespace_compaction_commands(commands, command, namespace_arg)
     admin_backlog.add_namespace_backlog_commands(commands, command, namespace_arg)
     admin_bundles.add_namespace_bundle_commands(commands, command, namespace_arg)
+    admin_permissions.add_namespace_permission_commands(commands, command, namespace_arg)
 
 
 def _add_persistence_commands(

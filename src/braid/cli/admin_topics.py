@@ -5,7 +5,13 @@ partitioned-topic and compaction commands of :mod:`braid.cli.admin_compat` and
 
 from __future__ import annotations
 
-from braid.cli import admin_backlog, admin_bundles, admin_compaction, admin_compat
+from braid.cli import (
+    admin_backlog,
+    admin_bundles,
+    admin_compaction,
+    admin_compat,
+    admin_permissions,
+)
 from braid.cli import admin_commands as cmd
 from braid.cli.admin_parser import (
     Builder,
@@ -63,6 +69,7 @@ def add_topics_group(builder: Builder) -> None:
     admin_compaction.add_topic_compaction_commands(commands, command, topic_arg)
     admin_backlog.add_topic_backlog_commands(commands, command)
     admin_bundles.add_topic_unload_command(commands, command, topic_arg)
+    admin_permissions.add_topic_permission_commands(commands, command, topic_arg)
 
 
 __all__ = ["add_topics_group"]

@@ -227,6 +227,7 @@ class StandaloneServer:
             bookies=bookies,
             auto_recovery=self.auto_recovery,
             authentication=self.broker.authentication,
+            authorization=self.broker.authorization,
             registry=self.registry,
             owner_redirect=self.broker.ownership is not None,
             bundle_service=self.broker,

@@ -36,6 +36,7 @@ from braid.protocol.generated import PulsarApi_pb2 as pb
 from braid.scalable.coordinator import ConsumerAssignmentView
 from braid.scalable.resources import SubscriptionType
 from braid.scalable.service import ScalableTopicService
+from braid.security.authorization import TopicOperation
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,7 @@ class ScalableTopicSession:
 
         async def run() -> None:
             try:
+                await self._channel.authorize(TopicOperation.LOOKUP, req.topic)
                 with self._lookups.slot():
                     await self._service.watches.open_dag_watch(req.session_id, req.topic, self)
             except Exception as exc:
@@ -164,6 +166,7 @@ class ScalableTopicSession:
 
         async def run() -> None:
             try:
+                await self._channel.authorize(TopicOperation.CONSUME, req.topic, req.subscription)
                 sub_type = _CONSUMER_TYPES[req.consumer_type]
                 view = await self._service.register_consumer(
                     req.topic,
@@ -227,6 +230,7 @@ class ScalableTopicSession:
 
         async def run() -> None:
             try:
+                await self._channel.authorize_namespace_topics(req.namespace)
                 with self._lookups.slot():
                     await self._service.watches.open_namespace_watch(
                         req.watch_id, req.namespace, filters, current_hash, self

@@ -322,3 +322,40 @@ def test_quorums_that_cannot_be_met_name_all_three_keys(e: str, w: str, a: str) 
     }
     with pytest.raises(InvalidConfig, match="bookkeeperClientQuarantineRatio"):
         load_config(None, {"bookkeeperClientQuarantineRatio": "1.5"}, {})
+
+
+def test_a_pulsar_standalone_conf_loads_with_its_unused_keys_in_one_debug_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    conf = REPO / "tools" / "pulsar_client_ci" / "upstream" / "test-conf" / "standalone-ssl.conf"
+    with caplog.at_level(logging.DEBUG, logger="braid.broker.config"):
+        config = load_config(conf, {}, {})
+    assert [r.levelno for r in caplog.records] == [logging.DEBUG]
+    assert "zookeeperServers" in caplog.text and "loadBalancerEnabled" in caplog.text
+    assert config.authorization_enabled and config.super_user_roles == (
+        "localhost",
+        "superUser",
+        "admin",
+    )
+    assert config.tls_broker_port == 6651 and config.anonymous_user_role == "anonymous"
+
+
+def test_a_near_miss_of_a_known_key_is_warned_about_with_the_key_it_resembles(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="braid.broker.config"):
+        load_config(
+            None, {"superUserRols": "a", "managedLedgerMinLedgerRolloverTimeMinutes": "1"}, {}
+        )
+    assert "superUserRols (did you mean superUserRoles?)" in caplog.text
+    assert "managedLedgerMinLedgerRolloverTimeMinutes" not in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("authorizationEnabled", "maybe"), ("superUserRoles", "a,\x01b")],
+)
+def test_a_bad_authorization_value_stops_loading_with_the_key_named(key: str, value: str) -> None:
+    with pytest.raises(InvalidConfig) as info:
+        load_config(None, {key: value}, {})
+    assert info.value.key == key

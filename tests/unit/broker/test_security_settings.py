@@ -9,6 +9,7 @@ import pytest
 from braid.broker.config import BrokerConfig, InvalidConfig, describe, load_config
 from braid.broker.security_settings import (
     authentication_settings,
+    authorization_settings,
     is_loopback,
     log_security_posture,
     tls_settings,
@@ -85,3 +86,9 @@ def test_open_broker_beyond_loopback_warns(caplog: pytest.LogCaptureFixture) -> 
         log_security_posture(BrokerConfig(bind_address="0.0.0.0"), log)
     [record] = caplog.records
     assert record.levelno == logging.WARNING and "0.0.0.0" in record.getMessage()
+
+
+def test_an_unknown_authorization_provider_stops_start_up_naming_the_key() -> None:
+    with pytest.raises(InvalidConfig) as info:
+        authorization_settings(BrokerConfig(authorization_provider="org.example.Custom"))
+    assert info.value.key == "authorizationProvider"

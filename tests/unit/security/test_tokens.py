@@ -177,3 +177,22 @@ def test_arbitrary_bytes_never_escape_as_anything_but_authentication_failed(data
         provider.authenticate(Credentials(data), NOW)
     except AuthenticationFailed:
         pass
+
+
+def test_a_token_whose_algorithm_wants_a_longer_key_than_the_brokers_is_refused_quietly() -> None:
+    import warnings
+
+    secret = b"k" * 32  # enough for HS256, not for HS512
+    provider = tokens.TokenAuthenticationProvider(
+        tokens.TokenSettings(secret_key="data:;base64," + base64.b64encode(secret).decode())
+    )
+
+    def part(value: bytes) -> str:
+        return base64.urlsafe_b64encode(value).rstrip(b"=").decode()
+
+    header = part(json.dumps({"alg": "HS512", "typ": "JWT"}).encode())
+    forged = f"{header}.{part(json.dumps({'sub': 'admin'}).encode())}.{part(b'x' * 64)}"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no InsecureKeyLengthWarning per request
+        with pytest.raises(AuthenticationFailed):
+            provider.authenticate(Credentials(forged.encode()), 0.0)

@@ -31,6 +31,7 @@ from braid.core.names import NamespaceName, TopicName
 from braid.protocol import commands
 from braid.protocol.events import CommandReceived
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.security.authorization import TopicOperation
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class SchemaCommands:
         async def run() -> None:
             response = pb.CommandGetSchemaResponse(request_id=req.request_id)
             try:
+                await channel.authorize(TopicOperation.LOOKUP, req.topic)
                 topic = await _topic(self._service, req.topic)
                 registry = self._service.schemas.registry
                 schema_id = schema_id_of(topic)
@@ -106,6 +108,7 @@ class SchemaCommands:
         async def run() -> None:
             response = pb.CommandGetOrCreateSchemaResponse(request_id=req.request_id)
             try:
+                await channel.authorize(TopicOperation.PRODUCE, req.topic)
                 topic = await _topic(self._service, req.topic)
                 version = await self._service.schemas.for_producer(
                     topic, SchemaData.from_wire(req.schema)

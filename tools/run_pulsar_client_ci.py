@@ -1,0 +1,244 @@
+"""Run the official Python client's own test setup and tests against ``braid standalone``.
+
+The steps of apache/pulsar-client-python's ``build-support/start-test-service-inside-container.sh``
+with ``braid`` in place of ``bin/pulsar`` (see ``tools/pulsar_client_ci/README.md``): tokens made
+with ``braid tokens``, ``braid standalone --config test-conf/standalone-ssl.conf``, the same REST
+calls to set up clusters, tenants, namespaces and their permissions, then the upstream
+``pulsar_test.py`` (vendored unchanged in ``tools/pulsar_client_ci/upstream``) - by default its
+TLS, token, basic-auth and mutual-TLS tests.
+
+Everything happens in a fresh work directory; with ``--netns`` (root) in a network namespace of
+its own too, because the configuration and the tests use fixed ports (6650, 6651, 8080, 8443).
+The exit status is the tests' (0: all passed). Every process this script starts is stopped by
+its id, and the namespace is deleted by its name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+UPSTREAM = Path(__file__).resolve().parent / "pulsar_client_ci" / "upstream"
+#: The TLS, token, basic-auth and mutual-TLS tests of ``pulsar_test.PulsarTest``.
+AUTH_TESTS = (
+    "test_tls_auth",
+    "test_tls_auth2",
+    "test_tls_auth3",
+    "test_auth_junk_params",
+    "test_token_auth",
+    "test_token_auth_supplier",
+    "test_basic_auth",
+    "test_basic_auth_method",
+    "test_tls_encryption_with_other_auth",
+    "test_invalid_basic_auth",
+)
+ADMIN_URL = "http://localhost:8080"
+IP = shutil.which("ip") or "/usr/sbin/ip"
+
+#: The upstream script's REST calls, in its order (path, body).
+SETUP_CALLS: tuple[tuple[str, dict[str, object]], ...] = (
+    (
+        "clusters/standalone",
+        {
+            "serviceUrl": "http://localhost:8080/",
+            "serviceUrlTls": "https://localhost:8443/",
+            "brokerServiceUrl": "pulsar://localhost:6650/",
+            "brokerServiceUrlTls": "pulsar+ssl://localhost:6651/",
+        },
+    ),
+    ("tenants/public", {"adminRoles": ["anonymous"], "allowedClusters": ["standalone"]}),
+    (
+        "namespaces/public/default",
+        {
+            "auth_policies": {"namespace_auth": {"anonymous": ["produce", "consume"]}},
+            "replication_clusters": ["standalone"],
+        },
+    ),
+    (
+        "namespaces/public/default-2",
+        {
+            "auth_policies": {"namespace_auth": {"anonymous": ["produce", "consume"]}},
+            "replication_clusters": ["standalone"],
+        },
+    ),
+    ("tenants/private", {"adminRoles": [], "allowedClusters": ["standalone"]}),
+    (
+        "namespaces/private/auth",
+        {
+            "auth_policies": {"namespace_auth": {"token-principal": ["produce", "consume"]}},
+            "replication_clusters": ["standalone"],
+        },
+    ),
+)
+
+
+def _log(message: str) -> None:
+    print(f"-- {message}", flush=True)
+
+
+def _braid(*args: str) -> list[str]:
+    return [sys.executable, "-m", "braid.cli.main", *args]
+
+
+def _run(cmd: Sequence[str], **kwargs: object) -> str:
+    done = subprocess.run(
+        list(cmd), check=True, capture_output=True, text=True, timeout=120, **kwargs
+    )  # type: ignore[call-overload]
+    return str(done.stdout)
+
+
+def _put(path: str, body: dict[str, object], token: str) -> int:
+    request = urllib.request.Request(
+        f"{ADMIN_URL}/admin/v2/{path}",
+        data=json.dumps(body).encode(),
+        method="PUT",
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:  # curl without -f: the script goes on, as upstream
+        return int(exc.code)
+
+
+def _wait_for_metrics(process: subprocess.Popen[bytes], deadline_s: float) -> None:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"braid standalone exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(f"{ADMIN_URL}/metrics", timeout=5):
+                return
+        except (urllib.error.URLError, OSError):
+            time.sleep(0.5)  # polling a process that is starting: a condition, not a delay
+    raise SystemExit(f"braid standalone did not serve /metrics within {deadline_s:.0f}s")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=30)
+
+
+def run(work: Path, tests: Sequence[str], start_timeout_s: float) -> int:
+    """The setup and the tests in ``work``; returns the tests' exit status."""
+    tests_dir = work / "tests"
+    shutil.copytree(UPSTREAM / "test-conf", work / "test-conf")
+    tests_dir.mkdir()
+    shutil.copy(UPSTREAM / "pulsar_test.py", tests_dir / "pulsar_test.py")
+    shutil.copytree(UPSTREAM / "test-conf", tests_dir / "test-conf")
+    secret = work / "data" / "tokens" / "secret.key"
+    secret.parent.mkdir(parents=True)
+    _run(_braid("tokens", "create-secret-key", "--output", str(secret)))
+    key = f"file://{secret}"
+    principal = _run(_braid("tokens", "create", "--subject", "token-principal", "-sk", key))
+    (tests_dir / ".test-token.txt").write_text(principal)
+    super_user = _run(_braid("tokens", "create", "--subject", "superUser", "-sk", key)).strip()
+
+    env = dict(os.environ)
+    env.update(
+        BRAID_basicAuthConf=str(work / "test-conf" / ".htpasswd"),
+        BRAID_tokenSecretKey=key,
+        BRAID_bindAddress="127.0.0.1",
+    )
+    log_path = work / "braid-standalone.log"
+    _log(f"starting braid standalone --config test-conf/standalone-ssl.conf (log: {log_path})")
+    with log_path.open("wb") as log_file:
+        standalone = subprocess.Popen(
+            _braid(
+                "standalone",
+                "--config",
+                "test-conf/standalone-ssl.conf",
+                "--data-dir",
+                str(work / "data" / "braid"),
+            ),
+            cwd=work,
+            env=env,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        try:
+            _wait_for_metrics(standalone, start_timeout_s)
+            _log("braid is ready: configuring clusters, tenants, namespaces and permissions")
+            for path, body in SETUP_CALLS:
+                _log(f"PUT /admin/v2/{path} -> {_put(path, body, super_user)}")
+            names = [f"pulsar_test.PulsarTest.{t}" for t in tests]
+            _log(f"running {len(names)} tests of pulsar_test.py")
+            return subprocess.run(
+                [sys.executable, "-m", "unittest", "-v", *names],
+                cwd=tests_dir,
+                timeout=60 * max(5, len(names)),
+                check=False,
+            ).returncode
+        finally:
+            _stop(standalone)
+            if standalone.returncode not in (0, -signal.SIGTERM):
+                _log(f"braid standalone exited with {standalone.returncode}; its log:")
+                print(log_path.read_text(errors="replace")[-20_000:], flush=True)
+
+
+def _in_namespace(argv: Sequence[str]) -> int:
+    """Run this script again inside a new network namespace; delete the namespace after."""
+    name = f"braid-pyci-{os.getpid()}"
+    subprocess.run([IP, "netns", "add", name], check=True, timeout=30)
+    try:
+        subprocess.run(
+            [IP, "netns", "exec", name, IP, "link", "set", "lo", "up"], check=True, timeout=30
+        )
+        inner = [IP, "netns", "exec", name, sys.executable, str(Path(__file__).resolve())]
+        return subprocess.run([*inner, *argv], check=False).returncode
+    finally:
+        pids = subprocess.run(
+            [IP, "netns", "pids", name], capture_output=True, text=True, timeout=30, check=False
+        ).stdout.split()
+        for pid in pids:  # left by an interrupted run: ours, in our namespace
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        subprocess.run([IP, "netns", "delete", name], check=False, timeout=30)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--tests",
+        nargs="+",
+        default=list(AUTH_TESTS),
+        help="names of pulsar_test.PulsarTest tests (default: the TLS/token/basic/mTLS ones)",
+    )
+    parser.add_argument("--work-dir", type=Path, help="keep the run here (default: a temp dir)")
+    parser.add_argument(
+        "--netns", action="store_true", help="run in a network namespace of its own (root)"
+    )
+    parser.add_argument("--start-timeout", type=float, default=120.0)
+    args = parser.parse_args(argv)
+    if args.netns:
+        rest = [a for a in (sys.argv[1:] if argv is None else argv) if a != "--netns"]
+        return _in_namespace(rest)
+    if args.work_dir is not None:
+        args.work_dir.mkdir(parents=True, exist_ok=False)
+        return run(args.work_dir.resolve(), args.tests, args.start_timeout)
+    with tempfile.TemporaryDirectory(prefix="braid-pyci-") as tmp:
+        return run(Path(tmp), args.tests, args.start_timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
