@@ -1,8 +1,9 @@
 """A message on its way to the broker, and how its sender learns the outcome.
 
 :class:`PendingMessage` carries what a send needs to be (re)routed and (re)encoded - value,
-key, properties, event time, an explicit sequence id - plus its call number (the order of the
-``send`` calls, which every re-route preserves) and its completion. A completion is one of
+key, properties, event time, an explicit sequence id, a delayed delivery time - plus its call
+number (the order of the ``send`` calls, which every re-route preserves) and its completion. A
+completion is one of
 
 * an ``asyncio.Future`` (``AsyncProducer.send_async``),
 * a ``concurrent.futures.Future`` (the blocking facade's ``send_async``), or
@@ -97,6 +98,7 @@ class PendingMessage:
     __slots__ = (
         "call_no",
         "completion",
+        "deliver_at",
         "enqueued_at",
         "event_time",
         "explicit_seq",
@@ -129,6 +131,8 @@ class PendingMessage:
         self.call_no = call_no
         self.enqueued_at = enqueued_at
         self.seq = -1
+        #: ``deliver_at_time`` (ms since the epoch) of a delayed message, else ``None``.
+        self.deliver_at: int | None = None
 
 
 def succeed(message: PendingMessage, message_id: MessageId) -> None:
