@@ -329,9 +329,12 @@ class AsyncProducer:
                     f"{len(self._unresolved)} messages are pending on {self.topic} "
                     f"(max_pending_messages={self._options.max_pending_messages})"
                 )
-            when = delivery_time(deliver_after, deliver_at)
+            when = None
+            if deliver_after is not None or deliver_at is not None:
+                when = delivery_time(deliver_after, deliver_at)  # before the record is counted
             record = self._record(value, key, properties, event_time, sequence_id, completion, -1)
-            record.deliver_at = when
+            if when is not None:
+                record.deliver_at = when
         except BraidError as exc:
             if not completion.done():
                 completion.set_exception(exc)

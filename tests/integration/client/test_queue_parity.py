@@ -192,6 +192,9 @@ def test_pip460_queue_parity_on_persistent_topics(
     queue.negative_acknowledge(again)  # redelivered once already: dead-lettered
     triage = client.subscribe_queue(f"{topic}-workers-DLQ", "triage")
     assert receive(triage, 1, within=30)[0].properties["REAL_TOPIC"] == topic
+    with pytest.raises(braid.BraidError, match="deliver_after"):
+        producer.send(b"never", deliver_after=-1)
+    producer.flush()  # the refused send is not left pending
     due = int(time.time() * 1000) + 1500
     producer.send(b"delayed", deliver_at=due)
     delayed = receive(queue, 1, within=30)[0]
