@@ -357,6 +357,38 @@ async def test_pip460_checkpoint_group_children_wait_for_their_parents_reported_
     assert coordinator.stats()["drainedSegments"] == [0]
 
 
+async def test_pip460_checkpoint_group_merge_child_waits_for_both_parents(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 2)
+    await stack.scalable.merge(TOPIC, [0, 1])  # 0, 1 sealed; 2 active
+    checkpoint = SubscriptionType.CHECKPOINT
+    a, b = Connection(), Connection()
+    await register(stack, "a", a, sub="g", sub_type=checkpoint)
+    await register(stack, "b", b, sub="g", sub_type=checkpoint, consumer_id=2)
+    coordinator = stack.scalable.local_controller(TOPIC).coordinator("g")  # type: ignore[union-attr]
+    held = {name: ids(coordinator.assignment_of(name)) for name in ("a", "b")}
+    assert sorted(held["a"] + held["b"]) == [0, 1]  # one parent each, the child waits
+    first = "a" if held["a"] else "b"
+    second = "b" if first == "a" else "a"
+    conns = {"a": (a, 1), "b": (b, 2)}
+    view = await stack.scalable.register_consumer(
+        str(TOPIC), "g", first, conns[first][1], checkpoint, conns[first][0], drained=held[first]
+    )
+    assert 2 not in ids(view) and 2 not in ids(coordinator.assignment_of(second))
+    await stack.scalable.register_consumer(
+        str(TOPIC),
+        "g",
+        second,
+        conns[second][1],
+        checkpoint,
+        conns[second][0],
+        drained=held[second],
+    )
+    dealt = ids(coordinator.assignment_of("a")) + ids(coordinator.assignment_of("b"))
+    assert dealt == [2] and coordinator.drained == frozenset({0, 1})
+
+
 async def test_queue_consumers_do_not_register(stack: ScalableStack) -> None:
     await stack.scalable.create_topic(TOPIC, 1)
     with pytest.raises(ValueError, match="do not register"):
