@@ -200,7 +200,7 @@ def test_switch_under_load_with_the_official_and_the_braid_client(tmp_path: Path
                 def phase() -> str:
                     return str(admin.bookie_clusters.status()["switch"]["phase"])
 
-                wait_for(lambda: phase() == "AWAIT_CLEANUP", within=60, message="PROMOTE done")
+                wait_for(lambda: phase() == "CLEANUP", within=60, message="PROMOTE done")
                 # I10: the schema and cursor ledgers exist on the new cluster, same ids, same
                 # entries as on the old one.
                 state = background.call(server.storage_clusters.registry.state())  # type: ignore[union-attr]

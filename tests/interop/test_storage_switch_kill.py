@@ -10,7 +10,8 @@ before its third BUILD batch, with four ledgers copied and persisted. The test s
 point in the log (polling, no sleeping), SIGKILLs the process, restarts it on the same data
 directory and ports without the fault, and checks that:
 
-* the orchestrator resumes from the persisted state and reaches AWAIT_CLEANUP, then DONE;
+* the orchestrator resumes from the persisted state and reaches CLEANUP (waiting for the
+  window), then DONE;
 * every copied ledger exists on ``new`` with the same id and identical entries (compared offline,
   with the process stopped, before CLEANUP deletes the source copies);
 * no message acknowledged by the broker to the producer is lost for the subscription, and new
@@ -165,7 +166,7 @@ def test_sigkill_mid_build_then_restart_resumes_the_switch(tmp_path: Path) -> No
             def phase() -> str:
                 return str(admin.bookie_clusters.status()["switch"]["phase"])
 
-            wait_for(lambda: phase() == "AWAIT_CLEANUP", within=60, message="resumed to PROMOTE")
+            wait_for(lambda: phase() == "CLEANUP", within=60, message="resumed to PROMOTE")
             status = admin.bookie_clusters.status()
             assert status["activeCluster"] == "new"
             assert status["switch"]["failedLedgers"] == [], status

@@ -70,10 +70,19 @@ class SwitchStack:
         assert got is not None
         return got[0]
 
-    async def wait_phase(self, *phases: str, within: float = 30.0) -> SwitchState:
+    async def wait_phase(
+        self, *phases: str, within: float = 30.0, finished: bool | None = None
+    ) -> SwitchState:
+        """Wait for one of ``phases`` (PIP-470's names); ``finished``: and the run over (or
+        not)."""
+
         async def reached() -> bool:
             got = await self.service.registry.state()
-            return got is not None and got[0].phase.value in phases
+            return (
+                got is not None
+                and got[0].phase.value in phases
+                and (finished is None or got[0].terminal is finished)
+            )
 
         await eventually(reached, within=within, message=f"switch phase in {phases}")
         return await self.state()

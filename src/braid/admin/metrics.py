@@ -16,12 +16,13 @@ pay nothing (they only bump the integer counters they already keep):
   ``pulsar_scalable_topic_merge_suppressed_max_depth_total``.
 * PIP-470 storage-cluster switching (``braid.clusters.metrics.SwitchMetrics``):
   ``pulsar_bookie_cluster_active{cluster}`` (1 for the active cluster),
+  ``pulsar_bookie_cluster_switch_state{state}`` (1 for the current one of PIP-470's states),
   ``pulsar_bookie_cluster_switch_total{result}``, ``pulsar_bookie_cluster_rollback_total``,
   ``migration_ledgers_built_total{kind}``, ``migration_ledgers_failed_total{kind}``,
   ``migration_ledger_id_conflict_total``, ``migration_ledgers_promoted_total{kind}``,
   ``migration_ledgers_promoted_via_rollover_total``, ``migration_promote_cas_retries_total``,
   ``migration_promote_deferred_total``, ``migration_ledgers_cleaned_total`` and
-  ``migration_ledgers_reverted_total``.
+  ``migration_ledgers_reverted_total``, ``migration_ledgers_discarded_total``.
 
 Each app gets its own registry (several brokers in one test process do not collide).
 """
@@ -36,6 +37,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from braid.core.names import TopicName
+from braid.core.storage_switch import SwitchPhase
 
 if TYPE_CHECKING:
     from braid.clusters.service import StorageClusterService
@@ -189,6 +191,14 @@ class StorageSwitchCollector(Collector):
         )
         active.add_metric([self._service.active_name], 1)
         yield active
+        state = GaugeMetricFamily(
+            "pulsar_bookie_cluster_switch_state",
+            "1 for the storage-cluster switch's current state (PIP-470's names)",
+            labels=["state"],
+        )
+        for phase in SwitchPhase:
+            state.add_metric([phase.value], 1 if phase is m.switch_state else 0)
+        yield state
         switches = CounterMetricFamily(
             "pulsar_bookie_cluster_switch", "Storage-cluster switches", labels=["result"]
         )
@@ -219,6 +229,11 @@ class StorageSwitchCollector(Collector):
             ),
             ("migration_ledgers_cleaned", "Old-cluster copies deleted by CLEANUP", m.cleaned),
             ("migration_ledgers_reverted", "Attributions returned by ROLLBACK", m.reverted),
+            (
+                "migration_ledgers_discarded",
+                "New-cluster copies deleted after a rollback's delay",
+                m.discarded,
+            ),
         )
         for name, doc, value in plain:
             family = CounterMetricFamily(name, doc)

@@ -254,6 +254,10 @@ class BrokerConfig:
     bookie_cluster_dual_read_timeout_days: int = 15
     #: PIP-470: ledgers BUILD copies at once.
     bookie_cluster_switch_concurrency: int = 16
+    #: PIP-470: where the storage-cluster registry lives in the metadata store.
+    bookie_cluster_config_path: str = "/admin/bookie-clusters"
+    #: PIP-470: how long a rollback keeps the new cluster's copies before deleting them.
+    bookie_cluster_rollback_deletion_delay_seconds: int = 3600
     #: TLS listeners (Pulsar's keys; unset = none). ``tlsEnabled=true`` without them opens 6651
     #: and 8443. The files are PEM; see ``docs/security.md`` and ``broker/security_settings.py``.
     broker_service_port_tls: int | None = None

@@ -43,6 +43,9 @@ from braid.broker.config_values import (
     parse_listeners as _parse_listeners,
 )
 from braid.broker.config_values import (
+    parse_metadata_path as _parse_metadata_path,
+)
+from braid.broker.config_values import (
     parse_name as _parse_name,
 )
 from braid.broker.config_values import (
@@ -254,6 +257,12 @@ KEYS: tuple[_Key, ...] = (
     ),
     _Key(
         "bookieClusterSwitchConcurrency", "bookie_cluster_switch_concurrency", _parse_int(1, 1024)
+    ),
+    _Key("bookieClusterConfigPath", "bookie_cluster_config_path", _parse_metadata_path),
+    _Key(
+        "bookieClusterRollbackDeletionDelaySeconds",
+        "bookie_cluster_rollback_deletion_delay_seconds",
+        _parse_int(0),
     ),
     *(
         _Key(name, _snake(name), parse)

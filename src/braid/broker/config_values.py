@@ -82,6 +82,20 @@ def parse_url(text: str) -> str:
     return text
 
 
+def parse_metadata_path(text: str) -> str:
+    """An absolute metadata-store path (``/admin/bookie-clusters``)."""
+    from braid.metadata.api import InvalidPath
+    from braid.metadata.paths import validate_path
+
+    try:
+        path = validate_path(text)
+    except InvalidPath as exc:
+        raise ValueError(f"expected an absolute metadata path: {exc}") from None
+    if path == "/":
+        raise ValueError("expected a metadata path below the root, e.g. /admin/bookie-clusters")
+    return path
+
+
 def parse_path(text: str) -> Path:
     return Path(text).expanduser()
 

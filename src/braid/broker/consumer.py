@@ -162,7 +162,8 @@ class Consumer:
             taken = list(pending)
             pending.clear()
             return taken
-        taken = [p for p in positions if p in pending]
+        # A position named twice (one per message of a batch) is taken once.
+        taken = [p for p in dict.fromkeys(positions) if p in pending]
         for p in taken:
             del pending[p]
         return taken

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from braid.cli import admin_output as out
 from braid.cli.admin_commands import Printer
 from braid.cli.admin_parser import non_negative
+from braid.core.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from braid.admin.client import AdminClient
@@ -43,6 +44,30 @@ def _cluster_rows(clusters: list[dict[str, Any]]) -> str:
     )
 
 
+def _name_or_flag(p: argparse.ArgumentParser, dest: str, flag: str) -> None:
+    """``NAME`` positionally or as PIP-470 writes it (``--name NAME`` / ``--target NAME``)."""
+    p.add_argument("positional_" + dest, nargs="?", metavar="NAME", default=None)
+    p.add_argument(flag, dest="flag_" + dest, metavar="NAME", default=None)
+    p.set_defaults(_named_flag=flag)
+
+
+def _named(args: argparse.Namespace, dest: str) -> str:
+    """The cluster name given positionally or with the flag (exactly one, or both equal).
+
+    Raises:
+        InvalidInputError: neither given, or two different names.
+    """
+    flag = args._named_flag
+    positional = getattr(args, "positional_" + dest)
+    flagged = getattr(args, "flag_" + dest)
+    if positional is None and flagged is None:
+        raise InvalidInputError(f"a cluster name is required (NAME or {flag} NAME)")
+    if positional is not None and flagged is not None and positional != flagged:
+        raise InvalidInputError(f"two different names given: {positional!r} and {flag} {flagged!r}")
+    name: str = flagged if flagged is not None else positional
+    return name
+
+
 def bc_list(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
     clusters = admin.bookie_clusters.list()
     if p.json:
@@ -52,7 +77,7 @@ def bc_list(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
 
 
 def bc_get(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    info = admin.bookie_clusters.get(args.name)
+    info = admin.bookie_clusters.get(_named(args, "name"))
     if p.json:
         p.data(info)
     else:
@@ -60,7 +85,9 @@ def bc_get(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
 
 
 def bc_register(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    info = admin.bookie_clusters.register(args.name, args.metadata_service_uri, args.status)
+    info = admin.bookie_clusters.register(
+        _named(args, "name"), args.metadata_service_uri, args.status
+    )
     if p.json:
         p.data(info)
     else:
@@ -86,17 +113,18 @@ def _show_precheck(p: Printer, result: dict[str, Any]) -> None:
 
 
 def bc_precheck(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    _show_precheck(p, admin.bookie_clusters.precheck(args.name))
+    _show_precheck(p, admin.bookie_clusters.precheck(_named(args, "name")))
 
 
 def bc_advance_idgen(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    _show_precheck(p, admin.bookie_clusters.advance_idgen(args.name, args.margin))
+    _show_precheck(p, admin.bookie_clusters.advance_idgen(_named(args, "name"), args.margin))
 
 
 def _show_status(p: Printer, status: dict[str, Any]) -> None:
     if p.json:
         p.data(status)
         return
+    p.line(f"switch state: {status.get('state')}")
     p.line(f"active storage cluster: {status.get('activeCluster')}")
     p.line(_cluster_rows(status.get("clusters", [])))
     dual = status.get("dualRead")
@@ -115,7 +143,7 @@ def _show_status(p: Printer, status: dict[str, Any]) -> None:
         out.key_values(
             [
                 ("switch", f"{switch.get('source')} -> {switch.get('target')}"),
-                ("phase", switch.get("phase")),
+                ("phase", _phase_text(switch)),
                 ("orchestrated by", switch.get("origin")),
                 ("switched at", out.when(switch.get("switchTimestampMillis"))),
                 ("rollback window closes", out.when(switch.get("windowClosesAtMillis"))),
@@ -152,14 +180,26 @@ def _show_status(p: Printer, status: dict[str, Any]) -> None:
             )
 
 
+def _phase_text(switch: dict[str, Any]) -> str:
+    phase = str(switch.get("phase"))
+    if switch.get("finished"):
+        return f"{phase} (finished)"
+    if switch.get("awaitingRollbackWindow"):
+        return f"{phase} (waiting for the rollback window to close)"
+    if switch.get("newCopiesDeletionAtMillis") is not None:
+        return f"{phase} (new copies kept until {out.when(switch['newCopiesDeletionAtMillis'])})"
+    return phase
+
+
 def bc_status(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
     _show_status(p, admin.bookie_clusters.status())
 
 
 def bc_switch(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    status = admin.bookie_clusters.switch(args.target)
+    target = _named(args, "target")
+    status = admin.bookie_clusters.switch(target)
     if not p.json:
-        p.line(f"Switched to {args.target}: new ledgers are created there; BUILD has started.")
+        p.line(f"Switched to {target}: new ledgers are created there; BUILD follows.")
     _show_status(p, status)
 
 
@@ -204,8 +244,9 @@ def bc_cleanup(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None
 
 
 def bc_close_client(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    admin.bookie_clusters.close_client(args.name)
-    p.done(f"Closed the client of storage cluster {args.name}.")
+    name = _named(args, "name")
+    admin.bookie_clusters.close_client(name)
+    p.done(f"Closed the client of storage cluster {name}.")
 
 
 def add_bookie_clusters_group(group: GroupAdder, command: CommandAdder) -> None:
@@ -217,14 +258,16 @@ def add_bookie_clusters_group(group: GroupAdder, command: CommandAdder) -> None:
         "switch to it, follow BUILD -> PROMOTE -> CLEANUP with `status`, roll back within the "
         "window, clean up, close the old client. See docs/storage-switching.md.",
         """\
-  braid admin bookie-clusters register new --metadata-service-uri sqlite:///srv/new/metadata.db
-  braid admin bookie-clusters advance-idgen new
-  braid admin bookie-clusters precheck new
-  braid admin bookie-clusters switch new
+  braid admin bookie-clusters register --name new \\
+      --metadata-service-uri zk+null://127.0.0.1:2181/ledgers-v2 --status STANDBY
+  braid admin bookie-clusters advance-idgen --name new
+  braid admin bookie-clusters precheck --name new
+  braid admin bookie-clusters switch --target new
   braid admin bookie-clusters status
   braid admin bookie-clusters cleanup                 # dry run
   braid admin bookie-clusters cleanup --execute --force
-  braid admin bookie-clusters close-client standalone
+  braid admin bookie-clusters close-client --name standalone
+  (the cluster name may also be given positionally: `switch new`)
 """,
     )
     p = command(
@@ -232,10 +275,10 @@ def add_bookie_clusters_group(group: GroupAdder, command: CommandAdder) -> None:
         "register",
         bc_register,
         "register a storage cluster (or set a registered one's status)",
-        examples="  braid admin bookie-clusters register new "
-        "--metadata-service-uri zk://127.0.0.1:2181/ledgers-v2\n",
+        examples="  braid admin bookie-clusters register --name new "
+        "--metadata-service-uri zk+null://127.0.0.1:2181/ledgers-v2 --status STANDBY\n",
     )
-    p.add_argument("name", metavar="NAME")
+    _name_or_flag(p, "name", "--name")
     p.add_argument("--metadata-service-uri", "--uri", required=True, metavar="URI")
     p.add_argument("--status", default="STANDBY", type=str.upper, choices=_STATUSES)
     command(commands, "list", bc_list, "list the registered storage clusters")
@@ -245,19 +288,19 @@ def add_bookie_clusters_group(group: GroupAdder, command: CommandAdder) -> None:
         ("close-client", bc_close_client, "close the client of a retired cluster"),
     ):
         p = command(commands, name, handler, text)
-        p.add_argument("name", metavar="NAME")
+        _name_or_flag(p, "name", "--name")
     p = command(
         commands,
         "advance-idgen",
         bc_advance_idgen,
         "raise a cluster's ledger-id generator past every other cluster's ids",
     )
-    p.add_argument("name", metavar="NAME")
+    _name_or_flag(p, "name", "--name")
     p.add_argument("--margin", type=non_negative, default=1_000_000, metavar="N")
     p = command(
         commands, "switch", bc_switch, "switch new ledgers to a registered cluster (runs precheck)"
     )
-    p.add_argument("target", metavar="NAME")
+    _name_or_flag(p, "target", "--target")
     command(commands, "status", bc_status, "show the phase, progress counts and failures")
     command(commands, "rollback", bc_rollback, "return every attribution to the old cluster")
     p = command(

@@ -182,6 +182,8 @@ class StandaloneServer:
             dual_read_timeout_days=config.bookie_cluster_dual_read_timeout_days,
             concurrency=config.bookie_cluster_switch_concurrency,
             skip_idgen_precheck=config.bookie_cluster_switch_skip_idgen_precheck,
+            config_path=config.bookie_cluster_config_path,
+            rollback_deletion_delay_s=config.bookie_cluster_rollback_deletion_delay_seconds,
             # Test-only: BRAID_SWITCH_FAULT_PAUSE_AT (braid.clusters.faults); unset, no hook.
             step_hook=switch_pause_hook_from_env(os.environ),
         )

@@ -27,6 +27,7 @@ from braid.client.blocking import (
 )
 from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
 from braid.client.columns import MessageColumns
+from braid.client.dead_letter import DeadLetterPolicy
 from braid.client.message import Message
 from braid.client.producer import AsyncProducer
 from braid.client.queue_consumer import AsyncQueueConsumer
@@ -43,6 +44,7 @@ __all__ = [
     "AsyncStreamConsumer",
     "CheckpointConsumer",
     "Client",
+    "DeadLetterPolicy",
     "Message",
     "MessageColumns",
     "Producer",

@@ -10,7 +10,10 @@ field 7), and hands every assignment diff - from the response and from pushed
 ``CommandScalableTopicAssignmentUpdate`` commands, applied by ``layout_epoch`` - to its consumer.
 On connection loss, or when a newer layout names another controller leader, it re-registers
 with backoff under the same consumer id (within the controller's grace period the same
-assignment comes back, an empty diff). Closing sends ``CommandScalableTopicUnsubscribe``
+assignment comes back, an empty diff). A grouped Checkpoint member's registration also carries
+the sealed segments it has delivered whole (``drained``), and :meth:`AssignmentSession.report`
+sends them again, under the same consumer id, whenever the set grows: the controller hands out
+their children only then (ADR 0057). Closing sends ``CommandScalableTopicUnsubscribe``
 (best effort: the grace period is the fallback) so the controller rebalances at once.
 
 Only reachable when the broker advertises ``supports_scalable_topics`` (C15) and the layout has
@@ -22,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from braid.client.backoff import retry_transient
 from braid.client.connection import BrokerConnection
@@ -30,7 +33,11 @@ from braid.client.context import ClientContext
 from braid.client.dag import assignment_from_pb
 from braid.client.errors import error_for_code, is_transient
 from braid.client.layout_source import LayoutSource
-from braid.core.consumer_assignment import AssignmentDiff, RegistrationState
+from braid.core.consumer_assignment import (
+    AssignmentDiff,
+    RegistrationPhase,
+    RegistrationState,
+)
 from braid.core.topic_layout import TopicLayout
 from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -54,8 +61,10 @@ class AssignmentSession:
         *,
         initial_earliest: bool | None = None,
         attach_ahead: bool = False,
+        drained: Callable[[], Iterable[int]] | None = None,
     ) -> None:
         self.ctx = ctx
+        self.drained = drained
         self.initial_earliest = initial_earliest
         self.attach_ahead = attach_ahead
         self.source = source
@@ -79,12 +88,8 @@ class AssignmentSession:
             return await self.ctx.pool.get(url)
         return await self.ctx.pool.service_connection()
 
-    async def _register(self) -> None:
-        conn = await self._controller()
-        self.state.registering()
-        request_id = conn.new_request_id()
-        conn.register_registration(self.consumer_id, self)
-        cmd = commands.scalable_topic_subscribe(
+    def _subscribe_command(self, request_id: int) -> pb.BaseCommand:
+        return commands.scalable_topic_subscribe(
             request_id,
             self.source.topic,
             self.subscription,
@@ -93,7 +98,36 @@ class AssignmentSession:
             self.consumer_type,  # type: ignore[arg-type]
             initial_earliest=self.initial_earliest,
             attach_ahead=self.attach_ahead,
+            drained_segments=tuple(self.drained()) if self.drained is not None else (),
         )
+
+    async def report(self) -> None:
+        """Send the ``drained`` set again (registered only; a lost report is re-sent with the
+        next registration). The answer is applied like a pushed assignment."""
+        conn = self._conn
+        if conn is None or conn.closed or self.state.phase is not RegistrationPhase.REGISTERED:
+            return
+        request_id = conn.new_request_id()
+        try:
+            response = (
+                await conn.request(self._subscribe_command(request_id), request_id)
+            ).scalableTopicSubscribeResponse
+        except Exception as exc:
+            log.debug("drain report on %s not answered: %s", self.source.topic, exc)
+            return
+        if response.HasField("error") or not response.HasField("assignment"):
+            log.debug("drain report on %s refused: %s", self.source.topic, response.message)
+            return
+        diff = self.state.assignment_pushed(assignment_from_pb(response.assignment))
+        if diff is not None and not diff.empty:
+            self.on_diff(diff)
+
+    async def _register(self) -> None:
+        conn = await self._controller()
+        self.state.registering()
+        request_id = conn.new_request_id()
+        conn.register_registration(self.consumer_id, self)
+        cmd = self._subscribe_command(request_id)
         try:
             response = (await conn.request(cmd, request_id)).scalableTopicSubscribeResponse
             if response.HasField("error"):

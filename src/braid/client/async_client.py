@@ -14,12 +14,14 @@ import logging
 from pathlib import Path
 from typing import Any, TypeVar
 
+from braid.client.ack_timeout import check_ack_timeout
 from braid.client.auth import Authentication, TlsOptions
 from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
 from braid.client.consumer_base import ConsumerBase
 from braid.client.context import ClientContext
+from braid.client.dead_letter import DEFAULT_MAX_RECONSUME_TIMES, DeadLetterPolicy, DeadLetters
 from braid.client.errors import AlreadyClosedError, InvalidConfigurationError
-from braid.client.layout_source import LayoutSources
+from braid.client.layout_source import LayoutSource, LayoutSources
 from braid.client.producer import AsyncProducer, check_options
 from braid.client.queue_consumer import AsyncQueueConsumer
 from braid.client.schema import Schema, check_schema
@@ -210,9 +212,19 @@ class AsyncClient:
         receiver_queue_size: int = 1000,
         negative_ack_delay: float = 1.0,
         schema: Schema | None = None,
+        ack_timeout: float = 0.0,
+        dead_letter_policy: DeadLetterPolicy | None = None,
+        retry_enable: bool = False,
     ) -> AsyncQueueConsumer:
         """A parallel consumer with individual and negative acknowledgment (``schema``: as
-        for :meth:`subscribe_stream`)."""
+        for :meth:`subscribe_stream`).
+
+        ``ack_timeout`` (seconds, 0 = off): a message neither acknowledged nor negatively
+        acknowledged that long is redelivered. ``dead_letter_policy``: a message redelivered
+        ``max_redeliver_count`` times goes to the dead-letter topic when it fails again.
+        ``retry_enable``: ``reconsume_later`` and the retry-letter topic (read too; default
+        policy: 16 retries). See ``docs/client.md#queue-parity-with-shared-subscriptions``.
+        """
         ctx, sources = self._context()
         position = _initial_position(initial_position)
         _check_name("subscription", subscription)
@@ -221,20 +233,56 @@ class AsyncClient:
             raise InvalidConfigurationError(
                 f"negative_ack_delay must be >= 0: {negative_ack_delay!r}"
             )
+        timeout = check_ack_timeout(ack_timeout)
+        if dead_letter_policy is not None and not isinstance(dead_letter_policy, DeadLetterPolicy):
+            raise InvalidConfigurationError(
+                f"dead_letter_policy must be a DeadLetterPolicy: {dead_letter_policy!r}"
+            )
+        if retry_enable and dead_letter_policy is None:
+            dead_letter_policy = DeadLetterPolicy(DEFAULT_MAX_RECONSUME_TIMES)
         value_schema = check_schema(schema)
         source = await sources.acquire(topic)
-        consumer = AsyncQueueConsumer(
-            ctx,
-            sources,
-            source,
-            subscription,
-            consumer_name,
-            position,
-            size,
-            negative_ack_delay,
-            value_schema,
+        dead_letters = (
+            None
+            if dead_letter_policy is None
+            else DeadLetters(
+                dead_letter_policy,
+                source.topic,
+                subscription,
+                self.create_producer,
+                self._create_subscription,
+            )
         )
-        return await self._started(consumer)
+
+        def make(src: LayoutSource, **extra: Any) -> AsyncQueueConsumer:
+            return AsyncQueueConsumer(
+                ctx,
+                sources,
+                src,
+                subscription,
+                consumer_name,
+                position,
+                size,
+                negative_ack_delay,
+                value_schema,
+                **extra,
+            )
+
+        consumer = await self._started(make(source, ack_timeout=timeout, dead_letters=dead_letters))
+        if retry_enable and dead_letters is not None:
+            try:
+                retry_source = await sources.acquire(dead_letters.retry_letter_topic)
+                await consumer._start_retry(make(retry_source))
+            except BaseException:
+                await consumer.close()
+                raise
+        return consumer
+
+    async def _create_subscription(self, topic: str, subscription: str) -> None:
+        """Create ``subscription`` on ``topic`` from its earliest message (a dead-letter
+        policy's ``initial_subscription_name``); an existing one is left as it is."""
+        consumer = await self.subscribe_queue(topic, subscription, initial_position="earliest")
+        await consumer.close()
 
     async def create_checkpoint_consumer(
         self,

@@ -15,6 +15,7 @@ Layouts (field numbers of ``PulsarApi.proto``)::
     MessageMetadata:       1 producer_name, 2 sequence_id, 3 publish_time, 4 properties,
                            6 partition_key, 8 compression, 9 uncompressed_size,
                            11 num_messages_in_batch, 12 event_time, 16 schema_version,
+                           19 deliver_at_time,
                            24 highest_sequence_id,
                            33 entry_hash_min, 34 entry_hash_max
 """
@@ -133,12 +134,14 @@ def entry_metadata(
     event_time: int | None = None,
     entry_hash_range: tuple[int, int] | None = None,
     schema_version: bytes | None = None,
+    deliver_at_time: int | None = None,
 ) -> bytes:
     """``[u32 metadataSize][MessageMetadata]`` of one entry.
 
     ``num_messages`` set = a batch (``num_messages_in_batch``); the key, properties and event
     time belong on the outer metadata only for an unbatched message. ``schema_version`` is the
     version PRODUCER_SUCCESS gave the producer (every message of an entry shares it).
+    ``deliver_at_time``: a delayed message's time (it travels alone in its entry).
     """
     parts = [
         name_field,
@@ -158,6 +161,8 @@ def entry_metadata(
         parts.append(b"\x60" + varint(event_time))
     if schema_version is not None:
         parts.append(_field_bytes(_SCHEMA_VERSION_TAG, schema_version))
+    if deliver_at_time is not None:
+        parts.append(b"\x98\x01" + varint(deliver_at_time))
     if highest_sequence_id is not None:
         parts.append(b"\xc0\x01" + varint(highest_sequence_id))
     if entry_hash_range is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import datetime
 import threading
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -224,9 +225,21 @@ class Producer:
         properties: Mapping[str, str] | None = None,
         event_time: int | None = None,
         sequence_id: int | None = None,
+        *,
+        deliver_after: datetime.timedelta | float | None = None,
+        deliver_at: int | None = None,
     ) -> MessageId:
-        """Publish and wait until stored; returns the message id (raises the typed error)."""
-        return self.send_async(value, key, properties, event_time, sequence_id).result()
+        """Publish and wait until stored; returns the message id (raises the typed error).
+        ``deliver_after`` / ``deliver_at``: delayed delivery, as ``AsyncProducer.send``."""
+        return self.send_async(
+            value,
+            key,
+            properties,
+            event_time,
+            sequence_id,
+            deliver_after=deliver_after,
+            deliver_at=deliver_at,
+        ).result()
 
     def send_async(
         self,
@@ -235,6 +248,9 @@ class Producer:
         properties: Mapping[str, str] | None = None,
         event_time: int | None = None,
         sequence_id: int | None = None,
+        *,
+        deliver_after: datetime.timedelta | float | None = None,
+        deliver_at: int | None = None,
     ) -> concurrent.futures.Future[MessageId]:
         """Queue a message (call order = publish order); the future gets its id.
 
@@ -242,7 +258,11 @@ class Producer:
         complete the future).
         """
         future: SharedConditionFuture[MessageId] = SharedConditionFuture(self._futures)
-        self._submit((future, value, key, properties, event_time, sequence_id), 1)
+        if deliver_after is None and deliver_at is None:
+            self._submit((future, value, key, properties, event_time, sequence_id), 1)
+        else:
+            item = (future, value, key, properties, event_time, sequence_id, deliver_after)
+            self._submit((*item, deliver_at), 1)
         return future
 
     def send_many(
@@ -302,6 +322,8 @@ class Producer:
         for item in items:
             if len(item) == 6:
                 submit(*item)
+            elif len(item) == 8:
+                submit(*item[:6], deliver_after=item[6], deliver_at=item[7])
             else:
                 submit_many(*item)
 
@@ -416,8 +438,13 @@ class QueueConsumer(_Subscriber):
         self._consumer.acknowledge(message)
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
-        """Ask for one message to be redelivered later."""
+        """Ask for one message to be redelivered later (or dead-lettered: see the policy)."""
         self._consumer.negative_acknowledge(message)
+
+    def reconsume_later(self, message: Message, delay: float) -> None:
+        """Have ``message`` delivered again after ``delay`` seconds via the retry-letter topic
+        (``retry_enable=True``)."""
+        self._client._run(self._consumer.reconsume_later(message, delay))
 
 
 class CheckpointConsumer(_Consumer):

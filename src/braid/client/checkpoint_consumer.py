@@ -13,12 +13,14 @@ with no broker round trip.
   delivered - so a key's messages in a child never overtake those in its parents. A segment the
   restored checkpoint does not mention (created by a later split or merge) starts at its
   beginning.
-* **grouped** (``group=...``): the topic's controller assigns segments among the group's
-  members (consumer type CHECKPOINT) - every segment, sealed ones included, with no drain
-  gating (there is no broker cursor to observe). Each member reads its segments from its own
-  start position and keeps parent before child among the segments *it* holds; a child whose
-  parent went to another member is read at once, so per-key order across a split holds within
-  a member, not across the group (as upstream). Needs a scalable-topic broker.
+* **grouped** (``group=...``, what PIP-460 describes: a group identifier coordinates the
+  parallel instances): the topic's controller assigns segments among the group's members
+  (consumer type CHECKPOINT). Each member reads its segments from its own start position and
+  *reports* to the controller the sealed segments it has delivered whole (with its
+  registration, and again whenever that set grows: ADR 0057); the controller hands out a child
+  only once every ancestor was reported, so a key's messages are delivered parent before child
+  across the whole group, as within one member. A member reports only segments it was
+  assigned (a segment its checkpoint marks drained included). Needs a scalable-topic broker.
 
 A ``persistent://`` topic is a single legacy segment: one reader, the same code.
 """
@@ -78,6 +80,9 @@ class AsyncCheckpointConsumer(ConsumerBase):
         self._delivered_at: dict[int, tuple[int, int, int]] = {}
         self._drained: set[int] = set()
         self._assigned: set[int] | None = None
+        #: Grouped: every segment ever assigned here, and the drained set last reported.
+        self._ever_assigned: set[int] = set()
+        self._reported: frozenset[int] = frozenset()
         self._session: AssignmentSession | None = None
         self._spec = SubscriptionSpec(
             f"braid-reader-{uuid.uuid4().hex[:12]}",
@@ -103,6 +108,7 @@ class AsyncCheckpointConsumer(ConsumerBase):
                 self.consumer_name,
                 pb.CHECKPOINT,
                 self._apply_diff,
+                drained=self._reportable,
             )
             await self._session.start()
         self._reconcile(layout)
@@ -140,8 +146,8 @@ class AsyncCheckpointConsumer(ConsumerBase):
                 continue
             ancestors = {a for a in dag.ancestors(sid) if a in dag.segments}
             if self._assigned is not None:
-                # Grouped: the controller hands out every segment, sealed ones included,
-                # without drain gating; parent before child is kept within this member.
+                # Grouped: the controller hands out a segment once the group drained its
+                # ancestors; those this member holds are gated here as ungrouped.
                 ancestors &= self._assigned
             if ancestors <= self._drained:
                 seg = self._new_segment(layout.route(sid), self._spec)
@@ -150,6 +156,23 @@ class AsyncCheckpointConsumer(ConsumerBase):
         for sid in [s for s in self._segments if s not in dag.segments or s in self._drained]:
             seg = self._segments.pop(sid)
             self._ctx.spawn(seg.close(), f"closing the reader of segment {sid} of {self.topic}")
+        self._maybe_report()
+
+    def _reportable(self) -> frozenset[int]:
+        """Grouped: the drained segments this member may report (it was assigned them)."""
+        with self._lock:
+            return frozenset(self._drained & self._ever_assigned)
+
+    def _maybe_report(self) -> None:
+        """Grouped: tell the controller when the reportable drained set grew."""
+        session = self._session
+        if session is None:
+            return
+        reportable = self._reportable()
+        if reportable <= self._reported:
+            return
+        self._reported = reportable
+        self._ctx.spawn(session.report(), f"reporting drained segments of {self.topic}")
 
     def _on_layout(self, layout: TopicLayout) -> None:
         self._reconcile(layout)
@@ -164,6 +187,7 @@ class AsyncCheckpointConsumer(ConsumerBase):
                 self._ctx.spawn(seg.close(), f"closing the reader of segment {sid}")
         for assigned in diff.attach + diff.reattach:
             self._assigned.add(assigned.segment_id)
+            self._ever_assigned.add(assigned.segment_id)
         if self._source.current is not None:
             self._reconcile(self._source.current)
 

@@ -78,6 +78,7 @@ class ConsumerBase:
         self.decoder = None if self.schema.is_bytes else PayloadDecoder(self.schema)
         self._loop_thread = threading.get_ident()
         self._queue = ReceiveQueue(ctx.loop, f"{self.kind} on {source.topic}")
+        self._owns_queue = True
         self._lock = threading.Lock()
         self._segments: dict[int, SegmentConsumer] = {}
         #: What its per-segment consumers may ask of it.
@@ -122,6 +123,15 @@ class ConsumerBase:
 
     def _on_loop_thread(self) -> bool:
         return threading.get_ident() == self._loop_thread
+
+    def _share_delivery_with(self, owner: ConsumerBase) -> None:
+        """Feed ``owner``'s receive queue under its delivery lock instead of an own one (a
+        Queue consumer's retry-letter topic; call before starting). ``owner`` closes the
+        queue."""
+        self._queue = owner._queue
+        self._owns_queue = False
+        self._lock = owner._lock
+        self._as_parent.delivery_lock = owner._lock
 
     def _new_segment(
         self,
@@ -310,7 +320,8 @@ class ConsumerBase:
         segments = list(self._segments.values())
         self._segments.clear()
         await asyncio.gather(*(seg.close() for seg in segments), return_exceptions=True)
-        self._queue.close()
+        if self._owns_queue:
+            self._queue.close()
         await self._sources.release(self._source)
 
     async def _unsubscribe(self) -> None:

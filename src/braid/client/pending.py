@@ -1,9 +1,10 @@
 """A message on its way to the broker, and how its sender learns the outcome.
 
 :class:`PendingMessage` carries what a send needs to be (re)routed and (re)encoded - value,
-key, properties, event time, an explicit sequence id - plus its call number (the order of the
-``send`` calls, which every re-route preserves), the sequence id it was already sent with if a
-split or merge sealed its segment before the receipt, and its completion. A completion is one of
+key, properties, event time, an explicit sequence id, a delayed delivery time - plus its call
+number (the order of the ``send`` calls, which every re-route preserves), the sequence id it was
+already sent with if a split or merge sealed its segment before the receipt, and its completion.
+A completion is one of
 
 * an ``asyncio.Future`` (``AsyncProducer.send_async``),
 * a ``concurrent.futures.Future`` (the blocking facade's ``send_async``), or
@@ -98,6 +99,7 @@ class PendingMessage:
     __slots__ = (
         "call_no",
         "completion",
+        "deliver_at",
         "enqueued_at",
         "event_time",
         "explicit_seq",
@@ -138,6 +140,8 @@ class PendingMessage:
         self.sent_seq = -1
         #: The first hash of the segment it was last sent to (routes it if keyless).
         self.origin_hash = -1
+        #: ``deliver_at_time`` (ms since the epoch) of a delayed message, else ``None``.
+        self.deliver_at: int | None = None
 
 
 def succeed(message: PendingMessage, message_id: MessageId) -> None:

@@ -34,12 +34,14 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import datetime
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from braid.client.backoff import Backoff
 from braid.client.context import ClientContext
+from braid.client.delayed_delivery import delivery_time
 from braid.client.errors import (
     AlreadyClosedError,
     InvalidConfigurationError,
@@ -233,14 +235,31 @@ class AsyncProducer:
         properties: Mapping[str, str] | None = None,
         event_time: int | None = None,
         sequence_id: int | None = None,
+        *,
+        deliver_after: datetime.timedelta | float | None = None,
+        deliver_at: int | None = None,
     ) -> asyncio.Future[MessageId]:
         """Queue a message now (call order = publish order); the future gets its id.
+
+        ``deliver_after`` (a timedelta or seconds) / ``deliver_at`` (ms since the epoch): a
+        Queue (Shared) subscription gets the message no earlier
+        (:mod:`braid.client.delayed_delivery`).
 
         Never raises: a closed producer, a full queue (``ProducerQueueFullError``) or an invalid
         argument fail the returned future.
         """
         fut: asyncio.Future[MessageId] = self._loop.create_future()
-        self.submit(fut, value, key, properties, event_time, sequence_id, check_space=True)
+        self.submit(
+            fut,
+            value,
+            key,
+            properties,
+            event_time,
+            sequence_id,
+            check_space=True,
+            deliver_after=deliver_after,
+            deliver_at=deliver_at,
+        )
         return fut
 
     async def send(
@@ -250,8 +269,12 @@ class AsyncProducer:
         properties: Mapping[str, str] | None = None,
         event_time: int | None = None,
         sequence_id: int | None = None,
+        *,
+        deliver_after: datetime.timedelta | float | None = None,
+        deliver_at: int | None = None,
     ) -> MessageId:
-        """Publish a message and wait until it is stored; returns its id.
+        """Publish a message and wait until it is stored; returns its id (``deliver_after`` /
+        ``deliver_at``: as :meth:`send_async`).
 
         Raises:
             TimeoutError: not stored within ``send_timeout``.
@@ -259,7 +282,15 @@ class AsyncProducer:
             AlreadyClosedError, ProducerBusyError, ...: see the error model.
         """
         await self.wait_for_space()
-        return await self.send_async(value, key, properties, event_time, sequence_id)
+        return await self.send_async(
+            value,
+            key,
+            properties,
+            event_time,
+            sequence_id,
+            deliver_after=deliver_after,
+            deliver_at=deliver_at,
+        )
 
     async def send_many(
         self,
@@ -288,6 +319,8 @@ class AsyncProducer:
         sequence_id: Any = None,
         *,
         check_space: bool = False,
+        deliver_after: Any = None,
+        deliver_at: Any = None,
     ) -> None:
         """Queue one message with ``completion`` (a future of either kind); never raises."""
         try:
@@ -298,7 +331,12 @@ class AsyncProducer:
                     f"{len(self._unresolved)} messages are pending on {self.topic} "
                     f"(max_pending_messages={self._options.max_pending_messages})"
                 )
+            when = None
+            if deliver_after is not None or deliver_at is not None:
+                when = delivery_time(deliver_after, deliver_at)  # before the record is counted
             record = self._record(value, key, properties, event_time, sequence_id, completion, -1)
+            if when is not None:
+                record.deliver_at = when
         except BraidError as exc:
             if not completion.done():
                 completion.set_exception(exc)

@@ -482,9 +482,16 @@ class SegmentSubscriber:
         self._nack_timer = None
         with self._lock:
             nacks, self._nacks = list(self._nacks), {}
+        self._send_redeliver(nacks)
+
+    def redeliver(self, entries: list[tuple[int, int]]) -> None:
+        """Ask for these ``(ledger, entry)`` to be redelivered now (an ack timeout)."""
+        self._call_in_loop(lambda: self._send_redeliver(entries))
+
+    def _send_redeliver(self, entries: list[tuple[int, int]]) -> None:
         conn = self.conn
-        if nacks and conn is not None and self.ready:
-            ids = [commands.message_id(ledger, entry) for ledger, entry in nacks]
+        if entries and conn is not None and self.ready:
+            ids = [commands.message_id(ledger, entry) for ledger, entry in entries]
             with contextlib.suppress(Exception):
                 conn.send(commands.redeliver_unacknowledged_messages(self.consumer_id, ids))
 

@@ -293,7 +293,9 @@ class SegmentProducer:
         if self._bucketed or self._stamp:
             self._check_bucket(record)
         batch = self._batch
-        if batch and self._batch_bytes + size > self.options.batching_max_bytes:
+        delayed = record.deliver_at is not None
+        if batch and (delayed or self._batch_bytes + size > self.options.batching_max_bytes):
+            # A delayed message travels alone in its entry (the broker holds whole entries).
             self.flush()
             batch = self._batch
         self._sequence.assign(record)
@@ -317,7 +319,7 @@ class SegmentProducer:
         parts.append(record.value)
         batch.append(record)
         self._batch_bytes += size
-        if len(batch) >= self.options.batching_max_messages:
+        if delayed or len(batch) >= self.options.batching_max_messages:
             self.flush()
         elif self._timer is None:
             self._timer = self.ctx.loop.call_later(self.options.batching_max_delay, self._on_timer)
@@ -372,6 +374,8 @@ class SegmentProducer:
                 highest_sequence_id=highest,
                 entry_hash_range=stamp,
                 schema_version=self._schema_version,
+                # Only a delayed message's entry has one (it is alone in its entry).
+                deliver_at_time=records[0].deliver_at,
             )
             + payload
         )
@@ -393,6 +397,7 @@ class SegmentProducer:
                 properties=record.properties,
                 event_time=record.event_time,
                 schema_version=self._schema_version,
+                deliver_at_time=record.deliver_at,
             )
             + payload
         )

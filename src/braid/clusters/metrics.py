@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from braid.core.storage_switch import SwitchPhase
+
 
 @dataclasses.dataclass
 class SwitchMetrics:
@@ -16,7 +18,10 @@ class SwitchMetrics:
     ``migration_ledgers_promoted_total{kind}``,
     ``migration_ledgers_promoted_via_rollover_total``, ``migration_promote_cas_retries_total``,
     ``migration_promote_deferred_total``, ``migration_ledgers_cleaned_total`` and
-    ``migration_ledgers_reverted_total``, plus the gauge ``pulsar_bookie_cluster_active{cluster}``.
+    ``migration_ledgers_reverted_total``, plus the gauges ``pulsar_bookie_cluster_active{cluster}``
+    and ``pulsar_bookie_cluster_switch_state{state}`` (1 for :attr:`switch_state`, 0 for every
+    other of PIP-470's states). ``phase`` is the phase of the last switch state the registry
+    read or wrote; ``standby_registered`` whether its last listing had a STANDBY cluster.
     """
 
     switch_success: int = 0
@@ -31,6 +36,16 @@ class SwitchMetrics:
     promote_deferred: int = 0
     cleaned: int = 0
     reverted: int = 0
+    discarded: int = 0
+    phase: SwitchPhase | None = None
+    standby_registered: bool = False
+
+    @property
+    def switch_state(self) -> SwitchPhase:
+        """PIP-470's state: the switch's phase, or before any switch NOT_REGISTERED / STANDBY."""
+        if self.phase is not None:
+            return self.phase
+        return SwitchPhase.STANDBY if self.standby_registered else SwitchPhase.NOT_REGISTERED
 
     def record_switch_success(self) -> None:
         self.switch_success += 1

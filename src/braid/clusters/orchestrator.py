@@ -1,5 +1,6 @@
-"""The switch orchestrator's executor (PIP-470's ``BookieClusterSwitchOrchestrator``): BUILD ->
-PROMOTE -> CLEANUP, and ROLLBACK, driven by :func:`braid.core.storage_switch.next_step`.
+"""The switch orchestrator's executor (PIP-470's ``BookieClusterSwitchOrchestrator``):
+SWITCH_TRIGGERED -> LIVE_DUAL_READ -> BUILD -> PROMOTE -> CLEANUP, and ROLLBACK, driven by
+:func:`braid.core.storage_switch.next_step`.
 
 Each turn reads the persisted :class:`SwitchState`, asks the pure decision for the next step,
 executes it, and CAS-writes the state with the step's outcome applied (re-applied to a fresher
@@ -18,8 +19,9 @@ deleted ledger is not missing.
   (promoted via rollover) and its unneeded copy is deleted.
 * CLEANUP: the source copies of promoted ledgers are deleted; then the registry's statuses flip
   (source DEPRECATED, target ACTIVE: two CAS, I12).
-* ROLLBACK: the attributions are CAS'd back; the target copies are deleted when the rollback
-  finishes (nothing points at them any more).
+* ROLLBACK: the attributions are CAS'd back; the target copies are kept, scheduled for delayed
+  deletion (PIP-470): they are deleted once ``rollback_deletion_delay_ms`` has passed since the
+  last attribution came back (or at a forced ``cleanup``), then the run ends.
 """
 
 from __future__ import annotations
@@ -50,9 +52,12 @@ from braid.core.storage_switch import (
     final_phase,
     next_step,
     with_cleanup_done,
+    with_cleanup_started,
     with_discovered,
     with_items,
     with_phase,
+    with_reverted,
+    with_rollback_ended,
 )
 from braid.ledger.codec import decode_cursor_info, encode_cursor_info
 from braid.ledger.cursor import ManagedCursorImpl
@@ -82,6 +87,7 @@ class SwitchOrchestrator:
         *,
         window_ms: int,
         concurrency: int,
+        rollback_deletion_delay_ms: int,
         step_hook: StepHook | None = None,
     ) -> None:
         self._registry = registry
@@ -92,6 +98,7 @@ class SwitchOrchestrator:
         self._metrics = metrics
         self._window_ms = window_ms
         self._concurrency = concurrency
+        self._delay_ms = rollback_deletion_delay_ms
         self._step_hook = step_hook
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -151,7 +158,7 @@ class SwitchOrchestrator:
             )
             return False
         now = self._clock.now_ms()
-        step = next_step(state, now, self._window_ms, self._concurrency)
+        step = next_step(state, now, self._window_ms, self._concurrency, self._delay_ms)
         if step.kind is StepKind.IDLE:
             return False
         if self._step_hook is not None:
@@ -217,11 +224,25 @@ class SwitchOrchestrator:
         if step.kind is StepKind.ROLLBACK:
             reverted = await self._rollback(state, step.items)
             return lambda s: with_items(s, reverted)
+        if step.kind is StepKind.REVERTED:
+            self._metrics.rollbacks += 1
+            log.info(
+                "switch %s -> %s rolled back: %d copies on %s kept for delayed deletion",
+                state.source,
+                state.target,
+                len(state.kept_target_copies()),
+                state.target,
+            )
+            return lambda s: with_reverted(s, now)
+        if step.kind is StepKind.DISCARD:
+            discarded = await self._discard(state.target, step.items)
+            return lambda s: with_cleanup_done(s, discarded)
+        if step.kind is StepKind.START_CLEANUP:
+            return with_cleanup_started
+        if step.kind is StepKind.END:
+            return lambda s: with_rollback_ended(s, now)
         assert step.kind is StepKind.FINISH and step.phase is not None
         phase = step.phase
-        if phase is SwitchPhase.ROLLED_BACK:
-            await self._drop_target_copies(state)
-            self._metrics.rollbacks += 1
         log.info("switch %s -> %s: entering %s", state.source, state.target, phase.value)
         return lambda s: with_phase(s, phase, now)
 
@@ -484,11 +505,14 @@ class SwitchOrchestrator:
             return True
         return False
 
-    async def _drop_target_copies(self, state: SwitchState) -> None:
-        """After a rollback nothing points at the target copies: delete them."""
-        for item in state.items:
-            if item.status in (ItemStatus.BUILT, ItemStatus.REVERTED, ItemStatus.DEFERRED):
-                await _delete_quietly(self._router, state.target, item.ledger_id)
+    async def _discard(self, target: str, items: Sequence[MigrationItem]) -> list[MigrationItem]:
+        """After a rollback's delay nothing points at the target copies: delete them."""
+        out = []
+        for item in items:
+            await _delete_quietly(self._router, target, item.ledger_id)
+            self._metrics.discarded += 1
+            out.append(dataclasses.replace(item, status=ItemStatus.DISCARDED))
+        return out
 
 
 def item_source(items: Sequence[MigrationItem]) -> str:

@@ -1,5 +1,7 @@
 """The storage-cluster registry in the broker's metadata store (PIP-470's Broker-ZK paths).
 
+The root is ``bookieClusterConfigPath`` (:class:`RegistryPaths`); the paths below name the
+default.
 ``/admin/bookie-clusters/<name>`` holds :class:`BookieClusterInfo` JSON; exactly one cluster is
 ``ACTIVE``. ``/admin/bookie-clusters/switch-target`` is the switch directive,
 ``/admin/bookie-clusters/switch-state`` the orchestrator's persisted state, and
@@ -9,7 +11,10 @@ reserved names, never listed as clusters. Every write is a compare-and-swap on t
 URI collisions (PIP-470's ``BookieClusterConfigManager``): two clusters may not share a
 metadata-service URI. URIs are compared parsed (``sqlite:////a`` is ``sqlite:///a``; a ZooKeeper
 URI is its host list plus chroot), so co-located clusters on one ZooKeeper must use different
-chroots.
+chroots. BookKeeper's layout-qualified ZooKeeper URIs (``zk+null://``, ``zk+hierarchical://``...)
+name the same store as ``zk://`` with the same hosts and chroot.
+
+Every state read or written is shown to :class:`SwitchMetrics` (the ``switch_state`` gauge).
 """
 
 from __future__ import annotations
@@ -18,18 +23,15 @@ import dataclasses
 from urllib.parse import quote
 
 from braid.clusters.errors import BookieClusterNotFound, ClusterUriCollision
+from braid.clusters.metrics import SwitchMetrics
 from braid.core.errors import ConflictError, InvalidInputError
 from braid.core.storage_switch import (
-    ORCHESTRATOR_BROKERS_PATH,
-    REGISTRY_ROOT,
     RESERVED_NAMES,
-    SWITCH_STATE_PATH,
-    SWITCH_TARGET_PATH,
     BookieClusterInfo,
     ClusterStatus,
+    RegistryPaths,
     SwitchState,
     SwitchTarget,
-    validate_registry_name,
 )
 from braid.metadata.api import BadVersion, InvalidStoreUrl, MetadataStore, NodeNotFound
 from braid.metadata.url import parse_store_url
@@ -49,28 +51,35 @@ def uri_identity(uri: str) -> tuple[str, str, str]:
     return (parsed.scheme, hosts or parsed.location, parsed.chroot)
 
 
-def _broker_path(origin: str) -> str:
-    return f"{ORCHESTRATOR_BROKERS_PATH}/{quote(origin, safe='')}"
-
-
 class BookieClusterRegistry:
     """Reads and CAS-writes the registry, the switch directive and the switch state."""
 
-    def __init__(self, metadata: MetadataStore) -> None:
+    def __init__(
+        self,
+        metadata: MetadataStore,
+        paths: RegistryPaths | None = None,
+        metrics: SwitchMetrics | None = None,
+    ) -> None:
         self._metadata = metadata
+        self.paths = paths or RegistryPaths()
+        self._metrics = metrics
 
-    @staticmethod
-    def path(name: str) -> str:
-        return f"{REGISTRY_ROOT}/{validate_registry_name(name)}"
+    def path(self, name: str) -> str:
+        return self.paths.cluster(name)
+
+    def _broker_path(self, origin: str) -> str:
+        return f"{self.paths.brokers}/{quote(origin, safe='')}"
 
     async def list(self) -> list[BookieClusterInfo]:
         """Every registered cluster, by name."""
-        names = await self._metadata.children(REGISTRY_ROOT)
+        names = await self._metadata.children(self.paths.root)
         out = []
         for name in sorted(n for n in names if n not in RESERVED_NAMES):
-            got = await self._metadata.get(f"{REGISTRY_ROOT}/{name}")
+            got = await self._metadata.get(f"{self.paths.root}/{name}")
             if got is not None:
                 out.append(BookieClusterInfo.decode(got[0]))
+        if self._metrics is not None:
+            self._metrics.standby_registered = any(c.status is ClusterStatus.STANDBY for c in out)
         return out
 
     async def get(self, name: str) -> BookieClusterInfo:
@@ -114,6 +123,8 @@ class BookieClusterRegistry:
                 await self._metadata.put(self.path(info.name), info.encode(), version)
             except BadVersion:
                 continue
+            if self._metrics is not None and info.status is ClusterStatus.STANDBY:
+                self._metrics.standby_registered = True
             return info
 
     async def set_status(self, name: str, status: ClusterStatus) -> BookieClusterInfo:
@@ -133,18 +144,18 @@ class BookieClusterRegistry:
     # -- the switch directive and the orchestrator's state ----------------------------------------
 
     async def switch_target(self) -> tuple[SwitchTarget, int] | None:
-        got = await self._metadata.get(SWITCH_TARGET_PATH)
+        got = await self._metadata.get(self.paths.switch_target)
         if got is None:
             return None
         return SwitchTarget.decode(got[0]), got[1].version
 
     async def write_switch_target(self, target: SwitchTarget, expected_version: int) -> None:
         """CAS the directive. Raises ``BadVersion`` when another switch won."""
-        await self._metadata.put(SWITCH_TARGET_PATH, target.encode(), expected_version)
+        await self._metadata.put(self.paths.switch_target, target.encode(), expected_version)
 
     async def announce(self, origin: str) -> None:
         """Mark the broker at ``origin`` alive (an ephemeral node: gone with its session)."""
-        path = _broker_path(origin)
+        path = self._broker_path(origin)
         for _ in range(5):
             try:
                 await self._metadata.put(path, origin.encode(), -1, ephemeral=True)
@@ -162,23 +173,28 @@ class BookieClusterRegistry:
     async def withdraw(self, origin: str) -> None:
         """Remove this broker's announcement (it stops orchestrating)."""
         try:
-            await self._metadata.delete(_broker_path(origin))
+            await self._metadata.delete(self._broker_path(origin))
         except NodeNotFound:
             pass
 
     async def broker_alive(self, origin: str) -> bool:
         """Whether the broker at ``origin`` has announced itself and its session lives."""
-        return await self._metadata.get(_broker_path(origin)) is not None
+        return await self._metadata.get(self._broker_path(origin)) is not None
 
     async def state(self) -> tuple[SwitchState, int] | None:
-        got = await self._metadata.get(SWITCH_STATE_PATH)
+        got = await self._metadata.get(self.paths.switch_state)
         if got is None:
             return None
-        return SwitchState.decode(got[0]), got[1].version
+        state = SwitchState.decode(got[0])
+        if self._metrics is not None:
+            self._metrics.phase = state.phase
+        return state, got[1].version
 
     async def write_state(self, state: SwitchState, expected_version: int) -> int:
         """CAS the state; returns the new version. Raises ``BadVersion``."""
-        stat = await self._metadata.put(SWITCH_STATE_PATH, state.encode(), expected_version)
+        stat = await self._metadata.put(self.paths.switch_state, state.encode(), expected_version)
+        if self._metrics is not None:
+            self._metrics.phase = state.phase
         return stat.version
 
     @property

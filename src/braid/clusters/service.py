@@ -50,25 +50,23 @@ from braid.clusters.factory import StorageClusterFactory
 from braid.clusters.metrics import SwitchMetrics
 from braid.clusters.orchestrator import StepHook, SwitchOrchestrator
 from braid.clusters.registry import BookieClusterRegistry
+from braid.clusters.switch_status import cleanup_preview, switch_status
 from braid.core.errors import BraidError, ConflictError, InvalidInputError, NotFoundError
 from braid.core.storage_switch import (
     DEFAULT_BUILD_CONCURRENCY,
     DEFAULT_DUAL_READ_TIMEOUT_DAYS,
-    ORCHESTRATOR_BROKERS_PATH,
-    ORCHESTRATOR_LEADER_PATH,
-    SWITCH_TARGET_PATH,
+    DEFAULT_ROLLBACK_DELETION_DELAY_S,
     BookieClusterInfo,
     CleanupRequest,
     ClusterStatus,
     ItemStatus,
-    StepKind,
+    RegistryPaths,
     SwitchPhase,
     SwitchState,
     SwitchTarget,
     can_roll_back,
     cleanup_deadline_ms,
     new_switch_state,
-    next_step,
     validate_registry_name,
 )
 from braid.ledger.cursor import ManagedCursorImpl
@@ -106,10 +104,14 @@ class StorageClusterService:
         dual_read_timeout_days: int = DEFAULT_DUAL_READ_TIMEOUT_DAYS,
         concurrency: int = DEFAULT_BUILD_CONCURRENCY,
         skip_idgen_precheck: bool = False,
+        config_path: str | None = None,
+        rollback_deletion_delay_s: int = DEFAULT_ROLLBACK_DELETION_DELAY_S,
         step_hook: StepHook | None = None,
     ) -> None:
         self._metadata = metadata
-        self._registry = BookieClusterRegistry(metadata)
+        self.metrics = SwitchMetrics()
+        paths = RegistryPaths() if config_path is None else RegistryPaths(config_path)
+        self._registry = BookieClusterRegistry(metadata, paths, self.metrics)
         self._router = router
         self._home = home
         self._home_uri = home_uri
@@ -117,8 +119,8 @@ class StorageClusterService:
         self._clock = clock
         self._skip_precheck = skip_idgen_precheck
         self._window_ms = dual_read_timeout_days * _DAY_MS
+        self._delay_ms = rollback_deletion_delay_s * 1000
         self._clients: dict[str, BookKeeperClient] = {home.cluster_name: home}
-        self.metrics = SwitchMetrics()
         self.origin: str | None = None
         self._lock = asyncio.Lock()
         self._apply_lock = asyncio.Lock()
@@ -133,6 +135,7 @@ class StorageClusterService:
             self.metrics,
             window_ms=self._window_ms,
             concurrency=concurrency,
+            rollback_deletion_delay_ms=self._delay_ms,
             step_hook=step_hook,
         )
         self._ml_factory = ml_factory
@@ -192,7 +195,7 @@ class StorageClusterService:
         self._unlisten = self._metadata.register_listener(self._on_notification)
         self._election = LeaderElection(
             self._metadata,
-            ORCHESTRATOR_LEADER_PATH,
+            self._registry.paths.orchestrator_leader,
             origin.encode(),
             on_state_change=self._on_leadership,
         )
@@ -241,13 +244,14 @@ class StorageClusterService:
                 await self._factory.release(name)
 
     def _on_notification(self, notification: Notification) -> None:
-        if notification.path == SWITCH_TARGET_PATH and notification.type in (
+        paths = self._registry.paths
+        if notification.path == paths.switch_target and notification.type in (
             NotificationType.CREATED,
             NotificationType.MODIFIED,
         ):
             self._spawn(self._apply_directive())
         elif (
-            notification.path.startswith(ORCHESTRATOR_BROKERS_PATH + "/")
+            notification.path.startswith(paths.brokers + "/")
             and notification.type is NotificationType.DELETED
         ):
             # A broker went away: if it was the directive's origin, the leader adopts it.
@@ -330,7 +334,7 @@ class StorageClusterService:
     async def _maybe_orchestrate(self) -> None:
         directive = await self._registry.switch_target()
         got = await self._registry.state()
-        if directive is None or got is None or got[0].phase.terminal:
+        if directive is None or got is None or got[0].terminal:
             return
         target, version = directive
         origin = target.origin
@@ -470,10 +474,11 @@ class StorageClusterService:
             got = await self._registry.state()
             previous, state_version = (got[0], got[1]) if got is not None else (None, -1)
             active = self._router.active_name
-            if previous is not None and not previous.phase.terminal:
+            if previous is not None and not previous.terminal:
                 raise SwitchRejected(
                     f"the switch {previous.source} -> {previous.target} is in phase "
-                    f"{previous.phase.value}: let it finish (cleanup) or roll it back first"
+                    f"{previous.phase.value}: let it finish (cleanup; after a rollback, cleanup "
+                    f"--execute --force deletes the kept copies now) or roll it back first"
                 )
             if name == active:
                 if (
@@ -543,7 +548,7 @@ class StorageClusterService:
         """Return every attribution to the source cluster (within the window)."""
         async with self._lock:
             got = await self._registry.state()
-            if got is None or got[0].phase.terminal:
+            if got is None or got[0].terminal:
                 raise SwitchRejected("no switch in progress to roll back")
             state = got[0]
             if state.phase is SwitchPhase.ROLLBACK or not can_roll_back(state):
@@ -602,35 +607,28 @@ class StorageClusterService:
                 raise SwitchRejected("no switch to clean up after")
             state = got[0]
             now = self._clock.now_ms()
-            deadline = cleanup_deadline_ms(state, self._window_ms)
-            preview = dataclasses.replace(state, phase=SwitchPhase.CLEANUP, cleanup=request)
-            step = next_step(preview, now, self._window_ms, 1)
-            ledgers = [
-                {
-                    "kind": i.kind.value,
-                    "owner": i.owner,
-                    "cursor": i.cursor,
-                    "ledgerId": i.ledger_id,
-                    "cluster": i.source,
-                }
-                for i in (step.items if step.kind is StepKind.CLEANUP else ())
-            ]
+            ledgers, deadline = cleanup_preview(state, request, self._window_ms, self._delay_ms)
+            rolled_back = state.phase is SwitchPhase.ROLLBACK
             answer: dict[str, Any] = {
                 "dryRun": dry_run,
                 "ledgers": ledgers,
-                "windowClosesAtMillis": deadline,
+                "windowClosesAtMillis": cleanup_deadline_ms(state, self._window_ms),
+                "newCopiesDeletionAtMillis": deadline if rolled_back else None,
                 "phase": state.phase.value,
             }
             if dry_run:
                 return answer
-            if state.phase not in (SwitchPhase.AWAIT_CLEANUP, SwitchPhase.CLEANUP):
+            if state.terminal or state.phase not in (SwitchPhase.CLEANUP, SwitchPhase.ROLLBACK):
                 raise SwitchRejected(
-                    f"the switch is in phase {state.phase.value}; cleanup follows PROMOTE"
+                    f"the switch is in phase {state.phase.value}; cleanup follows PROMOTE "
+                    f"(or a rollback)"
                 )
+            if rolled_back and deadline < 0:
+                raise SwitchRejected("the rollback is still returning attributions; try again")
             if now < deadline and not force:
+                what = "the new copies' deletion delay" if rolled_back else "the dual-read window"
                 raise SwitchRejected(
-                    f"the dual-read window is open until {deadline} ms; pass force=true to "
-                    f"clean up now (lab only)"
+                    f"{what} runs until {deadline} ms; pass force=true to clean up now (lab only)"
                 )
             while True:
                 current = await self._registry.state()
@@ -658,7 +656,7 @@ class StorageClusterService:
             got = await self._registry.state()
             if (
                 got is not None
-                and not got[0].phase.terminal
+                and not got[0].terminal
                 and name
                 in (
                     got[0].source,
@@ -717,45 +715,16 @@ class StorageClusterService:
         got = await self._registry.state()
         switch: dict[str, Any] | None = None
         if got is not None:
-            state = got[0]
             directive = await self._registry.switch_target()
-            switch = {
-                "source": state.source,
-                "target": state.target,
-                # The directive names who orchestrates now (a leader may have adopted it).
-                "origin": state.origin if directive is None else directive[0].origin,
-                "phase": state.phase.value,
-                "switchTimestampMillis": state.switched_ms,
-                "windowClosesAtMillis": cleanup_deadline_ms(state, self._window_ms),
-                "progress": state.progress(),
-                "promotedViaRolloverFallback": state.count(ItemStatus.ROLLED_OVER),
-                "failedLedgers": [
-                    {
-                        "kind": i.kind.value,
-                        "owner": i.owner,
-                        "cursor": i.cursor,
-                        "ledgerId": i.ledger_id,
-                        "reason": i.reason,
-                    }
-                    for i in state.failed()
-                ],
-                "deferredLedgers": [
-                    {
-                        "kind": i.kind.value,
-                        "owner": i.owner,
-                        "cursor": i.cursor,
-                        "ledgerId": i.ledger_id,
-                        "reason": i.reason,
-                    }
-                    for i in state.items
-                    if i.status is ItemStatus.DEFERRED
-                ],
-                "rollbackRequested": state.rollback_requested,
-                "finishedMillis": state.finished_ms,
-            }
+            # The directive names who orchestrates now (a leader may have adopted it).
+            origin = got[0].origin if directive is None else directive[0].origin
+            switch = switch_status(got[0], origin, self._window_ms, self._delay_ms)
+        clusters = await self.list()
         return {
+            # PIP-470's switch state: the switch's phase, or NOT_REGISTERED / STANDBY before one.
+            "state": self.metrics.switch_state.value,
             "activeCluster": self._router.active_name,
-            "clusters": await self.list(),
+            "clusters": clusters,
             "dualRead": None
             if dual is None
             else {

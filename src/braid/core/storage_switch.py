@@ -6,17 +6,27 @@ Nothing here does I/O or reads a clock (``docs/architecture.md#binding-decisions
 records the outcome with the ``with_*`` transitions, persisting the new state with compare-and-swap
 after each step, so a restarted broker resumes exactly where the previous one stopped.
 
-Phases (PIP-470's state machine)::
+Switch states, named as PIP-470 names them (:class:`SwitchPhase`)::
 
-    BUILD -> PROMOTE -> AWAIT_CLEANUP -> CLEANUP -> DONE | DONE_WITH_FAILURES
-       \\________\\____________\\______ ROLLBACK -> ROLLED_BACK
+    NOT_REGISTERED -> STANDBY -> SWITCH_TRIGGERED -> LIVE_DUAL_READ -> BUILD -> PROMOTE -> CLEANUP
+        -> DONE | DONE_WITH_FAILURES;   any phase before CLEANUP deletes -> ROLLBACK
+
+``NOT_REGISTERED`` and ``STANDBY`` describe the registry before any switch (no other cluster
+registered, or one waiting ``STANDBY``); a switch's persisted ``phase`` is one of the other eight.
+Two sub-states are fields, not names: in CLEANUP, ``cleanup_started`` is false while the
+rollback window is still open (nothing deleted yet; Braid's AWAIT_CLEANUP before ADR 0056); in
+ROLLBACK, ``reverted_ms`` records when every attribution was back on the source (the new copies
+are then kept for ``rollback_deletion_delay_ms`` before they are deleted: PIP-470's delayed
+deletion) and ``finished`` ends the run (before ADR 0056: ROLLED_BACK). :meth:`SwitchState.decode`
+migrates a state recorded under the old names, so an in-flight switch resumes after an upgrade.
 
 Item statuses: ``PENDING`` (to copy) -> ``BUILT`` (same ledger id, same entry ids on the target)
 or ``FAILED`` (source unreadable, or a conflicting copy); ``BUILT`` -> ``PROMOTED`` (attribution
 CAS changed only the cluster name, I9/I10), ``ROLLED_OVER`` (the cursor moved to a new ledger on
 the active cluster meanwhile: PIP-470's promoted-via-rollover) or ``DEFERRED`` (CAS retries
 exhausted: not a failure, a later ``switch`` to the same target retries it); ``PROMOTED`` ->
-``CLEANED`` (the source copy was deleted) or, on rollback, ``REVERTED``.
+``CLEANED`` (the source copy was deleted) or, on rollback, ``REVERTED`` (the stamp is back on
+the source; the target copy is kept for delayed deletion) -> ``DISCARDED`` (the copy deleted).
 """
 
 from __future__ import annotations
@@ -30,16 +40,61 @@ from typing import Any
 
 from braid.core.errors import InvalidInputError
 
-#: Root of the registry in the broker's metadata store (``bookieClusterConfigPath``).
+#: Default root of the registry in the broker's metadata store (``bookieClusterConfigPath``).
 REGISTRY_ROOT = "/admin/bookie-clusters"
-#: The switch directive (``name\norigin=<url>``).
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryPaths:
+    """Where the registry lives (``bookieClusterConfigPath``, PIP-470: configurable) and the
+    reserved nodes under it."""
+
+    root: str = REGISTRY_ROOT
+
+    def __post_init__(self) -> None:
+        root = self.root
+        if (
+            not isinstance(root, str)
+            or not root.startswith("/")
+            or root == "/"
+            or root.endswith("/")
+            or "//" in root
+            or any(ch < " " for ch in root)
+        ):
+            raise InvalidInputError(
+                f"invalid bookieClusterConfigPath {root!r}: expected an absolute metadata path "
+                f"such as {REGISTRY_ROOT}"
+            )
+
+    @property
+    def switch_target(self) -> str:
+        """The switch directive (``name\\norigin=<url>``)."""
+        return f"{self.root}/switch-target"
+
+    @property
+    def switch_state(self) -> str:
+        """The orchestrator's persisted state (Braid's: PIP-470 keeps it in memory)."""
+        return f"{self.root}/switch-state"
+
+    @property
+    def orchestrator_leader(self) -> str:
+        """The ephemeral leader node electing the orchestrator of a directive without origin."""
+        return f"{self.root}/orchestrator-leader"
+
+    @property
+    def brokers(self) -> str:
+        """Where every started broker announces its origin URL (one ephemeral child each), so
+        the elected leader can tell a directive's origin broker is gone and adopt it."""
+        return f"{self.root}/brokers"
+
+    def cluster(self, name: str) -> str:
+        return f"{self.root}/{validate_registry_name(name)}"
+
+
+#: The default paths (``bookieClusterConfigPath`` unset).
 SWITCH_TARGET_PATH = f"{REGISTRY_ROOT}/switch-target"
-#: The orchestrator's persisted state (Braid's: PIP-470 keeps it in memory).
 SWITCH_STATE_PATH = f"{REGISTRY_ROOT}/switch-state"
-#: The ephemeral leader node electing the orchestrator of a directive without ``origin=``.
 ORCHESTRATOR_LEADER_PATH = f"{REGISTRY_ROOT}/orchestrator-leader"
-#: Where every started broker announces its origin URL (one ephemeral child each), so the elected
-#: leader can tell a directive's origin broker is gone and adopt the directive.
 ORCHESTRATOR_BROKERS_PATH = f"{REGISTRY_ROOT}/brokers"
 #: Children of the registry root that are not clusters, and the admin API's own path words.
 RESERVED_NAMES = frozenset(
@@ -59,6 +114,12 @@ RESERVED_NAMES = frozenset(
 DEFAULT_BUILD_CONCURRENCY = 16
 MAX_PROMOTE_RETRIES = 5
 DEFAULT_DUAL_READ_TIMEOUT_DAYS = 15
+#: How long a rollback keeps the new cluster's copies before deleting them (Braid's default for
+#: PIP-470's "scheduled for delayed deletion": ``bookieClusterRollbackDeletionDelaySeconds``).
+DEFAULT_ROLLBACK_DELETION_DELAY_S = 3600
+#: The persisted state's format: 2 = PIP-470's state names (ADR 0056); absent = Braid's older
+#: names, migrated on read.
+STATE_FORMAT = 2
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -162,18 +223,32 @@ class SwitchTarget:
 
 
 class SwitchPhase(enum.Enum):
+    """PIP-470's switch states, in its order. The first two describe the registry before a
+    switch; a switch's persisted phase is one of the others."""
+
+    NOT_REGISTERED = "NOT_REGISTERED"
+    STANDBY = "STANDBY"
+    SWITCH_TRIGGERED = "SWITCH_TRIGGERED"
+    LIVE_DUAL_READ = "LIVE_DUAL_READ"
     BUILD = "BUILD"
     PROMOTE = "PROMOTE"
-    AWAIT_CLEANUP = "AWAIT_CLEANUP"
     CLEANUP = "CLEANUP"
     DONE = "DONE"
     DONE_WITH_FAILURES = "DONE_WITH_FAILURES"
     ROLLBACK = "ROLLBACK"
-    ROLLED_BACK = "ROLLED_BACK"
 
-    @property
-    def terminal(self) -> bool:
-        return self in (SwitchPhase.DONE, SwitchPhase.DONE_WITH_FAILURES, SwitchPhase.ROLLED_BACK)
+
+#: Braid's phase names before ADR 0056 -> (PIP-470's name, cleanup started, finished).
+_LEGACY_PHASES: dict[str, tuple[SwitchPhase, bool, bool]] = {
+    "BUILD": (SwitchPhase.BUILD, False, False),
+    "PROMOTE": (SwitchPhase.PROMOTE, False, False),
+    "AWAIT_CLEANUP": (SwitchPhase.CLEANUP, False, False),
+    "CLEANUP": (SwitchPhase.CLEANUP, True, False),
+    "DONE": (SwitchPhase.DONE, False, True),
+    "DONE_WITH_FAILURES": (SwitchPhase.DONE_WITH_FAILURES, False, True),
+    "ROLLBACK": (SwitchPhase.ROLLBACK, False, False),
+    "ROLLED_BACK": (SwitchPhase.ROLLBACK, False, True),
+}
 
 
 class ItemKind(enum.Enum):
@@ -190,6 +265,11 @@ class ItemStatus(enum.Enum):
     DEFERRED = "DEFERRED"
     CLEANED = "CLEANED"
     REVERTED = "REVERTED"
+    DISCARDED = "DISCARDED"
+
+
+#: Items whose copy on the target must go once a rollback's deletion delay has passed.
+_TARGET_COPY_KEPT = (ItemStatus.BUILT, ItemStatus.REVERTED, ItemStatus.DEFERRED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,12 +343,14 @@ class CleanupRequest:
 
 @dataclass(frozen=True, slots=True)
 class SwitchState:
-    """The orchestrator's whole state, persisted as JSON at :data:`SWITCH_STATE_PATH`.
+    """The orchestrator's whole state, persisted as JSON at ``RegistryPaths.switch_state``.
 
     ``discovered`` is false until BUILD has listed the schema and cursor ledgers of the source
     (listing is part of BUILD, so a restart before it lists again). ``boundary_ledger_id`` is the
     target's next ledger id at the switch (PIP-470's ``switchLedgerIdBoundary``): every ledger
-    id below it was allocated by an older cluster.
+    id below it was allocated by an older cluster. ``cleanup_started``: CLEANUP is deleting (the
+    window closed or a forced request); before, a rollback is still possible. ``reverted_ms``:
+    when ROLLBACK had every attribution back (-1: not yet); ``finished``: the run is over.
     """
 
     source: str
@@ -285,9 +367,18 @@ class SwitchState:
     rollback_requested: bool = False
     cleanup_status_failed: bool = False
     finished_ms: int = 0
+    cleanup_started: bool = False
+    reverted_ms: int = -1
+    finished: bool = False
+
+    @property
+    def terminal(self) -> bool:
+        """The run is over: DONE, DONE_WITH_FAILURES, or a ROLLBACK that deleted its copies."""
+        return self.finished
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "formatVersion": STATE_FORMAT,
             "source": self.source,
             "target": self.target,
             "origin": self.origin,
@@ -302,6 +393,9 @@ class SwitchState:
             "rollbackRequested": self.rollback_requested,
             "cleanupStatusFailed": self.cleanup_status_failed,
             "finishedMillis": self.finished_ms,
+            "cleanupStarted": self.cleanup_started,
+            "revertedMillis": self.reverted_ms,
+            "finished": self.finished,
         }
 
     def encode(self) -> bytes:
@@ -309,25 +403,50 @@ class SwitchState:
 
     @classmethod
     def decode(cls, raw: bytes) -> SwitchState:
-        """Parse a persisted state. Raises :class:`InvalidClusterDocument`."""
+        """Parse a persisted state, migrating one recorded under Braid's older phase names
+        (no ``formatVersion``: AWAIT_CLEANUP, ROLLED_BACK...). Raises
+        :class:`InvalidClusterDocument`."""
         try:
             doc = json.loads(raw.decode("utf-8"))
             cleanup = doc.get("cleanup")
+            items = tuple(MigrationItem.from_json(i) for i in doc.get("items", []))
+            if doc.get("formatVersion") == STATE_FORMAT:
+                phase = SwitchPhase(doc["phase"])
+                started = bool(doc.get("cleanupStarted", False))
+                finished = bool(doc.get("finished", False))
+                reverted_ms = int(doc.get("revertedMillis", -1))
+            else:
+                phase, started, finished = _LEGACY_PHASES[str(doc["phase"])]
+                reverted_ms = -1
+                if finished and phase is SwitchPhase.ROLLBACK:
+                    # The old ROLLED_BACK had deleted the target copies already.
+                    reverted_ms = int(doc.get("finishedMillis", 0))
+                    items = tuple(
+                        replace(i, status=ItemStatus.DISCARDED)
+                        if i.status in _TARGET_COPY_KEPT
+                        else i
+                        for i in items
+                    )
+            if phase in (SwitchPhase.NOT_REGISTERED, SwitchPhase.STANDBY):
+                raise ValueError(f"{phase.value} is not a phase of a switch")
             return cls(
                 source=str(doc["source"]),
                 target=str(doc["target"]),
                 origin=None if doc.get("origin") is None else str(doc["origin"]),
-                phase=SwitchPhase(doc["phase"]),
+                phase=phase,
                 switched_ms=int(doc["switchTimestampMillis"]),
                 boundary_ledger_id=int(doc["switchLedgerIdBoundary"]),
                 initial_cluster=str(doc["initialClusterName"]),
                 discovered=bool(doc.get("discovered", False)),
-                items=tuple(MigrationItem.from_json(i) for i in doc.get("items", [])),
+                items=items,
                 id_conflicts=int(doc.get("idConflicts", 0)),
                 cleanup=None if cleanup is None else CleanupRequest.from_json(cleanup),
                 rollback_requested=bool(doc.get("rollbackRequested", False)),
                 cleanup_status_failed=bool(doc.get("cleanupStatusFailed", False)),
                 finished_ms=int(doc.get("finishedMillis", 0)),
+                cleanup_started=started,
+                reverted_ms=reverted_ms,
+                finished=finished,
             )
         except (UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise InvalidClusterDocument(f"corrupt switch state: {exc}") from None
@@ -345,6 +464,10 @@ class SwitchState:
     def failed(self) -> list[MigrationItem]:
         return [i for i in self.items if i.status is ItemStatus.FAILED]
 
+    def kept_target_copies(self) -> list[MigrationItem]:
+        """After a rollback: the items whose copy on the target still awaits deletion."""
+        return [i for i in self.items if i.status in _TARGET_COPY_KEPT]
+
 
 # --- decisions ------------------------------------------------------------------------------------
 
@@ -353,11 +476,15 @@ class StepKind(enum.Enum):
     DISCOVER = "DISCOVER"  # list the source's schema and cursor ledgers
     BUILD = "BUILD"  # copy ``items``
     PROMOTE = "PROMOTE"  # CAS the attribution of ``items``
-    WAIT = "WAIT"  # nothing to do before ``until_ms`` (the dual-read window) or a request
+    WAIT = "WAIT"  # nothing to do before ``until_ms`` (a window or delay) or a request
+    START_CLEANUP = "START_CLEANUP"  # CLEANUP may delete now (window closed, or forced)
     CLEANUP = "CLEANUP"  # delete the source copies of ``items``
     FLIP_STATUS = "FLIP_STATUS"  # registry: source -> DEPRECATED, target -> ACTIVE
     ROLLBACK = "ROLLBACK"  # reverse-CAS ``items``
-    FINISH = "FINISH"  # enter ``phase`` (a terminal one or the next phase)
+    REVERTED = "REVERTED"  # every attribution is back: schedule the new copies' deletion
+    DISCARD = "DISCARD"  # delete the target copies of ``items`` (after a rollback's delay)
+    FINISH = "FINISH"  # enter ``phase`` (the next phase, or a terminal one)
+    END = "END"  # the rollback is over: mark the run finished
     IDLE = "IDLE"  # terminal: nothing left
 
 
@@ -373,8 +500,9 @@ def can_roll_back(state: SwitchState) -> bool:
     """A rollback is possible until CLEANUP deleted (or starts deleting) a source copy; a
     request arriving later is ignored by :func:`next_step` and refused by the service."""
     return (
-        not state.phase.terminal
-        and state.phase is not SwitchPhase.CLEANUP
+        not state.terminal
+        and state.phase is not SwitchPhase.ROLLBACK
+        and not (state.phase is SwitchPhase.CLEANUP and state.cleanup_started)
         and state.count(ItemStatus.CLEANED) == 0
     )
 
@@ -384,11 +512,48 @@ def cleanup_deadline_ms(state: SwitchState, window_ms: int) -> int:
     return state.switched_ms + window_ms
 
 
-def next_step(state: SwitchState, now_ms: int, window_ms: int, concurrency: int) -> Step:
-    """What the orchestrator does next (pure: the state, the time, the window, the batch size).
+def discard_deadline_ms(state: SwitchState, delay_ms: int) -> int | None:
+    """When a rollback's kept copies on the target are deleted (None: not rolled back yet)."""
+    return None if state.reverted_ms < 0 else state.reverted_ms + delay_ms
 
-    A rollback request wins over everything while :func:`can_roll_back` holds. BUILD copies at most
-    ``concurrency`` pending items per step; PROMOTE takes every built item; CLEANUP waits for
+
+def _bounded(request: CleanupRequest, items: Sequence[MigrationItem]) -> tuple[MigrationItem, ...]:
+    return tuple(items[: request.max_deletions or len(items)])
+
+
+def _rollback_step(state: SwitchState, now_ms: int, delay_ms: int) -> Step:
+    if state.phase is not SwitchPhase.ROLLBACK:
+        return Step(StepKind.FINISH, phase=SwitchPhase.ROLLBACK)
+    promoted = tuple(i for i in state.items if i.status is ItemStatus.PROMOTED)
+    if promoted:
+        return Step(StepKind.ROLLBACK, items=promoted)
+    if state.reverted_ms < 0:
+        return Step(StepKind.REVERTED)
+    kept = state.kept_target_copies()
+    if not kept:
+        return Step(StepKind.END)
+    deadline = state.reverted_ms + delay_ms
+    request = state.cleanup
+    if now_ms >= deadline or (request is not None and request.force):
+        return Step(StepKind.DISCARD, items=_bounded(request or CleanupRequest(), kept))
+    return Step(StepKind.WAIT, until_ms=deadline)
+
+
+def next_step(
+    state: SwitchState,
+    now_ms: int,
+    window_ms: int,
+    concurrency: int,
+    rollback_deletion_delay_ms: int = DEFAULT_ROLLBACK_DELETION_DELAY_S * 1000,
+) -> Step:
+    """What the orchestrator does next (pure: the state, the time, the window, the batch size,
+    the rollback's deletion delay).
+
+    SWITCH_TRIGGERED -> LIVE_DUAL_READ once the orchestrating broker applied the directive (the
+    executor acts only then) -> BUILD. A rollback request wins over everything while
+    :func:`can_roll_back` holds; ROLLBACK reverts the promoted items, then keeps the target copies
+    until the deletion delay passed (or a forced ``cleanup``) and deletes them. BUILD copies at
+    most ``concurrency`` pending items per step; PROMOTE takes every built item; CLEANUP waits for
     the window to close or an explicit request (``force`` or past the window), deletes the
     source copies of promoted items (at most ``maxDeletions``, only of ``srcClusterFilter``) and
     then flips the registry statuses.
@@ -396,15 +561,14 @@ def next_step(state: SwitchState, now_ms: int, window_ms: int, concurrency: int)
     if concurrency < 1:
         raise InvalidInputError(f"concurrency must be >= 1, got {concurrency}")
     phase = state.phase
-    if phase.terminal:
+    if state.terminal:
         return Step(StepKind.IDLE)
     if phase is SwitchPhase.ROLLBACK or (state.rollback_requested and can_roll_back(state)):
-        if phase is not SwitchPhase.ROLLBACK:
-            return Step(StepKind.FINISH, phase=SwitchPhase.ROLLBACK)
-        promoted = tuple(i for i in state.items if i.status is ItemStatus.PROMOTED)
-        if promoted:
-            return Step(StepKind.ROLLBACK, items=promoted)
-        return Step(StepKind.FINISH, phase=SwitchPhase.ROLLED_BACK)
+        return _rollback_step(state, now_ms, rollback_deletion_delay_ms)
+    if phase is SwitchPhase.SWITCH_TRIGGERED:
+        return Step(StepKind.FINISH, phase=SwitchPhase.LIVE_DUAL_READ)
+    if phase is SwitchPhase.LIVE_DUAL_READ:
+        return Step(StepKind.FINISH, phase=SwitchPhase.BUILD)
     if phase is SwitchPhase.BUILD:
         if not state.discovered:
             return Step(StepKind.DISCOVER)
@@ -416,15 +580,16 @@ def next_step(state: SwitchState, now_ms: int, window_ms: int, concurrency: int)
         built = tuple(i for i in state.items if i.status is ItemStatus.BUILT)
         if built:
             return Step(StepKind.PROMOTE, items=built)
-        return Step(StepKind.FINISH, phase=SwitchPhase.AWAIT_CLEANUP)
-    if phase is SwitchPhase.AWAIT_CLEANUP:
+        return Step(StepKind.FINISH, phase=SwitchPhase.CLEANUP)
+    if phase is not SwitchPhase.CLEANUP:  # DONE / DONE_WITH_FAILURES not marked finished
+        return Step(StepKind.FINISH, phase=phase)
+    request = state.cleanup
+    if not state.cleanup_started:
         deadline = cleanup_deadline_ms(state, window_ms)
-        request = state.cleanup
         if now_ms >= deadline or (request is not None and request.force):
-            return Step(StepKind.FINISH, phase=SwitchPhase.CLEANUP)
+            return Step(StepKind.START_CLEANUP)
         return Step(StepKind.WAIT, until_ms=deadline)
-    # CLEANUP
-    request = state.cleanup or CleanupRequest()
+    request = request or CleanupRequest()
     candidates = [
         i
         for i in state.items
@@ -432,23 +597,27 @@ def next_step(state: SwitchState, now_ms: int, window_ms: int, concurrency: int)
         and (request.src_cluster_filter is None or i.source == request.src_cluster_filter)
     ]
     if candidates:
-        limit = request.max_deletions or len(candidates)
-        return Step(StepKind.CLEANUP, items=tuple(candidates[:limit]))
+        return Step(StepKind.CLEANUP, items=_bounded(request, candidates))
     if any(i.status is ItemStatus.PROMOTED for i in state.items):
         # A filtered cleanup left other sources' copies: wait for the next request.
-        return Step(StepKind.FINISH, phase=SwitchPhase.AWAIT_CLEANUP)
+        return Step(StepKind.FINISH, phase=SwitchPhase.CLEANUP)
     return Step(StepKind.FLIP_STATUS)
 
 
 def with_cleanup_done(state: SwitchState, cleaned: Iterable[MigrationItem]) -> SwitchState:
-    """Record a CLEANUP step. A bounded request (``maxDeletions``) is used up by one step: when
-    promoted copies remain, the orchestrator goes back to waiting (for the window or the next
-    request) instead of deleting past the operator's bound."""
+    """Record a CLEANUP or DISCARD step. A bounded request (``maxDeletions``) is used up by one
+    step: when copies remain, the orchestrator goes back to waiting (for the window, the delay or
+    the next request) instead of deleting past the operator's bound."""
     after = with_items(state, cleaned)
     request = state.cleanup
-    remaining = any(i.status is ItemStatus.PROMOTED for i in after.items)
+    if state.phase is SwitchPhase.ROLLBACK:
+        remaining = bool(after.kept_target_copies())
+    else:
+        remaining = any(i.status is ItemStatus.PROMOTED for i in after.items)
     if request is not None and request.max_deletions and remaining:
-        return replace(after, phase=SwitchPhase.AWAIT_CLEANUP, cleanup=None)
+        if state.phase is SwitchPhase.ROLLBACK:
+            return replace(after, cleanup=None)
+        return replace(after, cleanup_started=False, cleanup=None)
     return after
 
 
@@ -477,11 +646,29 @@ def with_discovered(state: SwitchState, items: Sequence[MigrationItem]) -> Switc
 
 
 def with_phase(state: SwitchState, phase: SwitchPhase, now_ms: int) -> SwitchState:
-    """Enter ``phase``: going back to AWAIT_CLEANUP drops a used-up cleanup request; entering a
-    terminal phase stamps the time."""
-    cleanup = None if phase is SwitchPhase.AWAIT_CLEANUP else state.cleanup
-    finished = now_ms if phase.terminal else state.finished_ms
-    return replace(state, phase=phase, cleanup=cleanup, finished_ms=finished)
+    """Enter ``phase``. Entering CLEANUP (again, after a bounded or filtered request) waits
+    for the window or the next request and drops the used-up request; entering DONE or
+    DONE_WITH_FAILURES finishes the run and stamps the time."""
+    if phase is SwitchPhase.CLEANUP:
+        return replace(state, phase=phase, cleanup=None, cleanup_started=False)
+    if phase in (SwitchPhase.DONE, SwitchPhase.DONE_WITH_FAILURES):
+        return replace(state, phase=phase, finished=True, finished_ms=now_ms)
+    return replace(state, phase=phase)
+
+
+def with_cleanup_started(state: SwitchState) -> SwitchState:
+    """CLEANUP may delete from now on (a rollback is no longer possible)."""
+    return replace(state, cleanup_started=True)
+
+
+def with_reverted(state: SwitchState, now_ms: int) -> SwitchState:
+    """Every attribution is back on the source: the new copies are kept until the delay."""
+    return replace(state, reverted_ms=now_ms, cleanup=None)
+
+
+def with_rollback_ended(state: SwitchState, now_ms: int) -> SwitchState:
+    """The rollback deleted every kept copy: the run is over (still named ROLLBACK)."""
+    return replace(state, finished=True, finished_ms=now_ms, cleanup=None)
 
 
 def new_switch_state(
@@ -494,9 +681,14 @@ def new_switch_state(
     previous: SwitchState | None = None,
 ) -> SwitchState:
     """The state a switch starts with. A switch to the same target as an unfinished or
-    partly-failed previous run resumes it (PIP-470: ``switch --target <same>`` retries deferred
-    and failed items); otherwise a fresh BUILD."""
-    if previous is not None and previous.target == target and previous.source == source:
+    partly-failed previous run resumes it in BUILD (PIP-470: ``switch --target <same>`` retries
+    deferred and failed items); otherwise a fresh run in SWITCH_TRIGGERED."""
+    if (
+        previous is not None
+        and previous.target == target
+        and previous.source == source
+        and previous.phase is not SwitchPhase.ROLLBACK
+    ):
         retry = tuple(
             replace(i, status=ItemStatus.PENDING, reason="")
             if i.status is ItemStatus.FAILED
@@ -514,12 +706,14 @@ def new_switch_state(
             rollback_requested=False,
             cleanup=None,
             finished_ms=0,
+            finished=False,
+            cleanup_started=False,
         )
     return SwitchState(
         source=source,
         target=target,
         origin=origin,
-        phase=SwitchPhase.BUILD,
+        phase=SwitchPhase.SWITCH_TRIGGERED,
         switched_ms=now_ms,
         boundary_ledger_id=boundary_ledger_id,
         initial_cluster=initial_cluster,
@@ -529,10 +723,12 @@ def new_switch_state(
 __all__ = [
     "DEFAULT_BUILD_CONCURRENCY",
     "DEFAULT_DUAL_READ_TIMEOUT_DAYS",
+    "DEFAULT_ROLLBACK_DELETION_DELAY_S",
     "MAX_PROMOTE_RETRIES",
     "ORCHESTRATOR_BROKERS_PATH",
     "REGISTRY_ROOT",
     "RESERVED_NAMES",
+    "STATE_FORMAT",
     "SWITCH_STATE_PATH",
     "SWITCH_TARGET_PATH",
     "BookieClusterInfo",
@@ -542,6 +738,7 @@ __all__ = [
     "ItemKind",
     "ItemStatus",
     "MigrationItem",
+    "RegistryPaths",
     "Step",
     "StepKind",
     "SwitchPhase",
@@ -549,12 +746,16 @@ __all__ = [
     "SwitchTarget",
     "can_roll_back",
     "cleanup_deadline_ms",
+    "discard_deadline_ms",
     "final_phase",
     "new_switch_state",
     "next_step",
     "validate_registry_name",
     "with_cleanup_done",
+    "with_cleanup_started",
     "with_discovered",
     "with_items",
     "with_phase",
+    "with_reverted",
+    "with_rollback_ended",
 ]

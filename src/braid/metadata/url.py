@@ -1,4 +1,11 @@
-"""Parsing of metadata-store URLs (``memory://``, ``sqlite:///path``, ``zk://hosts/chroot``)."""
+"""Parsing of metadata-store URLs (``memory://``, ``sqlite:///path``, ``zk://hosts/chroot``).
+
+BookKeeper's metadata-service URIs name the ledger layout after a ``+``: ``zk+null://`` (the
+layout the cluster was formatted with), ``zk+hierarchical://``, ``zk+longhierarchical://``,
+``zk+flat://``; and separate hosts with ``;`` as well as ``,``. Braid's stores have one layout, so
+these parse as the plain ``zk`` store at the same hosts and chroot (PIP-470 registers clusters
+as ``zk+null://new-zk:2181/ledgers-v2``).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,8 @@ from braid.metadata.paths import validate_path
 
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
 _MEMORY_NAME = re.compile(r"^[A-Za-z0-9._-]*$")
+#: BookKeeper's layout names in ``zk+<layout>://`` (``null``: whatever the cluster uses).
+ZK_LAYOUTS = frozenset({"null", "hierarchical", "longhierarchical", "flat"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,8 +48,15 @@ def parse_store_url(url: object) -> StoreUrl:
             raise InvalidStoreUrl(f"{url!r}: expected sqlite:///absolute/path/to/file.db")
         # ``sqlite:////abs`` (an f-string around an absolute path) means the same file.
         return StoreUrl("sqlite", os.path.normpath("/" + rest.lstrip("/")))
-    if scheme in ("zk", "zookeeper"):
+    base, plus, layout = scheme.partition("+")
+    if plus and base == "zk" and layout not in ZK_LAYOUTS:
+        raise InvalidStoreUrl(
+            f"{url!r}: unknown ledger layout {layout!r} "
+            f"(expected zk+{', zk+'.join(sorted(ZK_LAYOUTS))})"
+        )
+    if scheme in ("zk", "zookeeper") or (plus and base == "zk"):
         hosts, slash, chroot_rest = rest.partition("/")
+        hosts = hosts.replace(";", ",")
         if not hosts:
             raise InvalidStoreUrl(f"{url!r}: expected zk://host:port[,host:port]/chroot")
         for host in hosts.split(","):
@@ -56,5 +72,6 @@ def parse_store_url(url: object) -> StoreUrl:
             raise InvalidStoreUrl(f"{url!r}: bad chroot: {exc}") from None
         return StoreUrl("zk", hosts, chroot)
     raise InvalidStoreUrl(
-        f"{url!r}: unknown metadata store scheme {scheme!r} (expected memory, sqlite or zk)"
+        f"{url!r}: unknown metadata store scheme {scheme!r} "
+        f"(expected memory, sqlite, zk or zk+<layout>)"
     )

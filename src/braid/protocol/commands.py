@@ -624,12 +624,14 @@ def scalable_topic_subscribe(
     *,
     initial_earliest: bool | None = None,
     attach_ahead: bool = False,
+    drained_segments: Sequence[int] = (),
 ) -> pb.BaseCommand:
     """SCALABLE_TOPIC_SUBSCRIBE: register a Stream/Checkpoint consumer with the controller.
 
     ``initial_earliest`` sets where a subscription this registration creates starts (``None``
     leaves the field out: the broker's default, Latest). ``attach_ahead``: the consumer
     understands paused segments in its assignments (left out when false).
+    ``drained_segments``: a checkpoint group member's sealed segments it delivered whole.
     """
     r = pb.CommandScalableTopicSubscribe(
         request_id=request_id,
@@ -645,6 +647,8 @@ def scalable_topic_subscribe(
         )
     if attach_ahead:
         r.attach_ahead = True
+    if drained_segments:
+        r.drained_segments.extend(sorted(drained_segments))
     return wrap(r)
 
 

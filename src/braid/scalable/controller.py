@@ -613,8 +613,10 @@ class ScalableTopicController:
         *,
         earliest: bool = False,
         attach_ahead: bool = False,
+        drained: tuple[int, ...] = (),
     ) -> ConsumerAssignmentView:
-        """Register a STREAM/CHECKPOINT consumer (or reconnect it); returns its assignment.
+        """Register a STREAM/CHECKPOINT consumer (or reconnect it, or take a CHECKPOINT
+        member's ``drained`` report); returns its assignment.
 
         The first registration of a subscription creates it (cursors on every segment at the
         requested initial position).
@@ -638,7 +640,7 @@ class ScalableTopicController:
                 f"subscription, not {sub_type}"
             )
         return await coordinator.register(
-            consumer_name, consumer_id, transport, attach_ahead=attach_ahead
+            consumer_name, consumer_id, transport, attach_ahead=attach_ahead, drained=drained
         )
 
     async def unregister_consumer(self, subscription: str, consumer_name: str) -> bool:

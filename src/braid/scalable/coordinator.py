@@ -12,11 +12,15 @@ Runs on the controller leader, one per STREAM or CHECKPOINT subscription. It own
   members, and the subscription's own drained set. For a STREAM subscription a segment is handed
   out only once every ancestor still holding data *for this subscription* is drained: this is
   Braid's answer to the PIP-468 review question "catch-up reads must take the subscription into
-  account" (ADR 0020). CHECKPOINT subscriptions keep no broker cursor, so nothing can be
-  observed to drain: every segment is assignable and ordering across a split is the consumer's
-  (client-side) job, as upstream. A membership change deals afresh (round-robin); a drain, a
-  layout change or a seek deals stickily: consumers keep their segments and a newly readable
-  segment goes to the consumer that drained its parent, counts kept within one (ADR 0043).
+  account" (ADR 0020). A CHECKPOINT group keeps no broker cursor, so its members *report* the
+  sealed segments they have delivered whole (``drained_segments`` of their registration, sent
+  again whenever it grows; ADR 0057): a report is taken for a sealed segment of the layout that
+  no other member holds, and children are handed out once every ancestor is reported, so a
+  key's messages are delivered parent before child across the whole group. Reports live in
+  memory: a new leader starts with none and members re-send theirs when they re-register
+  (children wait meanwhile, which is safe). A membership change deals afresh (round-robin); a
+  drain, a layout change or a seek deals stickily: consumers keep their segments and a newly
+  readable segment goes to the consumer that drained its parent, counts within one (ADR 0043).
 * **Pushes.** After every rebalance only the consumers whose segments changed are told, with the
   layout epoch, one push per consumer per change set; then the registrations of those consumers
   are rewritten (writes scale with membership and layout changes, never with liveness ticks).
@@ -45,9 +49,7 @@ from typing import Protocol
 
 from braid.clock import Clock, TimerHandle
 from braid.core.assignment import (
-    ConsumerAssignment,
     SubscriptionAssignment,
-    assign_round_robin,
     changed_consumers,
     compute_assignment,
 )
@@ -165,6 +167,8 @@ class SubscriptionCoordinator:
         self._sessions: dict[str, ConsumerSession] = {}
         self._drained: frozenset[int] = frozenset()
         self._drained_known = False
+        #: CHECKPOINT: sealed segments members reported delivered whole.
+        self._reported: frozenset[int] = frozenset()
         self._drain_events: set[int] = set()
         self._absorbing: asyncio.Task[None] | None = None
         self._unsaved: dict[str, ConsumerRegistration] = {}
@@ -184,6 +188,8 @@ class SubscriptionCoordinator:
 
     @property
     def drained(self) -> frozenset[int]:
+        if self.sub_type is SubscriptionType.CHECKPOINT:
+            return self._reported
         return self._drained
 
     @property
@@ -203,7 +209,7 @@ class SubscriptionCoordinator:
     def stats(self) -> dict[str, object]:
         return {
             "type": self.sub_type.value,
-            "drainedSegments": sorted(self._drained),
+            "drainedSegments": sorted(self.drained),
             "sharedSegments": sorted(self._shared),
             "consumers": {
                 name: {
@@ -225,14 +231,22 @@ class SubscriptionCoordinator:
         transport: AssignmentTransport,
         *,
         attach_ahead: bool = False,
+        drained: Iterable[int] = (),
     ) -> ConsumerAssignmentView:
         """Register (or reconnect) ``name``; returns its assignment (also for a reconnect).
 
         ``attach_ahead``: the consumer understands paused segments (the next ones it will be
-        given, listed so it can subscribe without permits ahead of time)."""
+        given, listed so it can subscribe without permits ahead of time). ``drained``: a
+        CHECKPOINT member's report of the sealed segments it delivered whole (module
+        docstring); a report that unblocks segments rebalances and pushes at once."""
         async with self._lock:
             self._check_open()
             existing = self._sessions.get(name)
+            reported = self._take_reports(name, drained)
+            if existing is not None and reported:
+                existing.attach(consumer_id, transport)
+                await self._rebalance()
+                return self._view(existing.segment_ids, existing.ahead_ids)
             if existing is not None:
                 # Reconnect within grace (or a duplicate registration): same assignment, nobody
                 # else is disturbed.
@@ -260,6 +274,29 @@ class SubscriptionCoordinator:
             await self._saves_done()  # a new member's registration names its segments
         self._membership_changed()
         return self._view(session.segment_ids, session.ahead_ids)
+
+    def _take_reports(self, name: str, drained: Iterable[int]) -> bool:
+        """Record a CHECKPOINT member's drained report; whether it added anything. Only a
+        sealed segment of the layout that no other member holds counts (a member reporting from
+        an old checkpoint cannot unblock a segment another member is still reading)."""
+        if self.sub_type is not SubscriptionType.CHECKPOINT:
+            return False
+        held = {
+            sid
+            for other, session in self._sessions.items()
+            if other != name
+            for sid in session.segment_ids
+        }
+        segments = self._layout.segments
+        taken = {
+            sid
+            for sid in drained
+            if sid in segments and not segments[sid].is_active and sid not in held
+        }
+        added = taken - self._reported
+        if added:
+            self._reported = self._reported | added
+        return bool(added)
 
     async def unregister(self, name: str) -> bool:
         """Remove ``name`` for good and rebalance at once; ``False`` if it was unknown."""
@@ -366,6 +403,7 @@ class SubscriptionCoordinator:
                 ]
                 kept = {sid for sid in self._drained if sid in layout.segments}
                 self._drained = frozenset(kept | await self._drained_among(newly_sealed))
+            self._reported = frozenset(s for s in self._reported if s in layout.segments)
             await self._rebalance()
 
     async def refresh(self) -> None:
@@ -438,15 +476,11 @@ class SubscriptionCoordinator:
             self._drained = await self._drained_among(self._layout.sealed_segments)
             self._drained_known = True
         before = {name: s.segment_ids for name, s in self._sessions.items()}
+        previous = None if deal else {n: s.segment_ids for n, s in self._sessions.items()}
+        assignment = compute_assignment(self._layout, self._sessions, self.drained, previous)
         if self.sub_type is SubscriptionType.STREAM:
-            previous = None if deal else {n: s.segment_ids for n, s in self._sessions.items()}
-            assignment = compute_assignment(self._layout, self._sessions, self._drained, previous)
             # More consumers than readable segments: the idle ones share by bucket (PIP-486).
             assignment = share_buckets(assignment, self._layout)
-        else:
-            # No cursor, nothing observable drains: every segment is assignable and the order
-            # across a split is kept client-side.
-            assignment = _assign_everything(self._layout, self._sessions)
         self._assignment = assignment
         changed = changed_consumers(before, assignment)
         shared, self._shared = self._shared, shared_segments(assignment)
@@ -603,14 +637,6 @@ class SubscriptionCoordinator:
 def segment_topic_name(topic: TopicName, segment: SegmentInfo) -> SegmentTopicName:
     """The ``segment://`` name of one segment of ``topic``."""
     return SegmentTopicName.of(topic, segment.hash_range, segment.segment_id)
-
-
-def _assign_everything(layout: SegmentLayout, consumers: Iterable[str]) -> SubscriptionAssignment:
-    """Round-robin over every segment, sealed ones included (CHECKPOINT groups)."""
-    dealt = assign_round_robin(list(layout.segments.values()), consumers)
-    return SubscriptionAssignment(
-        layout.epoch, tuple(ConsumerAssignment(name, ids) for name, ids in dealt.items())
-    )
 
 
 __all__ = [

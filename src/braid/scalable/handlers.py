@@ -177,6 +177,7 @@ class ScalableTopicSession:
                     self,
                     earliest=req.initial_position == pb.CommandSubscribe.Earliest,
                     attach_ahead=req.attach_ahead,
+                    drained=tuple(req.drained_segments),
                 )
             except Exception as exc:
                 code, message = to_server_error(exc)

@@ -498,8 +498,10 @@ class ScalableTopicService:
         *,
         earliest: bool = False,
         attach_ahead: bool = False,
+        drained: tuple[int, ...] = (),
     ) -> ConsumerAssignmentView:
-        """Register a STREAM/CHECKPOINT consumer with this broker's controller, which must lead.
+        """Register a STREAM/CHECKPOINT consumer with this broker's controller, which must lead
+        (``drained``: a CHECKPOINT member's report, see the coordinator).
 
         Raises:
             NotLeader (the client looks the topic up again and reconnects to the leader),
@@ -519,6 +521,7 @@ class ScalableTopicService:
             transport,
             earliest=earliest,
             attach_ahead=attach_ahead,
+            drained=drained,
         )
 
     async def unregister_consumer(self, transport: AssignmentTransport, consumer_id: int) -> None:

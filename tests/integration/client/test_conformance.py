@@ -453,9 +453,13 @@ def test_c9_a_checkpoint_restores_exactly_after_a_split_and_a_merge(
         assert per_key == sorted(per_key), key  # parents before children
 
 
-def test_c9_grouped_members_share_every_segment_and_read_each_parent_first(
+def test_c9_pip460_grouped_members_keep_per_key_order_across_a_split(
     scalable_broker: ScalableBroker, sclient: braid.Client, scalable_topic: str
 ) -> None:
+    """PIP-460: a CheckpointConsumer "requires a group identifier to coordinate parallel
+    instances". The members share the segments, and a split's children are handed out only once
+    the member holding the parent has delivered it whole (ADR 0057): per key, every parent
+    message is received before any child message, across the group."""
     create(scalable_broker, scalable_topic, 1)
     producer = sclient.create_producer(scalable_topic)
     keys = [f"k{i}" for i in range(20)]
@@ -472,19 +476,26 @@ def test_c9_grouped_members_share_every_segment_and_read_each_parent_first(
     try:
         g1 = sclient.create_checkpoint_consumer(scalable_topic, start=start, group="pair")
         g2 = other.create_checkpoint_consumer(scalable_topic, start=start, group="pair")
+        members = (g1, g2)
         wait_for(
-            lambda: len(g1._consumer._assigned or ()) + len(g2._consumer._assigned or ()) == 3,
-            message="the three segments dealt to the two members",
+            lambda: sum(len(g._consumer._assigned or ()) for g in members) == 1,
+            message="only the parent dealt: its children wait for it",
         )
-        assert not (g1._consumer._assigned or set()) & (g2._consumer._assigned or set())
-        both = receive(g1, 1) + receive(g2, 1)
+        order: list[braid.Message] = []  # in the order the application received them
         wait_for(
             lambda: (
-                both.extend(g1.receive_many(100, 0.02) + g2.receive_many(100, 0.02))
-                or len(both) >= 80
-            )
+                order.extend(g1.receive_many(7, 0.02) + g2.receive_many(7, 0.02))
+                or len(order) >= 80
+            ),
+            within=30,
+            message=lambda: f"80 messages across the group (got {len(order)})",
         )
-        assert sorted(int(m.value) for m in both) == list(range(80))
+        assert sorted(int(m.value) for m in order) == list(range(80))
+        for key in keys:
+            per_key = [int(m.value) for m in order if m.key == key]
+            assert per_key == sorted(per_key), key  # parent before child, across members
+        # Both children were dealt, one to each member (counts within one).
+        assert sorted(len(g._consumer._assigned or ()) for g in members) == [1, 1]
     finally:
         other.close()
 

@@ -132,7 +132,7 @@ async def test_switch_copies_schema_and_cursor_ledgers_with_the_same_ids_and_ent
     assert node_before.bookie_cluster_name == "old"
 
     await _switch_to_new(stack)
-    state = await stack.wait_phase("AWAIT_CLEANUP")
+    state = await stack.wait_phase("CLEANUP")
 
     assert stack.router.active_name == "new"
     kinds = sorted(i.kind.value for i in state.items)
@@ -176,7 +176,7 @@ async def test_cleanup_deletes_old_copies_and_flips_statuses(tmp_path: Path) -> 
         await stack.add_schema("public/default/a")
         await stack.add_schema("public/default/b")
         await _switch_to_new(stack)
-        state = await stack.wait_phase("AWAIT_CLEANUP")
+        state = await stack.wait_phase("CLEANUP")
         ids = sorted(i.ledger_id for i in state.items)
         preview = await stack.service.cleanup()
         assert (
@@ -193,7 +193,7 @@ async def test_cleanup_deletes_old_copies_and_flips_statuses(tmp_path: Path) -> 
         from tests.support.polling import eventually
 
         await eventually(one_cleaned, message="one old copy deleted")
-        assert (await stack.state()).phase.value == "AWAIT_CLEANUP"
+        assert (await stack.state()).phase.value == "CLEANUP"
         # The window closes: CLEANUP runs on its own.
         clock.advance(15 * 24 * 3600 + 1)
         done = await stack.wait_phase("DONE")
@@ -218,7 +218,7 @@ async def test_unreadable_source_ledger_is_recorded_and_stays_on_the_old_cluster
     lost = (await stack.schemas.locator("public/default/lost")).index[0].ledger_id
     await stack.client("old").delete_ledger(lost)
     await _switch_to_new(stack)
-    state = await stack.wait_phase("AWAIT_CLEANUP")
+    state = await stack.wait_phase("CLEANUP")
     failed = state.failed()
     assert [i.ledger_id for i in failed] == [lost] and "unreadable" in failed[0].reason
     doc = await _locator(stack, "public/default/lost")
@@ -238,7 +238,7 @@ async def test_locator_cas_conflicts_are_retried_then_deferred_to_the_next_switc
     stack.metadata.fail("put", path, BadVersion("injected"), times=2)
     await stack.add_schema("public/default/calm")
     await _switch_to_new(stack)
-    state = await stack.wait_phase("AWAIT_CLEANUP")
+    state = await stack.wait_phase("CLEANUP")
     assert {i.status for i in state.items} == {ItemStatus.PROMOTED}
     assert stack.service.metrics.promote_cas_retries >= 2
 
@@ -248,7 +248,7 @@ async def test_exhausted_promote_retries_are_deferred_and_retried(stack: SwitchS
     path = f"{SCHEMAS_ROOT}/public/default/busy"
     fault = stack.metadata.fail("put", path, BadVersion("injected"), times=None)
     await _switch_to_new(stack)
-    state = await stack.wait_phase("AWAIT_CLEANUP")
+    state = await stack.wait_phase("CLEANUP")
     assert [i.status for i in state.items] == [ItemStatus.DEFERRED]
     assert not state.failed()  # PIP-470: not counted in failedLedgers
     stack.metadata.remove(fault)
@@ -256,7 +256,7 @@ async def test_exhausted_promote_retries_are_deferred_and_retried(stack: SwitchS
     await stack.wait_phase("DONE")
     await stack.service.switch("new")  # the same target again: retries the deferred item
     # A retried switch rediscovers nothing on the old cluster but promotes the deferred item.
-    again = await stack.wait_phase("AWAIT_CLEANUP", "DONE")
+    again = await stack.wait_phase("CLEANUP", "DONE")
     assert [i.status for i in again.items] in ([ItemStatus.PROMOTED], [ItemStatus.CLEANED])
     doc = await _locator(stack, "public/default/busy")
     assert doc["index"][0]["storageCluster"] == "new"  # type: ignore[index]
@@ -274,7 +274,7 @@ async def test_put_schema_during_promote_is_left_alone(tmp_path: Path) -> None:
     try:
         await stack.add_schema("public/default/evolving", b"v0")
         await _switch_to_new(stack)
-        await stack.wait_phase("AWAIT_CLEANUP")
+        await stack.wait_phase("CLEANUP")
         doc = await _locator(stack, "public/default/evolving")
         assert [e["storageCluster"] for e in doc["index"]] == ["new", "new"]  # type: ignore[union-attr]
         versions = await stack.schemas.read_all(
@@ -299,7 +299,7 @@ async def test_a_cursor_that_wrote_since_build_is_promoted_via_rollover(tmp_path
         holder.append(cursor)
         ml_holder.append(ml)
         await _switch_to_new(stack)
-        state = await stack.wait_phase("AWAIT_CLEANUP")
+        state = await stack.wait_phase("CLEANUP")
         (item,) = [i for i in state.items if i.kind is ItemKind.CURSOR]
         assert item.status is ItemStatus.ROLLED_OVER
         assert stack.service.metrics.promoted_via_rollover == 1
@@ -326,7 +326,7 @@ async def test_owner_restart_between_build_and_promote(tmp_path: Path) -> None:
         position = cursor.mark_delete_position
         ml_holder.append(ml)
         await _switch_to_new(stack)
-        state = await stack.wait_phase("AWAIT_CLEANUP")
+        state = await stack.wait_phase("CLEANUP")
         (item,) = [i for i in state.items if i.kind is ItemKind.CURSOR]
         assert item.status is ItemStatus.ROLLED_OVER  # the old cursor ledger ages out
         reopened = await stack.ml_factory.open_impl(ML, small_ledgers())
@@ -365,7 +365,7 @@ async def test_orchestrator_killed_mid_build_resumes_after_restart(tmp_path: Pat
     restarted = await open_switch_stack(root, concurrency=1)
     try:
         assert restarted.router.active_name == "new"
-        state = await restarted.wait_phase("AWAIT_CLEANUP")
+        state = await restarted.wait_phase("CLEANUP")
         assert {i.status for i in state.items} == {ItemStatus.PROMOTED}
         for item in state.items:
             md = await restarted.client("new").get_ledger_metadata(item.ledger_id)
@@ -377,32 +377,171 @@ async def test_orchestrator_killed_mid_build_resumes_after_restart(tmp_path: Pat
         await restarted.close()
 
 
-async def test_rollback_returns_every_attribution_and_writes_continue(stack: SwitchStack) -> None:
+async def test_pip470_phase7_rollback_reverts_and_keeps_new_copies_for_delayed_deletion(
+    tmp_path: Path,
+) -> None:
+    clock = ManualClock()
+    stack = await open_switch_stack(tmp_path / "b", clock=clock, rollback_deletion_delay_s=600)
+    try:
+        await stack.add_schema("public/default/orders", b"v0")
+        ml, cursor = await _ml_with_cursor(stack)
+        before = await _locator(stack, "public/default/orders")
+        await _switch_to_new(stack)
+        await stack.wait_phase("CLEANUP")
+        for i in range(5):
+            await ml.append(f"during{i}".encode())
+        new_ids = await stack.client("new").list_ledgers()
+
+        await stack.service.rollback()
+
+        async def reverted() -> bool:
+            return (await stack.state()).reverted_ms >= 0
+
+        from tests.support.polling import eventually
+
+        await eventually(reverted, message="every attribution back on the old cluster")
+        state = await stack.state()
+        assert state.phase.value == "ROLLBACK" and not state.terminal
+        assert stack.router.active_name == "old"
+        assert {i.status for i in state.items} == {ItemStatus.REVERTED}
+        assert await _locator(stack, "public/default/orders") == before
+        node = decode_cursor_info(
+            (await stack.metadata.get(cursor_path(stack.ml_factory.root, ML, "sub")))[0]  # type: ignore[index]
+        )
+        assert node.bookie_cluster_name == "old"
+        kept = {i.ledger_id for i in state.items}
+        assert kept <= set(await stack.client("new").list_ledgers())  # scheduled, not deleted
+        status = await stack.service.status()
+        assert status["state"] == "ROLLBACK"
+        assert status["switch"]["newCopiesDeletionAtMillis"] == state.reverted_ms + 600_000
+        with pytest.raises(SwitchRejected, match="kept copies"):
+            await stack.service.switch("new")
+        preview = await stack.service.cleanup()
+        assert {r["ledgerId"] for r in preview["ledgers"]} == kept
+        assert {r["cluster"] for r in preview["ledgers"]} == {"new"}
+        with pytest.raises(SwitchRejected, match="deletion delay"):
+            await stack.service.cleanup(dry_run=False)
+
+        for i in range(5):
+            await ml.append(f"after{i}".encode())
+        assert ml.ledgers[-1].bookie_cluster_name == "old"
+        assert ml.ledgers[-1].ledger_id > max(new_ids)
+
+        clock.advance(601)  # the delay passes: the kept copies go
+        done = await stack.wait_phase("ROLLBACK", finished=True)
+        assert {i.status for i in done.items} == {ItemStatus.DISCARDED}
+        assert not kept & set(await stack.client("new").list_ledgers())
+        assert len(await _read_all(ml)) == 16
+        await cursor.mark_delete(ml.last_confirmed_position)
+        assert stack.service.metrics.rollbacks == 1
+        assert stack.service.metrics.discarded == len(kept)
+    finally:
+        await stack.close()
+
+
+async def test_pip470_phase7_a_forced_cleanup_deletes_a_rollbacks_kept_copies_now(
+    stack: SwitchStack,
+) -> None:
     await stack.add_schema("public/default/orders", b"v0")
-    ml, cursor = await _ml_with_cursor(stack)
-    before = await _locator(stack, "public/default/orders")
     await _switch_to_new(stack)
-    await stack.wait_phase("AWAIT_CLEANUP")
-    for i in range(5):
-        await ml.append(f"during{i}".encode())
-    new_ids = await stack.client("new").list_ledgers()
-
+    await stack.wait_phase("CLEANUP")
     await stack.service.rollback()
-    state = await stack.wait_phase("ROLLED_BACK")
+    state = await stack.wait_phase("ROLLBACK")
 
-    assert stack.router.active_name == "old"
-    assert {i.status for i in state.items} == {ItemStatus.REVERTED}
-    assert await _locator(stack, "public/default/orders") == before
-    node = decode_cursor_info(
-        (await stack.metadata.get(cursor_path(stack.ml_factory.root, ML, "sub")))[0]  # type: ignore[index]
-    )
-    assert node.bookie_cluster_name == "old"
-    for item in state.items:  # the copies on the new cluster were deleted
-        assert item.ledger_id not in await stack.client("new").list_ledgers()
-    for i in range(5):
-        await ml.append(f"after{i}".encode())
-    assert ml.ledgers[-1].bookie_cluster_name == "old"
-    assert ml.ledgers[-1].ledger_id > max(new_ids)
-    assert len(await _read_all(ml)) == 16
-    await cursor.mark_delete(ml.last_confirmed_position)
-    assert stack.service.metrics.rollbacks == 1
+    async def reverted() -> bool:
+        return (await stack.state()).reverted_ms >= 0
+
+    from tests.support.polling import eventually
+
+    await eventually(reverted, message="attributions back")
+    await stack.service.cleanup(dry_run=False, force=True)
+    done = await stack.wait_phase("ROLLBACK", finished=True)
+    ids = {i.ledger_id for i in state.items}
+    assert not ids & set(await stack.client("new").list_ledgers())
+    assert {i.status for i in done.items} == {ItemStatus.DISCARDED}
+    await stack.service.advance_idgen("new", 1000)
+    await stack.service.switch("new")  # a finished rollback lets a new switch start afresh
+    again = await stack.wait_phase("CLEANUP")
+    assert {i.status for i in again.items} == {ItemStatus.PROMOTED}
+
+
+async def test_pip470_failure_table_ledger_exists_with_lac_mismatch_is_failed_not_promoted(
+    tmp_path: Path,
+) -> None:
+    """PIP-470's failure table, BUILD row "LedgerExistException + LAC mismatch": record in
+    failedLedgers, do not PROMOTE (the attribution stays on the old cluster), the operator can
+    retry the switch."""
+    clock = ManualClock()
+    stack = await open_switch_stack(tmp_path / "b", clock=clock, window_days=1)
+    try:
+        await stack.add_schema("public/default/orders", b"v0")
+        await stack.add_schema("public/default/other", b"x")
+        before = await _locator(stack, "public/default/orders")
+        index = before["index"]
+        assert isinstance(index, list) and len(index) == 1
+        clash = int(index[0]["ledgerId"])
+        original = await stack.entries("old", clash)
+        await stack.service.register("new", stack.new_uri, "STANDBY")
+        await stack.service.advance_idgen("new", 1000)
+        # A closed ledger with the same id and other entries already sits on the target.
+        source_md = await stack.client("old").get_ledger_metadata(clash)
+        squatter = await stack.client("new").create_ledger_adv(
+            clash, ensemble=1, write_quorum=1, ack_quorum=1
+        )
+        for entry_id in range(source_md.last_entry_id + 2):
+            await squatter.add_entry_with_id(entry_id, b"not the schema")
+        await squatter.close()
+        await stack.service.switch("new")
+
+        state = await stack.wait_phase("CLEANUP")
+        by_id = {i.ledger_id: i for i in state.items}
+        assert by_id[clash].status is ItemStatus.FAILED
+        assert "exists on new" in by_id[clash].reason
+        assert {i.status for i in state.items if i.ledger_id != clash} == {ItemStatus.PROMOTED}
+        assert await _locator(stack, "public/default/orders") == before  # not promoted
+        status = await stack.service.status()
+        assert [f["ledgerId"] for f in status["switch"]["failedLedgers"]] == [clash]
+        assert stack.service.metrics.id_conflicts == 1
+        assert stack.service.metrics.failed == {"SCHEMA": 1}
+        locator = await stack.schemas.locator("public/default/orders")  # still read from old
+        assert [s.schema.data for s in await stack.schemas.read_all(locator)] == [b"v0"]
+
+        clock.advance(24 * 3600 + 1)
+        await stack.wait_phase("DONE_WITH_FAILURES")
+        # The operator removes the squatter and retries: `switch --target new` again.
+        await stack.client("new").delete_ledger(clash)
+        await stack.service.switch("new")
+        done = await stack.wait_phase("DONE")
+        assert {i.status for i in done.items} == {ItemStatus.CLEANED}
+        after = await _locator(stack, "public/default/orders")
+        assert after["index"][0]["storageCluster"] == "new"  # type: ignore[index]
+        assert await stack.entries("new", clash) == original
+    finally:
+        await stack.close()
+
+
+async def test_pip470_bookie_cluster_config_path_moves_the_registry(tmp_path: Path) -> None:
+    root = "/braid/storage-clusters"
+    stack = await open_switch_stack(tmp_path / "b", config_path=root)
+    try:
+        await stack.add_schema("public/default/orders")
+        await _switch_to_new(stack)
+        await stack.wait_phase("CLEANUP")
+        assert set(await stack.metadata.children(root)) >= {
+            "old",
+            "new",
+            "switch-target",
+            "switch-state",
+            "brokers",
+        }
+        assert await stack.metadata.get("/admin/bookie-clusters/switch-state") is None
+        assert (await stack.service.status())["state"] == "CLEANUP"
+    finally:
+        await stack.close()
+    # A restart with the same path finds the registry and the switch where they were.
+    again = await open_switch_stack(tmp_path / "b", config_path=root)
+    try:
+        assert again.router.active_name == "new"
+        assert (await again.state()).phase.value == "CLEANUP"
+    finally:
+        await again.close()

@@ -109,7 +109,7 @@ async def test_an_origin_less_directive_is_run_by_the_elected_leader_then_its_su
 
         await eventually(took_over, within=30, message="the second broker elected")
         assert await read_leader(other.store, ORCHESTRATOR_LEADER_PATH) == OTHER.encode()
-        done = await stack.wait_phase("AWAIT_CLEANUP")
+        done = await stack.wait_phase("CLEANUP")
         assert StepKind.DISCOVER not in second_steps, second_steps
         assert StepKind.BUILD in second_steps and StepKind.PROMOTE in second_steps
         await assert_three_copied_and_promoted(stack, done)
@@ -168,7 +168,7 @@ async def test_a_directive_whose_origin_broker_is_gone_is_adopted_by_the_leader(
         )
         assert not returned.service.orchestrator.running
         hold_leader.set()
-        done = await stack.wait_phase("AWAIT_CLEANUP")
+        done = await stack.wait_phase("CLEANUP")
         assert returned_steps == []
         assert StepKind.DISCOVER not in leader_steps, leader_steps
         await assert_three_copied_and_promoted(stack, done)

@@ -327,15 +327,66 @@ async def test_a_seek_back_makes_the_parent_readable_again(stack: ScalableStack)
         await raw.close()
 
 
-async def test_checkpoint_groups_get_every_segment_without_drain_gating(
+async def test_pip460_checkpoint_group_children_wait_for_their_parents_reported_drained(
     stack: ScalableStack,
 ) -> None:
+    """PIP-460: a CheckpointConsumer "requires a group identifier to coordinate parallel
+    instances"; the group's controller gates a split's children on the members' drain reports
+    (ADR 0057), so per-key order holds across the group."""
     await stack.scalable.create_topic(TOPIC, 1)
-    await stack.scalable.split(TOPIC, 0)
+    await stack.scalable.split(TOPIC, 0)  # 0 sealed; 1, 2 active
     a, b = Connection(), Connection()
-    view = await register(stack, "a", a, sub="g", sub_type=SubscriptionType.CHECKPOINT)
-    assert ids(view) == [0, 1, 2]
-    assert ids(await register(stack, "b", b, sub="g", sub_type=SubscriptionType.CHECKPOINT)) == [1]
+    checkpoint = SubscriptionType.CHECKPOINT
+    view = await register(stack, "a", a, sub="g", sub_type=checkpoint)
+    assert ids(view) == [0]  # the children wait for the parent
+    view_b = await register(stack, "b", b, sub="g", sub_type=checkpoint, consumer_id=2)
+    assert ids(view_b) == []
+    holder, other = "a", "b"
+    # A report of a segment another member holds, or of an active one, unblocks nothing.
+    await stack.scalable.register_consumer(str(TOPIC), "g", other, 2, checkpoint, b, drained=(0, 1))
+    coordinator = stack.scalable.local_controller(TOPIC).coordinator("g")  # type: ignore[union-attr]
+    assert coordinator.drained == frozenset()
+    # The holder delivered the parent whole: both children are dealt at once.
+    answer = await stack.scalable.register_consumer(
+        str(TOPIC), "g", holder, 1, checkpoint, a, drained=(0,)
+    )
+    assert coordinator.drained == frozenset({0})
+    dealt = set(ids(answer)) | set(ids(coordinator.assignment_of(other)))
+    assert dealt == {1, 2}
+    assert len(ids(answer)) == 1  # one child each, counts within one
+    assert coordinator.stats()["drainedSegments"] == [0]
+
+
+async def test_pip460_checkpoint_group_merge_child_waits_for_both_parents(
+    stack: ScalableStack,
+) -> None:
+    await stack.scalable.create_topic(TOPIC, 2)
+    await stack.scalable.merge(TOPIC, [0, 1])  # 0, 1 sealed; 2 active
+    checkpoint = SubscriptionType.CHECKPOINT
+    a, b = Connection(), Connection()
+    await register(stack, "a", a, sub="g", sub_type=checkpoint)
+    await register(stack, "b", b, sub="g", sub_type=checkpoint, consumer_id=2)
+    coordinator = stack.scalable.local_controller(TOPIC).coordinator("g")  # type: ignore[union-attr]
+    held = {name: ids(coordinator.assignment_of(name)) for name in ("a", "b")}
+    assert sorted(held["a"] + held["b"]) == [0, 1]  # one parent each, the child waits
+    first = "a" if held["a"] else "b"
+    second = "b" if first == "a" else "a"
+    conns = {"a": (a, 1), "b": (b, 2)}
+    view = await stack.scalable.register_consumer(
+        str(TOPIC), "g", first, conns[first][1], checkpoint, conns[first][0], drained=held[first]
+    )
+    assert 2 not in ids(view) and 2 not in ids(coordinator.assignment_of(second))
+    await stack.scalable.register_consumer(
+        str(TOPIC),
+        "g",
+        second,
+        conns[second][1],
+        checkpoint,
+        conns[second][0],
+        drained=held[second],
+    )
+    dealt = ids(coordinator.assignment_of("a")) + ids(coordinator.assignment_of("b"))
+    assert dealt == [2] and coordinator.drained == frozenset({0, 1})
 
 
 async def test_queue_consumers_do_not_register(stack: ScalableStack) -> None:

@@ -331,7 +331,7 @@ def test_a_pulsar_standalone_conf_loads_with_its_unused_keys_in_one_debug_line(
     with caplog.at_level(logging.DEBUG, logger="braid.broker.config"):
         config = load_config(conf, {}, {})
     assert [r.levelno for r in caplog.records] == [logging.DEBUG]
-    assert "zookeeperServers" in caplog.text and "loadBalancerEnabled" in caplog.text
+    assert "zookeeperServers" in caplog.text and "topicLevelPoliciesEnabled" in caplog.text
     assert config.authorization_enabled and config.super_user_roles == (
         "localhost",
         "superUser",

@@ -3,6 +3,7 @@ client issue fixes as a contract exist with their documented shapes."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import types
 
@@ -65,7 +66,26 @@ def test_documented_signatures() -> None:
     ]
     assert create["access_mode"].default == "shared" and create["send_timeout"].default == 30.0
     send = inspect.signature(braid.Producer.send).parameters
-    assert list(send) == ["self", "value", "key", "properties", "event_time", "sequence_id"]
+    assert list(send) == [
+        "self",
+        "value",
+        "key",
+        "properties",
+        "event_time",
+        "sequence_id",
+        "deliver_after",  # keyword-only: delayed delivery
+        "deliver_at",
+    ]
+    assert send["deliver_after"].kind is inspect.Parameter.KEYWORD_ONLY
+    queue = inspect.signature(braid.AsyncClient.subscribe_queue).parameters
+    assert {"ack_timeout", "dead_letter_policy", "retry_enable"} <= set(queue)
+    assert "reconsume_later" in dir(braid.QueueConsumer)
+    assert [f.name for f in dataclasses.fields(braid.DeadLetterPolicy)] == [
+        "max_redeliver_count",
+        "dead_letter_topic",
+        "initial_subscription_name",
+        "retry_letter_topic",
+    ]
     for name in ("subscribe_stream", "subscribe_queue"):
         params = inspect.signature(getattr(braid.AsyncClient, name)).parameters
         assert list(params)[1:5] == ["topic", "subscription", "consumer_name", "initial_position"]

@@ -22,3 +22,16 @@ def test_co_located_zookeeper_clusters_need_different_chroots() -> None:
 def test_malformed_uri_is_invalid_input() -> None:
     with pytest.raises(InvalidInputError):
         uri_identity("bogus")
+
+
+def test_pip470_phase1_registers_zk_null_metadata_service_uris() -> None:
+    # PIP-470 "Phase 1: Cluster Registration": --metadata-service-uri zk+null://new-zk:2181/...
+    null = uri_identity("zk+null://new-zk:2181/ledgers-v2")
+    assert null == uri_identity("zk://new-zk:2181/ledgers-v2")
+    assert null == uri_identity("zk+hierarchical://new-zk:2181/ledgers-v2")
+    assert uri_identity("zk+null://a:2181;b:2181/l") == uri_identity("zk://b:2181,a:2181/l")
+    assert null != uri_identity("zk+null://new-zk:2181/ledgers")
+    with pytest.raises(InvalidInputError, match="unknown ledger layout"):
+        uri_identity("zk+bogus://new-zk:2181/ledgers-v2")
+    with pytest.raises(InvalidInputError):
+        uri_identity("sqlite+null:///a.db")

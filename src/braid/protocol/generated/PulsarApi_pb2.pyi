@@ -3105,6 +3105,7 @@ class CommandScalableTopicSubscribe(_message.Message):
     CONSUMER_TYPE_FIELD_NUMBER: _builtins.int
     INITIAL_POSITION_FIELD_NUMBER: _builtins.int
     ATTACH_AHEAD_FIELD_NUMBER: _builtins.int
+    DRAINED_SEGMENTS_FIELD_NUMBER: _builtins.int
     request_id: _builtins.int
     topic: _builtins.str
     subscription: _builtins.str
@@ -3120,6 +3121,14 @@ class CommandScalableTopicSubscribe(_message.Message):
     """The consumer understands paused segments in its assignments (attach ahead, ADR 0043); a
     consumer without it is only ever given segments it may read. Braid-chosen field number.
     """
+    @_builtins.property
+    def drained_segments(self) -> _containers.RepeatedScalarFieldContainer[_builtins.int]:
+        """A CHECKPOINT group member's sealed segments whose every message it has delivered: the
+        controller hands out their children only then (per-key order across the group, ADR 0057).
+        Sent at registration and again (same consumer id) whenever the set grows. Braid-chosen
+        field number.
+        """
+
     def __init__(
         self,
         *,
@@ -3131,10 +3140,11 @@ class CommandScalableTopicSubscribe(_message.Message):
         consumer_type: Global___ScalableConsumerType.ValueType | None = ...,
         initial_position: Global___CommandSubscribe.InitialPosition.ValueType | None = ...,
         attach_ahead: _builtins.bool | None = ...,
+        drained_segments: _abc.Iterable[_builtins.int] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["attach_ahead", b"attach_ahead", "consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "consumer_type", b"consumer_type", "initial_position", b"initial_position", "request_id", b"request_id", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attach_ahead", b"attach_ahead", "consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "consumer_type", b"consumer_type", "initial_position", b"initial_position", "request_id", b"request_id", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attach_ahead", b"attach_ahead", "consumer_id", b"consumer_id", "consumer_name", b"consumer_name", "consumer_type", b"consumer_type", "drained_segments", b"drained_segments", "initial_position", b"initial_position", "request_id", b"request_id", "subscription", b"subscription", "topic", b"topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
