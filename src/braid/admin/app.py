@@ -130,19 +130,7 @@ def create_app(
         'topics, scalable topics and their segments, and health. Errors are JSON {"reason": ...} '
         "with Pulsar's HTTP statuses.",
     )
-    install_error_handlers(app)
-    if owner_redirect:
-        install_owner_redirect(app, broker)
-    # Refuse state-changing requests a web page could send cross-site (ADR 0044).
-    app.add_middleware(CrossSiteGuard, policy=CrossSitePolicy.for_broker(config))
-    # Answers served from remembered metadata during a store outage say so (ADR 0044).
-    app.add_middleware(StaleReadHeader)
-    # Inside authentication (added before it): the caller's role is known when it runs.
-    app.add_middleware(AuthorizationMiddleware, service=authorization)
-    if authentication is not None and authentication.enabled:
-        app.add_middleware(
-            AuthenticationMiddleware, service=authentication, clock=clock or SystemClock()
-        )
+    _install_middleware(app, config, broker, owner_redirect, authorization, authentication, clock)
     v2 = APIRouter(prefix="/admin/v2")
 
     # PIP-483: the namespace's auto-scale override (checked against broker.conf's policy).
@@ -210,6 +198,46 @@ def create_app(
     app.include_router(lookup_router(broker))
     mount_console(app, broker.topics, scalable)  # /console: braid.admin.console
 
+    _install_health_and_metrics(app, config, broker, scalable, storage_clusters, auto_recovery)
+    return app
+
+
+def _install_middleware(
+    app: FastAPI,
+    config: BrokerConfig,
+    broker: TopicAdmin,
+    owner_redirect: bool,
+    authorization: AuthorizationService,
+    authentication: AuthenticationService | None,
+    clock: Clock | None,
+) -> None:
+    """Error handlers and the middleware stack, outermost last: authentication, authorization,
+    stale-read marking, the cross-site guard, the owner redirect."""
+    install_error_handlers(app)
+    if owner_redirect:
+        install_owner_redirect(app, broker)
+    # Refuse state-changing requests a web page could send cross-site (ADR 0044).
+    app.add_middleware(CrossSiteGuard, policy=CrossSitePolicy.for_broker(config))
+    # Answers served from remembered metadata during a store outage say so (ADR 0044).
+    app.add_middleware(StaleReadHeader)
+    # Inside authentication (added before it): the caller's role is known when it runs.
+    app.add_middleware(AuthorizationMiddleware, service=authorization)
+    if authentication is not None and authentication.enabled:
+        app.add_middleware(
+            AuthenticationMiddleware, service=authentication, clock=clock or SystemClock()
+        )
+
+
+def _install_health_and_metrics(
+    app: FastAPI,
+    config: BrokerConfig,
+    broker: TopicAdmin,
+    scalable: ScalableTopicService | None,
+    storage_clusters: StorageClusterService | None,
+    auto_recovery: AutoRecoveryService | None,
+) -> None:
+    """``/health`` and ``/metrics`` (the two paths that need no credentials)."""
+
     @app.get(
         "/health",
         tags=["brokers"],
@@ -236,8 +264,6 @@ def create_app(
     async def metrics() -> Response:
         # Runs on the broker's loop (async handler), so the collector reads consistent state.
         return Response(generate_latest(collectors), media_type=CONTENT_TYPE_LATEST)
-
-    return app
 
 
 async def _no_override() -> None:
