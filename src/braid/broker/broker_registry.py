@@ -59,6 +59,8 @@ class BrokerInfo:
     #: The ``pulsar+ssl://`` URL when the broker has a TLS listener (Pulsar's
     #: ``pulsarServiceUrlTls``).
     service_url_tls: str | None = None
+    #: ``braid broker``'s internal listener (the Segments API brokers call, ADR 0051).
+    internal_url: str | None = None
 
     def encode(self) -> bytes:
         doc = {
@@ -68,6 +70,8 @@ class BrokerInfo:
             "webServiceUrl": self.web_service_url,
             "cluster": self.cluster,
         }
+        if self.internal_url:
+            doc["internalUrl"] = self.internal_url
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -77,12 +81,14 @@ class BrokerInfo:
             doc = json.loads(raw)
             web = doc.get("webServiceUrl")
             tls = doc.get("pulsarServiceUrlTls")
+            internal = doc.get("internalUrl")
             return cls(
                 broker_id=str(doc.get("brokerId") or name),
                 service_url=str(doc["pulsarServiceUrl"]),
                 web_service_url=web if isinstance(web, str) and web else None,
                 cluster=str(doc.get("cluster") or ""),
                 service_url_tls=tls if isinstance(tls, str) and tls else None,
+                internal_url=internal if isinstance(internal, str) and internal else None,
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -97,6 +103,11 @@ class BrokerRegistry:
         self._lock: Lock | None = None
         self._info: BrokerInfo | None = None
         self._election: LeaderElection | None = None
+        self._internal_url: str | None = None
+
+    def announce_internal_url(self, url: str) -> None:
+        """The internal listener to register with (call before :meth:`register`)."""
+        self._internal_url = url
 
     @property
     def me(self) -> BrokerInfo | None:
@@ -117,7 +128,12 @@ class BrokerRegistry:
             BrokerAddressInUse: another session holds the address for longer than ``wait_s``.
         """
         info = BrokerInfo(
-            broker_id(service_url), service_url, web_service_url, self._cluster, service_url_tls
+            broker_id(service_url),
+            service_url,
+            web_service_url,
+            self._cluster,
+            service_url_tls,
+            self._internal_url,
         )
         lock = Lock(self._store, f"{BROKERS_ROOT}/{info.broker_id}", info.encode())
         if not await lock.try_acquire():
