@@ -203,6 +203,13 @@ def test_killing_the_controller_leader_and_a_segment_owner_loses_nothing(
         )
         splitting.join(60)
         more(load, STEP, FAILOVER_BOUND_S, "receipts after the split was recovered")
+        leader = cluster.controller_leader(topic)
+        for broker in (second, third):  # watchers are told where the controller went
+            wait_for(
+                lambda b=broker: dag_placement(b, topic)[1] == leader,  # type: ignore[misc]
+                within=30,
+                message=f"{broker.broker_id}'s DAG watch to name the new controller leader",
+            )
 
         layout = get_layout(second, topic)
         owners = segment_owners(cluster, topic, layout)
@@ -221,7 +228,8 @@ def test_killing_the_controller_leader_and_a_segment_owner_loses_nothing(
     check(report)
     survivor = cluster.live[0]
     final = segment_owners(cluster, topic, get_layout(survivor, topic))
-    assert set(final.values()) <= {survivor.service_url, None}, final
+    assert set(final.values()) == {survivor.service_url}, final
+    assert dag_placement(survivor, topic) == (final, survivor.service_url)
 
 
 class _Background:
