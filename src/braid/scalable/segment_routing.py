@@ -1,4 +1,4 @@
-"""Segments on any broker (PIP-468, ADR 0051): the controller's :class:`SegmentAdmin` for
+"""Segments on any broker (PIP-468, ADR 0051): the controller's ``SegmentAdmin`` for
 ``braid broker``, routed to each segment's owner.
 
 A ``segment://`` topic is placed like any topic: by the namespace bundle its name hashes into,
