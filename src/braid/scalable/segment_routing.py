@@ -42,6 +42,7 @@ from braid.core.errors import BraidError, InvalidInputError, category_class
 from braid.core.names import SegmentTopicName, TopicName
 from braid.metadata.api import MetadataStore
 from braid.metadata.election import read_leader
+from braid.scalable.forwarding import refusal_of
 from braid.scalable.resources import ScalableTopicResources
 from braid.scalable.segments import LocalSegmentAdmin
 
@@ -105,18 +106,13 @@ class InternalApiClient:
 
 
 def _error_for(response: httpx.Response, service_url: str) -> BraidError:
-    try:
-        doc = response.json()
-        reason = str(doc.get("reason", response.text))
-        category = doc.get("category")
-    except (ValueError, AttributeError):
-        reason, category = response.text, None
+    reason, category = refusal_of(response)
     status = response.status_code
-    if status == 503 or status >= 500:
+    if status >= 500:
         return ServiceNotReady(f"broker {service_url}: {reason}")
     if status == 404:
         return TopicNotFound(reason)
-    cls = category_class(category) if isinstance(category, str) else None
+    cls = category_class(category) if category is not None else None
     if cls is not None:
         return cls(reason)
     return InvalidInputError(f"broker {service_url} answered {status}: {reason}")

@@ -10,9 +10,10 @@ order checked on every delivery).
 * A split asked through a broker that does not lead (forwarded to the leader), whose children the
   leader creates on their owners, and a merge of two segments owned by different brokers, under
   load: nothing acknowledged is lost, no key goes backwards.
-* SIGKILL of the controller leader's broker while its split is stopped between sealing the parent
-  and publishing the new layout (``BRAID_FAULT_PAUSE_AT=parents-terminated``): another broker
-  takes the leadership over, rolls the split forward (ADR 0021), the consumer's session is
+* SIGKILL of the controller leader's broker while its split (or its merge of two segments on two
+  brokers) is stopped between sealing the parents and publishing the new layout
+  (``BRAID_FAULT_PAUSE_AT=parents-terminated``): another broker takes the leadership over, rolls
+  the operation forward (ADR 0021), every broker's DAG watch names it, the consumer's session is
   restored and the clients reconnect by themselves; then SIGKILL of a broker owning segments: its
   bundles move, the new owners recover (fence) the ledgers, and again nothing is lost or reordered.
 """
@@ -164,14 +165,16 @@ def test_segments_spread_over_brokers_and_split_and_merge_across_them(cluster: C
     check(report)
 
 
+@pytest.mark.parametrize("operation", ["split", "merge"])
 def test_killing_the_controller_leader_and_a_segment_owner_loses_nothing(
-    make_cluster: MakeCluster,
+    make_cluster: MakeCluster, operation: str
 ) -> None:
-    # Broker 0 stops any split it leads after sealing the parent, before publishing the layout.
+    # Broker 0 stops any split or merge it leads after sealing the parents, before publishing
+    # the new layout.
     cluster = make_cluster(env={0: {"BRAID_FAULT_PAUSE_AT": "parents-terminated"}})
     cluster.start()
     first, second, third = cluster.brokers
-    topic = "topic://public/default/failover"
+    topic = f"topic://public/default/failover-{operation}"
     with AdminClient(first.web_url) as admin:
         admin.scalable_topics.create(topic, segments=4)
         admin.scalable_topics.stats(topic)  # starts broker 0's controller: the first, it leads
@@ -181,12 +184,15 @@ def test_killing_the_controller_leader_and_a_segment_owner_loses_nothing(
     try:
         more(load, STEP, 120, "receipts before the kills")
         layout = get_layout(second, topic)
-        parent = layout.active_segments[0].segment_id
-        splitting = _split_in_background(second, topic, parent)
+        if operation == "split":
+            parents = [layout.active_segments[0].segment_id]
+        else:  # two neighbours on two brokers
+            parents = adjacent_pair_on_two_brokers(layout, segment_owners(cluster, topic, layout))
+        in_flight = _in_background(second, topic, operation, parents)
         wait_for(
             lambda: "fault point parents-terminated reached" in first.output(),
             within=60,
-            message="the leader to stop its split after sealing the parent",
+            message=f"the leader to stop its {operation} after sealing the parents",
         )
         first.kill()
         gap = more(load, STEP, SESSION_TIMEOUT_S + FAILOVER_BOUND_S, "receipts after the kill")
@@ -197,12 +203,14 @@ def test_killing_the_controller_leader_and_a_segment_owner_loses_nothing(
             message="a live broker to lead the topic's controller",
         )
         wait_for(
-            lambda: parent not in {s.segment_id for s in get_layout(second, topic).active_segments},
+            lambda: (
+                not set(parents) & {s.segment_id for s in get_layout(second, topic).active_segments}
+            ),
             within=FAILOVER_BOUND_S,
-            message="the new leader to roll the interrupted split forward",
+            message=f"the new leader to roll the interrupted {operation} forward",
         )
-        splitting.join(60)
-        more(load, STEP, FAILOVER_BOUND_S, "receipts after the split was recovered")
+        in_flight.join(60)
+        more(load, STEP, FAILOVER_BOUND_S, f"receipts after the {operation} was recovered")
         leader = cluster.controller_leader(topic)
         for broker in (second, third):  # watchers are told where the controller went
             wait_for(
@@ -250,9 +258,13 @@ class _Background:
         self._thread.join(within)
 
 
-def _split_in_background(broker: BrokerProcess, topic: str, segment_id: int) -> _Background:
+def _in_background(
+    broker: BrokerProcess, topic: str, operation: str, segments: list[int]
+) -> _Background:
     def call() -> object:
         with AdminClient(broker.web_url, timeout=120) as admin:
-            return admin.scalable_topics.split(topic, segment_id)
+            if operation == "split":
+                return admin.scalable_topics.split(topic, segments[0])
+            return admin.scalable_topics.merge(topic, segments)
 
     return _Background(call)

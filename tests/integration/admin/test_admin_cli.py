@@ -165,9 +165,7 @@ def test_tenants_namespaces_and_topics(capsys: pytest.CaptureFixture[str], url: 
     assert "acme" not in ok("tenants", "list").split()
 
 
-def test_subscriptions_seek_segments_and_delete(
-    capsys: pytest.CaptureFixture[str], url: str
-) -> None:
+def test_subscriptions_seek_and_delete(capsys: pytest.CaptureFixture[str], url: str) -> None:
     def ok(*argv: str) -> str:
         code, out, err = run(capsys, "admin", "--url", url, *argv)
         assert (code, err) == (0, ""), err
@@ -245,7 +243,6 @@ def test_invalid_arguments_exit_2(capsys: pytest.CaptureFixture[str], argv: list
         ["admin", "scalable-topics"],
         ["admin", "scalable-topics", "split"],
         ["admin", "scalable-topics", "stats"],
-        ["admin", "segments"],
         ["admin", "tenants", "update"],
         ["admin", "namespaces", "create"],
         ["admin", "topics"],
