@@ -103,6 +103,8 @@ def check(report: LoadReport) -> None:
 def finish(load: BraidKeyedLoad) -> LoadReport:
     load.stop_producing()
     load.wait_delivered(120)
+    for failure in load.producer.failed[:5]:  # not acknowledged, so not counted as lost
+        print(f"failed send: {failure}")
     return load.report()
 
 
