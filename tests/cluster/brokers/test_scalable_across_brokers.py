@@ -93,6 +93,16 @@ def dag_placement(broker: BrokerProcess, topic: str) -> tuple[dict[int, str], st
     return {b.segment_id: b.broker_url for b in dag.segment_brokers}, dag.controller_broker_url
 
 
+def consumer_restored(broker: BrokerProcess, topic: str) -> bool:
+    """Whether the controller leader (asked through ``broker``) has the load's Stream consumer
+    ``s0`` registered and connected."""
+    with AdminClient(broker.web_url) as admin:
+        stats = admin.scalable_topics.stats(topic)
+    coordinator = stats["subscriptions"].get("acceptance", {}).get("coordinator") or {}
+    consumer = coordinator.get("consumers", {}).get("s0")
+    return bool(stats["controller"]["isLeader"] and consumer and consumer["connected"])
+
+
 def check(report: LoadReport) -> None:
     print(report.line())
     assert report.acknowledged > 0, report.line()
@@ -220,6 +230,12 @@ def test_killing_the_controller_leader_and_a_segment_owner_loses_nothing(
                 within=30,
                 message=f"{broker.broker_id}'s DAG watch to name the new controller leader",
             )
+
+        wait_for(
+            lambda: consumer_restored(second, topic),
+            within=60,
+            message="the new leader to have the Stream consumer's session, connected",
+        )
 
         layout = get_layout(second, topic)
         owners = segment_owners(cluster, topic, layout)
