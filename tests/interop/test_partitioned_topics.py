@@ -63,6 +63,50 @@ def test_custom_message_router_chooses_where_each_message_goes(
     for msg in _receive_all(consumer, 20):
         expected = int(msg.partition_key()) % 4
         assert msg.topic_name() == f"{topic}-partition-{expected}"
+        # The broker stamps the partition on the message id, as Pulsar's does (the official
+        # suite's test_message_router reads it): -1 here used to hide partition 0.
+        assert msg.message_id().partition() == expected
+
+
+@pytest.mark.interop
+@pytest.mark.parametrize(
+    "consumer_type",
+    [pulsar.ConsumerType.Exclusive, pulsar.ConsumerType.Shared, pulsar.ConsumerType.KeyShared],
+)
+def test_message_ids_name_their_partition_for_every_subscription_type(
+    client: pulsar.Client, broker: BackgroundBroker, topic: str, consumer_type: object
+) -> None:
+    broker.call(broker.service.create_partitioned_topic(topic, 3))
+    consumer = client.subscribe(topic, "sub", consumer_type=consumer_type)
+    producer = client.create_producer(
+        topic,
+        message_router=lambda msg, partitions: 0 if msg.data().startswith(b"hello") else 1,
+    )
+    for i in range(5):
+        producer.send(b"hello-%d" % i)
+        producer.send(b"world-%d" % i)
+    by_partition = collections.defaultdict(list)
+    for msg in _receive_all(consumer, 10):
+        by_partition[msg.message_id().partition()].append(msg.data())
+    assert sorted(by_partition) == [0, 1]
+    assert by_partition[0] == [b"hello-%d" % i for i in range(5)]
+    assert by_partition[1] == [b"world-%d" % i for i in range(5)]
+
+
+@pytest.mark.interop
+def test_last_message_id_carries_the_partition_index(
+    client: pulsar.Client, broker: BackgroundBroker, topic: str
+) -> None:
+    broker.call(broker.service.create_partitioned_topic(topic, 2))
+    producer = client.create_producer(f"{topic}-partition-1")
+    sent = producer.send(b"last")
+    consumer = client.subscribe(f"{topic}-partition-1", "sub")
+    last = consumer.get_last_message_id()
+    assert (last.partition(), last.ledger_id(), last.entry_id()) == (
+        1,
+        sent.ledger_id(),
+        sent.entry_id(),
+    )
 
 
 @pytest.mark.interop

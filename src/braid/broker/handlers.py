@@ -46,6 +46,7 @@ from braid.broker.subscription import BatchIndexAck, Subscription
 from braid.broker.topic import PersistentTopic
 from braid.core.errors import BraidError
 from braid.core.names import TopicName
+from braid.core.partitions import partition_index
 from braid.ledger.api import EARLIEST, LATEST, Position
 from braid.protocol import commands
 from braid.protocol.events import CommandReceived
@@ -152,7 +153,7 @@ class TopicService(Protocol):
 class ConsumerBinding:
     """A consumer registered on a connection, with the subscription and topic it belongs to."""
 
-    __slots__ = ("consumer", "subscription", "topic")
+    __slots__ = ("consumer", "partition", "subscription", "topic")
 
     def __init__(
         self, consumer: Consumer, subscription: Subscription, topic: PersistentTopic
@@ -160,6 +161,10 @@ class ConsumerBinding:
         self.consumer = consumer
         self.subscription = subscription
         self.topic = topic
+        #: The topic's partition index (-1: not a partition), stamped on every message id the
+        #: broker sends this consumer, as Pulsar's does: the official client reports it as
+        #: ``message_id().partition()`` and routes acknowledgements of a partitioned consumer by it.
+        self.partition = partition_index(topic.name)  # a full name ends with its local name
 
 
 #: Builds the refusal a command sends when it names a consumer this connection does not have.
@@ -239,11 +244,18 @@ class TopicCommands:
 
     def send_messages(self, consumer_id: int, deliveries: Sequence[Delivery]) -> None:
         send = self._channel.send
+        binding = self._consumers.get(consumer_id)
+        partition = -1 if binding is None else binding.partition
         for d in deliveries:
             pos = d.entry.position
             send(
                 commands.message(
-                    consumer_id, pos.ledger_id, pos.entry_id, d.redelivery_count, d.ack_set
+                    consumer_id,
+                    pos.ledger_id,
+                    pos.entry_id,
+                    d.redelivery_count,
+                    d.ack_set,
+                    partition=partition,
                 ),
                 d.entry.data,
             )
@@ -674,10 +686,10 @@ class TopicCommands:
                     commands.message_id(
                         last.ledger_id,
                         last.entry_id,
-                        partition=-1,
+                        partition=binding.partition,
                         batch_index=batch_index,
                     ),
-                    commands.message_id(mark.ledger_id, mark.entry_id, partition=-1),
+                    commands.message_id(mark.ledger_id, mark.entry_id, partition=binding.partition),
                 )
             )
 

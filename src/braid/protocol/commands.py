@@ -309,11 +309,13 @@ def message(
     ack_set: Sequence[int] | None = None,
     *,
     consumer_epoch: int | None = None,
+    partition: int | None = None,
 ) -> pb.BaseCommand:
-    """MESSAGE: the command half of a dispatch; the stored body follows it in the frame."""
+    """MESSAGE: the command half of a dispatch; the stored body follows it in the frame.
+    ``partition``: the topic's partition index (-1 for a topic that is not a partition)."""
     r = pb.CommandMessage(
         consumer_id=consumer_id,
-        message_id=message_id(ledger_id, entry_id),
+        message_id=message_id(ledger_id, entry_id, partition=partition),
         redelivery_count=redelivery_count,
     )
     if ack_set:

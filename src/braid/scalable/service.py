@@ -32,7 +32,8 @@ from typing import Any
 
 from braid.broker.broker_registry import BrokerAddressInUse, BrokerRegistry
 from braid.broker.errors import TopicBusy
-from braid.broker.service import managed_ledger_name
+from braid.broker.topic_names import managed_ledger_name
+from braid.broker.topic_policies import TopicPolicies
 from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.errors import InvalidInputError
@@ -372,7 +373,7 @@ class ScalableTopicService:
         return layout
 
     async def delete_topic(self, topic: TopicName, *, force: bool = False) -> None:
-        """Delete the topic, its segment topics and all its metadata.
+        """Delete the topic, its segment topics and all its metadata (topic policies too).
 
         Without ``force`` the delete is refused while a segment has producers or consumers.
 
@@ -388,6 +389,7 @@ class ScalableTopicService:
         self.auto_scale.detach(topic, deleted=True)
         await self._delete_segments(topic, layout)
         await self.resources.delete_topic(topic)
+        await TopicPolicies(self._store).delete(topic)
         log.info("deleted scalable topic %s", topic)
 
     async def _delete_segments(self, topic: TopicName, layout: SegmentLayout) -> None:

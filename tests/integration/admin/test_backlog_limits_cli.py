@@ -142,3 +142,31 @@ def test_cli_backlog_quota_retention_and_ttl_commands(
     assert run(capsys, url, "topics", "remove-message-ttl", topic)[0] == 0
     code, out, _ = run(capsys, url, "topics", "get-message-ttl", topic)
     assert "not set" in out
+
+
+def test_a_deleted_topics_policies_do_not_come_back_with_a_topic_of_the_same_name(
+    url: str,
+) -> None:
+    """Pulsar deletes a topic's policies with the topic: a new topic of the same name starts
+    with the namespace's policies, not the old topic's quota and TTL."""
+    json_type = {"Content-Type": "application/json"}
+    quota = {"limitSize": 1024, "limitTime": -1, "policy": "producer_exception"}
+    persistent = f"{url}/admin/v2/persistent/public/default/policies-reborn"
+    partitioned = f"{url}/admin/v2/persistent/public/default/policies-reborn-p"
+    scalable = f"{url}/admin/v2/scalable/public/default/policies-reborn-dag"
+    assert httpx.put(persistent, headers=json_type).status_code == 204
+    assert httpx.put(partitioned + "/partitions", json=2).status_code == 204
+    assert httpx.put(scalable, json={"numInitialSegments": 2}).status_code == 204
+    for base in (persistent, partitioned, scalable):
+        assert httpx.post(base + "/backlogQuota", json=quota).status_code == 204
+        assert httpx.post(base + "/messageTTL?messageTTL=60", headers=json_type).status_code == 204
+    assert httpx.delete(persistent).status_code == 204
+    assert httpx.delete(partitioned + "/partitions").status_code == 204
+    assert httpx.delete(scalable).status_code == 204
+
+    assert httpx.put(persistent, headers=json_type).status_code == 204
+    assert httpx.put(partitioned + "/partitions", json=2).status_code == 204
+    assert httpx.put(scalable, json={"numInitialSegments": 2}).status_code == 204
+    for base in (persistent, partitioned, scalable):
+        assert httpx.get(base + "/backlogQuotaMap").json() == {}, base
+        assert httpx.get(base + "/messageTTL").json() is None, base

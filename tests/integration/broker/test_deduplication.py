@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from braid.broker.dedup import DEDUP_CURSOR_NAME, MessageDeduplication
-from braid.broker.service import managed_ledger_name, parse_topic_name
+from braid.broker.topic_names import managed_ledger_name, parse_topic_name
 from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from tests.integration.broker.conftest import StackHolder
