@@ -9,7 +9,9 @@ One :class:`WatchHub` per broker owns
 * the listener on the metadata store: a change of a topic's layout node refreshes the topic's
   local follower controller (a leader writes the layout itself), pushes the new DAG to the topic's
   watchers and republishes its namespace's watches; a change of a namespace's children republishes
-  the namespace's watches;
+  the namespace's watches; a change of a topic's controller election node, or of a bundle
+  ownership node of its namespace (``/namespace/...``: a segment may have a new owner), re-sends
+  the topic's DAG under the same epoch when its placement changed (ADR 0051);
 * the refresh scheduling: at most one reload in flight per topic, plus one more when notifications
   arrived meanwhile (coalesced, so a burst of changes costs two reads, and the last change is never
   missed).
