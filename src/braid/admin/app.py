@@ -188,7 +188,7 @@ def create_app(
         )
     )
     if scalable is not None:
-        v2.include_router(scalable_router(scalable, scalable.segments, resources.namespace_exists))
+        v2.include_router(scalable_router(scalable, resources.namespace_exists))
         v2.include_router(autoscale_decisions_router(scalable))
     if storage_clusters is not None:
         v2.include_router(bookie_clusters_router(storage_clusters))

@@ -11,8 +11,7 @@ One method per endpoint, grouped as the REST API and the ``braid admin`` command
 
 Groups: :attr:`AdminClient.tenants`, :attr:`~AdminClient.namespaces`, :attr:`~AdminClient.topics`
 (``persistent://``, partitioned or not), :attr:`~AdminClient.schemas` (a topic's schema
-versions), :attr:`~AdminClient.scalable_topics` (``topic://``) and
-:attr:`~AdminClient.segments` (``segment://``), plus :meth:`AdminClient.health`,
+versions) and :attr:`~AdminClient.scalable_topics` (``topic://``), plus :meth:`AdminClient.health`,
 :meth:`~AdminClient.broker_health` and :meth:`~AdminClient.clusters`.
 
 Values are plain JSON: dicts, lists, strings, ``None`` for the 204 answers. Methods that return a
@@ -77,7 +76,6 @@ from braid.admin.client_scalable import (
     INITIAL_POSITIONS,
     SUBSCRIPTION_TYPES,
     ScalableTopics,
-    Segments,
 )
 from braid.admin.client_schemas import Schemas
 from braid.admin.client_tenants import Tenants
@@ -166,7 +164,6 @@ class AdminClient:
         self.topics = Topics(http)
         self.schemas = Schemas(http)
         self.scalable_topics = ScalableTopics(http)
-        self.segments = Segments(http)
         self.bookie_clusters = BookieClusters(http)
         self.bookies = Bookies(http)
         self.backlog = BacklogPolicies(http)
@@ -238,7 +235,6 @@ __all__ = [
     "Namespaces",
     "ScalableTopics",
     "Schemas",
-    "Segments",
     "Tenants",
     "Topics",
 ]

@@ -1,5 +1,5 @@
-"""``AdminClient.scalable_topics`` and ``AdminClient.segments``: the ``/admin/v2/scalable`` and
-``/admin/v2/segments`` groups of :mod:`braid.admin.client` (PIP-468's two tables)."""
+"""``AdminClient.scalable_topics``: the ``/admin/v2/scalable`` group of :mod:`braid.admin.client`
+(PIP-468's scalable-topic table; its Segments table is internal to the brokers, ADR 0051)."""
 
 from __future__ import annotations
 
@@ -12,14 +12,12 @@ from braid.admin.client_transport import (
     _namespace_path,
     _policy,
     _q,
-    _segment,
     _segment_id,
-    _segment_path,
     _topic,
     _topic_path,
 )
 from braid.core.errors import InvalidInputError
-from braid.core.names import SegmentTopicName, TopicDomain, TopicName
+from braid.core.names import TopicDomain, TopicName
 
 #: Subscription types of a scalable topic (PIP-468; ``docs/scalable-topics.md#consumers``).
 SUBSCRIPTION_TYPES = ("STREAM", "QUEUE", "CHECKPOINT")
@@ -182,33 +180,4 @@ def _subscription(name: str) -> str:
     return _q(name)
 
 
-class Segments:
-    """``/admin/v2/segments``: one ``segment://`` topic of a scalable topic.
-
-    These are the controller's tools (PIP-468 "Segment Topic Management"); an operator rarely
-    needs them. Changing a segment by hand (terminating an active one, deleting one) leaves the
-    topic's layout pointing at it: prefer ``scalable_topics.split``/``merge``.
-    """
-
-    def __init__(self, http: _Http) -> None:
-        self._http = http
-
-    def _path(self, segment: str | SegmentTopicName) -> str:
-        return f"/admin/v2/segments/{_segment_path(_segment(segment))}"
-
-    def create(self, segment: str | SegmentTopicName, subscriptions: Iterable[str] = ()) -> None:
-        """Create the segment topic with a cursor at its start for each subscription
-        (idempotent)."""
-        names = list(subscriptions)
-        self._http.call("PUT", self._path(segment), body=names or None)
-
-    def terminate(self, segment: str | SegmentTopicName) -> None:
-        """Seal the segment topic: producers get ``TopicTerminated`` (idempotent)."""
-        self._http.call("POST", f"{self._path(segment)}/terminate")
-
-    def delete(self, segment: str | SegmentTopicName) -> None:
-        """Delete the segment topic and its data."""
-        self._http.call("DELETE", self._path(segment))
-
-
-__all__ = ["INITIAL_POSITIONS", "SUBSCRIPTION_TYPES", "ScalableTopics", "Segments"]
+__all__ = ["INITIAL_POSITIONS", "SUBSCRIPTION_TYPES", "ScalableTopics"]

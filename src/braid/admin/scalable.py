@@ -28,7 +28,6 @@ from fastapi import APIRouter, Body, Header, Query, Response
 from pydantic import BaseModel, Field
 
 from braid.admin.path_params import LocalTopicName, Namespace, Tenant
-from braid.broker.errors import TopicNotFound
 from braid.core.errors import InvalidInputError, NotFoundError
 from braid.core.layout_codec import layout_to_metadata
 from braid.core.names import (
@@ -40,7 +39,6 @@ from braid.core.names import (
 from braid.core.ranges import MAX_HASH
 from braid.scalable.forwarding import FORWARDED_HEADER
 from braid.scalable.resources import SubscriptionType
-from braid.scalable.segments import SegmentAdmin
 from braid.scalable.service import ScalableTopicService
 
 _MAX_INITIAL_SEGMENTS = MAX_HASH + 1
@@ -84,10 +82,11 @@ _FORWARDED = Annotated[str | None, Header(alias=FORWARDED_HEADER, include_in_sch
 
 def scalable_router(
     service: ScalableTopicService,
-    segments: SegmentAdmin,
     namespace_exists: Callable[[str, str], Awaitable[bool]] | None = None,
 ) -> APIRouter:
-    """The ``/scalable`` and ``/segments`` endpoints (mounted under ``/admin/v2``).
+    """The ``/scalable`` endpoints (mounted under ``/admin/v2``). PIP-468's Segments table is not
+    here: brokers serve it to each other on their internal listener (:mod:`braid.admin.internal`,
+    ADR 0051).
 
     ``namespace_exists`` lets a list of a namespace that does not exist answer 404, as the
     ``/persistent`` list does, instead of an empty list.
@@ -97,7 +96,6 @@ def scalable_router(
     router.include_router(_subscriptions_router(service))
     router.include_router(_split_merge_router(service))
     router.include_router(_auto_scale_router(service))
-    router.include_router(_segments_router(segments))
     return router
 
 
@@ -358,57 +356,6 @@ def _auto_scale_router(service: ScalableTopicService) -> APIRouter:
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName
     ) -> Response:
         await service.auto_scale.remove_topic_override(_topic_name(tenant, namespace, topic))
-        return Response(status_code=204)
-
-    return router
-
-
-def _segments_router(segments: SegmentAdmin) -> APIRouter:
-    """PIP-468's segment table: create, terminate, delete a segment topic."""
-    router = APIRouter()
-
-    @router.put(
-        "/segments/{tenant}/{namespace}/{topic}/{descriptor}",
-        status_code=204,
-        tags=["segments"],
-        summary="Create a segment topic, with a cursor at its start for each listed subscription",
-    )
-    async def create_segment(
-        tenant: Tenant,
-        namespace: Namespace,
-        topic: LocalTopicName,
-        descriptor: str,
-        subscriptions: Annotated[list[str] | None, Body()] = None,
-    ) -> Response:
-        name = _segment_name(tenant, namespace, topic, descriptor)
-        await segments.create_segment(name, [_subscription_name(s) for s in subscriptions or ()])
-        return Response(status_code=204)
-
-    @router.post(
-        "/segments/{tenant}/{namespace}/{topic}/{descriptor}/terminate",
-        status_code=204,
-        tags=["segments"],
-        summary="Terminate (seal) a segment topic",
-    )
-    async def terminate_segment(
-        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
-    ) -> Response:
-        await segments.terminate_segment(_segment_name(tenant, namespace, topic, descriptor))
-        return Response(status_code=204)
-
-    @router.delete(
-        "/segments/{tenant}/{namespace}/{topic}/{descriptor}",
-        status_code=204,
-        tags=["segments"],
-        summary="Delete a segment topic and its data",
-    )
-    async def delete_segment(
-        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
-    ) -> Response:
-        name = _segment_name(tenant, namespace, topic, descriptor)
-        if not await segments.segment_exists(name):
-            raise TopicNotFound(f"segment topic {name} does not exist")
-        await segments.delete_segment(name)
         return Response(status_code=204)
 
     return router

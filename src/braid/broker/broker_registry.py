@@ -95,6 +95,8 @@ class BrokerInfo:
     service_url_tls: str | None = None
     #: ``advertisedListeners``: what a lookup naming a listener is sent to.
     listeners: Listeners = ()
+    #: ``braid broker``'s internal listener (the Segments API brokers call, ADR 0051).
+    internal_url: str | None = None
 
     def encode(self) -> bytes:
         doc = {
@@ -105,6 +107,8 @@ class BrokerInfo:
             "cluster": self.cluster,
             "advertisedListeners": encode_listeners(self.listeners),
         }
+        if self.internal_url:
+            doc["internalUrl"] = self.internal_url
         return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
@@ -114,6 +118,7 @@ class BrokerInfo:
             doc = json.loads(raw)
             web = doc.get("webServiceUrl")
             tls = doc.get("pulsarServiceUrlTls")
+            internal = doc.get("internalUrl")
             return cls(
                 broker_id=str(doc.get("brokerId") or name),
                 service_url=str(doc["pulsarServiceUrl"]),
@@ -121,6 +126,7 @@ class BrokerInfo:
                 cluster=str(doc.get("cluster") or ""),
                 service_url_tls=tls if isinstance(tls, str) and tls else None,
                 listeners=decode_listeners(doc.get("advertisedListeners")),
+                internal_url=internal if isinstance(internal, str) and internal else None,
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -135,6 +141,11 @@ class BrokerRegistry:
         self._lock: Lock | None = None
         self._info: BrokerInfo | None = None
         self._election: LeaderElection | None = None
+        self._internal_url: str | None = None
+
+    def announce_internal_url(self, url: str) -> None:
+        """The internal listener to register with (call before :meth:`register`)."""
+        self._internal_url = url
 
     @property
     def me(self) -> BrokerInfo | None:
@@ -161,7 +172,8 @@ class BrokerRegistry:
             web_service_url,
             self._cluster,
             service_url_tls,
-            listeners,
+            listeners=listeners,
+            internal_url=self._internal_url,
         )
         lock = Lock(self._store, f"{BROKERS_ROOT}/{info.broker_id}", info.encode())
         if not await lock.try_acquire():

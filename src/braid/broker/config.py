@@ -229,6 +229,9 @@ class BrokerConfig:
     default_num_partitions: int = 1
     #: Bundles of a namespace whose policies name none (Pulsar's key): the unit of ownership.
     default_number_of_namespace_bundles: int = 4
+    #: ``braid broker``: port of the internal listener (the Segments API brokers call on each
+    #: other, ADR 0051); 0 picks a free port, announced in the broker registry.
+    internal_web_service_port: int = 0
     #: ``name:pulsar://host:port`` entries: the URL a LOOKUP with ``listener_name`` gets.
     advertised_listeners: tuple[str, ...] = ()
     #: Host names the admin API accepts state-changing requests for, in ``Host`` and ``Origin``,

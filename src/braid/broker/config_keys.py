@@ -95,6 +95,7 @@ KEYS: tuple[_Key, ...] = (
     _Key("advertisedAddress", "advertised_address", _parse_host),
     _Key("brokerServicePort", "broker_service_port", _PORT),
     _Key("webServicePort", "web_service_port", _PORT),
+    _Key("internalWebServicePort", "internal_web_service_port", _PORT),
     _Key("metadataStoreUrl", "metadata_store_url", _parse_url),
     _Key("configurationMetadataStoreUrl", "configuration_metadata_store_url", _parse_url),
     _Key(

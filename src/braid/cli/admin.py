@@ -1,7 +1,7 @@
 """``braid admin``: manage a running Braid broker through its admin REST API.
 
 Groups mirror the API: ``scalable-topics`` (``topic://``: create, split, merge, subscriptions,
-stats as a DAG tree), ``segments`` (``segment://``, the controller's tools), ``tenants``,
+stats as a DAG tree), ``tenants``,
 ``namespaces`` and ``topics`` (``persistent://``), ``schemas``, ``bookie-clusters`` (PIP-470
 storage-cluster switching), plus ``health``. This module assembles the argument parser (help
 with examples at every level) from one module per group (:mod:`~braid.cli.admin_scalable`,
@@ -56,7 +56,6 @@ Manage a running Braid broker through its admin REST API (/admin/v2).
 
 command groups:
   scalable-topics  topic:// topics: create with N segments, split, merge, subscriptions, stats
-  segments         segment:// topics of a scalable topic (the controller's tools)
   tenants          tenants, their admin roles and allowed clusters
   namespaces       namespaces (tenant/namespace) and their policies (deduplication, schema
                    compatibility strategy, ...)
@@ -97,7 +96,7 @@ def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     """Add ``braid admin`` and its command tree to the ``braid`` parser."""
     admin = commands.add_parser(
         "admin",
-        help="manage a running broker: scalable topics, segments, tenants, namespaces, topics",
+        help="manage a running broker: scalable topics, tenants, namespaces, topics",
         description=_ADMIN_DESCRIPTION,
         epilog=_ADMIN_EPILOG,
         formatter_class=RAW,
@@ -106,7 +105,6 @@ def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     admin.set_defaults(group_parser=admin)
     builder = Builder(admin)
     admin_scalable.add_scalable_topics_group(builder)
-    admin_scalable.add_segments_group(builder)
     admin_tenants.add_tenants_group(builder)
     admin_namespaces.add_namespaces_group(builder)
     admin_topics.add_topics_group(builder)

@@ -184,22 +184,6 @@ def st_merge(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
     p.line(out.render_layout(doc, name))
 
 
-def seg_create(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    admin.segments.create(args.segment, args.subscriptions)
-    subs = f" with cursors for {', '.join(args.subscriptions)}" if args.subscriptions else ""
-    p.done(f"Created {args.segment}{subs}.")
-
-
-def seg_terminate(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    admin.segments.terminate(args.segment)
-    p.done(f"Terminated {args.segment}.")
-
-
-def seg_delete(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
-    admin.segments.delete(args.segment)
-    p.done(f"Deleted {args.segment}.")
-
-
 def tenants_list(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
     p.names(admin.tenants.list(), "no tenants")
 
@@ -448,9 +432,6 @@ __all__ = [
     "ns_list",
     "ns_remove_dedup",
     "ns_set_dedup",
-    "seg_create",
-    "seg_delete",
-    "seg_terminate",
     "st_create",
     "st_create_subscription",
     "st_delete",

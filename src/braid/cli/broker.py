@@ -16,7 +16,10 @@ broker among others needs:
 * on SIGTERM it hands its bundles over first (clients are sent to their new owners) and exits 0;
 * losing its metadata session, it drops every bundle, closes their topics and exits 1 (Pulsar's
   ``zookeeperSessionExpiredPolicy=shutdown``): a supervisor restarts it with a new session;
-* scalable topics are not served yet (their segments across brokers are the next slice).
+* scalable topics span brokers (ADR 0051): each ``segment://`` topic is placed by bundle like any
+  topic, the controller reaches segments owned elsewhere through their owner's **internal
+  listener** (``internalWebServicePort``, :mod:`braid.admin.internal`, guarded by the cluster's
+  broker secret, :mod:`braid.broker.broker_secret`), which the broker announces in the registry.
 
 :func:`run_initialize` writes a cluster's metadata (Pulsar's ``PulsarClusterMetadataSetup``).
 """
@@ -28,7 +31,7 @@ import asyncio
 import dataclasses
 import logging
 import sys
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.config import BrokerConfig
@@ -42,6 +45,10 @@ from braid.cli.standalone import (
 from braid.core.errors import BraidError, InvalidInputError
 from braid.metadata import MetadataStore, open_store
 
+if TYPE_CHECKING:
+    from braid.admin.server import AdminServer
+    from braid.scalable.segment_routing import RoutedSegmentAdmin
+
 log = logging.getLogger(__name__)
 
 
@@ -50,7 +57,7 @@ class SeparateConfigurationStore(InvalidInputError):
 
 
 def broker_config(config: BrokerConfig) -> BrokerConfig:
-    """The settings a cluster broker runs with: the registered bookies, no scalable topics.
+    """The settings a cluster broker runs with: the registered bookies.
 
     Raises:
         SeparateConfigurationStore: the configuration store is not the metadata store.
@@ -62,7 +69,7 @@ def broker_config(config: BrokerConfig) -> BrokerConfig:
             f"{config.metadata_store_url}: a separate configuration store is not supported yet; "
             "give both the same URL"
         )
-    return dataclasses.replace(config, standalone_bookies=0, scalable_topic_enabled=False)
+    return dataclasses.replace(config, standalone_bookies=0)
 
 
 class BrokerServer(StandaloneServer):
@@ -73,11 +80,16 @@ class BrokerServer(StandaloneServer):
         #: Set when the broker must stop on its own (its metadata session is lost).
         self.fatal = asyncio.Event()
         self.fatal_reason = ""
+        self._broker_secret = ""
+        self._segments: RoutedSegmentAdmin | None = None
+        self.internal: AdminServer | None = None
 
     async def _claim_store(self, metadata: MetadataStore) -> None:
+        from braid.broker.broker_secret import load_broker_secret
         from braid.broker.cluster_metadata import check_initialized
 
         await check_initialized(metadata, self.config.cluster_name, self.config.metadata_store_url)
+        self._broker_secret = await load_broker_secret(metadata, self.config.cluster_name)
         # Registered before the broker's closer, so it runs after it: bundles are given up once
         # their topics are closed.
         self._closers.append(("bundle ownership", self._release_bundles))
@@ -85,8 +97,41 @@ class BrokerServer(StandaloneServer):
     async def _prepare_namespaces(self, resources: BrokerResources) -> None:
         return None  # initialize-cluster-metadata made them
 
-    def _scalable_topics_enabled(self) -> bool:
-        return False
+    def _segment_routing(self) -> dict[str, Any]:
+        from braid.scalable.segment_routing import (
+            DrainRelay,
+            InternalApiClient,
+            RoutedSegmentAdmin,
+        )
+        from braid.scalable.segments import SegmentAdmin
+
+        assert self.broker is not None and self.registry is not None
+        assert self.metadata is not None
+        internal = InternalApiClient(self.registry, self._broker_secret)
+        self._segments = RoutedSegmentAdmin(self.broker, internal)
+        segments: SegmentAdmin = self._segments  # checked against the protocol here
+        relay = DrainRelay(self.metadata, internal, self.broker.service_url)
+        return {"segments": segments, "drain_relay": relay}
+
+    async def _before_register(self, registry: BrokerRegistry) -> None:
+        """Start the internal listener and put its URL in the registry entry."""
+        from braid.admin.internal import create_internal_app
+        from braid.admin.server import AdminServer
+
+        if self._segments is None:  # scalable topics off: nothing to serve internally
+            return
+        scalable = self.scalable
+        assert scalable is not None
+
+        def drained(segment: str, subscription: str) -> None:
+            scalable.on_subscription_drained(segment, subscription, relay=False)
+
+        app = create_internal_app(self._segments.local, self._broker_secret, drained)
+        config = self.config
+        self.internal = AdminServer(app, config.bind_address, config.internal_web_service_port)
+        self._closers.append(("internal listener", self.internal.stop))
+        await self.internal.start()
+        registry.announce_internal_url(f"http://{config.advertised_address}:{self.internal.port}")
 
     def _before_serving(self, broker: BrokerService, registry: BrokerRegistry) -> None:
         from braid.broker.ownership import BundleOwnership

@@ -204,7 +204,7 @@ class StandaloneServer:
 
         if self._scalable_topics_enabled():
             self.scalable = await install_scalable_topics(
-                self.broker, self.resources, registry=self.registry
+                self.broker, self.resources, registry=self.registry, **self._segment_routing()
             )
             self._closers.append(("scalable topics", self.scalable.close))
 
@@ -250,6 +250,7 @@ class StandaloneServer:
             )
             self._closers.append(("HTTPS admin server", self.admin_tls.stop))
             await self.admin_tls.start()
+        await self._before_register(self.registry)
         await self.registry.register(
             self.service_url,
             self.web_service_url,
@@ -290,6 +291,13 @@ class StandaloneServer:
 
     def _scalable_topics_enabled(self) -> bool:
         return self.config.scalable_topic_enabled
+
+    def _segment_routing(self) -> dict[str, Any]:
+        """Extra arguments of ``install_scalable_topics`` (standalone: segments are all here)."""
+        return {}
+
+    async def _before_register(self, registry: BrokerRegistry) -> None:
+        """Called once the admin API listens, before the broker registers (standalone: nothing)."""
 
     async def _after_registered(self, registry: BrokerRegistry) -> None:
         """Called once the broker is in the registry with its real URLs: stand for leader

@@ -4,7 +4,8 @@ A :class:`ClientContext` holds the settings, the connection pool, the id generat
 consumer, session and registration ids are unique per client, so they never collide on a shared
 connection), the background tasks (tracked, their failures logged once, all cancelled on close),
 and :meth:`connection_for` - the one way to reach the broker serving a segment: the broker the
-layout advertised, else a standard lookup of the segment's topic.
+layout advertised, else (none advertised, or it failed the last attempt: :meth:`route_failed`) a
+standard lookup of the segment's topic.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class ClientContext:
         self.loop = asyncio.get_running_loop()
         self._ids = itertools.count(1)
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: Segment topics whose advertised broker failed: looked up on the next attempt.
+        self._stale_routes: set[str] = set()
         self.closed = False
 
     def next_id(self) -> int:
@@ -73,8 +76,19 @@ class ClientContext:
         """
         if self.closed:
             raise AlreadyClosedError("the client is closed")
-        url = route.broker_url or await lookup_broker(self.pool, route.topic)
+        url = route.broker_url
+        if not url or route.topic in self._stale_routes:
+            url = await lookup_broker(self.pool, route.topic)
+            self._stale_routes.discard(route.topic)
         return await self.pool.get(url)
+
+    def route_failed(self, route: SegmentRoute) -> None:
+        """An attach through ``route`` failed transiently: the broker the layout advertised may be
+        gone or no longer own the segment (a failover, a moved bundle), so the next
+        :meth:`connection_for` looks the segment up instead (its owner answers, or a broker
+        redirects there)."""
+        if route.broker_url:
+            self._stale_routes.add(route.topic)
 
     async def close(self) -> None:
         """Cancel background work and close every connection."""

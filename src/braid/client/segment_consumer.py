@@ -230,6 +230,7 @@ class SegmentSubscriber:
                         log.warning("re-subscribing to %s failed: %s", self.route.topic, exc)
                     else:
                         log.debug("consumer on %s not attached yet: %s", self.route.topic, exc)
+                        self.ctx.route_failed(self.route)
                     await asyncio.sleep(backoff.next_delay())
         finally:
             self._attaching = False

@@ -199,6 +199,7 @@ class SegmentProducer:
                         self._fatal(exc)
                         return
                     log.debug("producer on %s not attached yet: %s", self.route.topic, exc)
+                    self.ctx.route_failed(self.route)
                     await asyncio.sleep(backoff.next_delay())
         finally:
             self._attaching = False

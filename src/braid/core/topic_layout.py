@@ -209,7 +209,8 @@ def _legacy_order(active: tuple[int, ...], routes: Mapping[int, SegmentRoute]) -
 
 
 class LayoutTracker:
-    """The latest applied layout of one topic; pushes apply only with a strictly newer epoch."""
+    """The latest applied layout of one topic; pushes apply only with a strictly newer epoch, or
+    the same epoch and DAG placed differently."""
 
     def __init__(self, initial: TopicLayout | None = None) -> None:
         self._current = initial
@@ -220,7 +221,9 @@ class LayoutTracker:
         return self._current
 
     def offer(self, layout: TopicLayout) -> bool:
-        """Apply ``layout`` if it is the first or its epoch is greater; return whether it was.
+        """Apply ``layout`` if it is the first or its epoch is greater, or if it has the current
+        epoch and DAG with another placement (a segment owner or the controller leader moved);
+        return whether it was.
 
         Raises:
             InvalidInputError: ``layout`` is for another topic than the tracked one.
@@ -231,7 +234,9 @@ class LayoutTracker:
                 raise InvalidInputError(
                     f"layout for {layout.topic} offered to the tracker of {current.topic}"
                 )
-            if layout.epoch <= current.epoch:
+            if layout.epoch < current.epoch:
+                return False
+            if layout.epoch == current.epoch and (layout.dag != current.dag or layout == current):
                 return False
         self._current = layout
         return True

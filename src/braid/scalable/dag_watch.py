@@ -103,15 +103,23 @@ class DagWatchSession:
         self.resolved_name = resolved_name
         self.transport = transport
         self.last_epoch: int | None = None
+        self._last_sent: bytes | None = None
         self.closed = False
 
     def push(self, dag: pb.ScalableTopicDAG) -> bool:
-        """Send ``dag`` unless the session is closed or already has this epoch or a newer one."""
+        """Send ``dag`` unless the session is closed, already has a newer epoch, or has exactly
+        this DAG. The same epoch is sent again when the placement changed (a segment's owner or
+        the controller leader moved: ``segment_brokers``/``controller_broker_url``)."""
         if self.closed or self.transport.closed:
             return False
-        if self.last_epoch is not None and dag.epoch <= self.last_epoch:
-            return False
+        encoded = dag.SerializeToString(deterministic=True)
+        if self.last_epoch is not None:
+            if dag.epoch < self.last_epoch:
+                return False
+            if dag.epoch == self.last_epoch and encoded == self._last_sent:
+                return False
         self.last_epoch = dag.epoch
+        self._last_sent = encoded
         self.transport.send_dag_update(self.session_id, dag, self.resolved_name)
         return True
 

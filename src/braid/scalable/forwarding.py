@@ -158,16 +158,24 @@ class LeaderForwarder:
         return operation.result_of(response.json() if response.content else None)
 
 
-def _error_for(response: httpx.Response) -> BraidError:
-    """The leader's refusal as the same error category (its body names it), else by status."""
+def refusal_of(response: httpx.Response) -> tuple[str, str | None]:
+    """``(reason, category)`` of another broker's JSON error answer (the admin API's shape; the
+    category is ``None`` when the body names none)."""
     try:
         body = response.json()
-        reason = str(body.get("reason", response.text))
         category = body.get("category")
+        return str(body.get("reason", response.text)), (
+            category if isinstance(category, str) else None
+        )
     except (ValueError, AttributeError):
-        reason, category = response.text, None
+        return response.text, None
+
+
+def _error_for(response: httpx.Response) -> BraidError:
+    """The leader's refusal as the same error category (its body names it), else by status."""
+    reason, category = refusal_of(response)
     status = response.status_code
-    cls = category_class(category) if isinstance(category, str) and status < 500 else None
+    cls = category_class(category) if category is not None and status < 500 else None
     if cls is not None:
         return cls(reason)
     if status == 404:
@@ -193,4 +201,5 @@ __all__ = [
     "AdminRequest",
     "LeaderForwarder",
     "admin_request",
+    "refusal_of",
 ]

@@ -25,7 +25,8 @@ from braid.scalable.controller import StepHook
 from braid.scalable.faults import pause_hook_from_env
 from braid.scalable.handlers import scalable_topic_commands
 from braid.scalable.load_reporter import SegmentLoadReporter
-from braid.scalable.segments import LocalSegmentAdmin
+from braid.scalable.segment_routing import DrainRelay
+from braid.scalable.segments import LocalSegmentAdmin, SegmentAdmin
 from braid.scalable.service import (
     NamespacePolicySource,
     ScalableTopicService,
@@ -83,12 +84,16 @@ async def install_scalable_topics(
     environ: Mapping[str, str] | None = None,
     clock: Clock | None = None,
     registry: BrokerRegistry | None = None,
+    segments: SegmentAdmin | None = None,
+    drain_relay: DrainRelay | None = None,
 ) -> ScalableTopicService:
     """Build the scalable-topic service over ``broker`` (already listening) and wire it in;
     the caller starts it (``await service.start(web_service_url)``) once the admin API is up.
 
     ``step_hook`` defaults to the ``BRAID_FAULT_PAUSE_AT`` fault point, if that is set;
     ``clock`` (grace periods, GC ticks, load reports, auto-scale ticks) defaults to the broker's.
+    ``segments`` defaults to the in-process broker (``braid standalone``); ``braid broker`` gives
+    its :class:`~braid.scalable.segment_routing.RoutedSegmentAdmin` and :class:`DrainRelay`.
     """
     settings = settings or settings_from_config(broker)
     if step_hook is None:
@@ -99,7 +104,7 @@ async def install_scalable_topics(
     )
     service = ScalableTopicService(
         store=broker.metadata,
-        segments=LocalSegmentAdmin(broker),
+        segments=segments or LocalSegmentAdmin(broker),
         namespaces=BrokerNamespaces(resources, settings.allow_auto_topic_creation),
         broker_url=broker.service_url,
         broker_url_tls=broker.service_url_tls,
@@ -109,6 +114,7 @@ async def install_scalable_topics(
         step_hook=step_hook,
         load_reporter=reporter,
         registry=registry,
+        drain_relay=drain_relay,
     )
     if settings.enabled:
         broker.commands.register(scalable_topic_commands(service, broker.lookups))

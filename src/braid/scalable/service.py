@@ -72,6 +72,7 @@ from braid.scalable.resources import (
     SubscriptionType,
     check_scalable_topic,
 )
+from braid.scalable.segment_routing import DrainRelay
 from braid.scalable.segments import SegmentAdmin
 from braid.scalable.watch_hub import WatchHub
 from braid.security.credentials import ClientCredentials
@@ -129,9 +130,11 @@ class ScalableTopicService:
         step_hook: StepHook | None = None,
         load_reporter: SegmentLoadReporter | None = None,
         registry: BrokerRegistry | None = None,
+        drain_relay: DrainRelay | None = None,
     ) -> None:
         """``registry``: the broker's registry entry, registered by the broker's process; without
-        it the service registers the broker itself (on :meth:`start`)."""
+        it the service registers the broker itself (on :meth:`start`). ``drain_relay``: how a
+        drain seen here reaches a controller leader on another broker (``braid broker``)."""
         self.resources = ScalableTopicResources(store)
         self.settings = settings or ScalableTopicSettings()
         self._store = store
@@ -141,6 +144,7 @@ class ScalableTopicService:
         self._broker_url_tls = broker_url_tls
         self._clock = clock
         self._step_hook = step_hook
+        self._drain_relay = drain_relay
         self._owns_registration = registry is None
         self.registry = registry or BrokerRegistry(store)
         #: Decides where every leader-only operation runs (here, or forwarded to the leader).
@@ -538,16 +542,23 @@ class ScalableTopicService:
 
     # -- drain events --------------------------------------------------------------------------
 
-    def on_subscription_drained(self, segment_topic: str, subscription: str) -> None:
-        """The broker saw ``subscription`` reach the end of a terminated segment topic."""
+    def on_subscription_drained(
+        self, segment_topic: str, subscription: str, *, relay: bool = True
+    ) -> None:
+        """The broker saw ``subscription`` reach the end of a terminated segment topic (or, with
+        ``relay=False``, the segment's owner told this broker so). A leader elsewhere is told
+        through the drain relay."""
         try:
             segment = SegmentTopicName.parse(segment_topic)
         except InvalidTopicName:
             return
         controller = self._controllers.get(str(segment.parent))
-        if controller is None or not controller.is_leader:
-            return
-        controller.on_segment_drained(subscription, segment.segment_id)
+        if controller is not None and controller.is_leader:
+            controller.on_segment_drained(subscription, segment.segment_id)
+        elif relay and self._drain_relay is not None and not self._closed:
+            self._background.spawn(
+                self._drain_relay.relay(segment.parent, segment_topic, subscription)
+            )
 
     def parse_scalable(self, name: str) -> TopicName:
         topic = TopicName.parse(name, default_domain=TopicDomain.TOPIC)

@@ -9,7 +9,9 @@ One :class:`WatchHub` per broker owns
 * the listener on the metadata store: a change of a topic's layout node refreshes the topic's
   local follower controller (a leader writes the layout itself), pushes the new DAG to the topic's
   watchers and republishes its namespace's watches; a change of a namespace's children republishes
-  the namespace's watches;
+  the namespace's watches; a change of a topic's controller election node, or of a bundle
+  ownership node of its namespace (``/namespace/...``: a segment may have a new owner), re-sends
+  the topic's DAG under the same epoch when its placement changed (ADR 0051);
 * the refresh scheduling: at most one reload in flight per topic, plus one more when notifications
   arrived meanwhile (coalesced, so a burst of changes costs two reads, and the last change is never
   missed).
@@ -27,6 +29,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
+from braid.broker.ownership import OWNERSHIP_ROOT
 from braid.core.errors import InvalidInputError
 from braid.core.names import InvalidTopicName, SegmentTopicName, TopicDomain, TopicName
 from braid.metadata.api import MetadataStore, Notification, NotificationType
@@ -258,6 +261,9 @@ class WatchHub:
 
     def _on_notification(self, notification: Notification) -> None:
         path = notification.path
+        if path.startswith(OWNERSHIP_ROOT + "/"):
+            self._placement_changed(path)
+            return
         if not path.startswith(TOPICS_ROOT + "/"):
             return
         topic = ScalableTopicResources.topic_of_path(path)
@@ -265,11 +271,27 @@ class WatchHub:
             if notification.type in (NotificationType.CREATED, NotificationType.MODIFIED):
                 self._schedule_refresh(topic)
             return
+        leader_of = ScalableTopicResources.topic_of_path(path.rpartition("/")[0])
+        if leader_of is not None and path == ScalableTopicResources.controller_path(leader_of):
+            self._schedule_refresh(leader_of)  # the controller leader changed: re-advertise it
         parts = path.split("/")
         if len(parts) == 4 and notification.type is NotificationType.CHILDREN_CHANGED:
             key = (decode_name(parts[2]), decode_name(parts[3]))
             if self._ns_watches.get(key):
                 self._background.spawn(self._publish_namespace(key))
+
+    def _placement_changed(self, path: str) -> None:
+        """A bundle of a namespace changed hands: its segments may have a new owner, so every
+        watched topic of the namespace is re-sent (sessions skip an unchanged DAG)."""
+        parts = path.split("/")  # "", "namespace", tenant, namespace, range
+        if len(parts) != 5:
+            return
+        for sessions in list(self._watches.values()):
+            if not sessions:
+                continue
+            topic = next(iter(sessions)).topic
+            if topic.tenant == parts[2] and topic.namespace == parts[3]:
+                self._schedule_refresh(topic)
 
     def _schedule_refresh(self, topic: TopicName) -> None:
         """Coalesce notifications: one reload in flight per topic, plus one more if needed."""

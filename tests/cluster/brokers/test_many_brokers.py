@@ -14,11 +14,9 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -26,84 +24,24 @@ import pulsar
 import pytest
 
 from braid.admin import AdminClient
-from braid.broker.bundles import NamespaceBundles
-from braid.broker.ownership import OwnerData
 from braid.cli.process import StandaloneStartError
 from braid.core.names import TopicName
-from braid.metadata import open_store
-from tests.support.bookie_process import BookieProcess
-from tests.support.broker_process import BrokerProcess, initialize_cluster
+from tests.support.broker_cluster import (
+    CLUSTER,
+    SESSION_TIMEOUT_S,
+    Cluster,
+    broker_settings,
+    bundle_of,
+)
+from tests.support.broker_process import BrokerProcess
 from tests.support.keyed_load import OfficialKeyedLoad, run_until
 from tests.support.polling import wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
-CLUSTER = "c1"
-BUNDLES = 16
-SESSION_TIMEOUT_S = 4.0
 #: After the dead owner's session expires: the clients' reconnect back-off (the official client
 #: doubles it from 100 ms) and the new owner's recovery of the topic's ledger.
 TAKEOVER_BOUND_S = 30.0
-
-
-def _settings(zk_url: str) -> dict[str, str]:
-    return {
-        "clusterName": CLUSTER,
-        "metadataStoreUrl": zk_url,
-        "configurationMetadataStoreUrl": zk_url,
-        "metadataStoreSessionTimeoutMillis": str(int(SESSION_TIMEOUT_S * 1000)),
-        "managedLedgerDefaultEnsembleSize": "3",
-        "managedLedgerDefaultWriteQuorum": "2",
-        "managedLedgerDefaultAckQuorum": "2",
-        "managedLedgerMaxEntriesPerLedger": "50",
-        "defaultRetentionTimeInMinutes": "-1",
-        "defaultRetentionSizeInMB": "-1",
-    }
-
-
-class Cluster:
-    def __init__(self, tmp_path: Path, zk_url: str, bookies: list[BookieProcess]) -> None:
-        self.zk_url = zk_url
-        self.bookies = bookies
-        self.brokers = [
-            BrokerProcess(tmp_path / f"broker-{i}", _settings(zk_url), log_path=None)
-            for i in range(3)
-        ]
-
-    def start(self) -> None:
-        for bookie in self.bookies:
-            bookie.start()
-        first = self.brokers[0]
-        initialize_cluster(CLUSTER, self.zk_url, first.web_url, first.service_url, bundles=BUNDLES)
-        for broker in self.brokers:
-            broker.start(timeout=90)
-
-    @property
-    def service_url(self) -> str:
-        """Every broker, as the official client takes several hosts."""
-        return "pulsar://" + ",".join(f"{b.host}:{b.port}" for b in self.brokers)
-
-    def by_url(self, url: str) -> BrokerProcess:
-        (found,) = [b for b in self.brokers if url in (b.service_url, b.web_url)]
-        return found
-
-    def stop(self) -> None:
-        for broker in self.brokers:
-            if broker.running:
-                broker.stop()
-        for bookie in self.bookies:
-            bookie.stop()
-
-
-@pytest.fixture
-def cluster(
-    tmp_path: Path, zk_url: str, bookies: Callable[..., BookieProcess]
-) -> Iterator[Cluster]:
-    made = Cluster(tmp_path, zk_url, [bookies(f"bk-{i}") for i in range(3)])
-    try:
-        yield made
-    finally:
-        made.stop()
 
 
 def http_lookup(broker: BrokerProcess, topic: str) -> str:
@@ -115,33 +53,10 @@ def http_lookup(broker: BrokerProcess, topic: str) -> str:
     return str(response.json()["brokerUrl"])
 
 
-async def _ownership_nodes(zk_url: str) -> dict[str, OwnerData]:
-    store = await open_store(zk_url)
-    try:
-        found = {}
-        for name in await store.children("/namespace/public/default"):
-            got = await store.get(f"/namespace/public/default/{name}")
-            assert got is not None and got[1].ephemeral
-            owner = OwnerData.decode(got[0])
-            assert owner is not None
-            found[name] = owner
-        return found
-    finally:
-        await store.close()
-
-
-def ownership_nodes(zk_url: str) -> dict[str, OwnerData]:
-    return asyncio.run(_ownership_nodes(zk_url))
-
-
-def bundle_of(topic: str) -> str:
-    return NamespaceBundles.of("public/default", BUNDLES).find(TopicName.parse(topic)).range_name
-
-
 def test_a_broker_refuses_a_store_no_cluster_was_initialized_in(
     tmp_path: Path, zk_url: str
 ) -> None:
-    broker = BrokerProcess(tmp_path / "lonely", _settings(zk_url))
+    broker = BrokerProcess(tmp_path / "lonely", broker_settings(zk_url))
     with pytest.raises(StandaloneStartError) as refused:
         broker.start(timeout=60)
     errors = [line for line in str(refused.value).splitlines() if "level=ERROR" in line]
@@ -181,7 +96,7 @@ def test_any_broker_leads_clients_to_the_one_owner_of_each_topic(cluster: Cluste
     # One owner per topic, the same from every broker's lookup, and exactly one lock per bundle.
     owners = {t: {http_lookup(b, t) for b in brokers} for t in topics}
     assert all(len(seen) == 1 for seen in owners.values()), owners
-    nodes = ownership_nodes(cluster.zk_url)
+    nodes = cluster.ownership_nodes()
     for topic in topics:
         assert nodes[bundle_of(topic)].native_url == next(iter(owners[topic]))
     assert len({o.native_url for o in nodes.values()}) >= 2, nodes  # spread over brokers
@@ -260,7 +175,7 @@ def test_a_partitioned_topics_partitions_spread_over_the_brokers(cluster: Cluste
     partitions = [f"{topic}-partition-{i}" for i in range(8)]
     with AdminClient(brokers[0].web_url) as admin:
         admin.topics.create_partitioned(topic, 8)
-    assert not {bundle_of(p) for p in partitions} & set(ownership_nodes(cluster.zk_url))
+    assert not {bundle_of(p) for p in partitions} & set(cluster.ownership_nodes())
     client = pulsar.Client(brokers[0].service_url, operation_timeout_seconds=30)
     try:
         consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)

@@ -11,7 +11,6 @@ import sys
 
 import pytest
 
-from braid.admin.client import AdminClient
 from braid.cli.admin import parse_time
 from braid.cli.main import main
 from braid.core.layout_codec import layout_from_metadata
@@ -166,9 +165,7 @@ def test_tenants_namespaces_and_topics(capsys: pytest.CaptureFixture[str], url: 
     assert "acme" not in ok("tenants", "list").split()
 
 
-def test_subscriptions_seek_segments_and_delete(
-    capsys: pytest.CaptureFixture[str], url: str
-) -> None:
+def test_subscriptions_seek_and_delete(capsys: pytest.CaptureFixture[str], url: str) -> None:
     def ok(*argv: str) -> str:
         code, out, err = run(capsys, "admin", "--url", url, *argv)
         assert (code, err) == (0, ""), err
@@ -179,18 +176,6 @@ def test_subscriptions_seek_segments_and_delete(
     assert ok("scalable-topics", "seek", "lifecycle", "billing", "--time", "1h").startswith(
         "Moved subscription 'billing' of topic://public/default/lifecycle to "
     )
-    segment = "segment://public/default/lifecycle/0000-ffff-0"
-    assert ok("segments", "create", segment, "-S", "extra") == (
-        f"Created {segment} with cursors for extra.\n"
-    )
-    ok("segments", "terminate", segment)
-    with AdminClient(url) as client:
-        stats = client.scalable_topics.stats("lifecycle")
-    assert stats["segments"]["0"]["topicStats"]["terminated"] is True
-    assert "extra" in stats["segments"]["0"]["topicStats"]["subscriptions"]
-    spare = "segment://public/default/lifecycle/0000-ffff-9"
-    ok("segments", "create", spare)
-    ok("segments", "delete", spare)
     ok("scalable-topics", "delete-subscription", "lifecycle", "billing")
     ok("scalable-topics", "delete", "lifecycle", "--force")
     assert "lifecycle" not in ok("scalable-topics", "list")
@@ -258,7 +243,6 @@ def test_invalid_arguments_exit_2(capsys: pytest.CaptureFixture[str], argv: list
         ["admin", "scalable-topics"],
         ["admin", "scalable-topics", "split"],
         ["admin", "scalable-topics", "stats"],
-        ["admin", "segments"],
         ["admin", "tenants", "update"],
         ["admin", "namespaces", "create"],
         ["admin", "topics"],

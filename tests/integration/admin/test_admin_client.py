@@ -330,27 +330,6 @@ def test_stats_describe_the_dag_and_the_controller(admin_client: AdminClient) ->
     assert stats["controller"]["leaderBrokerUrl"].startswith("pulsar://127.0.0.1:")
 
 
-def test_segments_create_terminate_delete(admin_client: AdminClient) -> None:
-    scalable = admin_client.scalable_topics
-    segments = admin_client.segments
-    scalable.create("by-hand", segments=1)
-    name = "segment://public/default/by-hand/0000-ffff-0"
-    segments.create(name, ["extra"])  # idempotent on an existing segment: adds the cursor
-    stats = scalable.stats("by-hand")
-    assert "extra" in stats["segments"]["0"]["topicStats"]["subscriptions"]
-    segments.terminate(name)
-    assert scalable.stats("by-hand")["segments"]["0"]["topicStats"]["terminated"] is True
-    spare = "segment://public/default/by-hand/0000-ffff-5"
-    segments.create(spare)
-    segments.delete(spare)
-    with pytest.raises(AdminNotFoundError, match="does not exist"):
-        segments.delete(spare)
-    with pytest.raises(AdminNotFoundError):
-        segments.terminate(spare)
-    with pytest.raises(InvalidInputError, match="descriptor"):
-        segments.create("segment://public/default/by-hand/zz")
-
-
 # --- failures without an answer, and the error mapping -----------------------------------------
 
 

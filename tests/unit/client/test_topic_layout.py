@@ -97,3 +97,24 @@ def test_entry_buckets_are_advertised_only_by_a_managed_segment_with_boundaries(
     routes = dict(plain.routes)
     routes[1] = SegmentRoute(1, routes[1].topic, entry_bucket_splits=(0x8000,))
     assert TopicLayout(TOPIC, dag, routes).entry_buckets
+
+
+def test_tracker_applies_the_same_epoch_placed_elsewhere_but_never_another_dag() -> None:
+    dag = SegmentLayout.initial(2)
+    names = {s: segment_topic_name(TOPIC, dag, s) for s in dag.segments}
+
+    def placed(owner: str, controller: str) -> TopicLayout:
+        routes = {s: SegmentRoute(s, names[s], broker_url=owner) for s in dag.segments}
+        return TopicLayout(TOPIC, dag, routes, controller_broker_url=controller)
+
+    first = placed("pulsar://a:1", "pulsar://a:1")
+    tracker = LayoutTracker(first)
+    assert not tracker.offer(placed("pulsar://a:1", "pulsar://a:1"))  # nothing new
+    moved = placed("pulsar://b:1", "pulsar://a:1")  # a segment owner failed over
+    assert tracker.offer(moved) and tracker.current is moved
+    led = placed("pulsar://b:1", "pulsar://c:1")  # the controller leader moved
+    assert tracker.offer(led) and tracker.current is led
+    # Another DAG under the same epoch is a broker bug: never applied.
+    other = SegmentLayout.initial(3)
+    assert other.epoch == dag.epoch
+    assert not tracker.offer(managed(other))

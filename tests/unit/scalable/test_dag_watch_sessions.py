@@ -126,3 +126,26 @@ def test_property_filters_are_anded() -> None:
     watch = NamespaceWatchSession(1, "t", "ns", {"team": "x", "tier": "1"}, Recorder())
     assert watch.matches(SegmentLayout.initial(1, properties={"team": "x", "tier": "1", "o": "k"}))
     assert not watch.matches(SegmentLayout.initial(1, properties={"team": "x"}))
+
+
+def test_a_session_resends_its_epoch_when_a_segment_or_the_controller_moves() -> None:
+    recorder = Recorder()
+    session = DagWatchSession(1, TopicName.parse("topic://a/b/c"), "topic://a/b/c", recorder)
+    layout = SegmentLayout.initial(2)
+    assert session.push(
+        layout_to_dag(layout, {0: "pulsar://a:1", 1: "pulsar://a:1"}, "pulsar://a:1")
+    )
+    assert not session.push(
+        layout_to_dag(layout, {0: "pulsar://a:1", 1: "pulsar://a:1"}, "pulsar://a:1")
+    )
+    assert session.push(
+        layout_to_dag(layout, {0: "pulsar://b:1", 1: "pulsar://a:1"}, "pulsar://a:1")
+    )
+    assert session.push(
+        layout_to_dag(layout, {0: "pulsar://b:1", 1: "pulsar://a:1"}, "pulsar://c:1")
+    )
+    sent = [(d.epoch, d.controller_broker_url) for _, d, _ in recorder.dags]
+    assert sent == [(0, "pulsar://a:1"), (0, "pulsar://a:1"), (0, "pulsar://c:1")]
+    assert layout_from_dag("topic://a/b/c", recorder.dags[1][1]).routes[0].broker_url == (
+        "pulsar://b:1"
+    )

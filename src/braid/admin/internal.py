@@ -1,0 +1,227 @@
+"""The internal listener of ``braid broker``: the Segments API brokers call on each other
+(PIP-468 "Segment Topic Management", ADR 0051).
+
+The scalable-topic controller leader of a topic runs on one broker; the topic's ``segment://``
+topics are owned, bundle by bundle, by any broker. To create, seal or delete a segment, manage the
+subscriptions' cursors on it, ask whether a subscription drained it or read its stats, the
+leader's :class:`~braid.scalable.segment_routing.RoutedSegmentAdmin` calls the owner's internal
+listener; a segment owner tells the leader that a subscription drained a sealed segment the same
+way (``POST /internal/v1/drained``).
+
+This app is **not** the admin API: it is served on its own port (``internalWebServicePort``), it
+is absent from the public OpenAPI document (it publishes none), and every request must carry the
+cluster's broker secret (:mod:`braid.broker.broker_secret`) - anything else gets 403, logged once
+per refusal. It acts on this broker only and never forwards: a segment whose bundle another broker
+owns is refused with 503 (``ServiceNotReady``), and the caller looks the owner up again.
+
+Errors are the admin API's JSON (``{"reason", "category"}``) with the same statuses.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, FastAPI, Header, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from braid.admin.errors import install_error_handlers
+from braid.admin.path_params import LocalTopicName, Namespace, Tenant
+from braid.broker.broker_secret import BROKER_SECRET_HEADER, secret_matches
+from braid.core.errors import AuthorizationError
+from braid.core.inherited_sequence_ids import InheritedSequenceIds
+from braid.core.names import SegmentTopicName, TopicDomain, TopicName, parse_descriptor
+from braid.scalable.segment_routing import INTERNAL_PREFIX
+from braid.scalable.segments import SegmentAdmin
+
+log = logging.getLogger(__name__)
+
+#: ``(segment topic, subscription)``: a subscription drained a sealed segment of this broker.
+DrainedListener = Callable[[str, str], None]
+
+
+class NotFromABroker(AuthorizationError):
+    """An internal-listener request without the cluster's broker secret (403)."""
+
+
+class SeekBody(BaseModel):
+    timestamp: int = Field(ge=0)
+
+
+class DrainedBody(BaseModel):
+    segment: str = Field(min_length=1, max_length=4096)
+    subscription: str = Field(min_length=1, max_length=1024)
+
+
+def _segment(tenant: str, namespace: str, topic: str, descriptor: str) -> SegmentTopicName:
+    hash_range, segment_id = parse_descriptor(descriptor)
+    parent = TopicName(TopicDomain.TOPIC, tenant, namespace, topic)
+    return SegmentTopicName.of(parent, hash_range, segment_id)
+
+
+def create_internal_app(
+    segments: SegmentAdmin, secret: str, on_drained: DrainedListener | None = None
+) -> FastAPI:
+    """The internal Segments API over this broker's own segments (``segments`` must act locally,
+    never route) and its drain-event sink (the scalable-topic service)."""
+
+    async def from_a_broker(
+        request: Request,
+        presented: Annotated[str | None, Header(alias=BROKER_SECRET_HEADER)] = None,
+    ) -> None:
+        if not secret_matches(secret, presented):
+            client = request.client.host if request.client else "?"
+            log.warning(
+                "internal listener: refused %s %s from %s (no valid broker secret)",
+                request.method,
+                request.url.path,
+                client,
+            )
+            raise NotFromABroker(
+                "the internal listener serves brokers of this cluster only "
+                f"({BROKER_SECRET_HEADER} missing or wrong)"
+            )
+
+    app = FastAPI(
+        title="Braid broker internal API",
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        dependencies=[Depends(from_a_broker)],
+    )
+    install_error_handlers(app)
+    app.include_router(_segments_router(segments), prefix=INTERNAL_PREFIX)
+
+    @app.post(f"{INTERNAL_PREFIX}/drained", status_code=204)
+    async def drained(body: DrainedBody) -> Response:
+        if on_drained is not None:
+            on_drained(body.segment, body.subscription)
+        return Response(status_code=204)
+
+    return app
+
+
+def _segments_router(segments: SegmentAdmin) -> APIRouter:
+    router = APIRouter()
+    base = "/segments/{tenant}/{namespace}/{topic}/{descriptor}"
+
+    @router.put(base, status_code=204)
+    async def create_segment(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
+        descriptor: str,
+        subscriptions: Annotated[list[str] | None, Body()] = None,
+    ) -> Response:
+        name = _segment(tenant, namespace, topic, descriptor)
+        await segments.create_segment(name, subscriptions or ())
+        return Response(status_code=204)
+
+    @router.get(base)
+    async def segment_state(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
+    ) -> dict[str, bool]:
+        name = _segment(tenant, namespace, topic, descriptor)
+        exists = await segments.segment_exists(name)
+        return {"exists": exists, "terminated": exists and await segments.is_terminated(name)}
+
+    @router.post(base + "/terminate", status_code=204)
+    async def terminate_segment(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
+    ) -> Response:
+        await segments.terminate_segment(_segment(tenant, namespace, topic, descriptor))
+        return Response(status_code=204)
+
+    @router.delete(base, status_code=204)
+    async def delete_segment(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
+    ) -> Response:
+        await segments.delete_segment(_segment(tenant, namespace, topic, descriptor))
+        return Response(status_code=204)
+
+    @router.get(base + "/stats")
+    async def segment_stats(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
+    ) -> dict[str, Any]:
+        stats = await segments.stats(_segment(tenant, namespace, topic, descriptor))
+        return {"stats": stats}
+
+    @router.get(base + "/sequence-ids")
+    async def sequence_ids(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
+    ) -> dict[str, Any]:
+        name = _segment(tenant, namespace, topic, descriptor)
+        return (await segments.sequence_ids(name)).to_json()
+
+    @router.put(base + "/inherited-sequence-ids", status_code=204)
+    async def inherit_sequence_ids(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
+        descriptor: str,
+        inherited: Annotated[dict[str, Any], Body()],
+    ) -> Response:
+        name = _segment(tenant, namespace, topic, descriptor)
+        await segments.inherit_sequence_ids(name, InheritedSequenceIds.from_json(inherited))
+        return Response(status_code=204)
+
+    @router.get(base + "/subscriptions")
+    async def list_subscriptions(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
+    ) -> list[str]:
+        return await segments.list_subscriptions(_segment(tenant, namespace, topic, descriptor))
+
+    @router.put(base + "/subscriptions/{subscription}", status_code=204)
+    async def create_subscription(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
+        descriptor: str,
+        subscription: str,
+        earliest: Annotated[bool, Query()] = False,
+    ) -> Response:
+        name = _segment(tenant, namespace, topic, descriptor)
+        await segments.create_subscription(name, subscription, earliest=earliest)
+        return Response(status_code=204)
+
+    @router.delete(base + "/subscriptions/{subscription}", status_code=204)
+    async def delete_subscription(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
+        descriptor: str,
+        subscription: str,
+    ) -> Response:
+        name = _segment(tenant, namespace, topic, descriptor)
+        await segments.delete_subscription(name, subscription)
+        return Response(status_code=204)
+
+    @router.get(base + "/subscriptions/{subscription}/drained")
+    async def is_drained(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
+        descriptor: str,
+        subscription: str,
+    ) -> dict[str, bool]:
+        name = _segment(tenant, namespace, topic, descriptor)
+        return {"drained": await segments.is_drained(name, subscription)}
+
+    @router.post(base + "/subscriptions/{subscription}/seek", status_code=204)
+    async def seek_subscription(
+        tenant: Tenant,
+        namespace: Namespace,
+        topic: LocalTopicName,
+        descriptor: str,
+        subscription: str,
+        body: SeekBody,
+    ) -> Response:
+        name = _segment(tenant, namespace, topic, descriptor)
+        await segments.seek_subscription(name, subscription, body.timestamp)
+        return Response(status_code=204)
+
+    return router
+
+
+__all__ = ["INTERNAL_PREFIX", "NotFromABroker", "create_internal_app"]
