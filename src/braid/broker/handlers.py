@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from braid.broker.client_limits import ClientLimits
+from braid.broker.applied_policies import AppliedPolicyResolver
 from braid.broker.consumer import Consumer, Delivery, SubType
 from braid.broker.errors import (
     ChecksumMismatch,
@@ -140,8 +140,8 @@ class TopicService(Protocol):
         ...
 
     @property
-    def client_limits(self) -> ClientLimits:
-        """Caps on producers and consumers per topic, subscription and connection."""
+    def applied_policies(self) -> AppliedPolicyResolver:
+        """The caps on producers and consumers in force per topic (topic, namespace, broker)."""
         ...
 
     @property
@@ -373,7 +373,8 @@ class TopicCommands:
         async def run() -> None:
             topic = await self._service.get_or_create_topic(req.topic)
             # This request is among the pending ones: the others are what the connection holds.
-            self._service.client_limits.check_producer(
+            limits = await self._service.applied_policies.client_limits(topic.name)
+            limits.check_producer(
                 topic.name,
                 len(topic.producers),
                 len(self._producers) + len(self._pending_producers) - 1,
@@ -522,7 +523,8 @@ class TopicCommands:
                 raise NotSupported("a subscription name is required")
             topic = await self._service.get_or_create_topic(req.topic)
             existing = topic.subscriptions.get(req.subscription)
-            self._service.client_limits.check_consumer(
+            limits = await self._service.applied_policies.client_limits(topic.name)
+            limits.check_consumer(
                 topic.name,
                 req.subscription,
                 topic.connected_clients()[1],

@@ -30,10 +30,10 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
+from braid.broker.applied_policies import AppliedPolicyResolver
 from braid.broker.backlog_quota import QuotaMap
 from braid.broker.backlog_quota_manager import BacklogQuotaManager
 from braid.broker.bundles import NamespaceBundle, NamespaceBundles, topic_hash
-from braid.broker.client_limits import ClientLimits
 from braid.broker.compaction import CompactionStatus
 from braid.broker.compaction_monitor import CompactionMonitor
 from braid.broker.config import (
@@ -176,14 +176,6 @@ class BrokerService:
         self._next_refusal_log = 0.0
         #: maxConcurrentLookupRequest: lookups in flight, every connection and command counted.
         self.lookups = LookupLimiter(config.max_concurrent_lookup_request)
-        #: maxProducersPerTopic, maxConsumersPerSubscription, ... (the handlers check them).
-        self.client_limits = ClientLimits(
-            config.max_producers_per_topic,
-            config.max_consumers_per_topic,
-            config.max_consumers_per_subscription,
-            config.max_producers_per_connection,
-            config.max_consumers_per_connection,
-        )
         self._server: asyncio.Server | None = None
         self._port: int | None = None
         #: Who each connection is (``authenticationEnabled``, ``authenticationProviders``).
@@ -230,6 +222,11 @@ class BrokerService:
         )
         #: Topic-level policies, backlog quotas and the TTL / retention checks (ADR 0045).
         self.topic_policies = TopicPolicies(metadata)
+        #: Retention, deduplication and caps in force per topic: topic > namespace > broker.
+        self.applied_policies = AppliedPolicyResolver(
+            metadata, resources, self.topic_policies, config, loaded=lambda: self._topics,
+            unload=self.unload_topic,
+        )  # fmt: skip
         self.backlog_quotas = BacklogQuotaManager(
             lambda: self._topics,
             self._namespace_quotas,
@@ -439,6 +436,7 @@ class BrokerService:
             return
         self._closing = True
         self._unwatch_policies()
+        self.applied_policies.close()
         await self.compaction_monitor.close()
         await self.limits_monitor.close()
         self.topic_events.close()
@@ -605,16 +603,16 @@ class BrokerService:
                 f"topic {topic} does not exist and auto topic creation is disabled for "
                 f"namespace {topic.namespace_name}"
             )
+        applied = await self.applied_policies.resolve(topic)
+        ledger_config = applied.ledger_config(self._ledger_config(policies))
         ledger = await self.ml_factory.open(
-            ml_name, ledger_config_for(topic, self._ledger_config(policies)), create_if_missing=True
+            ml_name, ledger_config_for(topic, ledger_config), create_if_missing=True
         )
         try:
             loaded = await PersistentTopic.load(
                 str(topic),
                 ledger,
-                dedup_enabled=policies.is_deduplication_enabled(
-                    self.config.broker_deduplication_enabled
-                ),
+                dedup_enabled=applied.deduplication_enabled,
                 settings=self._dispatch_settings,
                 clock=self.clock,
                 on_drained=self._subscription_drained,
@@ -804,8 +802,9 @@ class BrokerService:
         for name in list(self._topics):
             topic = parse_topic_name(name)
             if (topic.tenant, topic.namespace) == (tenant, namespace):
+                own = await self.applied_policies.ledger_config(topic, config)
                 await self.ml_factory.open(
-                    managed_ledger_name(topic), ledger_config_for(topic, config)
+                    managed_ledger_name(topic), ledger_config_for(topic, own)
                 )
                 refreshed += 1
         return refreshed
@@ -840,14 +839,15 @@ class BrokerService:
         """Another writer took ``topic``'s managed ledger over: unload it, so its producers and
         consumers are closed and reconnect, and the next use opens the ledger again as a new
         owner does (recovering whatever the other writer stored; ADR 0040)."""
+        self.unload_topic(topic, "fenced")
+
+    def unload_topic(self, topic: PersistentTopic, why: str) -> None:
+        """Close a loaded topic now: its clients reconnect and the next use loads it again."""
         if self._topics.get(topic.name) is topic:
             del self._topics[topic.name]
-        task = asyncio.ensure_future(self._close_fenced(topic))
+        task = asyncio.ensure_future(self._close_unloaded(topic, why))
         self._unloading.add(task)
         task.add_done_callback(self._unloading.discard)
-
-    async def _close_fenced(self, topic: PersistentTopic) -> None:
-        await self._close_unloaded(topic, "fenced")
 
     async def _close_unloaded(self, topic: PersistentTopic, why: str) -> None:
         try:
