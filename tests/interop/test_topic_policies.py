@@ -184,3 +184,14 @@ def test_topic_retention_overrides_the_namespace_on_the_loaded_ledger(
     wait_for(topic_level, within=30, message="the topic's retention kept")
     applied = admin.get(_path(topic) + "/retention", params={"applied": "true"}).json()
     assert applied == {"retentionTimeInMinutes": 60, "retentionSizeInMB": -1}
+    # Removed: the namespace's retention applies to the loaded topic again.
+    assert admin.delete(_path(topic) + "/retention").status_code == 204
+
+    def namespace_level() -> bool:
+        try:
+            return retention() == (60.0, 1024 * 1024)
+        except KeyError:
+            client.create_producer(topic).close()
+            return False
+
+    wait_for(namespace_level, within=30, message="the namespace's retention back on the ledger")

@@ -14,8 +14,8 @@ and caches it, and keeps loaded topics in step with changes:
   refresh passes through :meth:`AppliedPolicyResolver.ledger_config`, so a namespace change never
   overrides a topic's own retention;
 * when a change (topic or namespace level, made through any broker: a metadata notification)
-  alters a loaded topic's deduplication or retention, the topic is unloaded - its producers and
-  consumers reconnect and it loads again under the new policies (ADR 0059).
+  alters a loaded topic's deduplication, or its own retention, the topic is unloaded - its
+  producers and consumers reconnect and it loads again under the new policies (ADR 0059).
 
 The namespace-level caps have no field of their own in
 :class:`~braid.broker.resources.NamespacePolicies`: they are read from (and written to) its
@@ -248,12 +248,15 @@ class AppliedPolicyResolver:
                 log.exception("reading the policies of %s failed", name)
                 continue
             ledger = topic.ledger.config
-            wanted = await self.ledger_config(parsed, ledger)
+            # The retention in force: the topic's, else the namespace's, else the broker's.
+            wanted = applied.ledger_config(self._config.managed_ledger_config())
             dedup_differs = applied.deduplication_enabled != (topic.dedup is not None)
-            retention_differs = (wanted.retention_time_s, wanted.retention_size_bytes) != (
-                ledger.retention_time_s,
-                ledger.retention_size_bytes,
-            )
+            # A namespace's retention reaches loaded ledgers without a reload (the broker's
+            # refresh of its ledger configs); a topic's own needs one.
+            retention_differs = path.startswith(TOPIC_POLICIES_ROOT + "/") and (
+                wanted.retention_time_s,
+                wanted.retention_size_bytes,
+            ) != (ledger.retention_time_s, ledger.retention_size_bytes)
             if dedup_differs or retention_differs:
                 self._unload(topic, "policies changed")
                 unloaded.append(name)

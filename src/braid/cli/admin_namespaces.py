@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from braid.cli import admin_backlog, admin_compaction, admin_compat
+from braid.cli import admin_backlog, admin_compaction, admin_compat, admin_policy_settings
 from braid.cli import admin_commands as cmd
 from braid.cli.admin_parser import (
     Builder,
@@ -137,6 +137,7 @@ def add_namespaces_group(builder: Builder) -> None:
     admin_compat.add_schema_strategy_commands(commands, command, namespace_arg)
     admin_compaction.add_namespace_compaction_commands(commands, command, namespace_arg)
     admin_backlog.add_namespace_backlog_commands(commands, command, namespace_arg)
+    admin_policy_settings.add_namespace_cap_commands(commands, command)
 
 
 def _add_persistence_commands(
