@@ -7,8 +7,9 @@
   in force, its namespace's or the broker's when the topic has none); on a namespace
   ``maxProducersPerTopic``, ``maxConsumersPerTopic``, ``maxConsumersPerSubscription``.
 * :class:`TopicOperations` (on ``topics``): ``internal_stats``, ``peek_messages``,
-  ``examine_message``, ``get_message_by_id`` (each a list of :class:`PeekedMessage`, a batch split
-  into its messages as Pulsar's admin client does), ``reset_cursor``, ``skip``, ``clear_backlog``
+  ``examine_message``, ``get_message_by_id`` (each a list of :class:`PeekedMessage`, one per
+  entry; a batch is one entry, which ``braid admin`` splits into its messages as Pulsar's admin
+  client does), ``reset_cursor``, ``skip``, ``clear_backlog``
   and ``expire_messages``.
 
 Paths and bodies are Pulsar's (:mod:`braid.admin.topic_settings`,
@@ -25,7 +26,6 @@ from braid.admin.client_backlog import _target
 from braid.admin.client_errors import AdminNotFoundError
 from braid.admin.client_transport import _Http, _q
 from braid.core.errors import InvalidInputError
-from braid.protocol.batch import decode_batch
 
 #: The settings a topic has, by REST name.
 TOPIC_POLICIES = (
@@ -41,32 +41,32 @@ NAMESPACE_POLICIES = ("maxProducersPerTopic", "maxConsumersPerTopic", "maxConsum
 
 @dataclass(frozen=True)
 class PeekedMessage:
-    """One message as a peek / examine / get-by-id answer carries it."""
+    """One entry as a peek / examine / get-by-id answer carries it."""
 
     message_id: str
+    #: The entry's uncompressed payload: a batch stays one payload (split it with
+    #: ``braid.protocol.batch.decode_batch(payload, num_messages)``, as ``braid admin`` does).
     payload: bytes
     properties: Mapping[str, str] = field(default_factory=dict)
     #: The ``X-Pulsar-*`` headers of the entry (publish time, producer, sequence id, ...).
     headers: Mapping[str, str] = field(default_factory=dict)
-    #: The message's index in its batch (``None``: not batched).
-    batch_index: int | None = None
+    #: Messages in the entry's batch (``None``: not batched).
+    num_messages: int | None = None
 
 
-def messages_of(payload: bytes, headers: Mapping[str, str]) -> list[PeekedMessage]:
-    """The messages of one answer: the entry, or each message of its batch."""
+def message_of(payload: bytes, headers: Mapping[str, str]) -> PeekedMessage:
+    """The entry of one answer, with its ``X-Pulsar-*`` headers (lower-cased)."""
     wanted = {k.lower(): v for k, v in headers.items() if k.lower().startswith("x-pulsar-")}
-    message_id = wanted.get("x-pulsar-message-id", "")
-    count = wanted.get("x-pulsar-num-batch-message")
     prefix = "x-pulsar-property-"
-    if count is None:
-        props = {k[len(prefix) :]: v for k, v in wanted.items() if k.startswith(prefix)}
-        return [PeekedMessage(message_id, payload, props, wanted)]
-    out = []
-    for index, message in enumerate(decode_batch(payload, int(count))):
-        single = message.single
-        props = {p.key: p.value for p in single.properties} if single is not None else {}
-        out.append(PeekedMessage(f"{message_id}:{index}", message.payload, props, wanted, index))
-    return out
+    props = {k[len(prefix) :]: v for k, v in wanted.items() if k.startswith(prefix)}
+    count = wanted.get("x-pulsar-num-batch-message")
+    return PeekedMessage(
+        wanted.get("x-pulsar-message-id", ""),
+        payload,
+        props,
+        wanted,
+        None if count is None else int(count),
+    )
 
 
 class PolicySettings:
@@ -117,11 +117,11 @@ class TopicOperations:
 
     def _messages(self, path: str, params: Mapping[str, str] | None = None) -> list[PeekedMessage]:
         response = self._http.send("GET", path, params=params)
-        return messages_of(response.content, response.headers)
+        return [message_of(response.content, response.headers)]
 
     def peek_messages(self, topic: str, subscription: str, count: int = 1) -> list[PeekedMessage]:
-        """The first ``count`` entries the subscription has not acknowledged (each batch split;
-        fewer when the backlog is shorter)."""
+        """The first ``count`` entries the subscription has not acknowledged (fewer when the
+        backlog is shorter)."""
         out: list[PeekedMessage] = []
         for position in range(1, count + 1):
             path = f"{self._path(topic)}/subscription/{_q(subscription)}/position/{position}"
@@ -190,5 +190,5 @@ __all__ = [
     "PeekedMessage",
     "PolicySettings",
     "TopicOperations",
-    "messages_of",
+    "message_of",
 ]

@@ -70,16 +70,29 @@ def _message_response(entry: Entry, name: TopicName) -> Response:
 def topic_operations_router(broker: TopicOperationsBroker) -> APIRouter:
     """The inspection and cursor endpoints of persistent topics (under ``/admin/v2``)."""
     router = APIRouter()
-    base = "/persistent/{tenant}/{namespace}/{topic}"
-    tag: list[str | enum.Enum] = ["topics"]
+    targets = _Targets(broker)
+    _add_read_routes(router, targets)
+    _add_cursor_routes(router, targets, broker.clock)
+    return router
 
-    async def targets(tenant: str, namespace: str, topic: str, *, fan_out: bool) -> list[str]:
-        """The topic, or a partitioned topic's partitions when ``fan_out`` (405 otherwise)."""
+
+_BASE = "/persistent/{tenant}/{namespace}/{topic}"
+_TAGS: list[str | enum.Enum] = ["topics"]
+
+
+class _Targets:
+    """The topic (or partitions) an operation applies to, loaded."""
+
+    def __init__(self, broker: TopicOperationsBroker) -> None:
+        self._broker = broker
+
+    async def targets(self, tenant: str, namespace: str, topic: str, *, fan_out: bool) -> list[str]:
+        """The topic, or a partitioned topic's partitions when ``fan_out`` (400 otherwise)."""
         name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
-        existing = await broker.list_topics(f"{tenant}/{namespace}")
+        existing = await self._broker.list_topics(f"{tenant}/{namespace}")
         if str(name) in existing:
             return [str(name)]
-        count = await broker.partitioned.partitions(name)
+        count = await self._broker.partitioned.partitions(name)
         if not count:
             raise TopicNotFound(f"topic {name} does not exist")
         if not fan_out:
@@ -92,25 +105,33 @@ def topic_operations_router(broker: TopicOperationsBroker) -> APIRouter:
         ]
         return [n for n in names if n in existing]
 
-    async def loaded(name: str) -> PersistentTopic:
-        topic = await broker.get_or_create_topic(name, create=False)
+    async def loaded(self, name: str) -> PersistentTopic:
+        topic = await self._broker.get_or_create_topic(name, create=False)
         if not isinstance(topic, PersistentTopic):
             raise TopicNotFound(f"topic {name} is not served here")
         return topic
 
     async def each(
-        tenant: str, namespace: str, topic: str, apply: Callable[[PersistentTopic], Awaitable[Any]]
+        self,
+        tenant: str,
+        namespace: str,
+        topic: str,
+        apply: Callable[[PersistentTopic], Awaitable[Any]],
     ) -> Response:
-        for name in await targets(tenant, namespace, topic, fan_out=True):
-            await apply(await loaded(name))
+        for name in await self.targets(tenant, namespace, topic, fan_out=True):
+            await apply(await self.loaded(name))
         return Response(status_code=204)
 
-    async def one(tenant: str, namespace: str, topic: str) -> PersistentTopic:
-        return await loaded((await targets(tenant, namespace, topic, fan_out=False))[0])
+    async def one(self, tenant: str, namespace: str, topic: str) -> PersistentTopic:
+        return await self.loaded((await self.targets(tenant, namespace, topic, fan_out=False))[0])
+
+
+def _add_read_routes(router: APIRouter, targets: _Targets) -> None:
+    base, tag = _BASE, _TAGS
 
     @router.get(base + "/internalStats", tags=tag, summary="Managed-ledger internal stats")
     async def internal_stats(tenant: Tenant, namespace: Namespace, topic: LocalTopicName) -> Any:
-        return inspect.internal_stats(await one(tenant, namespace, topic))
+        return inspect.internal_stats(await targets.one(tenant, namespace, topic))
 
     @router.get(
         base + "/subscription/{subscription}/position/{position}",
@@ -125,7 +146,7 @@ def topic_operations_router(broker: TopicOperationsBroker) -> APIRouter:
         subscription: str,
         position: int,
     ) -> Response:
-        target = await one(tenant, namespace, topic)
+        target = await targets.one(tenant, namespace, topic)
         entry = await inspect.peek_entry(target, subscription, _positive(position))
         return _message_response(entry, TopicName.parse(target.name))
 
@@ -142,7 +163,7 @@ def topic_operations_router(broker: TopicOperationsBroker) -> APIRouter:
         initial_position: Annotated[str, Query(alias="initialPosition")] = "latest",
         message_position: Annotated[int, Query(alias="messagePosition")] = 1,
     ) -> Response:
-        target = await one(tenant, namespace, topic)
+        target = await targets.one(tenant, namespace, topic)
         if initial_position not in ("earliest", "latest"):
             raise InvalidInputError("initialPosition must be earliest or latest")
         entry = await inspect.examine_entry(target, initial_position, _positive(message_position))
@@ -157,9 +178,14 @@ def topic_operations_router(broker: TopicOperationsBroker) -> APIRouter:
     async def get_by_id(
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName, ledger_id: int, entry_id: int
     ) -> Response:
-        target = await one(tenant, namespace, topic)
+        target = await targets.one(tenant, namespace, topic)
         entry = await inspect.entry_at(target, ledger_id, entry_id)
         return _message_response(entry, TopicName.parse(target.name))
+
+
+def _add_cursor_routes(router: APIRouter, targets: _Targets, clock: Clock) -> None:
+    base, tag = _BASE, _TAGS
+    each = targets.each
 
     @router.post(
         base + "/subscription/{subscription}/resetcursor/{timestamp}",
@@ -209,7 +235,7 @@ def topic_operations_router(broker: TopicOperationsBroker) -> APIRouter:
     async def skip(
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName, subscription: str, count: int
     ) -> Response:
-        await cursors.skip(await one(tenant, namespace, topic), subscription, count)
+        await cursors.skip(await targets.one(tenant, namespace, topic), subscription, count)
         return Response(status_code=204)
 
     @router.post(
@@ -236,7 +262,7 @@ def topic_operations_router(broker: TopicOperationsBroker) -> APIRouter:
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName, subscription: str, seconds: int
     ) -> Response:
         async def apply(t: PersistentTopic) -> None:
-            await cursors.expire_older_than(t, broker.clock.now_ms(), seconds, subscription)
+            await cursors.expire_older_than(t, clock.now_ms(), seconds, subscription)
 
         return await each(tenant, namespace, topic, apply)
 
@@ -250,11 +276,9 @@ def topic_operations_router(broker: TopicOperationsBroker) -> APIRouter:
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName, seconds: int
     ) -> Response:
         async def apply(t: PersistentTopic) -> None:
-            await cursors.expire_older_than(t, broker.clock.now_ms(), seconds)
+            await cursors.expire_older_than(t, clock.now_ms(), seconds)
 
         return await each(tenant, namespace, topic, apply)
-
-    return router
 
 
 def _positive(n: int) -> int:

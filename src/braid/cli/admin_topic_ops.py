@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from braid.cli.admin_commands import Printer, _persistent_name
 from braid.cli.admin_parser import parse_time, positive
 from braid.core.errors import InvalidInputError
+from braid.protocol.batch import decode_batch
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -35,27 +36,35 @@ def _payload_text(payload: bytes) -> str:
         return "0x" + payload.hex()
 
 
+def _split(messages: Sequence[PeekedMessage]) -> list[tuple[str, bytes, dict[str, str]]]:
+    """Each entry's messages: a batch split (as Pulsar's admin client does), with their ids."""
+    out = []
+    for m in messages:
+        if m.num_messages is None:
+            out.append((m.message_id, m.payload, dict(m.properties)))
+            continue
+        for index, one in enumerate(decode_batch(m.payload, m.num_messages)):
+            props = {p.key: p.value for p in one.single.properties} if one.single else {}
+            out.append((f"{m.message_id}:{index}", one.payload, props))
+    return out
+
+
 def _show_messages(p: Printer, messages: Sequence[PeekedMessage]) -> None:
+    split = _split(messages)
     if p.json:
         p.data(
             [
-                {
-                    "messageId": m.message_id,
-                    "payload": _payload_text(m.payload),
-                    "properties": dict(m.properties),
-                    "headers": dict(m.headers),
-                }
-                for m in messages
+                {"messageId": mid, "payload": _payload_text(payload), "properties": props}
+                for mid, payload, props in split
             ]
         )
         return
-    for m in messages:
-        published = m.headers.get("x-pulsar-publish-time", "")
-        props = ", ".join(f"{k}={v}" for k, v in m.properties.items())
-        p.line(
-            f"Message ID: {m.message_id}  published {published}" + (f"  [{props}]" if props else "")
-        )
-        p.line(f"  {_payload_text(m.payload)}")
+    published = {m.message_id: m.headers.get("x-pulsar-publish-time", "") for m in messages}
+    for mid, payload, props in split:
+        when = published.get(mid) or published.get(mid.rsplit(":", 1)[0], "")
+        shown = ", ".join(f"{k}={v}" for k, v in props.items())
+        p.line(f"Message ID: {mid}  published {when}" + (f"  [{shown}]" if shown else ""))
+        p.line(f"  {_payload_text(payload)}")
 
 
 def stats_internal(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
