@@ -401,17 +401,21 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1e3
 
 
-def run_load(
-    name: str,
-    jobs: list[Job],
-    server_pid: int,
-    web_url: str | None,
-) -> Row:
-    """Start one worker process per job, run them together, and measure the server."""
+Pipes = list[tuple[Connection, Connection, Connection]]
+
+
+def start_workers(
+    name: str, target: Callable[..., None], jobs: list[Job]
+) -> tuple[list[multiprocessing.process.BaseProcess], Pipes, float]:
+    """Fork one ``target`` worker per job, wait until all are ready and tell them when to go;
+    returns the processes, their (ready, go, report) pipes and the go time (perf_counter).
+
+    Raises:
+        RuntimeError: a worker could not start (its error is in the message).
+    """
     ctx = multiprocessing.get_context("fork")
-    target = _client_worker if jobs[0].kind == "client" else _raw_worker
-    procs = []
-    pipes = []
+    procs: list[multiprocessing.process.BaseProcess] = []
+    pipes: Pipes = []
     for i, job in enumerate(jobs):
         ready_r, ready_w = ctx.Pipe(duplex=False)
         go_r, go_w = ctx.Pipe(duplex=False)
@@ -427,6 +431,18 @@ def run_load(
     if "failed" in errors:
         reports = [o.recv() for _, _, o in pipes]
         raise RuntimeError(f"{name}: " + "; ".join(r.error for r in reports if r.error))
+    return procs, pipes, go
+
+
+def run_load(
+    name: str,
+    jobs: list[Job],
+    server_pid: int,
+    web_url: str | None,
+) -> Row:
+    """Start one worker process per job, run them together, and measure the server."""
+    target = _client_worker if jobs[0].kind == "client" else _raw_worker
+    procs, pipes, go = start_workers(name, target, jobs)
     warm = jobs[0].warmup
     seconds = jobs[0].seconds
     time.sleep(max(0.0, go + warm - time.perf_counter()))

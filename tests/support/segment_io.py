@@ -26,19 +26,21 @@ async def produce(
     key: str = "k",
     keys: list[str] | None = None,
     publish_time_ms: int = 1_700_000_000_000,
+    producer_name: str | None = None,
 ) -> None:
     """Publish ``payloads`` to ``topic`` (each one entry) and wait for every receipt; message
-    ``i`` carries ``keys[i]`` when given, else ``key``."""
+    ``i`` carries ``keys[i]`` when given, else ``key``; sequence ids count from 0."""
     producer_id, request_id = next(_ids), next(_ids)
+    name = producer_name or f"p{producer_id}"
     answer = await request(
         raw,
-        commands.producer(topic, producer_id, request_id, producer_name=f"p{producer_id}"),
+        commands.producer(topic, producer_id, request_id, producer_name=name),
         request_id,
     )
     assert answer.type == pb.BaseCommand.PRODUCER_SUCCESS, answer
     for sequence_id, payload in enumerate(payloads):
         meta = pb.MessageMetadata(
-            producer_name=f"p{producer_id}",
+            producer_name=name,
             sequence_id=sequence_id,
             publish_time=publish_time_ms,
             partition_key=key if keys is None else keys[sequence_id],
@@ -50,6 +52,20 @@ async def produce(
         assert receipt.type == pb.BaseCommand.SEND_RECEIPT, receipt
     closing = next(_ids)
     await request(raw, commands.close_producer(producer_id, closing), closing)
+
+
+async def last_sequence_id(raw: RawClient, topic: str, producer_name: str) -> int:
+    """What PRODUCER_SUCCESS tells ``producer_name`` to continue from on ``topic``."""
+    producer_id, request_id = next(_ids), next(_ids)
+    answer = await request(
+        raw,
+        commands.producer(topic, producer_id, request_id, producer_name=producer_name),
+        request_id,
+    )
+    assert answer.type == pb.BaseCommand.PRODUCER_SUCCESS, answer
+    closing = next(_ids)
+    await request(raw, commands.close_producer(producer_id, closing), closing)
+    return answer.producer_success.last_sequence_id
 
 
 async def drain(raw: RawClient, topic: str, subscription: str, expected: int) -> list[bytes]:

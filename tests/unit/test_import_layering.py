@@ -14,7 +14,8 @@ cycle).
 
 Layers, bottom to top (a module may import its own layer and the ones below it)::
 
-    core <- protocol <- metadata <- storage <- ledger <- broker <- scalable|clusters <- admin <- cli
+    core <- protocol <- metadata <- storage <- ledger <- broker <- scalable|clusters <- admin
+        <- localcluster <- cli
 
 ``client`` and ``spark`` may import only ``core``, ``protocol`` and each other, and only ``cli``
 may import them (ADR 0003 puts them below ``cli``, beside no server layer). The top-level
@@ -48,7 +49,8 @@ _RANKS = {
     "scalable": 6,
     "clusters": 6,
     "admin": 7,
-    "cli": 8,
+    "localcluster": 8,
+    "cli": 9,
 }
 #: Top-level modules every I/O layer may use (ADR 0003).
 _SUPPORT = {"braid.clock", "braid.filelock"}

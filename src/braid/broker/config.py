@@ -189,6 +189,10 @@ class BrokerConfig:
     #: Braid-specific: a segment topic samples the key of one published entry in this many for
     #: its key-hash histogram (where a load-driven split cuts); 0 turns sampling off.
     scalable_topic_key_hash_sample_interval: int = 8
+    #: Braid-specific: PIP-486 entry buckets per segment of a new scalable topic (1 = none: the
+    #: segment has one consumer per Stream subscription; above 1, up to that many Stream
+    #: consumers share a segment by bucket, and the auto-scaler prefers that to a split).
+    scalable_topic_entry_buckets: int = 1
     #: Raw PIP-483 ``scalableTopic*`` keys (other than ``scalableTopicEnabled``) as written.
     scalable_topic_settings: Mapping[str, str] = field(default_factory=_empty_settings)
     #: Braid-specific (CPython has a cyclic GC, Pulsar's JVM keys do not apply): freeze the

@@ -212,6 +212,7 @@ KEYS: tuple[_Key, ...] = (
         "scalable_topic_key_hash_sample_interval",
         _parse_int(0),
     ),
+    _Key("scalableTopicEntryBuckets", "scalable_topic_entry_buckets", _parse_int(1, 256)),
     _Key("pythonGcFreezeAfterStartup", "python_gc_freeze_after_startup", _parse_bool),
     _Key("pythonGcThresholds", "python_gc_thresholds", _parse_gc_thresholds),
     _Key("mallocMmapThresholdBytes", "malloc_mmap_threshold_bytes", _parse_int(0, 2**31 - 1)),

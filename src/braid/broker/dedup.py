@@ -15,17 +15,34 @@ The persisted map survives restarts as the properties of a dedicated cursor (``p
 like Pulsar's) whose mark-delete position is the entry the snapshot covers; on load the entries
 after that position are replayed (their metadata carries producer name and sequence ids) to
 rebuild the map.
+
+A segment of a scalable topic also holds what it *inherited* from the segments a split or merge
+sealed (:mod:`braid.core.inherited_sequence_ids`): a resend of a message an ancestor stored is a
+duplicate here too (PIP-460 "exactly-once across splits", ADR 0055). The inherited state is
+written to the same cursor's properties (under ``braid.inherited.``) before the segment is
+published, so it survives restarts and is never written again except by a repeated carry, which
+merges (maximum) and therefore changes nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import enum
 import logging
 from collections.abc import Mapping
 
 from braid.broker.entries import parse_metadata
+from braid.core.hashing import hash16
+from braid.core.inherited_sequence_ids import (
+    PROPERTY_PREFIX,
+    InheritedSequenceIds,
+    SegmentSequenceIds,
+    base_name,
+)
 from braid.ledger.api import LATEST, ManagedCursor, ManagedLedger, Position
+from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +73,19 @@ class MessageDeduplication:
         self._since_snapshot = 0
         self._snapshot_task: asyncio.Task[None] | None = None
         self._snapshot_again = False
+        self._inherited = InheritedSequenceIds()
+        #: Highest inherited sequence id per producer name (a lookup per publish on a child).
+        self._inherited_highest: dict[str, int] = {}
 
     @classmethod
     async def load(cls, ledger: ManagedLedger) -> MessageDeduplication:
         """Open (or create) the dedup cursor and rebuild the watermarks from snapshot + replay."""
         cursor = await ledger.open_cursor(DEDUP_CURSOR_NAME, LATEST)
         dedup = cls(ledger, cursor)
-        dedup._persisted.update(cursor.properties)
+        dedup._inherited = InheritedSequenceIds.from_properties(cursor.properties)
+        dedup._persisted.update(
+            (k, v) for k, v in cursor.properties.items() if not k.startswith(PROPERTY_PREFIX)
+        )
         while True:
             entries = await cursor.read_entries(_REPLAY_BATCH)
             if not entries:
@@ -92,21 +115,99 @@ class MessageDeduplication:
             self._persisted[meta.producer_name] = highest
 
     def last_sequence_id(self, producer_name: str) -> int:
-        """Highest persisted sequence id of ``producer_name`` (``-1`` when none)."""
-        return self._persisted.get(producer_name, -1)
+        """Highest persisted sequence id of ``producer_name`` (``-1`` when none), counting what
+        the segment inherited for the producer's base name (where a restarted producer must
+        continue from)."""
+        own = self._persisted.get(producer_name, -1)
+        if not self._inherited:
+            return own
+        return max(own, self._highest_inherited(producer_name))
 
     @property
     def persisted(self) -> Mapping[str, int]:
         return self._persisted
 
-    def check(self, producer_name: str, sequence_id: int, highest_sequence_id: int) -> DupStatus:
-        """Classify a publish; a ``NOT_DUP`` publish raises the pushed watermark."""
+    @property
+    def inherited(self) -> InheritedSequenceIds:
+        return self._inherited
+
+    def check(
+        self,
+        producer_name: str,
+        sequence_id: int,
+        highest_sequence_id: int,
+        data: bytes | None = None,
+        metadata: pb.MessageMetadata | None = None,
+    ) -> DupStatus:
+        """Classify a publish; a ``NOT_DUP`` publish raises the pushed watermark.
+
+        ``data``/``metadata`` (the entry, its parsed metadata if at hand) are read only when the
+        segment inherited state and the sequence id falls under it: a resend's key decides which
+        ancestor's floor applies.
+        """
         if sequence_id <= self._pushed.get(producer_name, -1):
             if sequence_id <= self._persisted.get(producer_name, -1):
                 return DupStatus.DUP
             return DupStatus.UNKNOWN
+        if self._inherited and self._stored_by_ancestor(producer_name, sequence_id, data, metadata):
+            return DupStatus.DUP
         self._pushed[producer_name] = max(sequence_id, highest_sequence_id)
         return DupStatus.NOT_DUP
+
+    def is_duplicate(
+        self,
+        producer_name: str,
+        sequence_id: int,
+        data: bytes | None = None,
+        metadata: pb.MessageMetadata | None = None,
+    ) -> bool:
+        """Whether a publish is known stored (here or by an ancestor); changes nothing."""
+        if sequence_id <= self._persisted.get(producer_name, -1):
+            return True
+        return bool(self._inherited) and self._stored_by_ancestor(
+            producer_name, sequence_id, data, metadata
+        )
+
+    def _stored_by_ancestor(
+        self,
+        producer_name: str,
+        sequence_id: int,
+        data: bytes | None,
+        metadata: pb.MessageMetadata | None,
+    ) -> bool:
+        if sequence_id > self._highest_inherited(producer_name):
+            return False
+        return sequence_id <= self._inherited.floor(
+            base_name(producer_name), _key_hash(data, metadata)
+        )
+
+    def _highest_inherited(self, producer_name: str) -> int:
+        highest = self._inherited_highest.get(producer_name)
+        if highest is None:
+            highest = self._inherited.highest(base_name(producer_name))
+            self._inherited_highest[producer_name] = highest
+        return highest
+
+    async def inherit(self, state: InheritedSequenceIds) -> None:
+        """Add what a split or merge carried over, durably (idempotent: a repeat adds nothing)."""
+        merged = self._inherited.merged(state)
+        if merged == self._inherited:
+            return
+        self._inherited = merged
+        self._inherited_highest.clear()
+        position = self._cursor.mark_delete_position
+        if self._last_position is not None and self._last_position > position:
+            position = self._last_position
+        await self._cursor.mark_delete(position, self._properties())
+
+    def export(self) -> SegmentSequenceIds:
+        """The state a sealed segment hands its children."""
+        return SegmentSequenceIds(dict(self._persisted), self._inherited)
+
+    def _properties(self) -> dict[str, int]:
+        properties = dict(self._persisted)
+        properties.update(self._inherited.to_properties())
+        return properties
 
     def on_persisted(
         self, producer_name: str, highest_sequence_id: int, position: Position
@@ -147,7 +248,7 @@ class MessageDeduplication:
         position = self._last_position
         if position is None or position < self._cursor.mark_delete_position:
             return
-        properties = dict(self._persisted)
+        properties = self._properties()
         if position == self._cursor.mark_delete_position and properties == dict(
             self._cursor.properties
         ):
@@ -159,3 +260,23 @@ class MessageDeduplication:
         if self._snapshot_task is not None:
             await asyncio.gather(self._snapshot_task, return_exceptions=True)
         await self.snapshot()
+
+
+def _key_hash(data: bytes | None, metadata: pb.MessageMetadata | None) -> int | None:
+    """The ``hash16`` of a single-message entry's key; ``None`` for a batch or a keyless one."""
+    if metadata is None:
+        if data is None:
+            return None
+        try:
+            metadata = parse_metadata(data)
+        except Exception:
+            return None
+    if metadata.HasField("num_messages_in_batch") or not metadata.HasField("partition_key"):
+        return None
+    key = metadata.partition_key
+    if metadata.partition_key_b64_encoded:
+        try:
+            return hash16(base64.b64decode(key, validate=True))
+        except (binascii.Error, ValueError):
+            return None
+    return hash16(key)

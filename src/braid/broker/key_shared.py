@@ -15,6 +15,10 @@ the consumer the subscription's selector names. Per-key order holds because
 drops the two ordering rules: entries only wait for permits. Batches are routed by the outer
 metadata's key, so producers batch by key (the official clients' ``KeyBased`` batching) to keep
 keys apart. Cumulative acknowledgement is refused, as in Pulsar.
+
+With PIP-486's ``entryBucketDispatch`` (Stream consumers sharing a segment of a scalable topic)
+the "hash" is the entry's bucket and the consumers own buckets
+(:mod:`braid.broker.entry_buckets`); every rule above applies unchanged.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections.abc import Sequence
 from braid.broker.consumer import Consumer, Delivery, SubType
 from braid.broker.dispatch_settings import DispatchSettings
 from braid.broker.dispatcher import SharedDispatcher, _metadata
+from braid.broker.entry_buckets import EntryBucketSelector, bucket_splits, entry_bucket
 from braid.broker.errors import ConsumerBusy
 from braid.broker.sticky_keys import (
     NONE_KEY,
@@ -62,11 +67,17 @@ class KeySharedDispatcher(SharedDispatcher):
             description=description,
         )
         self.policy = policy
-        self._selector: StickyKeySelector[Consumer] = new_selector(
-            policy,
-            consistent_hashing=settings.key_shared_consistent_hashing,
-            replica_points=settings.key_shared_replica_points,
-        )
+        self._buckets: tuple[int, ...] | None = None
+        self._selector: StickyKeySelector[Consumer]
+        if policy.entry_bucket_dispatch:
+            self._buckets = bucket_splits(policy)
+            self._selector = EntryBucketSelector(self._buckets)
+        else:
+            self._selector = new_selector(
+                policy,
+                consistent_hashing=settings.key_shared_consistent_hashing,
+                replica_points=settings.key_shared_replica_points,
+            )
         self._pending: PendingHashes[Consumer] = PendingHashes()
 
     @property
@@ -120,6 +131,7 @@ class KeySharedDispatcher(SharedDispatcher):
         stats = super().stats()
         stats["keySharedMode"] = self.policy.mode.name
         stats["allowOutOfOrderDelivery"] = self.policy.allow_out_of_order_delivery
+        stats["entryBucketDispatch"] = self.policy.entry_bucket_dispatch
         stats["consumerKeyHashRanges"] = {
             c.consumer_name: [f"[{a}, {b}]" for a, b in ranges]
             for c, ranges in self._selector.ranges().items()
@@ -136,11 +148,15 @@ class KeySharedDispatcher(SharedDispatcher):
         batches: dict[int, tuple[Consumer, list[Delivery]]] = {}
         held: set[int] = set()
         delivered = 0
+        buckets = self._buckets
         for entry in entries:
             meta = _metadata(entry)
             if self._held_for_later(entry, meta):
                 continue
-            key_hash = sticky_hash_of(meta) if meta is not None else _NONE_KEY_HASH
+            if buckets is not None:
+                key_hash = entry_bucket(meta, buckets, entry.position)
+            else:
+                key_hash = sticky_hash_of(meta) if meta is not None else _NONE_KEY_HASH
             if self.in_order and (
                 key_hash in held or (not from_replay and self.replay.holds_hash(key_hash))
             ):

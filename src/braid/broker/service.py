@@ -23,12 +23,11 @@ broker's admin API.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import itertools
 import logging
 import secrets
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
 from braid.broker.applied_policies import AppliedPolicyResolver
 from braid.broker.backlog_quota import QuotaMap
@@ -48,7 +47,6 @@ from braid.broker.errors import (
     NotSupported,
     ServerError,
     ServiceNotReady,
-    TopicBusy,
     TopicNotFound,
     UnknownListener,
 )
@@ -56,9 +54,8 @@ from braid.broker.handlers import topic_commands
 from braid.broker.key_sampler import KeyHashSampler
 from braid.broker.limits_monitor import LimitsMonitor
 from braid.broker.ownership import BundleOwnership, LookupAnswer, NotOwner
+from braid.broker.partitioned_admin import PartitionedTopicAdmin
 from braid.broker.partitions import (
-    PartitionedTopicExists,
-    PartitionedTopicNotFound,
     PartitionedTopics,
 )
 from braid.broker.registry import CommandRegistry
@@ -70,7 +67,6 @@ from braid.broker.resources import (
     NamespacePolicies,
 )
 from braid.broker.schemas.commands import schema_commands
-from braid.broker.schemas.model import schema_id_of
 from braid.broker.schemas.registry import SchemaRegistry
 from braid.broker.schemas.storage import SchemaStorage
 from braid.broker.schemas.topic_schemas import SchemaPolicy, TopicSchemas
@@ -81,7 +77,9 @@ from braid.broker.security_settings import (
 )
 from braid.broker.send_validation import SendValidator
 from braid.broker.topic import PersistentTopic
+from braid.broker.topic_deletion import TopicDeletion
 from braid.broker.topic_list import TopicEvents, topic_list_commands
+from braid.broker.topic_names import ledger_config_for, managed_ledger_name, parse_topic_name
 from braid.broker.topic_policies import TOPIC_POLICIES_ROOT, TopicPolicies
 from braid.clock import Clock
 from braid.core import names
@@ -89,7 +87,6 @@ from braid.core.names import NamespaceName, TopicDomain, TopicName
 from braid.core.partitions import (
     PARTITION_SUFFIX,
     partition_index,
-    partition_name,
     partitioned_topic_of,
 )
 from braid.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory, Position
@@ -103,46 +100,10 @@ from braid.storage.api import StorageReadOnly
 
 log = logging.getLogger(__name__)
 
-__all__ = ["SERVER_VERSION", "BrokerService", "managed_ledger_name", "parse_topic_name"]
+__all__ = ["SERVER_VERSION", "BrokerService"]
 
 #: At most one log line per this many seconds about connections refused by a cap.
 _REFUSAL_LOG_INTERVAL_S = 10.0
-#: A segment cursor's first snapshots go into its metadata node: most are written a few times
-#: in their life, the last one being the acknowledgment that drains the segment (ADR 0043).
-SEGMENT_CURSOR_NODE_SNAPSHOTS = 4
-
-
-def managed_ledger_name(topic: TopicName) -> str:
-    """``tenant/ns/<domain>/<local name>``: the managed ledger that backs ``topic``."""
-    return f"{topic.tenant}/{topic.namespace}/{topic.domain.value}/{topic.local_name}"
-
-
-def ledger_config_for(topic: TopicName, config: ManagedLedgerConfig) -> ManagedLedgerConfig:
-    """``config`` as the managed ledger of ``topic`` uses it (segment topics keep their cursors'
-    first snapshots in the cursor nodes)."""
-    if topic.domain is TopicDomain.SEGMENT:
-        return dataclasses.replace(config, cursor_node_snapshots=SEGMENT_CURSOR_NODE_SNAPSHOTS)
-    return config
-
-
-def parse_topic_name(name: str) -> TopicName:
-    """Parse a topic name this broker serves on the classic (v4) path.
-
-    Raises:
-        InvalidTopicName: malformed, or a ``topic://`` (scalable) name, which needs the
-            scalable-topic protocol rather than a plain producer/consumer.
-    """
-    try:
-        topic = TopicName.parse(name)
-    except names.InvalidTopicName as exc:
-        raise InvalidTopicName(str(exc)) from exc
-    if topic.domain is TopicDomain.TOPIC:
-        raise InvalidTopicName(
-            f"{name} is a scalable topic: a scalable-topics client resolves it with the "
-            "scalable-topic lookup (CommandScalableTopicLookup) and produces to its segment:// "
-            "topics; plain Pulsar clients cannot use topic:// names"
-        )
-    return topic
 
 
 class BrokerService:
@@ -166,8 +127,8 @@ class BrokerService:
         self._topics: dict[str, PersistentTopic] = {}
         self._loading: dict[str, asyncio.Task[PersistentTopic]] = {}
         self._unloading: set[asyncio.Task[None]] = set()
-        #: Topics being deleted: no client may load or attach to them meanwhile.
-        self._deleting: set[str] = set()
+        #: Deletes, and the topics they fence meanwhile (no client may load or attach to them).
+        self.deletion = TopicDeletion(self)
         self._connections: set[BrokerConnection] = set()
         #: brokerMaxConnections / brokerMaxConnectionsPerIp, checked before a socket costs more.
         self.connection_limits = ConnectionLimiter(
@@ -205,6 +166,7 @@ class BrokerService:
         self.commands.register(schema_commands(self))
         #: Partition counts of partitioned topics (their partitions are ordinary topics).
         self.partitioned = PartitionedTopics(metadata)
+        self.partitioned_admin = PartitionedTopicAdmin(self)
         #: Topic creations and deletions, for topic-list watchers.
         self.topic_events = TopicEvents(ml_factory)
         self.commands.register(topic_list_commands(self, self.topic_events))
@@ -562,7 +524,7 @@ class BrokerService:
         if self._closing:
             raise ServiceNotReady("the broker is shutting down")
         topic = parse_topic_name(name)
-        if str(topic) in self._deleting:
+        if self.deletion.is_deleting(str(topic)):
             raise ServiceNotReady(f"topic {topic} is being deleted")
         return await self._get_or_load(topic, create)
 
@@ -654,126 +616,21 @@ class BrokerService:
             )
         return allowed
 
-    def _auto_creation_type(self, policies: NamespacePolicies) -> tuple[str, int]:
-        """What auto-creation creates here: topic type and partitions (namespace over broker)."""
-        override = policies.auto_topic_creation
-        if override is None:
-            return self.config.allow_auto_topic_creation_type, self.config.default_num_partitions
-        return (
-            override.topic_type,
-            override.default_num_partitions or self.config.default_num_partitions,
-        )
-
     async def partitioned_metadata(self, name: str, *, auto_create: bool = True) -> int:
-        """PARTITIONED_METADATA: the topic's partition count (0: not partitioned).
-
-        A missing topic is created as a partitioned topic when auto-creation is allowed and its
-        type is ``partitioned`` (namespace ``autoTopicCreationOverride``, else the broker's
-        ``allowAutoTopicCreationType`` / ``defaultNumPartitions``), unless ``auto_create`` is off.
-        """
-        topic = await self.check_topic(name)
-        if topic.domain is not TopicDomain.PERSISTENT or partition_index(topic.local_name) >= 0:
-            return 0
-        count = await self.partitioned.partitions(topic)
-        if count or not auto_create or await self.topic_exists(str(topic)):
-            return count
-        policies = await self.namespace_policies(topic)
-        if not policies.is_auto_topic_creation_allowed(self.config.allow_auto_topic_creation):
-            return 0
-        topic_type, partitions = self._auto_creation_type(policies)
-        if topic_type != "partitioned":
-            return 0
-        try:
-            await self.create_partitioned_topic(str(topic), partitions)
-        except PartitionedTopicExists:
-            pass  # created concurrently (another client or broker)
-        return await self.partitioned.partitions(topic)
+        """PARTITIONED_METADATA (see :meth:`PartitionedTopicAdmin.metadata`)."""
+        return await self.partitioned_admin.metadata(name, auto_create=auto_create)
 
     async def create_partitioned_topic(self, name: str, partitions: int) -> None:
-        """Create a partitioned topic and its partitions.
-
-        Raises:
-            PartitionedTopicExists: the name is taken by a partitioned or a plain topic.
-        """
-        topic = parse_topic_name(name)
-        await self.namespace_policies(topic)
-        if await self.topic_exists(str(topic)):
-            raise PartitionedTopicExists(f"a non-partitioned topic {topic} already exists")
-        await self.partitioned.create(topic, partitions)
-        await self._create_partitions(topic, 0, partitions)
+        """Create a partitioned topic and its partitions (``PartitionedTopicExists``)."""
+        await self.partitioned_admin.create(name, partitions)
 
     async def update_partitioned_topic(self, name: str, partitions: int) -> None:
         """Grow a partitioned topic to ``partitions`` partitions (creating the new ones)."""
-        topic = parse_topic_name(name)
-        before = await self.partitioned.grow(topic, partitions)
-        await self._create_partitions(topic, before, partitions)
-
-    async def _create_partitions(self, topic: TopicName, start: int, end: int) -> None:
-        for index in range(start, end):
-            partition = TopicName(
-                topic.domain, topic.tenant, topic.namespace, partition_name(topic.local_name, index)
-            )
-            try:
-                await self.get_or_create_topic(str(partition), create=True)
-            except NotOwner:
-                # Another broker owns its bundle: it creates the partition on first use (a
-                # partition below the count always may be).
-                continue
+        await self.partitioned_admin.grow(name, partitions)
 
     async def delete_partitioned_topic(self, name: str, *, force: bool = False) -> None:
-        """Delete a partitioned topic: its partitions, its partition count, its schema and its
-        topic policies.
-
-        Without ``force`` the delete is refused while a partition has producers or consumers;
-        with it they are disconnected.
-
-        Raises:
-            PartitionedTopicNotFound: it is not a partitioned topic. TopicBusy: in use.
-        """
-        topic = parse_topic_name(name)
-        count = await self.partitioned.partitions(topic)
-        if count == 0:
-            raise PartitionedTopicNotFound(f"{topic} is not a partitioned topic")
-        partitions = [
-            TopicName(
-                topic.domain, topic.tenant, topic.namespace, partition_name(topic.local_name, index)
-            )
-            for index in range(count)
-        ]
-        async with self._deletion(partitions, force=force, label=f"partitioned topic {topic}"):
-            for partition in partitions:
-                if await self.topic_exists(str(partition)):
-                    await self._delete_topic_data(partition)
-            await self.partitioned.delete(topic)
-            await self.schemas.registry.delete_all(schema_id_of(topic))
-            await self.topic_policies.delete(topic)
-
-    @contextlib.asynccontextmanager
-    async def _deletion(
-        self, topics: Sequence[TopicName], *, force: bool, label: str
-    ) -> AsyncIterator[None]:
-        """Fence ``topics`` for the delete's duration (a client's load or attach gets the
-        retriable ``ServiceNotReady``), refusing first, unless ``force``, while clients are
-        connected (Pulsar's 412 "Topic has active producers/subscriptions")."""
-        keys = {str(t) for t in topics}
-        if keys & self._deleting:
-            raise ServiceNotReady(f"{label} is already being deleted")
-        if not force:
-            producers = consumers = 0
-            for key in keys:
-                if (loaded := self._topics.get(key)) is not None:
-                    p, c = loaded.connected_clients()
-                    producers, consumers = producers + p, consumers + c
-            if producers or consumers:
-                raise TopicBusy(
-                    f"{label} has {producers} connected producer(s) and {consumers} connected "
-                    "consumer(s); delete with force=true to disconnect them"
-                )
-        self._deleting |= keys
-        try:
-            yield
-        finally:
-            self._deleting -= keys
+        """Delete a partitioned topic (``PartitionedTopicNotFound``, ``TopicBusy``)."""
+        await self.partitioned_admin.delete(name, force=force)
 
     def _ledger_config(self, policies: NamespacePolicies) -> ManagedLedgerConfig:
         config = self.config.managed_ledger_config()
@@ -871,8 +728,8 @@ class BrokerService:
         return await self.ml_factory.exists(managed_ledger_name(topic))
 
     async def delete_topic(self, name: str, *, force: bool = False) -> None:
-        """Delete a topic and its data, and its schema unless it is one partition of a
-        partitioned topic (the others share the schema).
+        """Delete a topic and its data, and its schema and topic policies unless it is one
+        partition of a partitioned topic (the others share them).
 
         Without ``force`` the delete is refused while producers or consumers are connected; with
         it they are disconnected (they reconnect, and auto-creation decides what they find).
@@ -880,28 +737,15 @@ class BrokerService:
         Raises:
             TopicNotFound, TopicBusy (in use).
         """
-        topic = parse_topic_name(name)
-        async with self._deletion([topic], force=force, label=f"topic {topic}"):
-            await self._delete_topic_data(topic)
-            if partition_index(topic.local_name) < 0:
-                # A partition's policies are its partitioned topic's, which outlives it.
-                await self.topic_policies.delete(topic)
-                if topic.domain is TopicDomain.PERSISTENT:
-                    await self.schemas.registry.delete_all(schema_id_of(topic))
+        await self.deletion.delete_topic(parse_topic_name(name), force=force)
 
-    async def _delete_topic_data(self, topic: TopicName) -> None:
-        key = str(topic)
-        ml_name = managed_ledger_name(topic)
-        if key not in self._topics and await self.ml_factory.exists(ml_name):
-            # Loaded so that what it keeps beside its managed ledger (a compacted ledger) goes too.
-            await self._get_or_load(topic, create=False)
-        loaded = self._topics.pop(key, None)
-        if loaded is not None:
-            await loaded.compaction.delete()
-            await loaded.close()
-        elif not await self.ml_factory.exists(ml_name):
-            raise TopicNotFound(f"topic {topic} does not exist")
-        await self.ml_factory.delete(ml_name)
+    async def load_stored_topic(self, topic: TopicName) -> PersistentTopic:
+        """Load a stored topic without creating it (what a delete needs before it deletes)."""
+        return await self._get_or_load(topic, create=False)
+
+    def forget_topic(self, name: str) -> PersistentTopic | None:
+        """Take a loaded topic out of the registry (its caller closes it)."""
+        return self._topics.pop(name, None)
 
     async def compact_topic(self, name: str) -> None:
         """Start compacting a topic (Pulsar's ``PUT .../compaction``).

@@ -51,11 +51,14 @@ class KeySharedMode(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class KeySharedPolicy:
-    """A consumer's ``KeySharedMeta``: mode, declared ranges (inclusive), out-of-order flag."""
+    """A consumer's ``KeySharedMeta``: mode, declared ranges (inclusive), out-of-order flag, and
+    PIP-486's ``entryBucketDispatch`` (the ranges are then a segment's bucket boundaries:
+    :mod:`braid.broker.entry_buckets`)."""
 
     mode: KeySharedMode = KeySharedMode.AUTO_SPLIT
     hash_ranges: tuple[tuple[int, int], ...] = ()
     allow_out_of_order_delivery: bool = False
+    entry_bucket_dispatch: bool = False
 
     @classmethod
     def from_meta(cls, meta: pb.KeySharedMeta | None) -> KeySharedPolicy:
@@ -77,13 +80,15 @@ class KeySharedPolicy:
                     raise ConsumerAssignError(
                         f"hash range [{start}, {end}] must satisfy 0 <= start <= end <= {MAX_HASH}"
                     )
-        return cls(mode, ranges, meta.allowOutOfOrderDelivery)
+        return cls(mode, ranges, meta.allowOutOfOrderDelivery, meta.entryBucketDispatch)
 
     def same_subscription_policy(self, other: KeySharedPolicy) -> bool:
-        """Consumers of one subscription must agree on mode and out-of-order delivery."""
-        return (self.mode, self.allow_out_of_order_delivery) == (
+        """Consumers of one subscription must agree on mode, out-of-order delivery and
+        entry-bucket dispatch."""
+        return (self.mode, self.allow_out_of_order_delivery, self.entry_bucket_dispatch) == (
             other.mode,
             other.allow_out_of_order_delivery,
+            other.entry_bucket_dispatch,
         )
 
 

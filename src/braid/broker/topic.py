@@ -4,7 +4,9 @@ subscriptions.
 Publishing hands every message to :meth:`ManagedLedger.append_with_callback` immediately, so many
 appends are in flight at once (the ledger keeps call order and reports in that order); the append
 callback answers the producer's receipt queue, in order, from the bookie's group-commit completion.
-Deduplication, when on, filters resends before they reach the ledger. Subscriptions are durable
+Deduplication, when on, filters resends before they reach the ledger (a segment's also drops
+what its ancestors stored, ADR 0055; a resend of a stored message gets its receipt even after
+termination, as in Pulsar). Subscriptions are durable
 cursors, created on first subscribe at the requested initial position and restored with the
 managed ledger after a restart. Termination seals the ledger: sends fail with
 ``TopicTerminatedError`` and new producers are refused. A topic's compaction (the compacted ledger
@@ -261,12 +263,20 @@ class PersistentTopic:
         closure per message.
         """
         producer = receipt.producer
+        dedup = self.dedup
         if self.ledger.is_terminated:
+            # As Pulsar: a resend of what was stored gets its receipt even once sealed.
+            if dedup is not None and dedup.is_duplicate(
+                producer.name, receipt.sequence_id, data, metadata
+            ):
+                producer.complete(receipt, None, None)
+                return
             producer.complete(receipt, None, TopicTerminated(f"topic {self.name} is terminated"))
             return
-        dedup = self.dedup
         if dedup is not None:
-            status = dedup.check(producer.name, receipt.sequence_id, receipt.last_sequence_id)
+            status = dedup.check(
+                producer.name, receipt.sequence_id, receipt.last_sequence_id, data, metadata
+            )
             if status is DupStatus.DUP:
                 producer.complete(receipt, None, None)
                 return

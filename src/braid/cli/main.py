@@ -1,8 +1,8 @@
 """The ``braid`` command line: ``braid standalone``, ``broker``, ``initialize-cluster-metadata``,
-``bookie``, ``admin`` and ``demo``.
+``bookie``, ``cluster``, ``admin`` and ``demo``.
 
 Argument parsing and dispatch only; the commands live in :mod:`braid.cli.standalone`,
-:mod:`braid.cli.broker`, :mod:`braid.cli.bookie`,
+:mod:`braid.cli.broker`, :mod:`braid.cli.bookie`, :mod:`braid.cli.cluster`,
 :mod:`braid.cli.admin` and :mod:`braid.cli.demo`, each imported only when it runs.
 """
 
@@ -37,6 +37,8 @@ commands:
               the metadata store, and a broker replicates its ledgers across them
   admin       manage a running broker through its admin REST API: scalable topics (create,
               split, merge, subscriptions, stats), segments, tenants, namespaces, topics
+  cluster     up|down|status: ZooKeeper, bookies and brokers on this machine, each a separate
+              process, started and stopped with one command (try a cluster)
   tokens      create secret keys, key pairs and JWTs for token authentication, with the flags
               of `pulsar tokens` (docs/security.md)
   demo        start a throw-away standalone broker and walk through producing and consuming
@@ -147,10 +149,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     from braid.cli.admin import add_admin_parser  # argparse only; the client loads on use
     from braid.cli.bookie import add_bookie_parser
+    from braid.cli.cluster import add_cluster_parser
     from braid.cli.tokens import add_tokens_parser
 
     add_admin_parser(commands)
     add_bookie_parser(commands)
+    add_cluster_parser(commands)
     add_tokens_parser(commands)
 
     demo = commands.add_parser(
@@ -265,7 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # The demo's narration and admin's answers are the point; logs would drown them unless
     # asked for.
-    quiet = args.command in ("demo", "admin", "tokens")
+    quiet = args.command in ("demo", "admin", "tokens", "cluster")
     configure_logging(args.log_level or ("WARNING" if quiet else "INFO"))
     if args.command == "standalone":
         from braid.cli.standalone import run_standalone
@@ -293,6 +297,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from braid.cli.bookie import run_bookie
 
         return run_bookie(args)
+    if args.command == "cluster":
+        from braid.cli.cluster import run_cluster
+
+        return run_cluster(args)
     if args.command == "admin":
         from braid.cli.admin import run_admin
 

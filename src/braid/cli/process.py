@@ -18,13 +18,12 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from braid.core.errors import DeadlineExceededError, IllegalStateError
+from braid.localcluster.processes import http_ok, tcp_open
 
 
 class StandaloneStartError(IllegalStateError):
@@ -36,22 +35,6 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
-
-
-def _tcp_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=1.0) as response:
-            return int(response.status) == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
 
 
 class StandaloneProcess:
@@ -140,7 +123,7 @@ class StandaloneProcess:
                 raise StandaloneStartError(
                     f"braid standalone exited with {code} during start-up:\n{self.output()}"
                 )
-            if _http_ok(f"{self.web_url}/health") and _tcp_open(self.host, self.port):
+            if http_ok(f"{self.web_url}/health") and tcp_open(self.host, self.port):
                 return
             if time.monotonic() > deadline:
                 self.kill()

@@ -2,7 +2,8 @@
 
 :class:`PendingMessage` carries what a send needs to be (re)routed and (re)encoded - value,
 key, properties, event time, an explicit sequence id - plus its call number (the order of the
-``send`` calls, which every re-route preserves) and its completion. A completion is one of
+``send`` calls, which every re-route preserves), the sequence id it was already sent with if a
+split or merge sealed its segment before the receipt, and its completion. A completion is one of
 
 * an ``asyncio.Future`` (``AsyncProducer.send_async``),
 * a ``concurrent.futures.Future`` (the blocking facade's ``send_async``), or
@@ -102,7 +103,9 @@ class PendingMessage:
         "explicit_seq",
         "index",
         "key",
+        "origin_hash",
         "properties",
+        "sent_seq",
         "seq",
         "value",
     )
@@ -129,6 +132,12 @@ class PendingMessage:
         self.call_no = call_no
         self.enqueued_at = enqueued_at
         self.seq = -1
+        #: The sequence id it was sent with to a segment that was then sealed before its receipt
+        #: came (-1: never sent): a re-route resends it with this id, so the successor's
+        #: deduplication recognises it if the sealed segment stored it (ADR 0055).
+        self.sent_seq = -1
+        #: The first hash of the segment it was last sent to (routes it if keyless).
+        self.origin_hash = -1
 
 
 def succeed(message: PendingMessage, message_id: MessageId) -> None:

@@ -18,9 +18,11 @@ Guarantees kept here:
 * **transparent segment-gone retry** (C4, ``docs/protocol.md#producing-to-segments``) - when a
   segment is terminated (a split/merge sealed it) or a newer layout no longer lists it as active,
   the producer collects its unconfirmed messages, waits with bounded backoff for a layout in which
-  the segment is no longer active, and re-routes them (in call order, with fresh sequence ids)
-  before anything sent later; only after :data:`MAX_REROUTE_ATTEMPTS` attempts do those messages
-  fail with ``TopicTerminatedError``;
+  the segment is no longer active, and re-routes them before anything sent later: those already
+  sent first, with the sequence ids they were sent with (the successor inherited the sealed
+  segment's deduplication state, ADR 0055), then the rest in call order with fresh ids; only
+  after :data:`MAX_REROUTE_ATTEMPTS` attempts do those messages fail with
+  ``TopicTerminatedError``;
 * **sequence ids** (C5) - one monotonic counter per producer
   (:class:`~braid.client.sequence_ids.SequenceIds`), seeded from the brokers'
   ``last_sequence_id``; :attr:`AsyncProducer.last_sequence_id` is the highest stored one;
@@ -435,7 +437,11 @@ class AsyncProducer:
     # -- routing ------------------------------------------------------------------------------
 
     def _enqueue(self, record: PendingMessage) -> None:
-        sid = self._router.route(record.key)
+        if record.key is None and record.origin_hash >= 0:
+            # A keyless resend stays in the lineage it was sent to, where its floor is known.
+            sid = self._router.route_hash(record.origin_hash)
+        else:
+            sid = self._router.route(record.key)
         held = self._held
         if held is not None and sid in self._retiring:
             # Its segment is being replaced: wait behind the messages being moved, so the
@@ -515,11 +521,18 @@ class AsyncProducer:
         """A segment was terminated: take its messages and re-route them (segment-gone retry)."""
         if self._segments.get(seg.segment_id) is seg:
             del self._segments[seg.segment_id]
-        self._stale.extend(seg.take_unresolved())
+        self._stale.extend(self._take_unresolved(seg))
         self._gone[seg.segment_id] = error
         self._ctx.spawn(seg.close(), f"closing producer of {seg.route.topic}")
         log.info("segment %d of %s is gone (%s): re-routing", seg.segment_id, self.topic, error)
         self._start_recovery({seg.segment_id})
+
+    def _take_unresolved(self, seg: SegmentProducer) -> list[PendingMessage]:
+        """``seg``'s unconfirmed messages, those already sent marked with where they went."""
+        info = self._router.layout.dag.segments.get(seg.segment_id)
+        if info is None:
+            info = self._source.current.dag.segments.get(seg.segment_id)
+        return seg.take_unresolved(info.hash_range.start if info is not None else -1)
 
     def _segment_failed(self, seg: SegmentProducer, error: BaseException) -> None:
         """A segment refused the producer for good: fail its messages, forget it."""
@@ -577,7 +590,7 @@ class AsyncProducer:
                         if seg is None:
                             continue  # reported itself gone while we waited for another
                         await seg.wait_sent(self._ctx.settings.operation_timeout)
-                        self._stale.extend(seg.take_unresolved())
+                        self._stale.extend(self._take_unresolved(seg))
                         await seg.close()
                     continue  # the layout may have moved on while we waited
                 still_active = [sid for sid in self._gone if layout.is_active(sid)]
@@ -607,9 +620,15 @@ class AsyncProducer:
         self._retiring.clear()
         self._adopt(self._source.current)
         held, self._held = self._held or collections.deque(), None
-        # Call order across both queues: a segment's send queue never takes a later message
-        # before an earlier one (C3).
-        records = sorted([*self._stale, *held], key=lambda r: r.call_no)
+        # Messages already sent go first, in sequence-id order, with those ids: a successor's
+        # deduplication judges them (ADR 0055) and must see one producer's ids ascend. Then the
+        # rest in call order across both queues: a segment's send queue never takes a later
+        # message before an earlier one (C3). A key's sent messages all precede its unsent ones.
+        stale = self._stale
+        sent = sorted((r for r in stale if r.sent_seq >= 0), key=lambda r: r.sent_seq)
+        records = sent + sorted(
+            [*(r for r in stale if r.sent_seq < 0), *held], key=lambda r: r.call_no
+        )
         self._stale = []
         for record in records:
             self._enqueue(record)

@@ -14,7 +14,9 @@ has written to. This class keeps Pulsar's producer guarantees for that segment:
   PRODUCER with backoff; messages sent meanwhile wait, unnumbered, until the producer is ready;
 * **segment gone** - ``TopicTerminated`` (from PRODUCER or SEND) hands every unconfirmed message
   back to the topic producer, which re-routes them on a newer layout
-  (``docs/protocol.md#producing-to-segments``);
+  (``docs/protocol.md#producing-to-segments``); a message already sent keeps its sequence id and
+  is resent alone, so the successor's deduplication drops it if the sealed segment stored it
+  (ADR 0055);
 * **fatal refusals** (busy, fenced, not found, unauthorized) fail the segment's messages with
   the typed error and drop the segment producer, so a later send tries again.
 
@@ -65,15 +67,22 @@ _UINT64_MAX = (1 << 64) - 1
 class _Op:
     """One entry sent (or to be sent) and not yet receipted."""
 
-    __slots__ = ("body", "created", "first_seq", "last_seq", "records")
+    __slots__ = ("batched", "body", "created", "first_seq", "last_seq", "records")
 
     def __init__(
-        self, records: list[PendingMessage], first_seq: int, last_seq: int, body: bytes
+        self,
+        records: list[PendingMessage],
+        first_seq: int,
+        last_seq: int,
+        body: bytes,
+        *,
+        batched: bool,
     ) -> None:
         self.records = records
         self.first_seq = first_seq
         self.last_seq = last_seq
         self.body = body
+        self.batched = batched
         self.created = records[0].enqueued_at
 
 
@@ -253,7 +262,7 @@ class SegmentProducer:
         return commands.send(
             self.producer_id,
             op.first_seq,
-            num_messages=count if self.options.batching else None,
+            num_messages=count if op.batched else None,
             highest_sequence_id=highest,
         )
 
@@ -273,7 +282,11 @@ class SegmentProducer:
                 ),
             )
             return
-        if not self.options.batching:
+        if not self.options.batching or record.sent_seq >= 0:
+            # A resend after a split or merge goes alone, with its key in the entry's
+            # metadata: the successor judges it against the floor of its key (ADR 0055).
+            if self._batch:
+                self.flush()
             self._sequence.assign(record)
             self._send_single(record)
             return
@@ -362,7 +375,7 @@ class SegmentProducer:
             )
             + payload
         )
-        self._dispatch(_Op(records, first, last, body))
+        self._dispatch(_Op(records, first, last, body, batched=True))
 
     def _send_single(self, record: PendingMessage) -> None:
         payload = record.value
@@ -383,7 +396,7 @@ class SegmentProducer:
             )
             + payload
         )
-        self._dispatch(_Op([record], record.seq, record.seq, body))
+        self._dispatch(_Op([record], record.seq, record.seq, body, batched=False))
 
     def _dispatch(self, op: _Op) -> None:
         self._ops.append(op)
@@ -471,9 +484,18 @@ class SegmentProducer:
 
     # -- giving up ----------------------------------------------------------------------------
 
-    def take_unresolved(self) -> list[PendingMessage]:
-        """Every message not yet confirmed, in send order; the producer holds none after."""
-        records = [r for op in self._ops for r in op.records] + self._batch + self._unsent
+    def take_unresolved(self, origin_hash: int = -1) -> list[PendingMessage]:
+        """Every message not yet confirmed, in send order; the producer holds none after.
+
+        Those already sent keep their sequence id for the re-route (``sent_seq``), and
+        ``origin_hash`` (the first hash of this segment's range) as where they were sent: the
+        segment may have stored them before it was sealed.
+        """
+        sent = [r for op in self._ops for r in op.records]
+        for record in sent:
+            record.sent_seq = record.seq
+            record.origin_hash = origin_hash
+        records = sent + self._batch + self._unsent
         self._ops.clear()
         self._batch, self._parts, self._batch_bytes, self._unsent = [], [], 0, []
         if self._timer is not None:

@@ -5,7 +5,8 @@ segment ids grow in the order messages go on the wire. An explicit id (``send(..
 sequence_id=n)``) is used as given and moves the counter past it. Without an
 ``initial_sequence_id`` the counter resumes after the highest ``last_sequence_id`` a broker reports
 when a segment producer attaches (where broker deduplication resumes); with one, the application's
-seed wins. :attr:`SequenceIds.last` is the highest id the brokers confirmed.
+seed wins. :attr:`SequenceIds.last` is the highest id the brokers confirmed. A message re-routed
+after its segment was sealed keeps the id it was sent with (ADR 0055).
 
 The topic producer owns the counter and hands it to each of its segment producers: they are the
 only callers of :meth:`~SequenceIds.assign` and :meth:`~SequenceIds.resume_after`.
@@ -32,7 +33,11 @@ class SequenceIds:
         return self._last
 
     def assign(self, record: PendingMessage) -> None:
-        """Number ``record`` as it enters a batch (its explicit id, else the next one)."""
+        """Number ``record`` as it enters a batch (the id it was already sent with, else its
+        explicit id, else the next one)."""
+        if record.sent_seq >= 0:
+            record.seq = record.sent_seq
+            return
         explicit = record.explicit_seq
         if explicit is None:
             record.seq = self._next

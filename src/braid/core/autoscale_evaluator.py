@@ -70,6 +70,9 @@ class NoActionReason(Enum):
     MERGE_WINDOW = "merge_window"  # a pair is cold, but not yet for mergeWindow
     NO_LOAD_RECORD = "no_load_record"  # a segment has no SegmentLoadStats record yet
     DEAD_BAND = "dead_band"  # load sits between the merge and split thresholds
+    #: Braid (PIP-486): more consumers than segments, but they share segments by entry bucket
+    #: and no segment's load warrants a split.
+    BUCKET_SHARING = "bucket_sharing"
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,8 @@ def decide(
 
     Returns:
         Split pass first: if any STREAM subscription has more consumers than there are active
-        segments (the per-subscription maximum, not the sum), split the busiest segment by
+        segments (the per-subscription maximum, not the sum) - and than their entry buckets can
+        serve by sharing (``layout.entry_buckets``, PIP-486) - split the busiest segment by
         msgRateIn; otherwise split the most overloaded segment (largest rate/threshold over the
         four metrics) among those with any rate above its split threshold. A wanted split is
         held back by ``maxSegments`` and ``splitCooldown``. Only if no split fires, the merge
@@ -163,7 +167,9 @@ def decide(
     active = list(layout.active_segments)
     loads = {seg.segment_id: _load_of(load_by_segment, seg.segment_id) for seg in active}
 
-    held_split = _split_pass(active, loads, required, busiest_subscription, policy, state, now_ms)
+    held_split = _split_pass(
+        active, loads, required, busiest_subscription, policy, state, now_ms, layout.entry_buckets
+    )
     if isinstance(held_split, Split):
         return held_split
     merge = _merge_pass(layout, active, loads, required, policy, state, now_ms)
@@ -204,11 +210,18 @@ def _split_pass(
     policy: AutoScalePolicy,
     state: AutoScaleState,
     now_ms: int,
+    entry_buckets: int = 1,
 ) -> Split | NoAction | None:
-    """The split that is warranted (or the guard holding it back), or None if none is."""
+    """The split that is warranted (or the guard holding it back), or None if none is.
+
+    With several entry buckets per segment (PIP-486) extra consumers share segments by bucket, so
+    consumers outnumbering segments warrant a split only beyond what the buckets can serve; up
+    to that, only a segment's load does (reported as ``BUCKET_SHARING`` when nothing is hot).
+    """
     count = len(active)
     target: SegmentInfo | None
-    if required > count:
+    shared = count < required <= count * entry_buckets
+    if required > count and not shared:
         # Consumer-driven: give the extra consumer the busiest segment's half. Segments with no
         # record count as rate 0; ties go to the lowest range start (active is sorted by it).
         splittable = [seg for seg in active if seg.hash_range.size >= 2]
@@ -226,6 +239,13 @@ def _split_pass(
             and any(r > t for r, t in zip(load.rates, policy.split_thresholds, strict=True))
         ]
         if not hot:
+            if shared:
+                return NoAction(
+                    NoActionReason.BUCKET_SHARING,
+                    f"subscription {busiest_subscription!r} has {required} consumers for {count} "
+                    f"active segments; they share segments by entry bucket ({entry_buckets} per "
+                    "segment) and no segment's load warrants a split",
+                )
             return None
         # A segment covering one hash position cannot split; the next most overloaded can.
         candidates = [(seg, score) for seg, score in hot if seg.hash_range.size >= 2]

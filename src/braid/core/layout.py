@@ -34,6 +34,9 @@ from braid.core.layout_invariants import check_layout_invariants
 from braid.core.ranges import MAX_HASH, MIN_HASH, RING_SIZE, HashRange
 from braid.core.segment_info import MAX_LONG, CorruptLayout, SegmentInfo, check_long
 
+#: The most entry buckets a segment may have (a bucket is owned by one consumer at a time).
+MAX_ENTRY_BUCKETS = 256
+
 
 class SegmentNotFound(NotFoundError):
     """The layout has no segment with the requested id."""
@@ -64,6 +67,8 @@ class SegmentLayout:
         properties: free-form string properties of the topic; read-only.
         auto_scale_policy: the topic's raw auto-scale override (a JSON object, deeply read-only),
             or ``None``; :mod:`braid.core.autoscale_policy` gives it meaning.
+        entry_buckets: the PIP-486 entry-bucket count of every segment (Braid's
+            ``entryBuckets``; 1 = no bucket sharing), fixed when the topic is created.
 
     Raises:
         CorruptLayout: the snapshot breaks an invariant (message names the offending segments).
@@ -74,6 +79,7 @@ class SegmentLayout:
     segments: Mapping[int, SegmentInfo]
     properties: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     auto_scale_policy: Mapping[str, object] | None = None
+    entry_buckets: int = 1
     _active: tuple[SegmentInfo, ...] = field(init=False, repr=False, compare=False)
     _active_starts: tuple[int, ...] = field(init=False, repr=False, compare=False)
 
@@ -100,6 +106,11 @@ class SegmentLayout:
             object.__setattr__(
                 self, "auto_scale_policy", freeze_json(self.auto_scale_policy, "autoScalePolicy")
             )
+        buckets = self.entry_buckets
+        if isinstance(buckets, bool) or not isinstance(buckets, int):
+            raise CorruptLayout(f"entryBuckets must be an integer, got {buckets!r}")
+        if not 1 <= buckets <= MAX_ENTRY_BUCKETS:
+            raise CorruptLayout(f"entryBuckets must be in 1..{MAX_ENTRY_BUCKETS}, got {buckets}")
         active = check_layout_invariants(self.epoch, self.next_segment_id, segments)
         object.__setattr__(self, "_active", active)
         object.__setattr__(self, "_active_starts", tuple(s.hash_range.start for s in active))
@@ -111,11 +122,18 @@ class SegmentLayout:
 
     @classmethod
     def initial(
-        cls, n: int, now_ms: int = 0, properties: Mapping[str, str] | None = None
+        cls,
+        n: int,
+        now_ms: int = 0,
+        properties: Mapping[str, str] | None = None,
+        *,
+        entry_buckets: int = 1,
     ) -> SegmentLayout:
         """The epoch-0 layout of a new topic: ``n`` equal active segments with ids ``0..n-1``.
 
         Each covers ``65536 // n`` positions; the last also takes the remainder up to ``0xFFFF``.
+        ``entry_buckets`` is the PIP-486 bucket count of every segment of the topic (fixed for
+        the topic's life, so a segment's boundaries never change).
 
         Raises:
             InvalidInputError: ``n`` is not an integer in ``1..65536``.
@@ -130,7 +148,9 @@ class SegmentLayout:
         for i in range(n):
             end = MAX_HASH if i == n - 1 else (i + 1) * width - 1
             segments[i] = SegmentInfo.active(i, HashRange(i * width, end), 0, now_ms)
-        return cls(0, n, segments, properties if properties is not None else {})
+        return cls(
+            0, n, segments, properties if properties is not None else {}, None, entry_buckets
+        )
 
     # ----------------------------------------------------------------------------- queries
 
@@ -346,7 +366,12 @@ class SegmentLayout:
     def with_properties(self, properties: Mapping[str, str]) -> SegmentLayout:
         """The same DAG with ``properties`` replaced; the epoch is kept (the DAG did not change)."""
         return SegmentLayout(
-            self.epoch, self.next_segment_id, self.segments, properties, self.auto_scale_policy
+            self.epoch,
+            self.next_segment_id,
+            self.segments,
+            properties,
+            self.auto_scale_policy,
+            self.entry_buckets,
         )
 
     def with_auto_scale_policy(self, policy: Mapping[str, object] | None) -> SegmentLayout:
@@ -355,15 +380,33 @@ class SegmentLayout:
         The epoch is kept: the DAG did not change.
         """
         return SegmentLayout(
-            self.epoch, self.next_segment_id, self.segments, self.properties, policy
+            self.epoch,
+            self.next_segment_id,
+            self.segments,
+            self.properties,
+            policy,
+            self.entry_buckets,
         )
 
     def _evolve(
         self, epoch: int, next_segment_id: int, segments: Mapping[int, SegmentInfo]
     ) -> SegmentLayout:
         return SegmentLayout(
-            epoch, next_segment_id, segments, self.properties, self.auto_scale_policy
+            epoch,
+            next_segment_id,
+            segments,
+            self.properties,
+            self.auto_scale_policy,
+            self.entry_buckets,
         )
+
+    @property
+    def entry_bucket_splits(self) -> tuple[int, ...]:
+        """Every segment's PIP-486 bucket boundaries: the start hashes of buckets ``1..N-1``
+        (``SegmentInfoProto.entry_bucket_splits``), equal widths of the 16-bit bucket-hash
+        space; empty with one bucket."""
+        n = self.entry_buckets
+        return tuple(i * RING_SIZE // n for i in range(1, n))
 
     def __str__(self) -> str:
         active = " ".join(f"{s.segment_id}:{s.hash_range.to_hex()}" for s in self._active)

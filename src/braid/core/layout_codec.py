@@ -28,7 +28,7 @@ def layout_to_metadata(layout: SegmentLayout) -> dict[str, object]:
 
     Keys as in the PIP; ``createdAtMs``/``sealedAtMs`` are written only when non-zero (so the
     PIP's own example, which has none, round-trips unchanged) and ``autoScalePolicy`` only when
-    set.
+    set; Braid's ``entryBuckets`` (PIP-486 buckets per segment) only when above 1.
     """
     doc: dict[str, object] = {
         "epoch": layout.epoch,
@@ -38,6 +38,8 @@ def layout_to_metadata(layout: SegmentLayout) -> dict[str, object]:
     }
     if layout.auto_scale_policy is not None:
         doc["autoScalePolicy"] = thaw_json(layout.auto_scale_policy)
+    if layout.entry_buckets != 1:
+        doc["entryBuckets"] = layout.entry_buckets
     return doc
 
 
@@ -65,6 +67,7 @@ def layout_from_metadata(doc: object) -> SegmentLayout:
         segments=segments,
         properties=_expect_object(top.get("properties", {}), "properties"),  # type: ignore[arg-type]
         auto_scale_policy=None if policy is None else freeze_json(policy, "autoScalePolicy"),
+        entry_buckets=top.get("entryBuckets", 1),  # type: ignore[arg-type]
     )
 
 
@@ -107,7 +110,7 @@ def decode_layout(data: bytes | str) -> SegmentLayout:
 
 
 _TOP_REQUIRED = frozenset({"epoch", "nextSegmentId", "segments"})
-_TOP_OPTIONAL = frozenset({"properties", "autoScalePolicy"})
+_TOP_OPTIONAL = frozenset({"properties", "autoScalePolicy", "entryBuckets"})
 _SEGMENT_REQUIRED = frozenset(
     {
         "segmentId",

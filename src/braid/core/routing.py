@@ -81,6 +81,15 @@ class SegmentRouter:
             return self._legacy[index]
         return self._active[bisect.bisect_right(self._starts, _murmur(key) >> 16) - 1]
 
+    def route_hash(self, hash_value: int) -> int:
+        """The active segment whose range holds ``hash_value`` (a ``hash16``); on an all-legacy
+        layout, the next keyless segment."""
+        if self._single is not None:
+            return self._single
+        if self._legacy:
+            return self.next_keyless()
+        return self._active[bisect.bisect_right(self._starts, hash_value) - 1]
+
     def route_keyed(self, key: str | bytes) -> int:
         """:meth:`route` for a key, computed through :mod:`braid.core.hashing` (no fast path).
 

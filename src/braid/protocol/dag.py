@@ -24,8 +24,8 @@ a broker that sends a broken DAG is refused before anything routes on it.
 Decisions where the two codecs this one replaces differed (PIP-468's and PIP-486's message is the
 reference):
 
-* ``entry_bucket_splits`` (field 12): only the client's encoder wrote it. The model carries it both
-  ways; whether a broker advertises bucket lists is the broker's choice (it advertises none yet).
+* ``entry_bucket_splits`` (field 12): the model carries it both ways; Braid's broker advertises
+  every segment's list when the topic has more than one entry bucket per segment (ADR 0055).
 * ``broker_url_tls`` and ``controller_broker_url_tls``: the message has them (fields 3 and 5),
   neither codec read or wrote them. The model carries them.
 * ``segment_brokers``: the broker listed the brokers of its active segments, the client every

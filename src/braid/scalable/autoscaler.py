@@ -305,8 +305,11 @@ class AutoScaler:
         if isinstance(decision, NoAction):
             self._record_no_action(trigger, decision, now_ms)
             return decision
-        consumer_driven = isinstance(decision, Split) and max(consumers.values(), default=0) > len(
-            layout.active_segments
+        # Consumers beyond what the segments' entry buckets serve by sharing (PIP-486).
+        consumer_driven = (
+            isinstance(decision, Split)
+            and max(consumers.values(), default=0)
+            > len(layout.active_segments) * layout.entry_buckets
         )
         if not trigger.full and not consumer_driven:
             self._record(

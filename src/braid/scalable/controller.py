@@ -51,6 +51,7 @@ from braid.scalable.resources import (
     SubscriptionTypeMismatch,
 )
 from braid.scalable.segments import SegmentAdmin
+from braid.scalable.sequence_carry import carry_sequence_ids
 
 log = logging.getLogger(__name__)
 
@@ -415,6 +416,7 @@ class ScalableTopicController:
             # already sealed and its keys moved on.
             await self._segments.terminate_segment(segment_topic_name(self.topic, parent))
         await self._step("parents-terminated")
+        await carry_sequence_ids(self._segments, self.topic, parents, children)
         self._check_leader()
         updated = await self._resources.update_layout(
             self.topic,
@@ -764,6 +766,7 @@ class ScalableTopicController:
             "totalSegments": len(layout.segments),
             "activeSegments": len(layout.active_segments),
             "sealedSegments": len(layout.sealed_segments),
+            "entryBuckets": layout.entry_buckets,
             "segments": segments,
             "subscriptions": subscriptions,
             "controller": {

@@ -51,9 +51,11 @@ from braid.core.assignment import (
     changed_consumers,
     compute_assignment,
 )
+from braid.core.bucket_sharing import bucket_ranges, share_buckets, shared_segments
 from braid.core.drain import next_segments
 from braid.core.layout import SegmentLayout
 from braid.core.names import SegmentTopicName, TopicName
+from braid.core.ranges import HashRange
 from braid.core.segment_info import SegmentInfo
 from braid.scalable.errors import NotLeader
 from braid.scalable.resources import (
@@ -76,6 +78,8 @@ class AssignedSegment:
     segment_topic: str
     #: Attach ahead: not readable yet; subscribe without permits until told otherwise.
     paused: bool = False
+    #: Shared by entry bucket (PIP-486): the segment's whole boundary list; empty = sole owner.
+    bucket_ranges: tuple[HashRange, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,8 @@ class SubscriptionCoordinator:
         self._unsaved: dict[str, ConsumerRegistration] = {}
         self._saver: asyncio.Task[None] | None = None
         self._assignment: SubscriptionAssignment | None = None
+        #: Segments several consumers share by bucket in the current assignment.
+        self._shared: frozenset[int] = frozenset()
         self._lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -198,6 +204,7 @@ class SubscriptionCoordinator:
         return {
             "type": self.sub_type.value,
             "drainedSegments": sorted(self._drained),
+            "sharedSegments": sorted(self._shared),
             "consumers": {
                 name: {
                     "connected": s.connected,
@@ -434,12 +441,23 @@ class SubscriptionCoordinator:
         if self.sub_type is SubscriptionType.STREAM:
             previous = None if deal else {n: s.segment_ids for n, s in self._sessions.items()}
             assignment = compute_assignment(self._layout, self._sessions, self._drained, previous)
+            # More consumers than readable segments: the idle ones share by bucket (PIP-486).
+            assignment = share_buckets(assignment, self._layout)
         else:
             # No cursor, nothing observable drains: every segment is assignable and the order
             # across a split is kept client-side.
             assignment = _assign_everything(self._layout, self._sessions)
         self._assignment = assignment
         changed = changed_consumers(before, assignment)
+        shared, self._shared = self._shared, shared_segments(assignment)
+        if shared != self._shared:
+            # A segment that became shared (or sole-owned) changes its consumers' attach mode.
+            flipped = shared ^ self._shared
+            changed = tuple(
+                name
+                for name in assignment.consumer_names
+                if name in changed or flipped.intersection(assignment.segments_of(name))
+            )
         ahead = self._ahead(assignment)
         for name, session in self._sessions.items():
             moved = name in changed
@@ -531,6 +549,10 @@ class SubscriptionCoordinator:
                     ahead.setdefault(name, []).append(sid)
         return {name: tuple(sorted(ids)) for name, ids in ahead.items()}
 
+    @property
+    def _bucket_ranges(self) -> tuple[HashRange, ...]:
+        return bucket_ranges(self._layout)
+
     def _view(
         self, segment_ids: Sequence[int], ahead_ids: Sequence[int] = ()
     ) -> ConsumerAssignmentView:
@@ -547,6 +569,7 @@ class SubscriptionCoordinator:
                         info.hash_range.end,
                         str(segment_topic_name(self.topic, info)),
                         paused,
+                        self._bucket_ranges if sid in self._shared else (),
                     )
                 )
         return ConsumerAssignmentView(self._layout.epoch, tuple(segments))

@@ -65,12 +65,15 @@ def layout_to_dag(
 ) -> pb.ScalableTopicDAG:
     """The wire form of a layout; ``segment_brokers`` lists the brokers of active segments
     (``*_tls``: the ``pulsar+ssl://`` URLs of those with a TLS listener)."""
+    splits = layout.entry_bucket_splits
     return ScalableTopicDag.of_layout(
         layout,
         segment_brokers=segment_brokers,
         controller_broker_url=controller_url,
         segment_brokers_tls=segment_brokers_tls,
         controller_broker_url_tls=controller_url_tls,
+        # PIP-486: every segment advertises its bucket boundaries (none with one bucket).
+        entry_bucket_splits={sid: splits for sid in layout.segments} if splits else None,
     ).to_proto()
 
 

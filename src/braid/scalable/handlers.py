@@ -48,13 +48,15 @@ _CONSUMER_TYPES = {
 def assignment_to_proto(view: ConsumerAssignmentView) -> pb.ScalableConsumerAssignment:
     assignment = pb.ScalableConsumerAssignment(layout_epoch=view.layout_epoch)
     for segment in view.segments:
-        assignment.segments.add(
+        entry = assignment.segments.add(
             segment_id=segment.segment_id,
             hash_start=segment.hash_start,
             hash_end=segment.hash_end,
             segment_topic=segment.segment_topic,
             paused=segment.paused,
         )
+        for bucket in segment.bucket_ranges:
+            entry.bucket_ranges.add(start=bucket.start, end=bucket.end)
     return assignment
 
 

@@ -70,6 +70,7 @@ def settings_from_config(broker: BrokerService) -> ScalableTopicSettings:
         default_retention_minutes=config.default_retention_time_in_minutes,
         auto_scale=policy,
         max_sessions_per_connection=config.scalable_topic_max_sessions_per_connection,
+        entry_buckets=config.scalable_topic_entry_buckets,
     )
 
 

@@ -5,7 +5,8 @@ A structural change runs in PIP-468's order::
     1 record the operation     /topics/.../operation, created with CAS (one operation at a time)
     2 discover subscriptions   metadata subscriptions + durable cursors on every parent
     3 create the children      segment topics with a cursor at earliest for each subscription
-    4 terminate the parents    sequentially; producers get TopicTerminated
+    4 terminate the parents    sequentially; producers get TopicTerminated; then each child
+                               inherits its parents' dedup state (ADR 0055)
     5 CAS the layout           parents SEALED with child pointers, children ACTIVE, epoch + 1
     6 drop the record, notify  coordinators rebalance; DAG watchers saw step 5 themselves
 

@@ -13,6 +13,10 @@ Drained (per subscription, ``SegmentDrainChecker`` upstream): the segment is ter
 subscription's cursor on it has nothing left — no backlog. A sealed segment on which the
 subscription has no cursor yet is *not* drained (its consumer creates the cursor when it attaches);
 a segment whose topic is gone (pruned after retention) counts as drained.
+
+Deduplication state across a split or merge (ADR 0055): once the parents are sealed the
+controller reads each one's final state (:meth:`SegmentAdmin.sequence_ids`) and hands every child
+what it inherits (:meth:`SegmentAdmin.inherit_sequence_ids`) before the layout names the child.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from braid.broker.errors import SubscriptionNotFound, TopicNotFound
+from braid.core.inherited_sequence_ids import InheritedSequenceIds, SegmentSequenceIds
 from braid.core.names import SegmentTopicName
 
 if TYPE_CHECKING:
@@ -90,6 +95,21 @@ class SegmentAdmin(Protocol):
 
     async def broker_url(self, segment: SegmentTopicName) -> str:
         """The service URL of the broker that serves the segment (what DAG watchers are told)."""
+        ...
+
+    async def sequence_ids(self, segment: SegmentTopicName) -> SegmentSequenceIds:
+        """The sealed segment's deduplication state (empty without deduplication or topic)."""
+        ...
+
+    async def inherit_sequence_ids(
+        self, segment: SegmentTopicName, inherited: InheritedSequenceIds
+    ) -> None:
+        """Store, durably, what the segment inherits from its parents (idempotent; nothing to do
+        when the segment does not deduplicate).
+
+        Raises:
+            TopicNotFound: the segment topic does not exist.
+        """
         ...
 
 
@@ -175,7 +195,22 @@ class LocalSegmentAdmin:
         return topic.stats()
 
     async def broker_url(self, segment: SegmentTopicName) -> str:
-        return self._broker.service_url
+        # What a LOOKUP of the segment answers (the first advertised listener, if any).
+        return self._broker.lookup_url()
+
+    async def sequence_ids(self, segment: SegmentTopicName) -> SegmentSequenceIds:
+        try:
+            topic = await self._broker.get_or_create_topic(str(segment), create=False)
+        except TopicNotFound:
+            return SegmentSequenceIds()
+        return topic.dedup.export() if topic.dedup is not None else SegmentSequenceIds()
+
+    async def inherit_sequence_ids(
+        self, segment: SegmentTopicName, inherited: InheritedSequenceIds
+    ) -> None:
+        topic = await self._broker.get_or_create_topic(str(segment), create=False)
+        if topic.dedup is not None:
+            await topic.dedup.inherit(inherited)
 
 
 __all__ = ["LocalSegmentAdmin", "SegmentAdmin"]

@@ -32,7 +32,7 @@ from typing import Any
 
 from braid.broker.broker_registry import BrokerAddressInUse, BrokerRegistry
 from braid.broker.errors import TopicBusy
-from braid.broker.service import managed_ledger_name
+from braid.broker.topic_names import managed_ledger_name
 from braid.broker.topic_policies import TopicPolicies
 from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
@@ -91,6 +91,7 @@ class ScalableTopicSettings:
     max_initial_segments: int = 64  # scalableTopicMaxSegments (PIP-483's cap)
     auto_scale: AutoScalePolicy = field(default_factory=AutoScalePolicy)  # PIP-483's keys
     max_sessions_per_connection: int = 1_000  # scalableTopicMaxSessionsPerConnection
+    entry_buckets: int = 1  # scalableTopicEntryBuckets (PIP-486 buckets per segment, Braid)
 
 
 class NamespacePolicySource:
@@ -352,7 +353,12 @@ class ScalableTopicService:
             )
         if not await self._namespaces.namespace_exists(topic.tenant, topic.namespace):
             raise ScalableTopicNotFound(f"namespace {topic.namespace_name} does not exist")
-        layout = SegmentLayout.initial(num_segments, self._clock.now_ms(), properties or {})
+        layout = SegmentLayout.initial(
+            num_segments,
+            self._clock.now_ms(),
+            properties or {},
+            entry_buckets=self.settings.entry_buckets,
+        )
         await self.resources.create_layout(topic, layout)
         try:
             for segment in layout.active_segments:

@@ -248,3 +248,36 @@ def test_a_killed_owners_bundles_move_and_no_acknowledged_message_is_lost(
     assert report.acknowledged > 600
     assert report.lost == 0, report.line()
     assert report.reordered == 0, f"{report.line()}: {report.order_problems}"
+
+
+def test_a_partitioned_topics_partitions_spread_over_the_brokers(cluster: Cluster) -> None:
+    """Creating a partitioned topic through one broker's admin API writes its partition count
+    only: each partition is loaded by the owner of its bundle on first use, so the partitions
+    spread over the brokers instead of all landing on the broker that took the call."""
+    cluster.start()
+    brokers = cluster.brokers
+    topic = "persistent://public/default/spread-partitioned"
+    partitions = [f"{topic}-partition-{i}" for i in range(8)]
+    with AdminClient(brokers[0].web_url) as admin:
+        admin.topics.create_partitioned(topic, 8)
+    assert not {bundle_of(p) for p in partitions} & set(ownership_nodes(cluster.zk_url))
+    client = pulsar.Client(brokers[0].service_url, operation_timeout_seconds=30)
+    try:
+        consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        producer = client.create_producer(
+            topic,
+            batching_enabled=False,
+            message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution,
+        )
+        for n in range(32):
+            producer.send(b"m-%d" % n)
+        got = set()
+        for _ in range(32):
+            message = consumer.receive(timeout_millis=30_000)
+            got.add(message.data())
+            consumer.acknowledge(message)
+        assert got == {b"m-%d" % n for n in range(32)}
+    finally:
+        client.close()
+    owners = {p: http_lookup(brokers[1], p) for p in partitions}
+    assert len(set(owners.values())) >= 2, owners

@@ -9,7 +9,7 @@ import pytest
 
 from braid.admin.client import AdminClient
 from braid.admin.client_errors import AdminInvalidInputError
-from braid.broker.service import managed_ledger_name
+from braid.broker.topic_names import managed_ledger_name
 from braid.cli.main import main
 from braid.cli.standalone import StandaloneServer
 from braid.core.names import TopicName

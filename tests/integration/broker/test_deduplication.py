@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from braid.broker.dedup import DEDUP_CURSOR_NAME, MessageDeduplication
-from braid.broker.service import managed_ledger_name, parse_topic_name
+from braid.broker.topic_names import managed_ledger_name, parse_topic_name
 from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from tests.integration.broker.conftest import StackHolder
@@ -138,3 +138,22 @@ async def test_resend_while_the_first_copy_is_in_flight_closes_the_producer(
     resent = await publish(again, 2, "racer", 0, b"once")
     assert resent.send_receipt.message_id.ledgerId == DUPLICATE_ID
     assert _entries(holder) == 1
+
+
+async def test_a_terminated_topic_answers_a_resend_of_what_it_stored_with_its_receipt(
+    holder: StackHolder,
+) -> None:
+    """As Pulsar: deduplication comes before the terminated check (ADR 0055)."""
+    await _enable_dedup(holder)
+    raw, _ = await _producer(holder, "sealed")
+    for seq in range(3):
+        await publish(raw, 1, "sealed", seq)
+    assert holder.stack is not None
+    await holder.stack.service.terminate_topic(TOPIC)
+    resent = await publish(raw, 1, "sealed", 2)
+    assert resent.type == pb.BaseCommand.SEND_RECEIPT
+    assert resent.send_receipt.message_id.ledgerId == DUPLICATE_ID
+    refused = await publish(raw, 1, "sealed", 3)
+    assert refused.type == pb.BaseCommand.SEND_ERROR
+    assert refused.send_error.error == pb.TopicTerminatedError
+    assert _entries(holder) == 3

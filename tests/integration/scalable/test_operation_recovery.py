@@ -14,24 +14,13 @@ import pytest
 from braid.core.names import SegmentTopicName, TopicName
 from braid.scalable.controller import STEPS
 from braid.scalable.resources import SubscriptionType
+from tests.support.controller_faults import ControllerKilled, kill_at
 from tests.support.polling import eventually
 from tests.support.raw_client import RawClient
 from tests.support.scalable_stack import ScalableStack, second_service
 from tests.support.segment_io import drain, produce
 
 TOPIC = TopicName.parse("topic://public/default/orders")
-
-
-class ControllerKilled(Exception):
-    """Stands for the controller's process dying at a step."""
-
-
-def kill_at(step: str):
-    async def hook(name: str) -> None:
-        if name == step:
-            raise ControllerKilled(step)
-
-    return hook
 
 
 def name_of(stack_layout: object, segment_id: int) -> str:

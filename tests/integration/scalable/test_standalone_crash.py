@@ -2,8 +2,9 @@
 
 The fault point ``BRAID_FAULT_PAUSE_AT`` stops the controller right after one step; the test then
 SIGKILLs the process, restarts it on the same data directory without the fault, and checks that
-the operation finished by itself, and that every message acknowledged before the crash is still
-there for the subscription.
+the operation finished by itself, that every message acknowledged before the crash is still
+there for the subscription, and (deduplication on) that every child knows its parents' last
+sequence ids (PIP-460 "Exactly-once", ADR 0055).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from braid.scalable.controller import STEPS
 from braid.scalable.faults import FAULT_ENV
 from tests.support.polling import wait_for
 from tests.support.raw_client import RawClient
-from tests.support.segment_io import drain, produce
+from tests.support.segment_io import drain, last_sequence_id, produce
 
 BASE = "/admin/v2/scalable/public/default/orders"
 
@@ -41,7 +42,7 @@ def crashing(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Standal
 
 
 def _env() -> dict[str, str]:
-    return dict(os.environ)
+    return {**os.environ, "BRAID_brokerDeduplicationEnabled": "true"}
 
 
 def segment(layout: dict[str, object], segment_id: int) -> str:
@@ -72,8 +73,8 @@ def test_sigkill_at_a_cut_point_then_restart_completes_the_operation(
         async def fill() -> None:
             raw = await raw_for(process)
             try:
-                await produce(raw, segment(layout, 0), [b"a0", b"a1"])
-                await produce(raw, segment(layout, 1), [b"b0"])
+                await produce(raw, segment(layout, 0), [b"a0", b"a1"], producer_name="pa")
+                await produce(raw, segment(layout, 1), [b"b0"], producer_name="pb")
             finally:
                 await raw.close()
 
@@ -120,6 +121,13 @@ def test_sigkill_at_a_cut_point_then_restart_completes_the_operation(
             try:
                 assert await drain(raw, segment(after, 0), "s", 2) == [b"a0", b"a1"]
                 assert await drain(raw, segment(after, 1), "s", 1) == [b"b0"]
+                # The children inherited the sealed parents' sequence ids (a resend is a dup).
+                for child in active:
+                    if child == 1:
+                        continue
+                    assert await last_sequence_id(raw, segment(after, child), "pa") == 1
+                    if kind == "merge":
+                        assert await last_sequence_id(raw, segment(after, child), "pb") == 0
             finally:
                 await raw.close()
 

@@ -120,3 +120,27 @@ def test_leaving_while_disconnected_sends_no_unsubscribe() -> None:
     state.registration_failed()
     assert state.needs_registration
     assert state.leaving() is False
+
+
+def test_layout_epoch_zero_is_valid_and_a_negative_or_boolean_epoch_is_refused() -> None:
+    assert Assignment(0).layout_epoch == 0
+    for bad in (-1, True, 1.0):
+        with pytest.raises(InvalidInputError) as refused:
+            Assignment(bad)  # type: ignore[arg-type]
+        assert str(refused.value) == f"assignment layout_epoch must be >= 0, got {bad!r}"
+
+
+def test_an_assignment_names_a_segment_filed_under_the_wrong_id_or_given_twice() -> None:
+    with pytest.raises(InvalidInputError, match=r"^assigned segment keyed 4 is 3$"):
+        Assignment(1, {4: seg(3)})
+    with pytest.raises(InvalidInputError, match=r"^segment 3 is assigned twice$"):
+        Assignment.of(1, [seg(3), seg(3)])
+
+
+def test_an_assignments_segments_cannot_be_changed_after_it_is_built() -> None:
+    given_segments = {3: seg(3)}
+    assignment = Assignment(1, given_segments)
+    given_segments[4] = seg(4)  # the caller's dict is copied, not kept
+    assert list(assignment.segments) == [3]
+    with pytest.raises(TypeError):
+        assignment.segments[5] = seg(5)  # type: ignore[index]

@@ -72,3 +72,15 @@ def test_token_of_finds_a_pending_delivery() -> None:
     assert v.token_of(5, (1, 2)) is None
     v.ack_up_to(t)
     assert v.token_of(0, (1, 2)) is None
+
+
+def test_forgetting_a_segment_drops_its_pending_deliveries_and_tolerates_unknown_ids() -> None:
+    vector: PositionVector[int] = PositionVector()
+    vector.delivered(1, 10)
+    kept = vector.delivered(2, 20)
+    vector.forget_segment(1)
+    vector.forget_segment(99)  # never delivered: nothing to forget, no error
+    assert vector.pending(1) == 0
+    assert vector.token_of(1, 10) is None
+    assert vector.token_of(2, 20) == kept
+    assert vector.ack_up_to(kept) == {2: 20}

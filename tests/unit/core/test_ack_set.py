@@ -57,3 +57,15 @@ def test_words_outside_int64_are_refused(word: object) -> None:
 def test_negative_batch_index_is_refused() -> None:
     with pytest.raises(InvalidInputError):
         ack_set.of_indexes([-1])
+
+
+@pytest.mark.parametrize("word", [-(2**63), -1, 0, 2**63 - 1])
+def test_every_signed_64_bit_word_is_accepted_as_it_is(word: int) -> None:
+    assert ack_set.check_words([word, 5]) == (word, 5)
+
+
+@pytest.mark.parametrize("word", [-(2**63) - 1, 2**63, 2**64 - 1])
+def test_a_word_outside_the_signed_64_bit_range_is_refused_naming_it(word: int) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        ack_set.check_words([0, word])
+    assert str(refused.value) == f"ack set word {word!r} is not a signed 64-bit integer"

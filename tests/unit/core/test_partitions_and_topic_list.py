@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from braid.core.partitions import (
+    MAX_PARTITIONS,
     InvalidPartitionCount,
     check_partition_count,
     partition_index,
@@ -81,3 +82,29 @@ def test_pattern_matches_names_without_scheme_and_partition_suffix() -> None:
         compile_pattern("public/default/(")
     with pytest.raises(InvalidTopicsPattern):
         compile_pattern("kafka://public/default/x")
+
+
+def test_the_largest_partition_count_is_accepted_and_the_refusal_names_the_range() -> None:
+    assert check_partition_count(MAX_PARTITIONS) == MAX_PARTITIONS
+    with pytest.raises(InvalidPartitionCount) as refused:
+        check_partition_count(MAX_PARTITIONS + 1)
+    assert str(refused.value) == (
+        f"the number of partitions must be an integer from 1 to {MAX_PARTITIONS}, "
+        f"got {MAX_PARTITIONS + 1}"
+    )
+
+
+def test_a_regex_around_the_domain_word_keeps_what_precedes_it() -> None:
+    assert remove_domain_scheme("^persistent://public/default/x.*") == "^public/default/x.*"
+    # Only the first "://" separates the domain: a later one belongs to the pattern.
+    assert remove_domain_scheme("persistent://public/default/x(://)?") == "public/default/x(://)?"
+    with pytest.raises(InvalidTopicsPattern) as refused:
+        remove_domain_scheme("kafka://public/default/x")
+    assert "unsupported topic domain 'kafka'" in str(refused.value)
+    with pytest.raises(InvalidTopicsPattern, match="is not a regex"):
+        compile_pattern("public/default/(")
+
+
+def test_a_name_without_namespace_is_matched_without_its_partition_suffix() -> None:
+    topics = ["persistent://orders-partition-1", "persistent://payments"]
+    assert filter_topics(topics, compile_pattern("orders")) == [topics[0]]

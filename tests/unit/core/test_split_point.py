@@ -165,3 +165,18 @@ def test_the_split_point_moves_only_when_the_histogram_says_so() -> None:
     nearby = [0.0] * 55 + [100.0] * 9  # one bucket lower: within 1/16 of the range
     assert not split_point_moved(FULL, skewed, nearby)
     assert not split_point_moved(HashRange(3, 3), None, skewed)
+
+
+def test_a_move_of_exactly_a_sixteenth_of_the_range_is_not_a_move() -> None:
+    """The threshold is strict: the balanced cut four buckets (1/16 of 64) below the midpoint
+    keeps the old split point, five buckets below moves it."""
+    at_threshold = [0.0] * 64
+    at_threshold[27] = at_threshold[28] = 50.0  # half the load below bucket 28's boundary
+    beyond = [0.0] * 64
+    beyond[26] = beyond[27] = 50.0  # half below bucket 27's boundary
+    sixteenth = FULL.size // 16
+    midpoint = midpoint_split_hash(FULL)
+    assert midpoint - balanced_split_hash(FULL, at_threshold) == sixteenth
+    assert not split_point_moved(FULL, None, at_threshold)
+    assert midpoint - balanced_split_hash(FULL, beyond) > sixteenth
+    assert split_point_moved(FULL, None, beyond)
