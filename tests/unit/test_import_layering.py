@@ -71,6 +71,7 @@ _ADMIN_CLIENT = {
     "braid.admin.client_scalable",
     "braid.admin.client_schemas",
     "braid.admin.client_tenants",
+    "braid.admin.client_topic_admin",
     "braid.admin.client_topics",
     "braid.admin.client_transport",
 }

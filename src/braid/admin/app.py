@@ -46,7 +46,9 @@ from braid.admin.scalable import scalable_router
 from braid.admin.schemas import schemas_router
 from braid.admin.stale_reads import StaleReadHeader
 from braid.admin.tenants import tenants_router
-from braid.admin.topics import PersistentTopicAdmin, topics_router
+from braid.admin.topic_operations import TopicOperationsBroker, topic_operations_router
+from braid.admin.topic_settings import PolicyResolver, topic_settings_router
+from braid.admin.topics import topics_router
 from braid.broker.authorization import AuthorizationService
 from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.cluster_metadata import ClusterData
@@ -66,7 +68,7 @@ from braid.storage.autorecovery import AutoRecoveryService, BookieAdmin
 from braid.storage.autorecovery.metrics import AutoRecoveryCollector
 
 
-class TopicAdmin(PersistentTopicAdmin, PartitionAdmin, LookupService, Protocol):
+class TopicAdmin(TopicOperationsBroker, PartitionAdmin, LookupService, Protocol):
     """What the admin API needs from the broker (``BrokerService`` provides it)."""
 
     @property
@@ -79,6 +81,11 @@ class TopicAdmin(PersistentTopicAdmin, PartitionAdmin, LookupService, Protocol):
     def schemas(self) -> TopicSchemas: ...
 
     def storage_status(self) -> Mapping[str, object]: ...
+
+    @property
+    def applied_policies(self) -> PolicyResolver:
+        """Policies in force per topic (topic, namespace, broker level)."""
+        ...
 
 
 def create_app(
@@ -180,7 +187,11 @@ def create_app(
         f"pulsar://{config.advertised_address}:{config.broker_service_port}",
     )
     v2.include_router(clusters_router(config.cluster_name, resources.metadata, own))
+    v2.include_router(topic_operations_router(broker))
     v2.include_router(backlog_limits_router(resources, TopicPolicies(resources.metadata)))
+    v2.include_router(
+        topic_settings_router(resources, TopicPolicies(resources.metadata), broker.applied_policies)
+    )
     v2.include_router(schemas_router(broker.schemas, resources))
     v2.include_router(
         partitioned_router(

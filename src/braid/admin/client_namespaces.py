@@ -7,12 +7,14 @@ import builtins
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from braid.admin.client_topic_admin import NamespaceCaps
 from braid.admin.client_transport import _Http, _namespace_path, _policy, _q, _tenant_path
 from braid.core.errors import InvalidInputError
 
 
-class Namespaces:
-    """``/admin/v2/namespaces``: namespaces (``tenant/namespace``) and their policies."""
+class Namespaces(NamespaceCaps):
+    """``/admin/v2/namespaces``: namespaces (``tenant/namespace``) and their policies (the caps
+    through ``get_policy`` / ``set_policy`` / ``remove_policy``)."""
 
     def __init__(self, http: _Http) -> None:
         self._http = http

@@ -7,13 +7,15 @@ import builtins
 from collections.abc import Sequence
 from typing import Any
 
+from braid.admin.client_topic_admin import PolicySettings, TopicOperations
 from braid.admin.client_transport import _Http, _namespace_path, _q, _topic, _topic_path
 from braid.core.errors import InvalidInputError
 from braid.core.names import TopicDomain, TopicName
 
 
-class Topics:
-    """``/admin/v2/persistent``: classic ``persistent://`` topics."""
+class Topics(PolicySettings, TopicOperations):
+    """``/admin/v2/persistent``: classic ``persistent://`` topics (with their settings and the
+    inspection and cursor operations of :mod:`braid.admin.client_topic_admin`)."""
 
     def __init__(self, http: _Http) -> None:
         self._http = http

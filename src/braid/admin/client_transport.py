@@ -108,6 +108,35 @@ class _Http:
         Raises:
             AdminError: the category matching the answer, or why there was none.
         """
+        response = self.send(method, path, body=body, params=params)
+        target = f"{self.url}{path}"
+        if response.status_code == 204 or not response.content:
+            return None
+        if response.headers.get("content-type", "").startswith("application/json"):
+            try:
+                return response.json()
+            except ValueError as exc:
+                raise AdminError(
+                    f"the broker answered {method} {path} with invalid JSON: {exc}",
+                    status=response.status_code,
+                    method=method,
+                    url=target,
+                ) from exc
+        return response.text
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        """Send ``method path``; returns the successful response as it came (bytes, headers).
+
+        Raises:
+            AdminError: the category matching the answer, or why there was none.
+        """
         target = f"{self.url}{path}"
         try:
             response = self.client.request(
@@ -137,16 +166,4 @@ class _Http:
             ) from exc
         if response.status_code >= 400:
             raise error_from_response(response)
-        if response.status_code == 204 or not response.content:
-            return None
-        if response.headers.get("content-type", "").startswith("application/json"):
-            try:
-                return response.json()
-            except ValueError as exc:
-                raise AdminError(
-                    f"the broker answered {method} {path} with invalid JSON: {exc}",
-                    status=response.status_code,
-                    method=method,
-                    url=target,
-                ) from exc
-        return response.text
+        return response

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from braid.broker.client_limits import ClientLimits
+from braid.broker.applied_policies import AppliedPolicyResolver
 from braid.broker.consumer import Consumer, Delivery, SubType
 from braid.broker.errors import (
     ChecksumMismatch,
@@ -141,8 +141,8 @@ class TopicService(Protocol):
         ...
 
     @property
-    def client_limits(self) -> ClientLimits:
-        """Caps on producers and consumers per topic, subscription and connection."""
+    def applied_policies(self) -> AppliedPolicyResolver:
+        """The caps on producers and consumers in force per topic (topic, namespace, broker)."""
         ...
 
     @property
@@ -391,7 +391,8 @@ class TopicCommands:
             await channel.authorize(TopicOperation.PRODUCE, req.topic)
             topic = await self._service.get_or_create_topic(req.topic)
             # This request is among the pending ones: the others are what the connection holds.
-            self._service.client_limits.check_producer(
+            limits = await self._service.applied_policies.client_limits(topic.name)
+            limits.check_producer(
                 topic.name,
                 len(topic.producers),
                 len(self._producers) + len(self._pending_producers) - 1,
@@ -541,7 +542,8 @@ class TopicCommands:
             await self._channel.authorize(TopicOperation.CONSUME, req.topic, req.subscription)
             topic = await self._service.get_or_create_topic(req.topic)
             existing = topic.subscriptions.get(req.subscription)
-            self._service.client_limits.check_consumer(
+            limits = await self._service.applied_policies.client_limits(topic.name)
+            limits.check_consumer(
                 topic.name,
                 req.subscription,
                 topic.connected_clients()[1],

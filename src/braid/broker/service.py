@@ -29,11 +29,11 @@ import logging
 import secrets
 from collections.abc import Callable, Mapping
 
+from braid.broker.applied_policies import AppliedPolicyResolver
 from braid.broker.authorization import AuthorizationService
 from braid.broker.backlog_quota import QuotaMap
 from braid.broker.backlog_quota_manager import BacklogQuotaManager
 from braid.broker.bundles import NamespaceBundle, NamespaceBundles, topic_hash
-from braid.broker.client_limits import ClientLimits
 from braid.broker.compaction import CompactionStatus
 from braid.broker.compaction_monitor import CompactionMonitor
 from braid.broker.config import (
@@ -138,14 +138,6 @@ class BrokerService:
         self._next_refusal_log = 0.0
         #: maxConcurrentLookupRequest: lookups in flight, every connection and command counted.
         self.lookups = LookupLimiter(config.max_concurrent_lookup_request)
-        #: maxProducersPerTopic, maxConsumersPerSubscription, ... (the handlers check them).
-        self.client_limits = ClientLimits(
-            config.max_producers_per_topic,
-            config.max_consumers_per_topic,
-            config.max_consumers_per_subscription,
-            config.max_producers_per_connection,
-            config.max_consumers_per_connection,
-        )
         self._server: asyncio.Server | None = None
         self._port: int | None = None
         #: Who each connection is, and what it may do (Pulsar's authentication/authorization keys).
@@ -189,6 +181,11 @@ class BrokerService:
         )
         #: Topic-level policies, backlog quotas and the TTL / retention checks (ADR 0045).
         self.topic_policies = TopicPolicies(metadata)
+        #: Retention, deduplication and caps in force per topic: topic > namespace > broker.
+        self.applied_policies = AppliedPolicyResolver(
+            metadata, resources, self.topic_policies, config, loaded=lambda: self._topics,
+            unload=self.unload_topic,
+        )  # fmt: skip
         self.backlog_quotas = BacklogQuotaManager(
             lambda: self._topics,
             self._namespace_quotas,
@@ -333,7 +330,7 @@ class BrokerService:
     ) -> list[asyncio.Task[None]]:
         """Unload every loaded topic of ``bundle`` now (to ``assigned``, if named)."""
         return [
-            self.unload_topic(topic, assigned)
+            self.unload_topic(topic, "bundle unloaded", assigned)
             for name, topic in list(self._topics.items())
             if (parsed := parse_topic_name(name)).namespace_name == bundle.namespace
             and bundle.includes(topic_hash(parsed))
@@ -399,6 +396,7 @@ class BrokerService:
             return
         self._closing = True
         self._unwatch_policies()
+        self.applied_policies.close()
         await self.compaction_monitor.close()
         await self.limits_monitor.close()
         self.topic_events.close()
@@ -565,16 +563,16 @@ class BrokerService:
                 f"topic {topic} does not exist and auto topic creation is disabled for "
                 f"namespace {topic.namespace_name}"
             )
+        applied = await self.applied_policies.resolve(topic)
+        ledger_config = applied.ledger_config(self._ledger_config(policies))
         ledger = await self.ml_factory.open(
-            ml_name, ledger_config_for(topic, self._ledger_config(policies)), create_if_missing=True
+            ml_name, ledger_config_for(topic, ledger_config), create_if_missing=True
         )
         try:
             loaded = await PersistentTopic.load(
                 str(topic),
                 ledger,
-                dedup_enabled=policies.is_deduplication_enabled(
-                    self.config.broker_deduplication_enabled
-                ),
+                dedup_enabled=applied.deduplication_enabled,
                 settings=self._dispatch_settings,
                 clock=self.clock,
                 on_drained=self._subscription_drained,
@@ -659,8 +657,9 @@ class BrokerService:
         for name in list(self._topics):
             topic = parse_topic_name(name)
             if (topic.tenant, topic.namespace) == (tenant, namespace):
+                own = await self.applied_policies.ledger_config(topic, config)
                 await self.ml_factory.open(
-                    managed_ledger_name(topic), ledger_config_for(topic, config)
+                    managed_ledger_name(topic), ledger_config_for(topic, own)
                 )
                 refreshed += 1
         return refreshed
@@ -694,25 +693,33 @@ class BrokerService:
     def _topic_fenced(self, topic: PersistentTopic) -> None:
         """Another writer took ``topic``'s managed ledger over: unload it (its clients reconnect;
         the next use recovers the ledger as a new owner does, ADR 0040)."""
-        self.unload_topic(topic)
+        self.unload_topic(topic, "fenced")
 
     def unload_topic(
-        self, topic: PersistentTopic, to: AssignedBroker | None = None
+        self, topic: PersistentTopic, why: str = "unloaded", to: AssignedBroker | None = None
     ) -> asyncio.Task[None]:
-        """Forget and close ``topic``: its clients reconnect (to ``to``, if named)."""
+        """Forget and close ``topic`` now: its clients reconnect (to ``to``, if named) and the
+        next use loads it again."""
         if self._topics.get(topic.name) is topic:
             del self._topics[topic.name]
-        task = asyncio.ensure_future(self._close_unloaded(topic, to))
+        task = asyncio.ensure_future(self._close_unloaded(topic, why, to))
         self._unloading.add(task)
         task.add_done_callback(self._unloading.discard)
         return task
 
-    async def _close_unloaded(self, topic: PersistentTopic, to: AssignedBroker | None) -> None:
+    async def _close_unloaded(
+        self, topic: PersistentTopic, why: str, to: AssignedBroker | None
+    ) -> None:
         try:
             await topic.close(to)
         except Exception:
-            log.exception("closing unloaded topic %s failed", topic.name)
-        log.info("unloaded topic %s (clients sent to %s)", topic.name, to and to.service_url)
+            log.exception("closing unloaded topic %s (%s) failed", topic.name, why)
+        log.info(
+            "unloaded topic %s (%s; clients sent to %s)",
+            topic.name,
+            why,
+            to and to.service_url,
+        )
 
     def _subscription_drained(self, topic: str, subscription: str) -> None:
         for listener in list(self.drain_listeners):

@@ -1,13 +1,16 @@
-"""Topic-level policies (Pulsar's ``TopicPolicies``): the backlog quotas and message TTL set on
-one topic.
+"""Topic-level policies (Pulsar's ``TopicPolicies``): the backlog quotas, message TTL, retention,
+deduplication and producer/consumer caps set on one topic.
 
 Pulsar keeps topic policies in a per-namespace system topic; Braid keeps them where its other
 metadata lives, one JSON node per topic at ``/admin/topic-policies/{tenant}/{namespace}/{domain}/
-{local name}`` with Pulsar's keys (``backLogQuotaMap``, keyed by quota type, and
-``messageTTLInSeconds``). A scalable topic's policies are its own node (``topic`` domain) and
-apply to every segment of its DAG, and a partitioned topic's apply to its partitions: see
-:func:`policy_topic`. Every change is a compare-and-swap on the node's version, retried on
-conflict; a node left empty is deleted.
+{local name}`` with Pulsar's keys (``backLogQuotaMap``, keyed by quota type,
+``messageTTLInSeconds``, ``retentionPolicies``, ``deduplicationEnabled``, ``maxProducerPerTopic``,
+``maxConsumerPerTopic``, ``maxConsumersPerSubscription``; :data:`SETTINGS` names the last five,
+which :meth:`TopicPolicies.setting` and :meth:`TopicPolicies.set_setting` read and write as stored
+JSON values - :mod:`braid.broker.applied_policies` validates and interprets them). A scalable
+topic's policies are its own node (``topic`` domain) and apply to every segment of its DAG, and a
+partitioned topic's apply to its partitions: see :func:`policy_topic`. Every change is a
+compare-and-swap on the node's version, retried on conflict; a node left empty is deleted.
 """
 
 from __future__ import annotations
@@ -33,6 +36,15 @@ from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
 TOPIC_POLICIES_ROOT = "/admin/topic-policies"
 _KEY = "backLogQuotaMap"  # Pulsar's TopicPolicies field names
 _TTL_KEY = "messageTTLInSeconds"
+RETENTION = "retentionPolicies"
+DEDUPLICATION = "deduplicationEnabled"
+MAX_PRODUCERS = "maxProducerPerTopic"
+MAX_CONSUMERS = "maxConsumerPerTopic"
+MAX_CONSUMERS_PER_SUBSCRIPTION = "maxConsumersPerSubscription"
+#: The topic-level settings kept as plain JSON values under Pulsar's ``TopicPolicies`` keys.
+SETTINGS = frozenset(
+    {RETENTION, DEDUPLICATION, MAX_PRODUCERS, MAX_CONSUMERS, MAX_CONSUMERS_PER_SUBSCRIPTION}
+)
 _CAS_ATTEMPTS = 20
 
 
@@ -48,7 +60,8 @@ def policy_topic(name: TopicName) -> TopicName:
     return name
 
 
-def _path(topic: TopicName) -> str:
+def policy_path(topic: TopicName) -> str:
+    """The metadata node of ``topic``'s own policies (``topic`` as :func:`policy_topic` gives)."""
     local = quote(topic.local_name, safe="")
     return f"{TOPIC_POLICIES_ROOT}/{topic.tenant}/{topic.namespace}/{topic.domain.value}/{local}"
 
@@ -60,7 +73,7 @@ class TopicPolicies:
         self._metadata = metadata
 
     async def _read(self, topic: TopicName) -> dict[str, Any]:
-        got = await self._metadata.get(_path(policy_topic(topic)))
+        got = await self._metadata.get(policy_path(policy_topic(topic)))
         doc = json.loads(got[0].decode("utf-8")) if got is not None and got[0] else {}
         return doc if isinstance(doc, dict) else {}
 
@@ -73,6 +86,27 @@ class TopicPolicies:
         """The topic's own message TTL in seconds (``None``: the namespace's applies)."""
         ttl = (await self._read(topic)).get(_TTL_KEY)
         return None if ttl is None else check_ttl(ttl)
+
+    async def settings(self, topic: TopicName) -> dict[str, Any]:
+        """The topic's own :data:`SETTINGS` that are set, by key (stored JSON values)."""
+        doc = await self._read(topic)
+        return {key: doc[key] for key in SETTINGS if doc.get(key) is not None}
+
+    async def setting(self, topic: TopicName, key: str) -> Any:
+        """One of :data:`SETTINGS` as stored (``None``: not set on the topic)."""
+        return (await self.settings(topic)).get(_setting_key(key))
+
+    async def set_setting(self, topic: TopicName, key: str, value: Any) -> None:
+        """Set (``None``: remove) one of :data:`SETTINGS` to an already validated JSON value."""
+        key = _setting_key(key)
+
+        def apply(doc: dict[str, Any]) -> None:
+            if value is None:
+                doc.pop(key, None)
+            else:
+                doc[key] = value
+
+        await self._update(topic, apply)
 
     async def set_backlog_quota(
         self, topic: TopicName, kind: BacklogQuotaType, quota: BacklogQuota
@@ -110,14 +144,14 @@ class TopicPolicies:
     async def delete(self, topic: TopicName) -> None:
         """Forget every policy of ``topic`` (when the topic is deleted)."""
         try:
-            await self._metadata.delete(_path(policy_topic(topic)))
+            await self._metadata.delete(policy_path(policy_topic(topic)))
         except NodeNotFound:
             pass
 
     async def _update(self, topic: TopicName, mutate: Callable[[dict[str, Any]], None]) -> None:
         """Read the document, let ``mutate`` change it in place, write it back with CAS (an
         empty document deletes the node)."""
-        path = _path(policy_topic(topic))
+        path = policy_path(policy_topic(topic))
         for _ in range(_CAS_ATTEMPTS):
             got = await self._metadata.get(path)
             doc = json.loads(got[0].decode("utf-8")) if got is not None and got[0] else {}
@@ -134,4 +168,21 @@ class TopicPolicies:
         raise BadVersion(f"could not update {path}: too many concurrent changes")
 
 
-__all__ = ["TOPIC_POLICIES_ROOT", "TopicPolicies", "policy_topic"]
+def _setting_key(key: str) -> str:
+    if key not in SETTINGS:
+        raise ValueError(f"{key!r} is not a topic-level setting (one of {sorted(SETTINGS)})")
+    return key
+
+
+__all__ = [
+    "DEDUPLICATION",
+    "MAX_CONSUMERS",
+    "MAX_CONSUMERS_PER_SUBSCRIPTION",
+    "MAX_PRODUCERS",
+    "RETENTION",
+    "SETTINGS",
+    "TOPIC_POLICIES_ROOT",
+    "TopicPolicies",
+    "policy_path",
+    "policy_topic",
+]

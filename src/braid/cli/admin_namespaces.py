@@ -13,6 +13,7 @@ from braid.cli import (
     admin_compaction,
     admin_compat,
     admin_permissions,
+    admin_policy_settings,
 )
 from braid.cli import admin_commands as cmd
 from braid.cli.admin_parser import (
@@ -145,6 +146,7 @@ def add_namespaces_group(builder: Builder) -> None:
     admin_backlog.add_namespace_backlog_commands(commands, command, namespace_arg)
     admin_bundles.add_namespace_bundle_commands(commands, command, namespace_arg)
     admin_permissions.add_namespace_permission_commands(commands, command, namespace_arg)
+    admin_policy_settings.add_namespace_cap_commands(commands, command)
 
 
 def _add_persistence_commands(

@@ -1,6 +1,8 @@
 """``braid admin topics``: the parser of the ``persistent://`` topic group (with the
 partitioned-topic and compaction commands of :mod:`braid.cli.admin_compat` and
-:mod:`braid.cli.admin_compaction`); what each command does is in :mod:`braid.cli.admin_commands`.
+:mod:`braid.cli.admin_compaction`, the settings of :mod:`braid.cli.admin_policy_settings` and the
+inspection and cursor commands of :mod:`braid.cli.admin_topic_ops`); what each command does is in
+:mod:`braid.cli.admin_commands`.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from braid.cli import (
     admin_compaction,
     admin_compat,
     admin_permissions,
+    admin_policy_settings,
+    admin_topic_ops,
 )
 from braid.cli import admin_commands as cmd
 from braid.cli.admin_parser import (
@@ -31,6 +35,9 @@ def add_topics_group(builder: Builder) -> None:
   braid admin topics list public/default
   braid admin topics create persistent://public/default/events
   braid admin topics stats persistent://public/default/events
+  braid admin topics peek-messages persistent://public/default/events -s sub -n 3
+  braid admin topics reset-cursor persistent://public/default/events -s sub -t 10m
+  braid admin topics set-max-producers persistent://public/default/events -p 5
   braid admin topics terminate persistent://public/default/events
   braid admin topics delete persistent://public/default/events
 """,
@@ -70,6 +77,8 @@ def add_topics_group(builder: Builder) -> None:
     admin_backlog.add_topic_backlog_commands(commands, command)
     admin_bundles.add_topic_unload_command(commands, command, topic_arg)
     admin_permissions.add_topic_permission_commands(commands, command, topic_arg)
+    admin_policy_settings.add_topic_setting_commands(commands, command)
+    admin_topic_ops.add_topic_operation_commands(commands, command)
 
 
 __all__ = ["add_topics_group"]

@@ -109,8 +109,11 @@ def test_enums_records_arrays_maps_fixed() -> None:
     assert ok([mp], record(field("m", {"type": "map", "values": "double"})), S.BACKWARD)
     fx = record(field("f", {"type": "fixed", "name": "F", "size": 4}))
     assert not ok([fx], record(field("f", {"type": "fixed", "name": "F", "size": 8})), S.BACKWARD)
-    renamed = record(field("id", "long"), name="Invoice")
-    assert not ok([V1], renamed, S.BACKWARD)
+    # Records resolve by their fields, not their names (Avro's resolving grammar, which Pulsar's
+    # validator runs): a renamed record with the same fields reads, one with a new required
+    # field does not.
+    assert ok([V1], record(field("id", "long"), name="Invoice"), S.FULL)
+    assert not ok([V1], record(field("id", "long"), field("n", "int"), name="Invoice"), S.FULL)
     assert ok([V1], record(field("id", "long"), name="Invoice", aliases=["Order"]), S.BACKWARD)
     aliased_field = record(field("identifier", "long", aliases=["id"]))
     assert ok([V1], aliased_field, S.BACKWARD)
@@ -203,3 +206,55 @@ def test_backward_one_way_is_forward_the_other_and_full_is_both(
     assert backward == ok([b], a, S.FORWARD)
     assert ok([a], b, S.FULL) == (backward and ok([a], b, S.FORWARD))
     assert ok([a], a, S.FULL)
+
+
+def _python_client_field(name: str, type_: Any, *, required: bool, default: bool) -> Any:
+    """A field as the official Python client's ``Record`` writes it: optional fields are a union
+    with null; ``required_default=True`` adds the default (null, or the type's zero)."""
+    doc: dict[str, Any] = {"name": name, "type": type_ if required else ["null", type_]}
+    if default:
+        doc["default"] = None if not required else {"boolean": False}.get(type_, 0)
+    return doc
+
+
+def test_python_clients_required_default_record_follows_the_plain_one_under_full() -> None:
+    # The official suite's test_avro_required_default: the same fields, the second class (another
+    # name) with defaults on every field; Pulsar accepts it under the default FULL strategy.
+    sub = {
+        "type": "record",
+        "name": "MySubRecord",
+        "fields": [
+            field(n, ["null", t]) for n, t in (("x", "int"), ("y", "long"), ("z", "string"))
+        ],
+    }
+    kinds = [
+        ("a", "int", False), ("b", "boolean", True), ("c", "long", False), ("d", "float", False),
+        ("e", "double", False), ("f", "string", False), ("g", "bytes", False),
+        ("h", {"type": "array", "items": "string"}, False),
+        ("i", {"type": "map", "values": "string"}, False), ("j", sub, False),
+    ]  # fmt: skip
+    plain = record(
+        *(_python_client_field(n, t, required=r, default=False) for n, t, r in kinds),
+        name="Example",
+    )
+    defaults = record(
+        *(_python_client_field(n, t, required=r, default=True) for n, t, r in kinds),
+        name="ExampleRequiredDefault",
+    )
+    for strategy in S:
+        if strategy not in (S.UNDEFINED, S.ALWAYS_INCOMPATIBLE):
+            assert ok([plain], defaults, strategy), strategy
+
+
+def test_python_clients_evolved_user_is_forward_compatible() -> None:
+    # The official suite's test_schema_evolve: User1 {name, age optional} then User2 (sorted
+    # fields, age required), under FORWARD: User1 readers read User2's data. Not BACKWARD: a
+    # User2 reader finds null ages in User1's data.
+    user1 = record(field("name", ["null", "string"]), field("age", ["null", "int"]), name="User1")
+    user2 = record(field("age", "int"), field("name", ["null", "string"]), name="User2")
+    assert ok([user1], user2, S.FORWARD)
+    assert ok([user1], user2, S.FORWARD_TRANSITIVE)
+    assert not ok([user1], user2, S.BACKWARD)
+    assert not ok([user1], user2, S.FULL)
+    # A FORWARD consumer is checked as BACKWARD against the latest version (User2): User1 reads it.
+    check_consumer_compatible([user1, user2], user1, S.FORWARD)

@@ -19,8 +19,10 @@ able to *read* what is there — BACKWARD against the latest version for ``BACKW
 ``FORWARD_TRANSITIVE`` and ``FULL``, the strategy itself against every version otherwise.
 
 Avro definitions are parsed with ``fastavro.parse_schema`` (names resolved, namespaces applied);
-the resolution check below is Avro's ``SchemaCompatibility`` (reader vs writer: promotions, record
-fields by name or alias with defaults for missing ones, enum symbols, unions branch by branch).
+the resolution check below is what Pulsar runs, Avro's ``SchemaValidator`` (the resolving
+grammar of a reader against a writer): promotions, record fields by name or alias with defaults
+for missing ones - records match by their fields, not their names, so a record class renamed
+between versions (``User1`` -> ``User2``) still resolves -, enum symbols, unions branch by branch.
 Pure: no I/O.
 """
 
@@ -197,8 +199,8 @@ class _Resolver:
     def _record_problem(
         self, reader: Mapping[str, Any], writer: Mapping[str, Any], where: str
     ) -> str | None:
-        if not self._names_match(reader, writer):
-            return f"{where}: record {writer.get('name')} is read as {reader.get('name')}"
+        # No name check: Avro's resolving grammar (what Pulsar's ``SchemaValidator`` runs) matches
+        # records by their fields, whatever they are called; enums and fixed types keep theirs.
         key = (str(reader.get("name")), str(writer.get("name")))
         if key in self._in_progress:
             return None  # a recursive type: assume compatible while checking its outer level
