@@ -11,6 +11,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+import httpx
+
 from braid.broker.bundles import NamespaceBundles
 from braid.broker.ownership import OwnerData
 from braid.core.names import TopicName
@@ -110,6 +112,16 @@ class Cluster:
     def registry(self) -> dict[str, dict[str, str]]:
         """``broker id -> registry entry`` of every registered broker."""
         return asyncio.run(_registry(self.zk_url))
+
+
+def http_lookup(broker: BrokerProcess, topic: str) -> str:
+    """The ``brokerUrl`` a broker's HTTP lookup answers for a ``persistent://`` topic."""
+    name = TopicName.parse(topic)
+    path = f"/lookup/v2/topic/persistent/{name.tenant}/{name.namespace}/{name.local_name}"
+    with httpx.Client(base_url=broker.web_url, follow_redirects=True, timeout=30) as http:
+        response = http.get(path)
+    response.raise_for_status()
+    return str(response.json()["brokerUrl"])
 
 
 def bundle_of(topic: str) -> str:

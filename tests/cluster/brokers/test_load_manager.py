@@ -33,8 +33,9 @@ from braid.broker.ownership import OwnerData
 from braid.cli.process import StandaloneStartError
 from braid.core.names import TopicName
 from braid.metadata import open_store
-from tests.cluster.brokers.test_many_brokers import CLUSTER, Cluster, _settings, http_lookup
 from tests.support.bookie_process import BookieProcess
+from tests.support.broker_cluster import CLUSTER, Cluster, http_lookup
+from tests.support.broker_cluster import broker_settings as _settings
 from tests.support.broker_process import BrokerProcess, initialize_cluster
 from tests.support.keyed_load import LoadReport, OfficialKeyedLoad, run_until
 from tests.support.polling import wait_for

@@ -25,13 +25,13 @@ import pytest
 
 from braid.admin import AdminClient
 from braid.cli.process import StandaloneStartError
-from braid.core.names import TopicName
 from tests.support.broker_cluster import (
     CLUSTER,
     SESSION_TIMEOUT_S,
     Cluster,
     broker_settings,
     bundle_of,
+    http_lookup,
 )
 from tests.support.broker_process import BrokerProcess
 from tests.support.keyed_load import OfficialKeyedLoad, run_until
@@ -42,15 +42,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 #: After the dead owner's session expires: the clients' reconnect back-off (the official client
 #: doubles it from 100 ms) and the new owner's recovery of the topic's ledger.
 TAKEOVER_BOUND_S = 30.0
-
-
-def http_lookup(broker: BrokerProcess, topic: str) -> str:
-    name = TopicName.parse(topic)
-    path = f"/lookup/v2/topic/persistent/{name.tenant}/{name.namespace}/{name.local_name}"
-    with httpx.Client(base_url=broker.web_url, follow_redirects=True, timeout=30) as http:
-        response = http.get(path)
-    response.raise_for_status()
-    return str(response.json()["brokerUrl"])
 
 
 def test_a_broker_refuses_a_store_no_cluster_was_initialized_in(
