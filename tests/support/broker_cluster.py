@@ -167,4 +167,12 @@ async def _registry(zk_url: str) -> dict[str, dict[str, str]]:
         await store.close()
 
 
-__all__ = ["BUNDLES", "CLUSTER", "SESSION_TIMEOUT_S", "Cluster", "broker_settings", "bundle_of"]
+__all__ = [
+    "BUNDLES",
+    "CLUSTER",
+    "SESSION_TIMEOUT_S",
+    "Cluster",
+    "broker_settings",
+    "bundle_of",
+    "http_lookup",
+]

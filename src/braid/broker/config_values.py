@@ -64,6 +64,22 @@ def parse_int(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
 _HOST = re.compile(r"^[A-Za-z0-9._:\-\[\]]+$")
 
 
+def parse_number(minimum: float, maximum: float | None = None) -> Callable[[str], float]:
+    """A parser of decimal numbers in ``minimum..maximum`` (``maximum`` ``None``: no bound)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ValueError("expected a number") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            upper = "" if maximum is None else f" and at most {maximum:g}"
+            raise ValueError(f"expected a number at least {minimum:g}{upper}")
+        return value
+
+    return parse
+
+
 def parse_host(text: str) -> str:
     if not _HOST.match(text):
         raise ValueError("expected a host name or IP address")
@@ -204,6 +220,7 @@ __all__ = [
     "parse_int",
     "parse_listeners",
     "parse_name",
+    "parse_number",
     "parse_path",
     "parse_ratio",
     "parse_roles",

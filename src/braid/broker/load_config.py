@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from braid.broker.config_values import parse_bool, parse_int, parse_ratio
+from braid.broker.config_values import parse_bool, parse_int, parse_number, parse_ratio
 from braid.core.errors import InvalidInputError
 
 
@@ -28,20 +28,6 @@ class InvalidLoadBalancerSetting(InvalidInputError):
     def __init__(self, key: str, value: str, reason: str) -> None:
         self.key, self.value, self.reason = key, value, reason
         super().__init__(f"invalid configuration {key}={value!r}: {reason}")
-
-
-def _number(minimum: float, maximum: float | None = None) -> Callable[[str], float]:
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise ValueError("expected a number") from None
-        if value < minimum or (maximum is not None and value > maximum):
-            upper = "" if maximum is None else f" and at most {maximum:g}"
-            raise ValueError(f"expected a number at least {minimum:g}{upper}")
-        return value
-
-    return parse
 
 
 @dataclass(frozen=True)
@@ -127,20 +113,20 @@ class LoadBalancerSettings:
         return cls(**values)
 
 
-_PCT = _number(0.0, 100.0)
-_WEIGHT = _number(0.0)
+_PCT = parse_number(0.0, 100.0)
+_WEIGHT = parse_number(0.0)
 
 #: Every key: ``broker.conf`` name -> (:class:`LoadBalancerSettings` attribute, parser).
 LOAD_BALANCER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "loadBalancerEnabled": ("enabled", parse_bool),
     "loadBalancerSheddingEnabled": ("shedding_enabled", parse_bool),
-    "loadBalancerSheddingIntervalMinutes": ("shedding_interval_minutes", _number(0.001)),
-    "loadBalancerSheddingGracePeriodMinutes": ("shedding_grace_period_minutes", _number(0.0)),
+    "loadBalancerSheddingIntervalMinutes": ("shedding_interval_minutes", parse_number(0.001)),
+    "loadBalancerSheddingGracePeriodMinutes": ("shedding_grace_period_minutes", parse_number(0.0)),
     "loadBalancerBrokerThresholdShedderPercentage": ("broker_threshold_shedder_percentage", _PCT),
     "loadBalancerHistoryResourcePercentage": ("history_resource_percentage", parse_ratio),
     "loadBalancerBundleUnloadMinThroughputThreshold": (
         "bundle_unload_min_throughput_threshold",
-        _number(0.0),
+        parse_number(0.0),
     ),
     "loadBalancerCPUResourceWeight": ("cpu_resource_weight", _WEIGHT),
     "loadBalancerMemoryResourceWeight": ("memory_resource_weight", _WEIGHT),
@@ -149,7 +135,7 @@ LOAD_BALANCER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "loadBalancerBandwithOutResourceWeight": ("bandwith_out_resource_weight", _WEIGHT),
     "loadBalancerBrokerOverloadedThresholdPercentage": (
         "broker_overloaded_threshold_percentage",
-        _number(0.0),
+        parse_number(0.0),
     ),
     "loadBalancerReportUpdateMinIntervalMillis": (
         "report_update_min_interval_millis",
@@ -158,11 +144,11 @@ LOAD_BALANCER_KEYS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "loadBalancerReportUpdateThresholdPercentage": ("report_update_threshold_percentage", _PCT),
     "loadBalancerReportUpdateMaxIntervalMinutes": (
         "report_update_max_interval_minutes",
-        _number(0.001),
+        parse_number(0.001),
     ),
     "loadBalancerOverrideBrokerNicSpeedGbps": (
         "override_broker_nic_speed_gbps",
-        _number(0.000001),
+        parse_number(0.000001),
     ),
     "loadBalancerAutoBundleSplitEnabled": ("auto_bundle_split_enabled", parse_bool),
     "loadBalancerAutoUnloadSplitBundlesEnabled": (

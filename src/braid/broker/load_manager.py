@@ -118,7 +118,8 @@ class LoadManager:
         self.splitter = BundleSplitDecider(settings)
         #: Bundle name -> when the leader last shed it (the grace period).
         self.recently_unloaded: dict[str, float] = {}
-        #: Assignments this broker made that are not owned yet: bundle -> broker id.
+        #: Assignments this broker made that the chosen broker's load report does not list yet:
+        #: bundle -> broker id (counted by placement so a burst of lookups spreads).
         self._pending: dict[NamespaceBundle, str] = {}
         self.reporter = LoadReporter(
             settings,
@@ -177,6 +178,11 @@ class LoadManager:
         exclude: set[str] | frozenset[str] = frozenset(),
     ) -> BrokerInfo | None:
         """The least-loaded live broker outside ``exclude``."""
+        # An assignment stops counting as pending once its broker's report lists the bundle
+        # (counted there from then on) or the broker is gone.
+        for bundle, broker in list(self._pending.items()):
+            if broker not in reports or str(bundle) in reports[broker][1].bundle_stats:
+                del self._pending[bundle]
         pending: dict[str, int] = {}
         for broker in self._pending.values():
             pending[broker] = pending.get(broker, 0) + 1
@@ -201,7 +207,12 @@ class LoadManager:
             chosen = self.choose(reports)
             if chosen is None:
                 return None
-            return Candidate(reports[await self._assign(bundle, chosen.broker_id)][0])
+            # Counted at once, before the record is written: lookups of other bundles decided
+            # meanwhile (a client opening many partitions at once) see it and spread.
+            self._pending[bundle] = chosen.broker_id
+            recorded = await self._assign(bundle, chosen.broker_id)
+            self._pending[bundle] = recorded
+            return Candidate(reports[recorded][0])
         leader = await self._registry.leader()
         if leader is not None and leader.get("brokerId") in reports:
             return Candidate(reports[leader["brokerId"]][0], authoritative=False)

@@ -5,7 +5,8 @@ decisions besides shedding.
 whose weighted maximum resource usage is above ``loadBalancerBrokerOverloadedThresholdPercentage``
 is overloaded and is chosen only when every candidate is; among the others, the lowest message
 rate (in + out, over every bundle it reports) wins; ties - an idle cluster - go to the broker
-with the fewest bundles, counting the bundles the leader assigned but nobody took yet, then to
+with the fewest bundles, counting the bundles the leader assigned that its report does not list
+yet (a burst of lookups spreads before any report changes), then to
 the lowest broker id, so the choice is deterministic for a given input (Pulsar picks at random
 among equals). A broker that has not reported yet counts as idle with no bundle.
 
