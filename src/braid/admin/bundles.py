@@ -125,19 +125,22 @@ def bundles_router(
         summary="Unload every bundle of the namespace (each by its owner)",
     )
     async def unload_namespace(request: Request, tenant: Tenant, namespace: Namespace) -> Response:
-        for target in (await namespace_bundles(tenant, namespace)).bundles:
-            here, owner = await owner_url(target)
-            if here:
-                await unload_here(target, None)
-            elif owner is not None:
-                path = f"/admin/v2/namespaces/{target.namespace}/{target.range_name}/unload"
-                async with httpx.AsyncClient(timeout=60.0, follow_redirects=True) as http:
+        # One HTTP client for the whole namespace: its bundles' owners are few brokers.
+        async with httpx.AsyncClient(timeout=60.0, follow_redirects=True) as http:
+            for target in (await namespace_bundles(tenant, namespace)).bundles:
+                here, owner = await owner_url(target)
+                if here:
+                    await unload_here(target, None)
+                elif owner is not None:
+                    path = f"/admin/v2/namespaces/{target.namespace}/{target.range_name}/unload"
                     answer = await http.put(
                         f"{owner.rstrip('/')}{path}",
                         headers={"Content-Type": "application/json"},
                     )
-                if answer.status_code >= 300:
-                    log.warning("unloading %s on %s: HTTP %s", target, owner, answer.status_code)
+                    if answer.status_code >= 300:
+                        log.warning(
+                            "unloading %s on %s: HTTP %s", target, owner, answer.status_code
+                        )
         return Response(status_code=204)
 
     @router.put(
