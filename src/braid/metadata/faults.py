@@ -14,13 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from braid.clock import Clock, SystemClock
-from braid.metadata.api import (
-    Listener,
-    MetadataStore,
-    SessionListener,
-    Stat,
-    StoreUnavailable,
-)
+from braid.metadata.api import MetadataStore, Stat, StoreUnavailable
+from braid.metadata.wrapper import StoreWrapper
 
 OPERATIONS = frozenset({"get", "exists", "put", "delete", "delete_recursive", "children"})
 
@@ -70,11 +65,11 @@ class Fault:
         return self.path == path
 
 
-class FaultInjectionMetadataStore:
+class FaultInjectionMetadataStore(StoreWrapper):
     """Wraps a real :class:`MetadataStore`, injecting the faults a test registers."""
 
     def __init__(self, inner: MetadataStore, *, clock: Clock | None = None) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._clock: Clock = clock or SystemClock()
         self._faults: list[Fault] = []
 
@@ -169,19 +164,6 @@ class FaultInjectionMetadataStore:
 
     async def children(self, path: str) -> list[str]:
         return await self._run("children", path, lambda: self._inner.children(path))  # type: ignore[return-value]
-
-    def register_listener(self, listener: Listener) -> Callable[[], None]:
-        return self._inner.register_listener(listener)
-
-    def register_session_listener(self, listener: SessionListener) -> Callable[[], None]:
-        return self._inner.register_session_listener(listener)
-
-    @property
-    def session_id(self) -> str:
-        return self._inner.session_id
-
-    async def close(self) -> None:
-        await self._inner.close()
 
 
 def _fresh(error: BaseException | type[BaseException]) -> BaseException:

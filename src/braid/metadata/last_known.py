@@ -22,7 +22,8 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TypeVar, cast
 
-from braid.metadata.api import Listener, MetadataStore, SessionListener, Stat, StoreUnavailable
+from braid.metadata.api import MetadataStore, Stat, StoreUnavailable
+from braid.metadata.wrapper import StoreWrapper
 
 T = TypeVar("T")
 
@@ -50,13 +51,13 @@ def track_stale_reads() -> StaleReadTracker:
     return tracker
 
 
-class LastKnownReads:
+class LastKnownReads(StoreWrapper):
     """A :class:`MetadataStore` whose reads fall back to their last answer during an outage."""
 
     def __init__(self, store: MetadataStore, *, capacity: int = DEFAULT_CAPACITY) -> None:
         if capacity < 1:
             raise ValueError("capacity must be positive")
-        self._store = store
+        super().__init__(store)
         self._capacity = capacity
         self._known: OrderedDict[tuple[str, str], object] = OrderedDict()
         #: Reads answered from memory so far (stats, tests).
@@ -81,13 +82,13 @@ class LastKnownReads:
         return answer
 
     async def get(self, path: str) -> tuple[bytes, Stat] | None:
-        return await self._read("get", path, lambda: self._store.get(path))
+        return await self._read("get", path, lambda: self._inner.get(path))
 
     async def exists(self, path: str) -> Stat | None:
-        return await self._read("exists", path, lambda: self._store.exists(path))
+        return await self._read("exists", path, lambda: self._inner.exists(path))
 
     async def children(self, path: str) -> list[str]:
-        return list(await self._read("children", path, lambda: self._store.children(path)))
+        return list(await self._read("children", path, lambda: self._inner.children(path)))
 
     async def put(
         self,
@@ -97,26 +98,13 @@ class LastKnownReads:
         *,
         ephemeral: bool = False,
     ) -> Stat:
-        return await self._store.put(path, value, expected_version, ephemeral=ephemeral)
+        return await self._inner.put(path, value, expected_version, ephemeral=ephemeral)
 
     async def delete(self, path: str, expected_version: int | None = None) -> None:
-        await self._store.delete(path, expected_version)
+        await self._inner.delete(path, expected_version)
 
     async def delete_recursive(self, path: str) -> None:
-        await self._store.delete_recursive(path)
-
-    def register_listener(self, listener: Listener) -> Callable[[], None]:
-        return self._store.register_listener(listener)
-
-    def register_session_listener(self, listener: SessionListener) -> Callable[[], None]:
-        return self._store.register_session_listener(listener)
-
-    @property
-    def session_id(self) -> str:
-        return self._store.session_id
-
-    async def close(self) -> None:
-        await self._store.close()
+        await self._inner.delete_recursive(path)
 
 
 __all__ = ["DEFAULT_CAPACITY", "LastKnownReads", "StaleReadTracker", "track_stale_reads"]
