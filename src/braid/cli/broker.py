@@ -126,7 +126,11 @@ class BrokerServer(StandaloneServer):
         def drained(segment: str, subscription: str) -> None:
             scalable.on_subscription_drained(segment, subscription, relay=False)
 
-        app = create_internal_app(self._segments.local, self._broker_secret, drained)
+        broker = self.broker
+        assert broker is not None
+        app = create_internal_app(
+            self._segments.local, self._broker_secret, drained, lookup=broker.lookup
+        )
         config = self.config
         self.internal = AdminServer(app, config.bind_address, config.internal_web_service_port)
         self._closers.append(("internal listener", self.internal.stop))
