@@ -133,10 +133,11 @@ def bundles_router(
                     await unload_here(target, None)
                 elif owner is not None:
                     path = f"/admin/v2/namespaces/{target.namespace}/{target.range_name}/unload"
-                    answer = await http.put(
-                        f"{owner.rstrip('/')}{path}",
-                        headers={"Content-Type": "application/json"},
-                    )
+                    headers = {"Content-Type": "application/json"}
+                    # The owner authorizes the caller again: pass its credentials on.
+                    if "authorization" in request.headers:
+                        headers["Authorization"] = request.headers["authorization"]
+                    answer = await http.put(f"{owner.rstrip('/')}{path}", headers=headers)
                     if answer.status_code >= 300:
                         log.warning(
                             "unloading %s on %s: HTTP %s", target, owner, answer.status_code

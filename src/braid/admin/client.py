@@ -47,7 +47,7 @@ quickly.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Generator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -89,18 +89,19 @@ from braid.security.tls import client_context
 DEFAULT_URL = "http://127.0.0.1:8080"
 
 
-class _CredentialsAuth(httpx.Auth):
-    """Puts the credentials' ``Authorization`` header on each request (a token file is read
-    again every time, so a token rotated on disk is picked up)."""
+def _authorize(credentials: ClientCredentials) -> Callable[[httpx.Request], None]:
+    """A request hook putting the credentials' ``Authorization`` header on each request - the
+    redirects too: an admin call sent to any broker is redirected to the topic's or bundle's
+    owner, which authenticates it again (httpx's ``auth`` would drop the header on a redirect to
+    another host:port, and the owner would answer 401). A token file is read again every time,
+    so a token rotated on disk is picked up."""
 
-    def __init__(self, credentials: ClientCredentials) -> None:
-        self._credentials = credentials
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        header = self._credentials.http_authorization()
+    def authorize(request: httpx.Request) -> None:
+        header = credentials.http_authorization()
         if header is not None:
             request.headers["Authorization"] = header
-        yield request
+
+    return authorize
 
 
 class AdminClient:
@@ -154,7 +155,7 @@ class AdminClient:
             timeout=timeout,
             transport=transport,
             verify=verify,
-            auth=_CredentialsAuth(credentials) if credentials is not None else None,
+            event_hooks={"request": [_authorize(credentials)] if credentials is not None else []},
             follow_redirects=True,
         )
         http = _Http(self._client, self.url)

@@ -66,6 +66,7 @@ from braid.broker.resources import NamespacePolicies
 from braid.clock import Clock
 from braid.core.errors import ConflictError, InvalidInputError
 from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
+from braid.security.credentials import ClientCredentials
 
 if TYPE_CHECKING:
     from braid.broker.service import BrokerService
@@ -107,8 +108,14 @@ class LoadManager:
         store: MetadataStore,
         settings: LoadBalancerSettings,
         clock: Clock,
+        *,
+        credentials: ClientCredentials | None = None,
     ) -> None:
+        """``credentials``: what this broker presents to the others' admin API when the leader
+        sheds or splits their bundles (``brokerClientAuthentication*``; needed when they
+        authenticate)."""
         self._service = service
+        self._credentials = credentials
         self._registry = registry
         self._ownership = ownership
         self._store = store
@@ -492,8 +499,14 @@ class LoadManager:
         if not owner.web_service_url:
             return
         url = f"{owner.web_service_url}/admin/v2/namespaces/{bundle_name}/{action}"
+        headers = {"Content-Type": "application/json"}
+        authorization = (
+            self._credentials.http_authorization() if self._credentials is not None else None
+        )
+        if authorization is not None:
+            headers["Authorization"] = authorization
         async with httpx.AsyncClient(timeout=60.0, follow_redirects=True) as http:
-            response = await http.put(url, headers={"Content-Type": "application/json"})
+            response = await http.put(url, headers=headers)
         if response.status_code >= 300:
             log.warning(
                 "%s on %s: HTTP %s %s",

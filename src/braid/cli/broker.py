@@ -158,6 +158,7 @@ class BrokerServer(StandaloneServer):
     async def _after_registered(self, registry: BrokerRegistry) -> None:
         from braid.broker.load_manager import LoadManager
         from braid.broker.ownership import OwnerData
+        from braid.broker.security_settings import broker_client_credentials
 
         assert self.broker is not None and self.broker.ownership is not None
         assert self.metadata is not None
@@ -171,6 +172,7 @@ class BrokerServer(StandaloneServer):
             self.metadata,
             self.config.load_balancer,
             self.clock,
+            credentials=broker_client_credentials(self.config),
         )
         await super()._after_registered(registry)
         self.load_manager.start()

@@ -15,6 +15,7 @@ process).
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import subprocess
@@ -33,6 +34,8 @@ from braid.broker.ownership import OwnerData
 from braid.cli.process import StandaloneStartError
 from braid.core.names import TopicName
 from braid.metadata import open_store
+from braid.security import tokens
+from braid.security.credentials import ClientCredentials
 from tests.support.bookie_process import BookieProcess
 from tests.support.broker_cluster import CLUSTER, Cluster, http_lookup
 from tests.support.broker_cluster import broker_settings as _settings
@@ -44,6 +47,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(360)]
 
 NAMESPACE = "public/default"
 BUNDLES = 16
+#: The official client's token plugin (brokerClientAuthenticationPlugin).
+TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 #: Load-manager settings of these tests: reports every 0.5 s, rounds every 1.2 s.
 FAST = {
     "loadBalancerReportUpdateMinIntervalMillis": "500",
@@ -179,9 +184,11 @@ def bundle_of(topic: str, bundles: NamespaceBundles) -> str:
     return bundles.find(TopicName.parse(topic)).range_name
 
 
-def current_bundles(broker: BrokerProcess) -> NamespaceBundles:
-    with httpx.Client(base_url=broker.web_url, timeout=30) as http:
-        doc = http.get(f"/admin/v2/namespaces/{NAMESPACE}/bundles").raise_for_status().json()
+def current_bundles(
+    broker: BrokerProcess, credentials: ClientCredentials | None = None
+) -> NamespaceBundles:
+    with AdminClient(broker.web_url, credentials=credentials) as admin:
+        doc = admin.namespaces.bundles(NAMESPACE)
     return NamespaceBundles(NAMESPACE, tuple(int(b, 16) for b in doc["boundaries"]))
 
 
@@ -402,4 +409,103 @@ def test_lookups_naming_a_listener_are_sent_to_the_owners_listener_address(
                 answer = http.get(path, params={"listenerName": "external"})
             assert answer.json()["brokerUrl"] == f"pulsar://localhost:{owner.port}", broker.web_url
     finally:
+        made.stop()
+
+
+def test_with_authentication_the_leader_splits_another_brokers_bundle_with_its_broker_credentials(
+    tmp_path: Path, zk_url: str, bookies: Callable[..., BookieProcess]
+) -> None:
+    """Token authentication and authorization on every broker: the leader's split of a bundle a
+    non-leader owns goes to that owner's admin API, which authenticates it - with the leader's
+    ``brokerClientAuthentication*`` credentials (a superuser role). Without them the owner
+    answered 401 and the bundle was never split."""
+    secret = b"load-manager-auth-secret-0123456789"
+
+    def token(role: str) -> str:
+        return tokens.create_token(role, secret_key=secret)
+
+    made = _make(
+        tmp_path,
+        zk_url,
+        bookies,
+        {
+            "authenticationEnabled": "true",
+            "authenticationProviders": tokens.CLASS_NAME,
+            "tokenSecretKey": "data:;base64," + base64.b64encode(secret).decode(),
+            "authorizationEnabled": "true",
+            "superUserRoles": "root,broker",
+            "brokerClientAuthenticationPlugin": TOKEN_PLUGIN,
+            "brokerClientAuthenticationParameters": f"token:{token('broker')}",
+            "loadBalancerSheddingEnabled": "false",
+            "loadBalancerNamespaceBundleMaxTopics": "2",
+            "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": "1",
+        },
+    )
+    root = ClientCredentials(method="token", token=token("root"))
+    clients: list[pulsar.Client] = []
+    try:
+        made.start()
+        with AdminClient(made.brokers[0].web_url, credentials=root) as admin:
+            leader = admin.leader_broker()["brokerId"]
+            doc = admin.namespaces.bundles(NAMESPACE)
+        owner = next(b for b in made.brokers if b.broker_id != leader)
+        bundles = NamespaceBundles(NAMESPACE, tuple(int(b, 16) for b in doc["boundaries"]))
+        # Three topics of one bundle (over the two-topic limit), served by a non-leader.
+        names = (f"persistent://{NAMESPACE}/auth-split-{i}" for i in itertools.count())
+        first = next(names)
+        target = bundle_of(first, bundles)
+        topics = [
+            first,
+            *itertools.islice((n for n in names if bundle_of(n, bundles) == target), 2),
+        ]
+        client = pulsar.Client(
+            made.service_url,
+            authentication=pulsar.AuthenticationToken(token("root")),
+            operation_timeout_seconds=60,
+        )
+        clients.append(client)
+        # One topic first (within the limit): the bundle gets an owner, moved to a non-leader
+        # before the other two topics push it over.
+        producers = [client.create_producer(topics[0])]
+        if owners(zk_url)[target] != owner.service_url:
+            with AdminClient(made.brokers[0].web_url, credentials=root) as admin:
+                admin.namespaces.unload(NAMESPACE, target, owner.broker_id)
+        wait_for(
+            lambda: owners(zk_url).get(target) == owner.service_url,
+            within=60,
+            message=f"{target} to move to {owner.broker_id}",
+        )
+        producers += [client.create_producer(t) for t in topics[1:]]
+        for producer in producers:
+            producer.send(b"load")
+
+        def split() -> bool:
+            with AdminClient(owner.web_url, credentials=root) as admin:
+                boundaries = admin.namespaces.bundles(NAMESPACE)["boundaries"]
+            return len(boundaries) - 1 > len(bundles.bundles)
+
+        wait_for(split, within=90, message=f"the leader to split {target} on {owner.broker_id}")
+        nodes = owners(zk_url)
+        assert target not in nodes
+        assert_one_owner_per_range(nodes)
+        for producer in producers:  # the producers followed their halves
+            producer.send(b"after")
+        # An admin call through a broker that does not own the topic is redirected to the owner
+        # and authenticated there (the client sends its credentials again), and a namespace
+        # unload passes the caller's credentials to the owners of its bundles.
+        served_by = owners(zk_url)[bundle_of(topics[0], current_bundles(made.brokers[0], root))]
+        other = next(b for b in made.brokers if b.service_url != served_by)
+        with AdminClient(other.web_url, credentials=root) as admin:
+            assert admin.topics.stats(topics[0])["publishers"]
+            clients.remove(client)
+            client.close()  # nothing takes the bundles again after the unload
+            admin.namespaces.unload(NAMESPACE)
+        wait_for(
+            lambda: not owners(zk_url),
+            within=60,
+            message="the namespace unload to release every bundle",
+        )
+    finally:
+        for client in clients:
+            client.close()
         made.stop()
