@@ -12,8 +12,10 @@
   switch); ``POST /bookie-clusters/rollback``;
 * ``POST /bookie-clusters/cleanup`` ``{"dryRun": true, "srcClusterFilter", "maxDeletions",
   "force"}``; ``POST /bookie-clusters/{name}/close-client``;
-* ``POST /bookie-clusters/internal/promote-cursor`` - the orchestrator's call to a cursor's owner
-  (409: the cursor rolled over since BUILD).
+* ``POST /bookie-clusters/internal/promote-cursor`` - PIP-470's call to a cursor's owner (409: the
+  cursor rolled over since BUILD; 503: this broker does not own it). Brokers of a cluster make
+  that call on each other's internal listener (:mod:`braid.admin.internal`, ADR 0061); this
+  super-user endpoint does the same on the broker it reaches.
 """
 
 from __future__ import annotations
@@ -54,6 +56,12 @@ class PromoteCursorBody(BaseModel):
     targetClusterName: str = Field(min_length=1, max_length=128)
     expectedCursorsLedgerId: int = Field(ge=0, le=(1 << 63) - 1)
     copiedLastEntryId: int = Field(default=-1, ge=-1, le=(1 << 63) - 1)
+    sourceClusterName: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="the cluster the cursor is attributed to now (default: the switch's source)",
+    )
 
 
 def bookie_clusters_router(service: StorageClusterService) -> APIRouter:
@@ -96,6 +104,7 @@ def bookie_clusters_router(service: StorageClusterService) -> APIRouter:
             body.targetClusterName,
             body.expectedCursorsLedgerId,
             body.copiedLastEntryId,
+            body.sourceClusterName,
         )
 
     @router.get("/{name}", summary="One registered storage cluster")

@@ -129,7 +129,11 @@ class StandaloneServer:
     async def _start(self) -> None:
         # Imported here: these layers are heavy and `braid --help` should stay instant.
         from braid.broker.service import BrokerService
-        from braid.clusters.factory import LocalClusterFactory
+        from braid.clusters.factory import (
+            LocalClusterFactory,
+            RemoteClusterFactory,
+            StorageClusterFactory,
+        )
         from braid.clusters.faults import switch_pause_hook_from_env
         from braid.clusters.service import StorageClusterService
         from braid.ledger.factory import DefaultManagedLedgerFactory
@@ -164,13 +168,22 @@ class StandaloneServer:
         router = StorageRouter([storage], active=LOCAL_STORAGE_CLUSTER)
 
         self.ml_factory = DefaultManagedLedgerFactory(self.metadata, router, clock=self.clock)
-        cluster_factory = LocalClusterFactory(
+        cluster_factory: StorageClusterFactory = LocalClusterFactory(
             config.data_dir,
             self.metadata,
             config.metadata_store_url,
             home_cluster=LOCAL_STORAGE_CLUSTER,
             clock=self.clock,
         )
+        if config.standalone_bookies == 0:  # bookie processes: so are the other clusters'
+            cluster_factory = RemoteClusterFactory(
+                self.metadata,
+                config.metadata_store_url,
+                clock=self.clock,
+                settings=config.storage_client_settings(),
+                timeout_s=float(config.bookkeeper_client_timeout_in_seconds),
+                session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
+            )
         self.storage_clusters = StorageClusterService(
             self.metadata,
             router,

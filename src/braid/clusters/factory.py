@@ -6,8 +6,10 @@ creating a BK client lazily).
 cluster the broker started with) plus in-process bookies on their own data directory,
 ``<dataDir>/storage/<name>/bookie-<i>`` (the starting cluster keeps ``<dataDir>/bookie-0``). So
 two clusters share neither metadata root nor bookie data, and a whole switch runs on one
-machine. Opening fails with a typed error (the store cannot be reached, the data directory is
-in use) and nothing is left open.
+machine. :class:`RemoteClusterFactory` is the one of brokers on ``braid bookie`` processes: a
+cluster is the bookies registered under its name in its metadata store, shared by every broker.
+Opening fails with a typed error (the store cannot be reached, the data directory is in use, no
+writable bookie registered in time) and nothing is left open.
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from braid.clusters.registry import uri_identity
 from braid.core.storage_switch import BookieClusterInfo
 from braid.metadata import open_store
 from braid.metadata.api import MetadataStore
-from braid.storage.client import BookKeeperClient
+from braid.storage.client import BookKeeperClient, ClientSettings
 from braid.storage.local import open_local_cluster
+from braid.storage.remote import open_remote_cluster
 
 
 class StorageClusterFactory(Protocol):
@@ -103,4 +106,62 @@ class LocalClusterFactory:
             await self.release(name)
 
 
-__all__ = ["LocalClusterFactory", "StorageClusterFactory"]
+class RemoteClusterFactory:
+    """Storage clusters of ``braid bookie`` processes (``braid broker``, or a standalone with
+    ``standaloneBookies=0``): a cluster named ``c`` is the bookies registered as
+    ``storageClusterName=c`` in its ``metadataServiceUri`` (a ZooKeeper chroot, or the broker's
+    own store), as every broker of the cluster sees them - a ledger one broker writes there,
+    another reads."""
+
+    def __init__(
+        self,
+        broker_store: MetadataStore,
+        broker_store_url: str,
+        *,
+        clock: Clock | None = None,
+        settings: ClientSettings | None = None,
+        timeout_s: float = 10.0,
+        session_timeout_s: float = 30.0,
+    ) -> None:
+        self._broker_store = broker_store
+        self._broker_identity = uri_identity(broker_store_url)
+        self._clock = clock
+        self._settings = settings
+        self._timeout_s = timeout_s
+        self._session_timeout_s = session_timeout_s
+        self._stores: dict[str, MetadataStore] = {}
+
+    async def open(self, info: BookieClusterInfo) -> BookKeeperClient:
+        owned: MetadataStore | None = None
+        if uri_identity(info.metadata_service_uri) == self._broker_identity:
+            store = self._broker_store
+        else:
+            owned = store = await open_store(
+                info.metadata_service_uri,
+                clock=self._clock,
+                session_timeout_s=self._session_timeout_s,
+            )
+        try:
+            client = await open_remote_cluster(
+                store,
+                info.name,
+                clock=self._clock,
+                settings=self._settings,
+                add_timeout_s=self._timeout_s,
+                read_timeout_s=self._timeout_s,
+            )
+        except BaseException:
+            if owned is not None:
+                await owned.close()
+            raise
+        if owned is not None:
+            self._stores[info.name] = owned
+        return client
+
+    async def release(self, name: str) -> None:
+        store = self._stores.pop(name, None)
+        if store is not None:
+            await store.close()
+
+
+__all__ = ["LocalClusterFactory", "RemoteClusterFactory", "StorageClusterFactory"]
