@@ -64,6 +64,18 @@ class PromoteCursorBody(BaseModel):
     )
 
 
+async def promote_cursor(service: StorageClusterService, body: PromoteCursorBody) -> dict[str, Any]:
+    """PROMOTE a cursor this broker owns (here, and on the internal listener)."""
+    return await service.promote_cursor(
+        body.topic,
+        body.cursorName,
+        body.targetClusterName,
+        body.expectedCursorsLedgerId,
+        body.copiedLastEntryId,
+        body.sourceClusterName,
+    )
+
+
 def bookie_clusters_router(service: StorageClusterService) -> APIRouter:
     """The ``/bookie-clusters`` endpoints (mounted under ``/admin/v2``)."""
     router = APIRouter(prefix="/bookie-clusters", tags=["bookie-clusters"])
@@ -97,15 +109,8 @@ def bookie_clusters_router(service: StorageClusterService) -> APIRouter:
         "/internal/promote-cursor",
         summary="PROMOTE a cursor this broker owns (409: it rolled over since BUILD)",
     )
-    async def promote_cursor(body: PromoteCursorBody) -> dict[str, Any]:
-        return await service.promote_cursor(
-            body.topic,
-            body.cursorName,
-            body.targetClusterName,
-            body.expectedCursorsLedgerId,
-            body.copiedLastEntryId,
-            body.sourceClusterName,
-        )
+    async def promote(body: PromoteCursorBody) -> dict[str, Any]:
+        return await promote_cursor(service, body)
 
     @router.get("/{name}", summary="One registered storage cluster")
     async def get_cluster(name: str) -> dict[str, Any]:
@@ -136,4 +141,4 @@ def bookie_clusters_router(service: StorageClusterService) -> APIRouter:
     return router
 
 
-__all__ = ["bookie_clusters_router"]
+__all__ = ["PromoteCursorBody", "bookie_clusters_router", "promote_cursor"]

@@ -29,7 +29,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, FastAPI, Header, Query, Request, Response
 from pydantic import BaseModel, Field
 
-from braid.admin.bookie_clusters import PromoteCursorBody
+from braid.admin.bookie_clusters import PromoteCursorBody, promote_cursor
 from braid.admin.errors import install_error_handlers
 from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.broker.broker_secret import BROKER_SECRET_HEADER, secret_matches
@@ -114,15 +114,8 @@ def create_internal_app(
         service = storage_clusters
 
         @app.post(f"{INTERNAL_PREFIX}{PROMOTE_CURSOR_PATH}")
-        async def promote_cursor(body: PromoteCursorBody) -> dict[str, Any]:
-            return await service.promote_cursor(
-                body.topic,
-                body.cursorName,
-                body.targetClusterName,
-                body.expectedCursorsLedgerId,
-                body.copiedLastEntryId,
-                body.sourceClusterName,
-            )
+        async def promote(body: PromoteCursorBody) -> dict[str, Any]:
+            return await promote_cursor(service, body)
 
     return app
 

@@ -43,51 +43,40 @@ class StorageClusterFactory(Protocol):
         ...
 
 
-class LocalClusterFactory:
-    """Storage clusters of in-process bookies under one data directory (standalone)."""
+class _ClusterStores:
+    """Opens each cluster's metadata store (the broker's own when the URI names it) and closes
+    the ones it opened; subclasses open the client over it."""
 
     def __init__(
         self,
-        data_dir: Path,
         broker_store: MetadataStore,
         broker_store_url: str,
-        *,
-        home_cluster: str,
-        clock: Clock | None = None,
-        bookies: int = 1,
+        clock: Clock | None,
+        session_timeout_s: float | None = None,
     ) -> None:
-        """Args:
-        data_dir: the standalone's data directory.
-        broker_store: the broker's metadata store (a cluster registered with its URL uses it).
-        broker_store_url: that store's URL.
-        home_cluster: the cluster the broker started with; its bookies stay in ``data_dir``.
-        """
-        self._data_dir = Path(data_dir)
         self._broker_store = broker_store
         self._broker_identity = uri_identity(broker_store_url)
-        self._home = home_cluster
         self._clock = clock
-        self._bookies = bookies
+        self._session_timeout_s = session_timeout_s
         self._stores: dict[str, MetadataStore] = {}
 
-    def bookie_dir(self, name: str) -> Path:
-        """Where the cluster's bookies keep their data."""
-        return self._data_dir if name == self._home else self._data_dir / "storage" / name
+    async def _client(self, store: MetadataStore, info: BookieClusterInfo) -> BookKeeperClient:
+        raise NotImplementedError
 
     async def open(self, info: BookieClusterInfo) -> BookKeeperClient:
         owned: MetadataStore | None = None
         if uri_identity(info.metadata_service_uri) == self._broker_identity:
             store = self._broker_store
-        else:
+        elif self._session_timeout_s is None:
             owned = store = await open_store(info.metadata_service_uri, clock=self._clock)
-        try:
-            client = await open_local_cluster(
-                store,
-                self.bookie_dir(info.name),
-                info.name,
+        else:
+            owned = store = await open_store(
+                info.metadata_service_uri,
                 clock=self._clock,
-                bookies=self._bookies,
+                session_timeout_s=self._session_timeout_s,
             )
+        try:
+            client = await self._client(store, info)
         except BaseException:
             if owned is not None:
                 await owned.close()
@@ -106,7 +95,41 @@ class LocalClusterFactory:
             await self.release(name)
 
 
-class RemoteClusterFactory:
+class LocalClusterFactory(_ClusterStores):
+    """Storage clusters of in-process bookies under one data directory (standalone)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        broker_store: MetadataStore,
+        broker_store_url: str,
+        *,
+        home_cluster: str,
+        clock: Clock | None = None,
+        bookies: int = 1,
+    ) -> None:
+        """Args:
+        data_dir: the standalone's data directory.
+        broker_store: the broker's metadata store (a cluster registered with its URL uses it).
+        broker_store_url: that store's URL.
+        home_cluster: the cluster the broker started with; its bookies stay in ``data_dir``.
+        """
+        super().__init__(broker_store, broker_store_url, clock)
+        self._data_dir = Path(data_dir)
+        self._home = home_cluster
+        self._bookies = bookies
+
+    def bookie_dir(self, name: str) -> Path:
+        """Where the cluster's bookies keep their data."""
+        return self._data_dir if name == self._home else self._data_dir / "storage" / name
+
+    async def _client(self, store: MetadataStore, info: BookieClusterInfo) -> BookKeeperClient:
+        return await open_local_cluster(
+            store, self.bookie_dir(info.name), info.name, clock=self._clock, bookies=self._bookies
+        )
+
+
+class RemoteClusterFactory(_ClusterStores):
     """Storage clusters of ``braid bookie`` processes (``braid broker``, or a standalone with
     ``standaloneBookies=0``): a cluster named ``c`` is the bookies registered as
     ``storageClusterName=c`` in its ``metadataServiceUri`` (a ZooKeeper chroot, or the broker's
@@ -123,45 +146,19 @@ class RemoteClusterFactory:
         timeout_s: float = 10.0,
         session_timeout_s: float = 30.0,
     ) -> None:
-        self._broker_store = broker_store
-        self._broker_identity = uri_identity(broker_store_url)
-        self._clock = clock
+        super().__init__(broker_store, broker_store_url, clock, session_timeout_s)
         self._settings = settings
         self._timeout_s = timeout_s
-        self._session_timeout_s = session_timeout_s
-        self._stores: dict[str, MetadataStore] = {}
 
-    async def open(self, info: BookieClusterInfo) -> BookKeeperClient:
-        owned: MetadataStore | None = None
-        if uri_identity(info.metadata_service_uri) == self._broker_identity:
-            store = self._broker_store
-        else:
-            owned = store = await open_store(
-                info.metadata_service_uri,
-                clock=self._clock,
-                session_timeout_s=self._session_timeout_s,
-            )
-        try:
-            client = await open_remote_cluster(
-                store,
-                info.name,
-                clock=self._clock,
-                settings=self._settings,
-                add_timeout_s=self._timeout_s,
-                read_timeout_s=self._timeout_s,
-            )
-        except BaseException:
-            if owned is not None:
-                await owned.close()
-            raise
-        if owned is not None:
-            self._stores[info.name] = owned
-        return client
-
-    async def release(self, name: str) -> None:
-        store = self._stores.pop(name, None)
-        if store is not None:
-            await store.close()
+    async def _client(self, store: MetadataStore, info: BookieClusterInfo) -> BookKeeperClient:
+        return await open_remote_cluster(
+            store,
+            info.name,
+            clock=self._clock,
+            settings=self._settings,
+            add_timeout_s=self._timeout_s,
+            read_timeout_s=self._timeout_s,
+        )
 
 
 __all__ = ["LocalClusterFactory", "RemoteClusterFactory", "StorageClusterFactory"]

@@ -137,6 +137,28 @@ def _wait_persisted(owner: BrokerProcess, urls: dict[str, str], topic: str) -> N
     assert stats["numberOfEntriesSinceFirstNotAckedMessage"] > 0
 
 
+def _fill(
+    cluster: Cluster,
+    client: pulsar.Client,
+    producer: pulsar.Producer,
+    urls: dict[str, str],
+    sent: int,
+    received: int,
+    acked: set[int],
+) -> BrokerProcess:
+    """The subscription, ``sent`` messages, the first ``received`` received and ``acked`` of
+    them acknowledged, persisted by the topic's owner (returned)."""
+    topic = producer.topic()
+    _ack_with_holes(client, topic, 0, set())  # the subscription, before the messages
+    _send(producer, range(sent))
+    _ack_with_holes(client, topic, received, acked)
+    owner_url = cluster.owner_of(topic)
+    assert owner_url is not None
+    owner = cluster.by_url(owner_url)
+    _wait_persisted(owner, urls, topic)
+    return owner
+
+
 def _switch(driver: BrokerProcess, new_url: str) -> None:
     with AdminClient(driver.web_url) as admin:
         admin.bookie_clusters.register(NEW, new_url, "STANDBY")
@@ -177,14 +199,9 @@ def test_pip470_phase5_cursor_promote_is_forwarded_to_the_topic_owner(
     client = pulsar.Client(cluster.service_url, operation_timeout_seconds=60)
     try:
         producer = client.create_producer(topic, batching_enabled=False)  # keeps it loaded
-        _ack_with_holes(client, topic, 0, set())  # the subscription, before the messages
-        _send(producer, range(60))
-        _ack_with_holes(client, topic, 30, acked)
-        owner_url = cluster.owner_of(topic)
-        assert owner_url is not None
-        owner = cluster.by_url(owner_url)
+        owner = _fill(cluster, client, producer, urls, 60, 30, acked)
+        owner_url = owner.service_url
         driver = next(b for b in cluster.brokers if b is not owner)
-        _wait_persisted(owner, urls, topic)
         before = persisted_cursor(urls, topic, SUB)
         assert before.node.bookie_cluster_name == HOME
 
@@ -254,13 +271,7 @@ def test_pip470_phase5_cursor_promote_of_a_topic_no_broker_owns_rewrites_its_nod
     client = pulsar.Client(cluster.service_url, operation_timeout_seconds=60)
     try:
         producer = client.create_producer(topic, batching_enabled=False)
-        _ack_with_holes(client, topic, 0, set())
-        _send(producer, range(40))
-        _ack_with_holes(client, topic, 20, acked)
-        owner_url = cluster.owner_of(topic)
-        assert owner_url is not None
-        owner = cluster.by_url(owner_url)
-        _wait_persisted(owner, urls, topic)
+        owner = _fill(cluster, client, producer, urls, 40, 20, acked)
     finally:
         client.close()  # no client comes back: nobody loads the topic again
     before = persisted_cursor(urls, topic, SUB)
@@ -328,13 +339,7 @@ def test_pip470_failure_handling_cursor_owner_killed_mid_promote_keeps_every_ack
     client = pulsar.Client(cluster.service_url, operation_timeout_seconds=60)
     try:
         topic, producer = _topic_owned_elsewhere(cluster, client, driver)
-        _ack_with_holes(client, topic, 0, set())
-        _send(producer, range(60))
-        _ack_with_holes(client, topic, 30, acked)
-        owner_url = cluster.owner_of(topic)
-        assert owner_url is not None
-        owner = cluster.by_url(owner_url)
-        _wait_persisted(owner, urls, topic)
+        owner = _fill(cluster, client, producer, urls, 60, 30, acked)
 
         _switch(driver, new_url)
         _wait_phase(cluster.zk_url, SwitchPhase.PROMOTE)  # paused before its first step
