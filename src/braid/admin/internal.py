@@ -9,7 +9,9 @@ topics are owned, bundle by bundle, by any broker. To create, seal or delete a s
 subscriptions' cursors on it, ask whether a subscription drained it or read its stats, the
 leader's :class:`~braid.scalable.segment_routing.RoutedSegmentAdmin` calls the owner's internal
 listener; a segment owner tells the leader that a subscription drained a sealed segment the same
-way (``POST /internal/v1/drained``).
+way (``POST /internal/v1/drained``). ``GET /internal/v1/lookup?topic=`` answers this broker's
+lookup as a client's first lookup would be: a controller placing a new segment follows the
+redirect to the load manager's leader there, which chooses the broker.
 
 This app is **not** the admin API: it is served on its own port (``internalWebServicePort``), it
 is absent from the public OpenAPI document (it publishes none), and every request must carry the
@@ -23,7 +25,7 @@ Errors are the admin API's JSON (``{"reason", "category"}``) with the same statu
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Header, Query, Request, Response
@@ -33,6 +35,8 @@ from braid.admin.bookie_clusters import PromoteCursorBody, promote_cursor
 from braid.admin.errors import install_error_handlers
 from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.broker.broker_secret import BROKER_SECRET_HEADER, secret_matches
+from braid.broker.errors import ServiceNotReady
+from braid.broker.ownership import LookupAnswer
 from braid.clusters.cursor_owners import PROMOTE_CURSOR_PATH
 from braid.clusters.service import StorageClusterService
 from braid.core.errors import AuthorizationError
@@ -45,6 +49,8 @@ log = logging.getLogger(__name__)
 
 #: ``(segment topic, subscription)``: a subscription drained a sealed segment of this broker.
 DrainedListener = Callable[[str, str], None]
+#: This broker's lookup of a topic (non-authoritative, as a client's first lookup).
+Lookup = Callable[[str], Awaitable[LookupAnswer]]
 
 
 class NotFromABroker(AuthorizationError):
@@ -70,11 +76,13 @@ def create_internal_app(
     segments: SegmentAdmin | None,
     secret: str,
     on_drained: DrainedListener | None = None,
+    lookup: Lookup | None = None,
     storage_clusters: StorageClusterService | None = None,
 ) -> FastAPI:
     """The internal Segments API over this broker's own segments (``segments`` must act locally,
     never route; ``None``: scalable topics are off), its drain-event sink (the scalable-topic
-    service) and PIP-470's cursor PROMOTE for another broker's switch orchestrator."""
+    service), its lookup (a broker placing a segment follows a redirect to the load manager's
+    leader here) and PIP-470's cursor PROMOTE for another broker's switch orchestrator."""
 
     async def from_a_broker(
         request: Request,
@@ -109,6 +117,17 @@ def create_internal_app(
             if on_drained is not None:
                 on_drained(body.segment, body.subscription)
             return Response(status_code=204)
+
+    @app.get(f"{INTERNAL_PREFIX}/lookup")
+    async def lookup_topic(topic: Annotated[str, Query(min_length=1, max_length=4096)]) -> Any:
+        if lookup is None:
+            raise ServiceNotReady("this broker does not answer lookups yet; retry shortly")
+        answer = await lookup(topic)
+        return {
+            "serviceUrl": answer.service_url,
+            "redirect": answer.redirect,
+            "authoritative": answer.authoritative,
+        }
 
     if storage_clusters is not None:
         service = storage_clusters

@@ -60,6 +60,7 @@ from braid.broker.ownership import (
     Candidate,
     NotOwner,
     RendezvousPlacement,
+    rendezvous_score,
 )
 from braid.broker.resources import NamespacePolicies
 from braid.clock import Clock
@@ -119,8 +120,8 @@ class LoadManager:
         #: Bundle name -> when the leader last shed it (the grace period).
         self.recently_unloaded: dict[str, float] = {}
         #: Assignments this broker made that the chosen broker's load report does not list yet:
-        #: bundle -> broker id (counted by placement so a burst of lookups spreads).
-        self._pending: dict[NamespaceBundle, str] = {}
+        #: bundle -> (broker id, when) - counted by placement so a burst of lookups spreads.
+        self._pending: dict[NamespaceBundle, tuple[str, int]] = {}
         self.reporter = LoadReporter(
             settings,
             clock,
@@ -175,16 +176,22 @@ class LoadManager:
     def choose(
         self,
         reports: dict[str, tuple[BrokerInfo, LocalBrokerData]],
+        bundle: NamespaceBundle,
         exclude: set[str] | frozenset[str] = frozenset(),
     ) -> BrokerInfo | None:
-        """The least-loaded live broker outside ``exclude``."""
+        """The least-loaded live broker outside ``exclude`` for ``bundle``; brokers equally
+        loaded are told apart by their rendezvous score for the bundle (Pulsar picks at random
+        among them: either way, a run of bundles placed before any report changes spreads)."""
         # An assignment stops counting as pending once its broker's report lists the bundle
-        # (counted there from then on) or the broker is gone.
-        for bundle, broker in list(self._pending.items()):
-            if broker not in reports or str(bundle) in reports[broker][1].bundle_stats:
-                del self._pending[bundle]
+        # (counted there from then on), the broker is gone, or the assignment expired. Not when
+        # the broker takes the bundle: its report lists it only at the next reporting interval.
+        expired = self._clock.now_ms() - int(ASSIGNMENT_TTL_S * 1000)
+        for pending_bundle, (broker, since) in list(self._pending.items()):
+            gone = broker not in reports or since < expired
+            if gone or str(pending_bundle) in reports[broker][1].bundle_stats:
+                del self._pending[pending_bundle]
         pending: dict[str, int] = {}
-        for broker in self._pending.values():
+        for broker, _ in self._pending.values():
             pending[broker] = pending.get(broker, 0) + 1
         chosen = least_loaded(
             (b for b in reports if b not in exclude),
@@ -192,8 +199,12 @@ class LoadManager:
             weights_of(self.settings),
             overloaded_threshold_percentage=self.settings.broker_overloaded_threshold_percentage,
             pending=pending,
+            tie_break=lambda broker: -rendezvous_score(bundle, broker),
         )
         return None if chosen is None else reports[chosen][0]
+
+    def _count_pending(self, bundle: NamespaceBundle, broker: str) -> None:
+        self._pending[bundle] = (broker, self._clock.now_ms())
 
     async def candidate(self, bundle: NamespaceBundle) -> Candidate | None:
         """Where a lookup for the unowned ``bundle`` goes (module docstring)."""
@@ -204,14 +215,14 @@ class LoadManager:
         if assigned is not None and assigned in reports:
             return Candidate(reports[assigned][0])
         if self._registry.is_leader:
-            chosen = self.choose(reports)
+            chosen = self.choose(reports, bundle)
             if chosen is None:
                 return None
             # Counted at once, before the record is written: lookups of other bundles decided
             # meanwhile (a client opening many partitions at once) see it and spread.
-            self._pending[bundle] = chosen.broker_id
+            self._count_pending(bundle, chosen.broker_id)
             recorded = await self._assign(bundle, chosen.broker_id)
-            self._pending[bundle] = recorded
+            self._count_pending(bundle, recorded)
             return Candidate(reports[recorded][0])
         leader = await self._registry.leader()
         if leader is not None and leader.get("brokerId") in reports:
@@ -247,11 +258,11 @@ class LoadManager:
             if current is not None:
                 return current
             await self._store.put(path, value)
-        self._pending[bundle] = broker
+        self._count_pending(bundle, broker)
         return broker
 
     def _on_acquired(self, bundle: NamespaceBundle) -> None:
-        self._pending.pop(bundle, None)
+        # The assignment has done its job; the pending count stays until the report lists it.
         task = asyncio.ensure_future(self._forget_assignment(bundle))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -285,7 +296,9 @@ class LoadManager:
                 f"destinationBroker {destination!r} is not a live broker "
                 f"(live: {', '.join(sorted(reports))})"
             )
-        target = reports[destination][0] if destination else self.choose(reports, exclude=mine)
+        target = (
+            reports[destination][0] if destination else self.choose(reports, bundle, exclude=mine)
+        )
         if target is not None and target.broker_id in mine:
             target = None
         if target is not None:
@@ -377,10 +390,10 @@ class LoadManager:
         mine = self._mine(reports)
         targets: dict[NamespaceBundle, str | None] = {}
         for bundle in owned:
-            target = self.choose(reports, exclude=mine)
+            target = self.choose(reports, bundle, exclude=mine)
             targets[bundle] = None if target is None else target.broker_id
             if target is not None:
-                self._pending[bundle] = target.broker_id  # spreads the next choices
+                self._count_pending(bundle, target.broker_id)  # spreads the next choices
         unloads = [self.unload(b, t, timeout_s=max(1.0, budget / 2)) for b, t in targets.items()]
         try:
             async with asyncio.timeout(budget):
@@ -424,7 +437,8 @@ class LoadManager:
             for decision in self.shedder.find_bundles_for_unloading(
                 data, self.recently_unloaded, now
             ):
-                target = self.choose(reports, exclude={decision.broker})
+                shed = parse_bundle(decision.bundle)
+                target = self.choose(reports, shed, exclude={decision.broker})
                 if target is None:
                     continue
                 log.info(
@@ -436,7 +450,7 @@ class LoadManager:
                 )
                 self.recently_unloaded[decision.bundle] = now
                 # Counted as the target's from now on: the round's next choices spread.
-                self._pending[parse_bundle(decision.bundle)] = target.broker_id
+                self._count_pending(shed, target.broker_id)
                 await self._on_owner(
                     reports[decision.broker][0],
                     decision.bundle,

@@ -6,9 +6,11 @@ whose weighted maximum resource usage is above ``loadBalancerBrokerOverloadedThr
 is overloaded and is chosen only when every candidate is; among the others, the lowest message
 rate (in + out, over every bundle it reports) wins; ties - an idle cluster - go to the broker
 with the fewest bundles, counting the bundles the leader assigned that its report does not list
-yet (a burst of lookups spreads before any report changes), then to
-the lowest broker id, so the choice is deterministic for a given input (Pulsar picks at random
-among equals). A broker that has not reported yet counts as idle with no bundle.
+yet (a burst of lookups spreads before any report changes), then by the caller's tie-break -
+the load manager passes each broker's rendezvous score for the bundle, so equals are told apart
+differently for each bundle yet deterministically (Pulsar picks at random among equals); the
+default is the lowest broker id. A broker that has not reported yet counts as idle with no
+bundle.
 
 **Splits** (:class:`BundleSplitDecider`, after Pulsar's ``BundleSplitterTask``): a bundle with at
 least two topics goes over a limit when it has more than ``loadBalancerNamespaceBundleMaxTopics``
@@ -24,8 +26,9 @@ No I/O; the caller passes the reports.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from braid.broker.load_config import LoadBalancerSettings
 from braid.broker.load_data import BundleStats, LocalBrokerData, ResourceWeights
@@ -40,6 +43,7 @@ def least_loaded(
     *,
     overloaded_threshold_percentage: float,
     pending: Mapping[str, int] | None = None,
+    tie_break: Callable[[str], Any] | None = None,
 ) -> str | None:
     """The broker to give a bundle to (see the module docstring); ``None`` without candidates.
 
@@ -47,17 +51,19 @@ def least_loaded(
         candidates: broker ids that may take the bundle.
         reports: the brokers' load reports (a missing one reads as idle).
         pending: bundles assigned to each broker that it does not own yet.
+        tie_break: orders brokers equal on everything else (lowest first; default: their id).
     """
     pending = pending or {}
     limit = overloaded_threshold_percentage / 100.0
-    scored: list[tuple[bool, float, int, str]] = []
+    order = tie_break or str
+    scored: list[tuple[bool, float, int, Any, str]] = []
     for broker in candidates:
         report = reports.get(broker, LocalBrokerData())
         overloaded = report.max_resource_usage_with_weight(weights) > limit
         rate = sum(s.msg_rate for s in report.bundle_stats.values())
         bundles = len(report.bundle_stats) + pending.get(broker, 0)
-        scored.append((overloaded, rate, bundles, broker))
-    return min(scored)[3] if scored else None
+        scored.append((overloaded, rate, bundles, order(broker), broker))
+    return min(scored)[-1] if scored else None
 
 
 def namespace_of(bundle_name: str) -> str:

@@ -129,8 +129,16 @@ class BrokerServer(StandaloneServer):
             if scalable is not None:
                 scalable.on_subscription_drained(segment, subscription, relay=False)
 
+        broker = self.broker
+        assert broker is not None
         local = self._segments.local if self._segments is not None else None
-        app = create_internal_app(local, self._broker_secret, drained, self.storage_clusters)
+        app = create_internal_app(
+            local,
+            self._broker_secret,
+            drained,
+            lookup=broker.lookup,
+            storage_clusters=self.storage_clusters,
+        )
         config = self.config
         self.internal = AdminServer(app, config.bind_address, config.internal_web_service_port)
         self._closers.append(("internal listener", self.internal.stop))

@@ -8,6 +8,9 @@ Segments-API call where the segment is served:
 * the broker's lookup of the segment (:meth:`~braid.broker.service.BrokerService.lookup`) names
   this broker - it owns the bundle, or nobody does and this broker is the candidate, which takes
   it: the call runs on the in-process broker (:class:`~braid.scalable.segments.LocalSegmentAdmin`);
+* it is a non-authoritative redirect (an unowned bundle; this broker is not the load manager's
+  leader): the lookup is repeated on the broker named (the leader, over its internal listener),
+  which places the bundle - acting on the leader itself would put every new segment there;
 * it names another broker - the owner, or for an unowned bundle the candidate, which takes the
   bundle when the call loads the topic: the call goes to that broker's **internal listener**
   (:mod:`braid.admin.internal`) with the cluster's broker secret
@@ -53,6 +56,8 @@ T = TypeVar("T")
 
 #: Lookups of one call before it gives up (retriable) while a bundle moves.
 ATTEMPTS = 3
+#: Non-authoritative redirects a lookup follows (this broker -> the load-manager leader).
+MAX_REDIRECTS = 3
 #: Where a broker serves the internal Segments API (:mod:`braid.admin.internal`).
 INTERNAL_PREFIX = "/internal/v1"
 
@@ -77,6 +82,12 @@ class InternalApiClient:
                 f"broker {service_url} is not registered with an internal listener; retry shortly"
             )
         return info.internal_url
+
+    async def lookup(self, service_url: str, topic: str) -> tuple[str, bool, bool]:
+        """The lookup of ``topic`` on the broker at ``service_url``, as a client would be answered
+        there: ``(service URL, redirect, authoritative)``."""
+        doc = await self.call(service_url, "GET", "/lookup", params={"topic": topic})
+        return str(doc["serviceUrl"]), bool(doc["redirect"]), bool(doc["authoritative"])
 
     async def call(
         self,
@@ -144,11 +155,11 @@ class RoutedSegmentAdmin:
     ) -> T:
         failure: BraidError | None = None
         for _ in range(ATTEMPTS):
-            answer = await self._broker.lookup(str(segment))
             try:
-                if answer.local:
+                where = await self._where(segment)
+                if where is None:
                     return await here()
-                return await there(answer.service_url)
+                return await there(where)
             except ServiceNotReady as exc:  # NotOwner included: the bundle moved
                 log.debug("segment %s: %s; looking it up again", segment, exc)
                 failure = exc
@@ -251,9 +262,28 @@ class RoutedSegmentAdmin:
 
         return await self._route(segment, lambda: self.local.stats(segment), there)
 
+    async def _where(self, segment: SegmentTopicName) -> str | None:
+        """The service URL of the broker that serves ``segment`` or will take its bundle;
+        ``None`` for this broker.
+
+        The lookup a client would make: this broker's answer, and while that is a
+        non-authoritative redirect (an unowned bundle, and this broker is not the load manager's
+        leader) the lookup on the broker it names - the leader, which places the bundle. Acting
+        on the redirect's target instead would make the leader take every new segment.
+        """
+        answer = await self._broker.lookup(str(segment))
+        if answer.local:
+            return None
+        url, redirect, authoritative = answer.service_url, answer.redirect, answer.authoritative
+        for _ in range(MAX_REDIRECTS):
+            if not redirect or authoritative:
+                break
+            url, redirect, authoritative = await self._internal.lookup(url, str(segment))
+        return None if url == self._broker.service_url else url
+
     async def broker_url(self, segment: SegmentTopicName) -> str:
         """The segment's owner, or the broker that will take its bundle (the lookup's answer)."""
-        return (await self._broker.lookup(str(segment))).service_url
+        return await self._where(segment) or self._broker.service_url
 
     async def sequence_ids(self, segment: SegmentTopicName) -> SegmentSequenceIds:
         async def there(url: str) -> SegmentSequenceIds:

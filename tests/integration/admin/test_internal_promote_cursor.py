@@ -22,7 +22,7 @@ PATH = "/internal/v1" + PROMOTE_CURSOR_PATH
 
 @pytest.fixture
 async def internal(standalone: StandaloneServer) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_internal_app(None, SECRET, None, standalone.storage_clusters)
+    app = create_internal_app(None, SECRET, storage_clusters=standalone.storage_clusters)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://internal"
     ) as client:

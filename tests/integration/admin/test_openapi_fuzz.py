@@ -8,7 +8,10 @@ namespaces, scalable topics with subscriptions, segment ids and descriptors of t
 fuzzer reaches the controller: splits at random hashes, merges of random id lists, seeks,
 subscription types, segment creation and termination, deletes.
 
-Bounded: a fixed number of examples per operation (the whole run takes well under a minute), no
+Bounded: a fixed number of examples per operation (~170 operations take about two minutes on a
+quiet machine, more on a loaded one: the test has its own timeout, well above the suite's default
+- pytest-timeout's alarm raised inside a Hypothesis example surfaces as a FlakyFailure or
+FlakyStrategyDefinition on whichever operation was running, not as a timeout), no
 shrinking (the first failing request is reported as is, with its curl command), and
 ``numInitialSegments`` of generated creates is kept small — creating thousands of segment topics
 is slow, not wrong, and the REST layer's limits on it are pinned by
@@ -17,6 +20,7 @@ is slow, not wrong, and the REST layer's limits on it are pinned by
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterator
 from typing import Any
 
@@ -140,6 +144,17 @@ def _cases(operation: Any, mode: GenerationMode) -> st.SearchStrategy[Case]:
     )
 
 
+def _describe(exc: BaseException) -> str:
+    """The exception with what it wraps: a FlakyFailure (a 5xx on the first call only) is an
+    exception group whose members carry the response and the curl command."""
+    text = f"{type(exc).__name__}: {exc}"
+    for inner in getattr(exc, "exceptions", ()):
+        text += f"\n    {_describe(inner)}"
+    if exc.__cause__ is not None:
+        text += "\n    caused by " + "".join(traceback.format_exception(exc.__cause__))
+    return text
+
+
 def _can_violate_its_schema(operation: Any) -> bool:
     """Whether a negative case exists: a body, or a parameter that is not a plain string."""
     raw = operation.definition.raw
@@ -148,6 +163,7 @@ def _can_violate_its_schema(operation: Any) -> bool:
     return any(p.get("schema", {}).get("type") != "string" for p in raw.get("parameters", []))
 
 
+@pytest.mark.timeout(900)
 def test_no_request_gets_a_server_error(seeded: str) -> None:
     schema = schemathesis.openapi.from_url(f"{seeded}/openapi.json")
     operations = [result.ok() for result in schema.get_all_operations()]
@@ -155,6 +171,9 @@ def test_no_request_gets_a_server_error(seeded: str) -> None:
     operations.sort(key=lambda operation: operation.method.upper() == "DELETE")
     assert len(operations) >= 30  # every router is mounted
     failures: list[str] = []
+    #: Every failing request as it happened: a replay that behaves differently (Hypothesis's
+    #: FlakyFailure) would otherwise hide what the server answered the first time.
+    first_seen: list[str] = []
     counts = {"requests": 0}
 
     for operation in operations:
@@ -172,13 +191,19 @@ def test_no_request_gets_a_server_error(seeded: str) -> None:
             )
             @given(case=_cases(operation, mode))
             def fuzz(case: Case) -> None:
-                response = case.call(base_url=seeded, timeout=30)
+                try:
+                    response = case.call(base_url=seeded, timeout=30)
+                except Exception as exc:
+                    first_seen.append(f"{case.as_curl_command()}: {type(exc).__name__}: {exc}")
+                    raise
                 counts["requests"] += 1
-                assert response.status_code < 500, (
-                    f"{case.operation.method.upper()} {case.operation.path} -> "
-                    f"{response.status_code}: {response.text[:500]}\n"
-                    f"  reproduce: {case.as_curl_command()}"
-                )
+                if response.status_code >= 500:
+                    first_seen.append(
+                        f"{case.operation.method.upper()} {case.operation.path} -> "
+                        f"{response.status_code}: {response.text[:500]}\n"
+                        f"  reproduce: {case.as_curl_command()}"
+                    )
+                    raise AssertionError(first_seen[-1])
 
             try:
                 fuzz()
@@ -190,9 +215,14 @@ def test_no_request_gets_a_server_error(seeded: str) -> None:
                 if mode is not GenerationMode.NEGATIVE:
                     raise
             except Exception as exc:  # a generation problem is a failure too, not a skip
-                failures.append(f"{operation.label} ({mode.value}): {type(exc).__name__}: {exc}")
+                failures.append(f"{operation.label} ({mode.value}): {_describe(exc)}")
 
-    assert not failures, f"{len(failures)} operation(s) answered 5xx:\n\n" + "\n\n".join(failures)
+    assert not failures, (
+        f"{len(failures)} operation(s) answered 5xx:\n\n"
+        + "\n\n".join(failures)
+        + "\n\nas first seen:\n"
+        + "\n".join(first_seen)
+    )
     assert counts["requests"] >= len(operations) * 5, counts
 
 

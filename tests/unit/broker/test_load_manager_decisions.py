@@ -17,6 +17,7 @@ from braid.broker.load_data import BundleStats, LocalBrokerData, ResourceUsage, 
 from braid.broker.load_placement import BundleSplitDecider, least_loaded
 from braid.broker.load_report import TopicSample, bundle_stats, needs_update
 from braid.broker.load_shedding import ThresholdShedder
+from braid.broker.ownership import rendezvous_score
 from braid.core.names import TopicName
 
 MB = 1024 * 1024
@@ -293,3 +294,26 @@ def test_the_shipped_broker_conf_lists_every_load_balancer_key_with_its_default(
 def test_unreadable_bundle_boundaries_in_policies_are_a_clear_error(raw: object) -> None:
     with pytest.raises(InvalidBundles):
         NamespaceBundles.from_policies(NS, {"bundles": {"boundaries": raw}}, 4)
+
+
+def test_equally_loaded_brokers_are_told_apart_by_each_bundles_rendezvous_score() -> None:
+    """Idle brokers with no bundle tie on everything: the load manager breaks the tie by the
+    bundle's rendezvous score, so bundles placed before any report changes spread (the lowest id
+    would take them all)."""
+    weights = ResourceWeights()
+    idle = {name: LocalBrokerData() for name in ("a", "b", "c")}
+    bundles = [NamespaceBundle.parse(NS, f"0x{i:08x}_0x{i + 1:08x}") for i in range(24)]
+    picks = {
+        bundle: least_loaded(
+            idle,
+            idle,
+            weights,
+            overloaded_threshold_percentage=85,
+            tie_break=lambda broker, bundle=bundle: -rendezvous_score(bundle, broker),
+        )
+        for bundle in bundles
+    }
+    assert set(picks.values()) == {"a", "b", "c"}
+    for bundle, pick in picks.items():  # the highest score wins, the same on every broker
+        assert pick == max(idle, key=lambda broker: rendezvous_score(bundle, broker))
+    assert {least_loaded(idle, idle, weights, overloaded_threshold_percentage=85)} == {"a"}
