@@ -12,8 +12,10 @@
   switch); ``POST /bookie-clusters/rollback``;
 * ``POST /bookie-clusters/cleanup`` ``{"dryRun": true, "srcClusterFilter", "maxDeletions",
   "force"}``; ``POST /bookie-clusters/{name}/close-client``;
-* ``POST /bookie-clusters/internal/promote-cursor`` - the orchestrator's call to a cursor's owner
-  (409: the cursor rolled over since BUILD).
+* ``POST /bookie-clusters/internal/promote-cursor`` - PIP-470's call to a cursor's owner (409: the
+  cursor rolled over since BUILD; 503: this broker does not own it). Brokers of a cluster make
+  that call on each other's internal listener (:mod:`braid.admin.internal`, ADR 0061); this
+  super-user endpoint does the same on the broker it reaches.
 """
 
 from __future__ import annotations
@@ -54,6 +56,24 @@ class PromoteCursorBody(BaseModel):
     targetClusterName: str = Field(min_length=1, max_length=128)
     expectedCursorsLedgerId: int = Field(ge=0, le=(1 << 63) - 1)
     copiedLastEntryId: int = Field(default=-1, ge=-1, le=(1 << 63) - 1)
+    sourceClusterName: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=128,
+        description="the cluster the cursor is attributed to now (default: the switch's source)",
+    )
+
+
+async def promote_cursor(service: StorageClusterService, body: PromoteCursorBody) -> dict[str, Any]:
+    """PROMOTE a cursor this broker owns (here, and on the internal listener)."""
+    return await service.promote_cursor(
+        body.topic,
+        body.cursorName,
+        body.targetClusterName,
+        body.expectedCursorsLedgerId,
+        body.copiedLastEntryId,
+        body.sourceClusterName,
+    )
 
 
 def bookie_clusters_router(service: StorageClusterService) -> APIRouter:
@@ -89,14 +109,8 @@ def bookie_clusters_router(service: StorageClusterService) -> APIRouter:
         "/internal/promote-cursor",
         summary="PROMOTE a cursor this broker owns (409: it rolled over since BUILD)",
     )
-    async def promote_cursor(body: PromoteCursorBody) -> dict[str, Any]:
-        return await service.promote_cursor(
-            body.topic,
-            body.cursorName,
-            body.targetClusterName,
-            body.expectedCursorsLedgerId,
-            body.copiedLastEntryId,
-        )
+    async def promote(body: PromoteCursorBody) -> dict[str, Any]:
+        return await promote_cursor(service, body)
 
     @router.get("/{name}", summary="One registered storage cluster")
     async def get_cluster(name: str) -> dict[str, Any]:
@@ -127,4 +141,4 @@ def bookie_clusters_router(service: StorageClusterService) -> APIRouter:
     return router
 
 
-__all__ = ["bookie_clusters_router"]
+__all__ = ["PromoteCursorBody", "bookie_clusters_router", "promote_cursor"]

@@ -1,5 +1,8 @@
 """The internal listener of ``braid broker``: the Segments API brokers call on each other
-(PIP-468 "Segment Topic Management", ADR 0051).
+(PIP-468 "Segment Topic Management", ADR 0051), and PIP-470's cursor PROMOTE a switch
+orchestrator forwards to the broker owning the cursor (``POST /internal/v1/bookie-clusters/
+promote-cursor``, ADR 0061: 409 when the cursor rolled over instead, 503 when this broker does not
+own it).
 
 The scalable-topic controller leader of a topic runs on one broker; the topic's ``segment://``
 topics are owned, bundle by bundle, by any broker. To create, seal or delete a segment, manage the
@@ -28,11 +31,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, FastAPI, Header, Query, Request, Response
 from pydantic import BaseModel, Field
 
+from braid.admin.bookie_clusters import PromoteCursorBody, promote_cursor
 from braid.admin.errors import install_error_handlers
 from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.broker.broker_secret import BROKER_SECRET_HEADER, secret_matches
 from braid.broker.errors import ServiceNotReady
 from braid.broker.ownership import LookupAnswer
+from braid.clusters.cursor_owners import PROMOTE_CURSOR_PATH
+from braid.clusters.service import StorageClusterService
 from braid.core.errors import AuthorizationError
 from braid.core.inherited_sequence_ids import InheritedSequenceIds
 from braid.core.names import SegmentTopicName, TopicDomain, TopicName, parse_descriptor
@@ -67,14 +73,16 @@ def _segment(tenant: str, namespace: str, topic: str, descriptor: str) -> Segmen
 
 
 def create_internal_app(
-    segments: SegmentAdmin,
+    segments: SegmentAdmin | None,
     secret: str,
     on_drained: DrainedListener | None = None,
     lookup: Lookup | None = None,
+    storage_clusters: StorageClusterService | None = None,
 ) -> FastAPI:
     """The internal Segments API over this broker's own segments (``segments`` must act locally,
-    never route), its drain-event sink (the scalable-topic service) and its lookup (a broker
-    placing a segment follows a redirect to the load manager's leader here)."""
+    never route; ``None``: scalable topics are off), its drain-event sink (the scalable-topic
+    service), its lookup (a broker placing a segment follows a redirect to the load manager's
+    leader here) and PIP-470's cursor PROMOTE for another broker's switch orchestrator."""
 
     async def from_a_broker(
         request: Request,
@@ -101,7 +109,14 @@ def create_internal_app(
         dependencies=[Depends(from_a_broker)],
     )
     install_error_handlers(app)
-    app.include_router(_segments_router(segments), prefix=INTERNAL_PREFIX)
+    if segments is not None:
+        app.include_router(_segments_router(segments), prefix=INTERNAL_PREFIX)
+
+        @app.post(f"{INTERNAL_PREFIX}/drained", status_code=204)
+        async def drained(body: DrainedBody) -> Response:
+            if on_drained is not None:
+                on_drained(body.segment, body.subscription)
+            return Response(status_code=204)
 
     @app.get(f"{INTERNAL_PREFIX}/lookup")
     async def lookup_topic(topic: Annotated[str, Query(min_length=1, max_length=4096)]) -> Any:
@@ -114,11 +129,12 @@ def create_internal_app(
             "authoritative": answer.authoritative,
         }
 
-    @app.post(f"{INTERNAL_PREFIX}/drained", status_code=204)
-    async def drained(body: DrainedBody) -> Response:
-        if on_drained is not None:
-            on_drained(body.segment, body.subscription)
-        return Response(status_code=204)
+    if storage_clusters is not None:
+        service = storage_clusters
+
+        @app.post(f"{INTERNAL_PREFIX}{PROMOTE_CURSOR_PATH}")
+        async def promote(body: PromoteCursorBody) -> dict[str, Any]:
+            return await promote_cursor(service, body)
 
     return app
 

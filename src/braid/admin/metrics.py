@@ -22,7 +22,9 @@ pay nothing (they only bump the integer counters they already keep):
   ``migration_ledger_id_conflict_total``, ``migration_ledgers_promoted_total{kind}``,
   ``migration_ledgers_promoted_via_rollover_total``, ``migration_promote_cas_retries_total``,
   ``migration_promote_deferred_total``, ``migration_ledgers_cleaned_total`` and
-  ``migration_ledgers_reverted_total``, ``migration_ledgers_discarded_total``.
+  ``migration_ledgers_reverted_total``, ``migration_ledgers_discarded_total``,
+  ``migration_cursor_promote_forwarded_total``, ``migration_cursor_promote_served_total``,
+  ``migration_cursor_promote_node_total``.
 
 Each app gets its own registry (several brokers in one test process do not collide).
 """
@@ -226,6 +228,21 @@ class StorageSwitchCollector(Collector):
                 "migration_promote_deferred",
                 "Ledgers whose PROMOTE exhausted its retries (retried by the next switch)",
                 m.promote_deferred,
+            ),
+            (
+                "migration_cursor_promote_forwarded",
+                "Cursor PROMOTE/ROLLBACK requests forwarded to the broker owning the cursor",
+                m.promote_forwarded,
+            ),
+            (
+                "migration_cursor_promote_served",
+                "Cursor PROMOTE/ROLLBACK requests served here for another broker's orchestrator",
+                m.promote_served,
+            ),
+            (
+                "migration_cursor_promote_node",
+                "Cursors re-attributed by a CAS of their node (no broker had them open)",
+                m.promote_via_node,
             ),
             ("migration_ledgers_cleaned", "Old-cluster copies deleted by CLEANUP", m.cleaned),
             ("migration_ledgers_reverted", "Attributions returned by ROLLBACK", m.reverted),

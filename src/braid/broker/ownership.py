@@ -261,6 +261,11 @@ class BundleOwnership:
     def owns(self, bundle: NamespaceBundle) -> bool:
         return not self._session_lost and bundle in self._owned and bundle not in self._unloading
 
+    def holds(self, bundle: NamespaceBundle) -> bool:
+        """This broker holds the bundle's ownership node: it owns the bundle or is unloading it
+        (no other broker can serve it meanwhile)."""
+        return not self._session_lost and bundle in self._owned
+
     def stop_acquiring(self) -> None:
         """Take no new bundle from now on (the broker is handing its bundles over to stop)."""
         self._stopping = True

@@ -19,7 +19,11 @@ broker among others needs:
 * scalable topics span brokers (ADR 0051): each ``segment://`` topic is placed by bundle like any
   topic, the controller reaches segments owned elsewhere through their owner's **internal
   listener** (``internalWebServicePort``, :mod:`braid.admin.internal`, guarded by the cluster's
-  broker secret, :mod:`braid.broker.broker_secret`), which the broker announces in the registry.
+  broker secret, :mod:`braid.broker.broker_secret`), which the broker announces in the registry;
+* a storage-cluster switch (PIP-470) orchestrated here re-attributes each cursor on the broker
+  owning its topic, through that broker's internal listener (ADR 0061); a storage cluster
+  registered here is a set of ``braid bookie`` processes registered in its
+  ``metadataServiceUri``.
 
 :func:`run_initialize` writes a cluster's metadata (Pulsar's ``PulsarClusterMetadataSetup``).
 """
@@ -47,6 +51,7 @@ from braid.metadata import MetadataStore, open_store
 
 if TYPE_CHECKING:
     from braid.admin.server import AdminServer
+    from braid.broker.ownership import BundleOwnership
     from braid.scalable.segment_routing import RoutedSegmentAdmin
 
 log = logging.getLogger(__name__)
@@ -118,18 +123,21 @@ class BrokerServer(StandaloneServer):
         from braid.admin.internal import create_internal_app
         from braid.admin.server import AdminServer
 
-        if self._segments is None:  # scalable topics off: nothing to serve internally
-            return
         scalable = self.scalable
-        assert scalable is not None
 
         def drained(segment: str, subscription: str) -> None:
-            scalable.on_subscription_drained(segment, subscription, relay=False)
+            if scalable is not None:
+                scalable.on_subscription_drained(segment, subscription, relay=False)
 
         broker = self.broker
         assert broker is not None
+        local = self._segments.local if self._segments is not None else None
         app = create_internal_app(
-            self._segments.local, self._broker_secret, drained, lookup=broker.lookup
+            local,
+            self._broker_secret,
+            drained,
+            lookup=broker.lookup,
+            storage_clusters=self.storage_clusters,
         )
         config = self.config
         self.internal = AdminServer(app, config.bind_address, config.internal_web_service_port)
@@ -149,6 +157,19 @@ class BrokerServer(StandaloneServer):
             on_session_lost=self._session_lost,
         )
         broker.ownership = ownership
+        self._route_cursor_promotes(ownership, registry)
+
+    def _route_cursor_promotes(self, ownership: BundleOwnership, registry: BrokerRegistry) -> None:
+        """PIP-470: a switch orchestrated here re-attributes each cursor on the broker owning
+        it, through that broker's internal listener (ADR 0061)."""
+        from braid.clusters.cursor_owners import BundleCursorOwners, InternalPromoteForwarder
+        from braid.scalable.segment_routing import InternalApiClient
+
+        assert self.storage_clusters is not None
+        self.storage_clusters.cursors.route_via(
+            BundleCursorOwners(ownership),
+            InternalPromoteForwarder(InternalApiClient(registry, self._broker_secret)),
+        )
 
     async def _release_bundles(self) -> None:
         if self.broker is not None and self.broker.ownership is not None:

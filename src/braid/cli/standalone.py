@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from braid.broker.load_manager import LoadManager
     from braid.broker.service import BrokerService
     from braid.broker.store_guard import StoreGuard
+    from braid.clusters.factory import StorageClusterFactory
     from braid.clusters.service import StorageClusterService
     from braid.ledger.factory import DefaultManagedLedgerFactory
     from braid.scalable.service import ScalableTopicService
@@ -129,7 +130,6 @@ class StandaloneServer:
     async def _start(self) -> None:
         # Imported here: these layers are heavy and `braid --help` should stay instant.
         from braid.broker.service import BrokerService
-        from braid.clusters.factory import LocalClusterFactory
         from braid.clusters.faults import switch_pause_hook_from_env
         from braid.clusters.service import StorageClusterService
         from braid.ledger.factory import DefaultManagedLedgerFactory
@@ -164,13 +164,7 @@ class StandaloneServer:
         router = StorageRouter([storage], active=LOCAL_STORAGE_CLUSTER)
 
         self.ml_factory = DefaultManagedLedgerFactory(self.metadata, router, clock=self.clock)
-        cluster_factory = LocalClusterFactory(
-            config.data_dir,
-            self.metadata,
-            config.metadata_store_url,
-            home_cluster=LOCAL_STORAGE_CLUSTER,
-            clock=self.clock,
-        )
+        cluster_factory = self._storage_cluster_factory(self.metadata)
         self.storage_clusters = StorageClusterService(
             self.metadata,
             router,
@@ -324,6 +318,29 @@ class StandaloneServer:
         await guard.acquire()
         self.guard = guard
         self._closers.append(("metadata store claim", guard.release))
+
+    def _storage_cluster_factory(self, metadata: MetadataStore) -> StorageClusterFactory:
+        """How other storage clusters are opened (PIP-470): in-process bookies under the data
+        directory, or - when the home cluster is bookie processes - bookie processes too."""
+        from braid.clusters.factory import LocalClusterFactory, RemoteClusterFactory
+
+        config = self.config
+        if config.standalone_bookies == 0:
+            return RemoteClusterFactory(
+                metadata,
+                config.metadata_store_url,
+                clock=self.clock,
+                settings=config.storage_client_settings(),
+                timeout_s=float(config.bookkeeper_client_timeout_in_seconds),
+                session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
+            )
+        return LocalClusterFactory(
+            config.data_dir,
+            metadata,
+            config.metadata_store_url,
+            home_cluster=LOCAL_STORAGE_CLUSTER,
+            clock=self.clock,
+        )
 
     async def _open_home_storage(self, metadata: MetadataStore) -> BookKeeperClient:
         """The home storage cluster: the embedded bookie, N bookies on loopback TCP, or the

@@ -17,8 +17,12 @@ class SwitchMetrics:
     ``migration_ledgers_failed_total{kind}``, ``migration_ledger_id_conflict_total``,
     ``migration_ledgers_promoted_total{kind}``,
     ``migration_ledgers_promoted_via_rollover_total``, ``migration_promote_cas_retries_total``,
-    ``migration_promote_deferred_total``, ``migration_ledgers_cleaned_total`` and
-    ``migration_ledgers_reverted_total``, plus the gauges ``pulsar_bookie_cluster_active{cluster}``
+    ``migration_promote_deferred_total``, ``migration_ledgers_cleaned_total``,
+    ``migration_ledgers_reverted_total``, and where cursors were re-attributed (ADR 0061):
+    ``migration_cursor_promote_forwarded_total`` (sent to the owning broker),
+    ``migration_cursor_promote_served_total`` (done here for another broker's orchestrator) and
+    ``migration_cursor_promote_node_total`` (the node CAS-rewritten: no live cursor), plus the
+    gauges ``pulsar_bookie_cluster_active{cluster}``
     and ``pulsar_bookie_cluster_switch_state{state}`` (1 for :attr:`switch_state`, 0 for every
     other of PIP-470's states). ``phase`` is the phase of the last switch state the registry
     read or wrote; ``standby_registered`` whether its last listing had a STANDBY cluster.
@@ -34,6 +38,9 @@ class SwitchMetrics:
     promoted_via_rollover: int = 0
     promote_cas_retries: int = 0
     promote_deferred: int = 0
+    promote_forwarded: int = 0
+    promote_served: int = 0
+    promote_via_node: int = 0
     cleaned: int = 0
     reverted: int = 0
     discarded: int = 0

@@ -13,10 +13,12 @@ deleted ledger is not missing.
   root name the ledgers stamped with the source cluster; each is copied with the same ledger id
   and entry ids (:mod:`braid.clusters.ledger_copy`), ``concurrency`` at a time.
 * PROMOTE: a schema locator is CAS-rewritten changing only ``storageCluster`` of the built
-  entries (I9/I10), up to 5 attempts; a cursor goes to its owner (this process's managed ledger,
-  under the cursor's lock) or, when no one owns it, to a CAS of its node changing only
-  ``bookieClusterName``. A cursor that wrote since BUILD rolls over to the active cluster
-  (promoted via rollover) and its unneeded copy is deleted.
+  entries (I9/I10), up to 5 attempts; a cursor is re-attributed where it lives
+  (:mod:`braid.clusters.cursor_promotion`, ADR 0061): under its lock when this broker has it
+  open, by its owner's internal listener when another broker owns its topic, by a CAS of its
+  node changing only ``bookieClusterName`` when no live cursor writes it. A cursor that wrote
+  since BUILD rolls over to the active cluster (promoted via rollover) and its unneeded copy is
+  deleted. BUILD fences (recovers) a source cursor ledger only when no other broker owns it.
 * CLEANUP: the source copies of promoted ledgers are deleted; then the registry's statuses flip
   (source DEPRECATED, target ACTIVE: two CAS, I12).
 * ROLLBACK: the attributions are CAS'd back; the target copies are kept, scheduled for delayed
@@ -35,6 +37,7 @@ from typing import Any
 
 from braid.broker.schemas.storage import SCHEMAS_ROOT
 from braid.clock import Clock
+from braid.clusters.cursor_promotion import CursorPromotion
 from braid.clusters.ledger_copy import copy_ledger_preserving_ids
 from braid.clusters.metrics import SwitchMetrics
 from braid.clusters.registry import BookieClusterRegistry
@@ -59,8 +62,7 @@ from braid.core.storage_switch import (
     with_reverted,
     with_rollback_ended,
 )
-from braid.ledger.codec import decode_cursor_info, encode_cursor_info
-from braid.ledger.cursor import ManagedCursorImpl
+from braid.ledger.codec import decode_cursor_info
 from braid.ledger.factory import DefaultManagedLedgerFactory
 from braid.ledger.names import decode_segment, encode_segment
 from braid.metadata.api import BadVersion, MetadataStore
@@ -91,6 +93,9 @@ class SwitchOrchestrator:
         step_hook: StepHook | None = None,
     ) -> None:
         self._registry = registry
+        #: Where each cursor's PROMOTE runs (its owner); brokers set its routing.
+        self.cursors = CursorPromotion(registry.metadata, ml_factory, router, metrics)
+        self._cursors = self.cursors
         self._metadata: MetadataStore = registry.metadata
         self._router = router
         self._ml_factory = ml_factory
@@ -311,7 +316,8 @@ class SwitchOrchestrator:
             source = self._router.client_for(item.source)
             # A cursor ledger nobody here writes can be recovered (fenced) to copy its last
             # entry; a live one is copied up to its last add confirmed (PROMOTE compares).
-            recover = item.kind is ItemKind.SCHEMA or self._ml_factory.opened(item.owner) is None
+            # Never while another broker may be writing it (ADR 0061).
+            recover = item.kind is ItemKind.SCHEMA or await self._cursors.may_recover(item.owner)
             result = await copy_ledger_preserving_ids(
                 item.ledger_id, source, target, recover=recover
             )
@@ -438,46 +444,8 @@ class SwitchOrchestrator:
     async def _reattribute_cursor(
         self, item: MigrationItem, from_cluster: str, to_cluster: str
     ) -> MigrationItem:
-        """Re-point one cursor (via its owner when this process owns it)."""
-        ml = self._ml_factory.opened(item.owner)
-        cursor = ml.cursors.get(item.cursor) if ml is not None else None
-        try:
-            if isinstance(cursor, ManagedCursorImpl):
-                done = await cursor.reattribute_storage(
-                    item.ledger_id, item.copied_last_entry, from_cluster, to_cluster
-                )
-                status = ItemStatus.PROMOTED if done else ItemStatus.ROLLED_OVER
-                return dataclasses.replace(item, status=status, reason="")
-            return await self._reattribute_unowned_cursor(item, from_cluster, to_cluster)
-        except BraidError as exc:
-            log.warning("cursor %s/%s: re-attribution failed: %s", item.owner, item.cursor, exc)
-            return dataclasses.replace(item, status=ItemStatus.DEFERRED, reason=str(exc))
-
-    async def _reattribute_unowned_cursor(
-        self, item: MigrationItem, from_cluster: str, to_cluster: str
-    ) -> MigrationItem:
-        root = self._ml_factory.root
-        path = f"{root}/{encode_segment(item.owner)}/{encode_segment(item.cursor)}"
-        for _ in range(MAX_PROMOTE_RETRIES):
-            got = await self._metadata.get(path)
-            if got is None:
-                return dataclasses.replace(item, status=ItemStatus.ROLLED_OVER)
-            node = decode_cursor_info(got[0])
-            if node.cursors_ledger_id != item.ledger_id:
-                return dataclasses.replace(item, status=ItemStatus.ROLLED_OVER)
-            if node.bookie_cluster_name == to_cluster:
-                return dataclasses.replace(item, status=ItemStatus.PROMOTED)
-            if node.bookie_cluster_name != from_cluster:
-                return dataclasses.replace(item, status=ItemStatus.ROLLED_OVER)
-            updated = dataclasses.replace(node, bookie_cluster_name=to_cluster)
-            try:
-                await self._metadata.put(path, encode_cursor_info(updated), got[1].version)
-            except BadVersion:
-                self._metrics.promote_cas_retries += 1
-                continue
-            return dataclasses.replace(item, status=ItemStatus.PROMOTED, reason="")
-        reason = f"cursor node CAS lost {MAX_PROMOTE_RETRIES} times"
-        return dataclasses.replace(item, status=ItemStatus.DEFERRED, reason=reason)
+        """Re-point one cursor where it lives (:mod:`braid.clusters.cursor_promotion`)."""
+        return await self._cursors.reattribute(item, from_cluster, to_cluster)
 
     # -- CLEANUP ----------------------------------------------------------------------------------
 

@@ -41,6 +41,12 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from braid.clock import Clock
+from braid.clusters.cursor_promotion import (
+    CursorPromotion,
+    CursorRolledOver,
+    NotTheCursorOwner,
+    PromoteRequest,
+)
 from braid.clusters.errors import (
     BookieClusterNotFound,
     IdgenPrecheckFailed,
@@ -51,7 +57,7 @@ from braid.clusters.metrics import SwitchMetrics
 from braid.clusters.orchestrator import StepHook, SwitchOrchestrator
 from braid.clusters.registry import BookieClusterRegistry
 from braid.clusters.switch_status import cleanup_preview, switch_status
-from braid.core.errors import BraidError, ConflictError, InvalidInputError, NotFoundError
+from braid.core.errors import BraidError, InvalidInputError
 from braid.core.storage_switch import (
     DEFAULT_BUILD_CONCURRENCY,
     DEFAULT_DUAL_READ_TIMEOUT_DAYS,
@@ -69,7 +75,6 @@ from braid.core.storage_switch import (
     new_switch_state,
     validate_registry_name,
 )
-from braid.ledger.cursor import ManagedCursorImpl
 from braid.ledger.factory import DefaultManagedLedgerFactory
 from braid.metadata.api import BadVersion, MetadataStore, Notification, NotificationType
 from braid.metadata.election import LeaderElection, LeaderElectionState
@@ -79,13 +84,6 @@ from braid.storage.router import DualRead, StorageRouter
 log = logging.getLogger(__name__)
 
 _DAY_MS = 24 * 3600 * 1000
-
-
-class CursorRolledOver(ConflictError):
-    """PROMOTE of a cursor whose ledger changed since BUILD (HTTP 409): counted as promoted via
-    rollover."""
-
-    retriable = False
 
 
 class StorageClusterService:
@@ -677,6 +675,11 @@ class StorageClusterService:
 
     # -- PROMOTE of a cursor this broker owns (the internal endpoint) ------------------------------
 
+    @property
+    def cursors(self) -> CursorPromotion:
+        """Where cursor PROMOTEs run (brokers set its routing: ADR 0061)."""
+        return self.orchestrator.cursors
+
     async def promote_cursor(
         self,
         managed_ledger: str,
@@ -684,27 +687,29 @@ class StorageClusterService:
         target: str,
         expected_cursors_ledger_id: int,
         copied_last_entry: int,
+        source: str | None = None,
     ) -> dict[str, Any]:
-        """Re-point a cursor this broker owns at its copy on ``target``.
+        """Re-point a cursor this broker owns at its copy on ``target`` (another broker's
+        orchestrator asks; ``source`` defaults to the switch's source cluster).
 
         Raises:
-            NotFoundError: this broker does not own the cursor.
+            NotTheCursorOwner: this broker does not own the cursor's topic (503).
             CursorRolledOver: the cursor's ledger changed since BUILD (rolled over instead).
+            CursorBusy: its managed ledger is being opened here (503: retried).
         """
-        ml = self._ml_factory.opened(managed_ledger)
-        handle = ml.cursors.get(cursor) if ml is not None else None
-        if not isinstance(handle, ManagedCursorImpl):
-            raise NotFoundError(f"cursor {cursor!r} of {managed_ledger!r} is not owned here")
-        source = handle.cursors_ledger_id
-        got = await self._registry.state()
-        from_cluster = got[0].source if got is not None else self._home.cluster_name
-        if not await handle.reattribute_storage(
-            expected_cursors_ledger_id, copied_last_entry, from_cluster, target
-        ):
-            raise CursorRolledOver(
-                f"cursor {cursor!r}: ledger {expected_cursors_ledger_id} changed since BUILD "
-                f"(now {source}); rolled over to the active cluster"
+        if source is None:
+            got = await self._registry.state()
+            source = got[0].source if got is not None else self._home.cluster_name
+        await self.cursors.reattribute_here(
+            PromoteRequest(
+                managed_ledger,
+                cursor,
+                validate_registry_name(source),
+                validate_registry_name(target),
+                expected_cursors_ledger_id,
+                copied_last_entry,
             )
+        )
         return {"promoted": True}
 
     # -- status -----------------------------------------------------------------------------------
@@ -736,4 +741,9 @@ class StorageClusterService:
         }
 
 
-__all__ = ["BookieClusterNotFound", "CursorRolledOver", "StorageClusterService"]
+__all__ = [
+    "BookieClusterNotFound",
+    "CursorRolledOver",
+    "NotTheCursorOwner",
+    "StorageClusterService",
+]

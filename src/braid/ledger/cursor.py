@@ -479,7 +479,8 @@ class ManagedCursorImpl:
         """Write the final state into the node and drop the cursor ledger (the log's close)."""
         if self._persist_task is not None:
             await asyncio.gather(self._persist_task, return_exceptions=True)
-        await self._store.close(self._snapshot())
+        async with self._store_lock:  # not between a PIP-470 re-attribution's read and CAS
+            await self._store.close(self._snapshot())
         self._persisted_gen = self._dirty_gen
 
     async def delete_state(self) -> None:

@@ -109,6 +109,10 @@ class DefaultManagedLedgerFactory:
         """The managed ledger ``name`` if this process has it open (owns it), else ``None``."""
         return self._ledgers.get(name)
 
+    def opening(self, name: str) -> bool:
+        """This process is opening managed ledger ``name`` now (its cursors are being loaded)."""
+        return name in self._opening
+
     def request_rollover_all(self) -> int:
         """Ask every managed ledger open here to roll its current ledger over now (PIP-470:
         new writes move to the active storage cluster); returns how many were asked."""
