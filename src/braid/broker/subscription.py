@@ -80,6 +80,11 @@ class Subscription:
     def consumers(self) -> list[Consumer]:
         return list(self.dispatcher.consumers) if self.dispatcher is not None else []
 
+    @property
+    def msg_backlog(self) -> int:
+        """Entries not yet acknowledged (the cursor's backlog)."""
+        return self.cursor.backlog()
+
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach ``consumer`` or raise saying why it cannot attach.
 
