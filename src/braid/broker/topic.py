@@ -195,8 +195,8 @@ class PersistentTopic:
         """Attach ``producer`` honouring its access mode.
 
         ``WaitForExclusive`` calls ``on_waiting`` (the connection sends a not-ready success) and
-        waits until the topic has no other producer. Raises :class:`TopicTerminated`,
-        :class:`ProducerBusy` or :class:`ProducerFenced`.
+        waits until the topic has no other producer. Raises :class:`TopicTerminated`, or what
+        :meth:`~braid.broker.topic_producers.TopicProducers.add` raises.
         """
         if self.is_terminated:
             raise TopicTerminated(f"topic {self.name} is terminated; no new producers")

@@ -340,8 +340,8 @@ def test_any_valid_segment_name_round_trips(
         (lambda: NamespaceName.parse(5), "a namespace name must be a string, got int"),
         (
             lambda: TopicName.parse("kafka://t/n/x"),
-            "invalid topic name 'kafka://t/n/x': unknown domain 'kafka' (expected topic, segment "
-            "or persistent)",
+            "invalid topic name 'kafka://t/n/x': unknown domain 'kafka' (expected topic, segment, "
+            "persistent or non-persistent)",
         ),
         (
             lambda: TopicName.parse("topic://t/n"),
