@@ -66,11 +66,6 @@ def non_persistent_router(resources: BrokerResources, broker: NonPersistentAdmin
         await broker.non_persistent.delete(name, force=force)
         return Response(status_code=204)
 
-    @router.api_route(
-        _PREFIX + "/{topic}/{operation:path}",
-        methods=["GET", "PUT", "POST", "DELETE"],
-        summary="Operations on stored messages: not allowed on a non-persistent topic",
-    )
     async def needs_storage(
         request: Request, tenant: Tenant, namespace: Namespace, topic: LocalTopicName
     ) -> Response:
@@ -78,6 +73,15 @@ def non_persistent_router(resources: BrokerResources, broker: NonPersistentAdmin
         operation = request.path_params["operation"]
         raise not_allowed(f"{request.method} {operation}", name)
 
+    for method in ("GET", "PUT", "POST", "DELETE"):
+        router.add_api_route(
+            _PREFIX + "/{topic}/{operation:path}",
+            needs_storage,
+            methods=[method],
+            operation_id=f"non_persistent_needs_storage_{method.lower()}",
+            status_code=405,  # its only answer
+            summary="Operations on stored messages: not allowed on a non-persistent topic",
+        )
     return router
 
 

@@ -404,10 +404,11 @@ class TopicCommands:
             # Over a backlog quota that holds producers: refused with the policy's error.
             await self._service.check_producer_quota(topic.name)
             refusal = self._service.write_refusal()
-            if refusal is not None:
+            if refusal is not None and isinstance(topic, PersistentTopic):
                 # Nothing could be stored: refuse (PersistenceError, with the reason) rather than
                 # take sends only to close the producer again - a reconnecting client backs off,
-                # and its pending sends time out instead of cycling.
+                # and its pending sends time out instead of cycling. (A non-persistent topic
+                # stores nothing: it keeps serving.)
                 raise refusal
             schema_version = await self._service.schemas.for_producer(
                 TopicName.parse(topic.name), _schema_of(req)

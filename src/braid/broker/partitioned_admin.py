@@ -155,7 +155,10 @@ class PartitionedTopicAdmin:
                 elif await host.topic_exists(str(partition)):
                     await host.deletion.delete_data(partition)
             await host.partitioned.delete(topic)
-            await host.schemas.registry.delete_all(schema_id_of(topic))
+            if topic.domain is TopicDomain.PERSISTENT:
+                # A schema id has no domain (as Pulsar's): a non-persistent topic's delete must
+                # not take the schema of the persistent topic of the same name with it.
+                await host.schemas.registry.delete_all(schema_id_of(topic))
             await host.topic_policies.delete(topic)
 
 
