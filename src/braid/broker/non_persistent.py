@@ -42,6 +42,7 @@ from braid.broker.partitions import PartitionedTopics
 from braid.broker.producer import PendingReceipt, Producer
 from braid.broker.rates import TrafficCounters
 from braid.broker.resources import NamespacePolicies
+from braid.broker.subscription_admission import check_unsubscribe
 from braid.broker.topic_producers import TopicProducers
 from braid.clock import Clock
 from braid.core.names import TopicDomain, TopicName
@@ -161,12 +162,7 @@ class NonPersistentTopic:
     async def unsubscribe(self, subscription_name: str, consumer: Consumer | None) -> None:
         """Delete the subscription; refused while consumers other than ``consumer`` are attached."""
         sub = self._subscription(subscription_name)
-        others = [c for c in sub.consumers if c is not consumer]
-        if others:
-            raise ConsumerBusy(
-                f"subscription {subscription_name!r} has {len(others)} other connected "
-                "consumer(s); unsubscribe refused"
-            )
+        check_unsubscribe(subscription_name, sub.consumers, consumer)
         if consumer is not None:
             sub.remove_consumer(consumer)
         await sub.close()

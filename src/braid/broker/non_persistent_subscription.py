@@ -38,6 +38,7 @@ from braid.broker.sticky_keys import (
     new_selector,
     sticky_hash_of,
 )
+from braid.broker.subscription_admission import check_joins
 from braid.clock import Clock
 from braid.ledger.api import Entry, Position
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -142,18 +143,8 @@ class NonPersistentSubscription:
         self._pick_active(newcomer=consumer)
 
     def _check_joins(self, consumer: Consumer) -> None:
-        current = self.sub_type
-        assert current is not None
-        if current != consumer.sub_type:
-            raise ConsumerBusy(
-                f"subscription {self.name!r} on {self.topic_name} is of type "
-                f"{SubType.Name(current)}; a consumer of type "
-                f"{SubType.Name(consumer.sub_type)} cannot attach"
-            )
-        if current == SubType.Exclusive:
-            raise ConsumerBusy(
-                f"Exclusive consumer is already connected to subscription {self.name!r}"
-            )
+        assert self.sub_type is not None
+        check_joins(self.name, self.topic_name, self.sub_type, consumer)
         policy = consumer.key_shared or KeySharedPolicy()
         if self._policy is not None and not policy.same_subscription_policy(self._policy):
             raise ConsumerBusy(

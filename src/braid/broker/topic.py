@@ -42,6 +42,7 @@ from braid.broker.ownership import AssignedBroker
 from braid.broker.producer import PendingReceipt, Producer
 from braid.broker.rates import TrafficCounters
 from braid.broker.subscription import Subscription
+from braid.broker.subscription_admission import check_unsubscribe
 from braid.broker.topic_producers import TopicProducers
 from braid.clock import Clock, SystemClock
 from braid.core.errors import BraidError, FencedError
@@ -413,12 +414,7 @@ class PersistentTopic:
                 raise SubscriptionNotFound(
                     f"subscription {subscription_name!r} does not exist on {self.name}"
                 )
-            others = [c for c in sub.consumers if c is not consumer]
-            if others:
-                raise ConsumerBusy(
-                    f"subscription {subscription_name!r} has {len(others)} other connected "
-                    "consumer(s); unsubscribe refused"
-                )
+            check_unsubscribe(subscription_name, sub.consumers, consumer)
             if consumer is not None:
                 sub.remove_consumer(consumer)
             await sub.close()
