@@ -39,6 +39,7 @@ from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.metrics import metrics_registry
 from braid.admin.namespace_topics import NamespaceTopics
 from braid.admin.namespaces import namespaces_router
+from braid.admin.non_persistent_topics import NonPersistentAdmin, non_persistent_router
 from braid.admin.owner_redirect import install_owner_redirect
 from braid.admin.partitioned import PartitionAdmin, partitioned_router
 from braid.admin.permissions import permissions_router
@@ -54,6 +55,7 @@ from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.cluster_metadata import ClusterData
 from braid.broker.config import BrokerConfig
 from braid.broker.load_manager import LoadManager
+from braid.broker.partitions import PARTITIONABLE
 from braid.broker.resources import BrokerResources
 from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.broker.topic_policies import TopicPolicies
@@ -68,7 +70,9 @@ from braid.storage.autorecovery import AutoRecoveryService, BookieAdmin
 from braid.storage.autorecovery.metrics import AutoRecoveryCollector
 
 
-class TopicAdmin(TopicOperationsBroker, PartitionAdmin, LookupService, Protocol):
+class TopicAdmin(
+    TopicOperationsBroker, PartitionAdmin, LookupService, NonPersistentAdmin, Protocol
+):
     """What the admin API needs from the broker (``BrokerService`` provides it)."""
 
     @property
@@ -193,11 +197,15 @@ def create_app(
         topic_settings_router(resources, TopicPolicies(resources.metadata), broker.applied_policies)
     )
     v2.include_router(schemas_router(broker.schemas, resources))
-    v2.include_router(
-        partitioned_router(
-            broker, resources, auto_creation_default=config.allow_auto_topic_creation
-        )
-    )
+    for domain in PARTITIONABLE:
+        v2.include_router(
+            partitioned_router(
+                broker, resources, auto_creation_default=config.allow_auto_topic_creation,
+                domain=domain,
+            )
+        )  # fmt: skip
+    # After the partitioned routes: its catch-all refuses operations on stored messages.
+    v2.include_router(non_persistent_router(resources, broker))
     if scalable is not None:
         v2.include_router(scalable_router(scalable, resources.namespace_exists))
         v2.include_router(autoscale_decisions_router(scalable))

@@ -70,7 +70,7 @@ _SUPER = Access(Need.SUPER_USER)
 _DOCS = frozenset({"/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 _TOPIC_DOMAINS = {
     "persistent": TopicDomain.PERSISTENT,
-    "non-persistent": TopicDomain.PERSISTENT,
+    "non-persistent": TopicDomain.NON_PERSISTENT,
     "scalable": TopicDomain.TOPIC,
     "schemas": TopicDomain.PERSISTENT,
 }

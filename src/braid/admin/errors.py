@@ -28,7 +28,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from braid.admin.path_params import name_refusal
 from braid.broker.errors import InvalidTopicName as BrokerInvalidTopicName
-from braid.broker.errors import TopicBusy
+from braid.broker.errors import NotAllowedOnNonPersistent, TopicBusy
 from braid.broker.resources import InvalidResourceName
 from braid.core.errors import (
     AlreadyExistsError,
@@ -63,7 +63,7 @@ class TopicAlreadyExists(AlreadyExistsError):
 
 def status_for(exc: BaseException) -> int:
     """The HTTP status Pulsar's admin API uses for this kind of failure."""
-    if isinstance(exc, ForceDeleteNotAllowed):
+    if isinstance(exc, ForceDeleteNotAllowed | NotAllowedOnNonPersistent):
         return 405
     if isinstance(
         exc,

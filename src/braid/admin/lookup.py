@@ -12,7 +12,8 @@ it is given:
 * the partition count comes from ``GET /admin/v2/persistent/.../partitions`` and schemas from
   ``/admin/v2/schemas/...`` (their own modules);
 * a regex consumer lists topics with ``GET /admin/v2/namespaces/{tenant}/{namespace}/topics``
-  (``?mode=PERSISTENT|NON_PERSISTENT|ALL``; partitions listed by their ``-partition-N`` names).
+  (``?mode=PERSISTENT|NON_PERSISTENT|ALL``; partitions listed by their ``-partition-N`` names;
+  non-persistent topics are those active on this broker).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import RedirectResponse
 
 from braid.admin.path_params import LocalTopicName, Namespace, Tenant
+from braid.broker.non_persistent import NonPersistentTopics
 from braid.broker.ownership import LookupAnswer
 from braid.core.names import NamespaceName, TopicName
 
@@ -35,6 +37,9 @@ class LookupService(Protocol):
     async def check_namespace(self, namespace: str) -> NamespaceName: ...
 
     async def list_topics(self, namespace: str) -> list[str]: ...
+
+    @property
+    def non_persistent(self) -> NonPersistentTopics: ...
 
     async def lookup(
         self, name: str, listener: str | None = None, *, authoritative: bool = False
@@ -95,9 +100,10 @@ def lookup_router(broker: LookupService) -> APIRouter:
         mode: Annotated[str, Query(pattern="^(PERSISTENT|NON_PERSISTENT|ALL)$")] = "PERSISTENT",
     ) -> list[str]:
         name = await broker.check_namespace(f"{tenant}/{namespace}")
-        if mode == "NON_PERSISTENT":
-            return []
-        return await broker.list_topics(str(name))
+        topics = [] if mode == "NON_PERSISTENT" else await broker.list_topics(str(name))
+        if mode != "PERSISTENT":
+            topics += broker.non_persistent.names(str(name))  # those active on this broker
+        return topics
 
     return router
 

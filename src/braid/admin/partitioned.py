@@ -43,31 +43,37 @@ class PartitionAdmin(Protocol):
 
 
 def partitioned_router(
-    broker: PartitionAdmin, resources: BrokerResources, *, auto_creation_default: bool
+    broker: PartitionAdmin,
+    resources: BrokerResources,
+    *,
+    auto_creation_default: bool,
+    domain: TopicDomain = TopicDomain.PERSISTENT,
 ) -> APIRouter:
-    """The partitioned-topic endpoints.
+    """The partitioned-topic endpoints of ``domain`` (``/persistent/...`` or
+    ``/non-persistent/...``).
 
     Args:
         auto_creation_default: the broker's ``allowAutoTopicCreation`` (what a namespace without
             an override allows).
     """
     router = APIRouter(tags=["topics"])
+    prefix = f"/{domain.value}/{{tenant}}/{{namespace}}"
 
     async def topic_of(tenant: str, namespace: str, topic: str) -> TopicName:
-        name = TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
+        name = TopicName(domain, tenant, namespace, topic)
         await resources.check_namespace_exists(tenant, namespace)
         return name
 
     @router.get(
-        "/persistent/{tenant}/{namespace}/partitioned",
+        prefix + "/partitioned",
         summary="List partitioned topics",
     )
     async def list_partitioned(tenant: Tenant, namespace: Namespace) -> list[str]:
         await resources.check_namespace_exists(tenant, namespace)
-        return await broker.partitioned.list(tenant, namespace)
+        return await broker.partitioned.list(tenant, namespace, domain)
 
     @router.put(
-        "/persistent/{tenant}/{namespace}/{topic}/partitions",
+        prefix + "/{topic}/partitions",
         status_code=204,
         summary="Create a partitioned topic (body: the number of partitions)",
     )
@@ -82,7 +88,7 @@ def partitioned_router(
         return Response(status_code=204)
 
     @router.get(
-        "/persistent/{tenant}/{namespace}/{topic}/partitions",
+        prefix + "/{topic}/partitions",
         summary="Partitioned-topic metadata: {partitions: N} (0 = not partitioned)",
     )
     async def get_partitions(
@@ -100,7 +106,7 @@ def partitioned_router(
         return {"partitions": count}
 
     @router.post(
-        "/persistent/{tenant}/{namespace}/{topic}/partitions",
+        prefix + "/{topic}/partitions",
         status_code=204,
         summary="Grow a partitioned topic (body: the new number of partitions)",
     )
@@ -115,7 +121,7 @@ def partitioned_router(
         return Response(status_code=204)
 
     @router.delete(
-        "/persistent/{tenant}/{namespace}/{topic}/partitions",
+        prefix + "/{topic}/partitions",
         status_code=204,
         summary="Delete a partitioned topic, its partitions and its schema",
     )

@@ -40,6 +40,7 @@ from braid.protocol.events import (
     KeepAliveTimeout,
     ProtocolViolation,
 )
+from braid.protocol.frames import encode_command
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from braid.security.authentication import AuthenticationService
 from braid.security.authorization import TopicOperation
@@ -51,6 +52,20 @@ log = logging.getLogger(__name__)
 SERVER_VERSION = "Braid-0.1.0"
 _READ_SIZE = 256 * 1024
 _WRITE_BUFFER_LIMIT = 16 * 1024 * 1024
+
+
+def refuse_connection(writer: asyncio.StreamWriter, reason: str) -> None:
+    """Answer a connection the broker will not serve (over a cap) with Pulsar's ``ERROR
+    NotAllowedError`` naming ``reason``, and close it."""
+    try:
+        writer.write(
+            encode_command(
+                commands.error(commands.NO_REQUEST_ID, ServerError.NotAllowedError, reason)
+            )
+        )
+        writer.close()
+    except (ConnectionError, OSError):
+        pass
 
 
 class BrokerConnection:

@@ -31,6 +31,7 @@ class ConnectionLimiter:
         self._per_ip: Counter[str] = Counter()
         #: Connections refused so far, for stats and the rate-limited log line.
         self.refused = 0
+        self._next_log = 0.0
 
     @property
     def open_connections(self) -> int:
@@ -55,6 +56,14 @@ class ConnectionLimiter:
         self._open += 1
         self._per_ip[ip] += 1
         return None
+
+    def log_due(self, now: float, interval_s: float = 10.0) -> bool:
+        """Whether a refusal at ``now`` (monotonic seconds) is to be logged: at most one line per
+        ``interval_s``, so a client retrying in a loop cannot flood the log."""
+        if now < self._next_log:
+            return False
+        self._next_log = now + interval_s
+        return True
 
     def release(self, ip: str) -> None:
         """Count an admitted connection out."""

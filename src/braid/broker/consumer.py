@@ -117,14 +117,17 @@ class Consumer:
             self._told_end_of_topic = True
             self.transport.send_reached_end_of_topic(self.consumer_id)
 
-    def deliver(self, deliveries: Sequence[Delivery]) -> None:
-        """Send ``deliveries`` to the client and charge their messages against the permits."""
+    def deliver(self, deliveries: Sequence[Delivery], *, track: bool = True) -> None:
+        """Send ``deliveries`` to the client and charge their messages against the permits;
+        ``track=False`` keeps them off the unacknowledged books (a non-persistent topic's
+        messages are never redelivered)."""
         if not deliveries or self.closed:
             return
         messages = size = 0
         pending = self._pending
         for d in deliveries:
-            pending[d.entry.position] = d.messages
+            if track:
+                pending[d.entry.position] = d.messages
             messages += d.messages
             size += len(d.entry.data)
         self.permits -= messages

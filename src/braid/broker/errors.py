@@ -128,6 +128,12 @@ class NotSupported(BrokerError, InvalidInputError):
     code = ServerError.NotAllowedError
 
 
+class NotAllowedOnNonPersistent(NotSupported):
+    """An operation that needs stored messages (seek, reset-cursor, peek, last message id,
+    compaction, ...) asked of a ``non-persistent://`` topic, which stores none: Pulsar's
+    ``NotAllowed`` (HTTP 405 in the admin API)."""
+
+
 class ConsumerAssignError(BrokerError, InvalidInputError):
     """A Key_Shared consumer that cannot be given hashes (STICKY ranges that conflict with
     another consumer's or are invalid, no range left to split)."""
@@ -209,6 +215,7 @@ __all__ = [
     "DuplicateInFlight",
     "InvalidMessage",
     "InvalidTopicName",
+    "NotAllowedOnNonPersistent",
     "NotSupported",
     "ProducerBusy",
     "ProducerFenced",

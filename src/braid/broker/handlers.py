@@ -34,6 +34,8 @@ from braid.broker.errors import (
     TopicFenced,
     to_server_error,
 )
+from braid.broker.non_persistent import NonPersistentTopic
+from braid.broker.non_persistent_subscription import NonPersistentSubscription
 from braid.broker.ownership import AssignedBroker, LookupAnswer
 from braid.broker.producer import PendingReceipt, Producer
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
@@ -55,6 +57,10 @@ from braid.protocol.generated import PulsarApi_pb2 as pb
 from braid.security.authorization import TopicOperation
 
 log = logging.getLogger(__name__)
+
+#: A topic a producer or consumer attaches to (ADR 0062: stored or not), and its subscriptions.
+ServedTopic = PersistentTopic | NonPersistentTopic
+ServedSubscription = Subscription | NonPersistentSubscription
 
 _INT64_MAX = 2**63 - 1
 _CPP_CLIENT_VERSION = re.compile(r"Pulsar-CPP-v(\d+)\.(\d+)")
@@ -113,9 +119,7 @@ class TopicService(Protocol):
         """The topic's number of partitions (0: not partitioned), maybe auto-creating it."""
         ...
 
-    async def get_or_create_topic(
-        self, name: str, *, create: bool | None = None
-    ) -> PersistentTopic:
+    async def serve_topic(self, name: str) -> ServedTopic:
         """The loaded topic, loading (and maybe creating) it on first use."""
         ...
 
@@ -157,7 +161,7 @@ class ConsumerBinding:
     __slots__ = ("consumer", "partition", "subscription", "topic")
 
     def __init__(
-        self, consumer: Consumer, subscription: Subscription, topic: PersistentTopic
+        self, consumer: Consumer, subscription: ServedSubscription, topic: ServedTopic
     ) -> None:
         self.consumer = consumer
         self.subscription = subscription
@@ -183,7 +187,7 @@ class TopicCommands:
         self._validator = validator
         # The session opens on the first command, after the handshake: the version is known.
         self._end_of_topic_supported = client_handles_end_of_topic(channel.client_version)
-        self._producers: dict[int, tuple[Producer, PersistentTopic]] = {}
+        self._producers: dict[int, tuple[Producer, ServedTopic]] = {}
         self._pending_producers: dict[int, asyncio.Task[None]] = {}
         self._consumers: dict[int, ConsumerBinding] = {}
         self._closed = False
@@ -389,7 +393,7 @@ class TopicCommands:
 
         async def run() -> None:
             await channel.authorize(TopicOperation.PRODUCE, req.topic)
-            topic = await self._service.get_or_create_topic(req.topic)
+            topic = await self._service.serve_topic(req.topic)
             # This request is among the pending ones: the others are what the connection holds.
             limits = await self._service.applied_policies.client_limits(topic.name)
             limits.check_producer(
@@ -400,10 +404,11 @@ class TopicCommands:
             # Over a backlog quota that holds producers: refused with the policy's error.
             await self._service.check_producer_quota(topic.name)
             refusal = self._service.write_refusal()
-            if refusal is not None:
+            if refusal is not None and isinstance(topic, PersistentTopic):
                 # Nothing could be stored: refuse (PersistenceError, with the reason) rather than
                 # take sends only to close the producer again - a reconnecting client backs off,
-                # and its pending sends time out instead of cycling.
+                # and its pending sends time out instead of cycling. (A non-persistent topic
+                # stores nothing: it keeps serving.)
                 raise refusal
             schema_version = await self._service.schemas.for_producer(
                 TopicName.parse(topic.name), _schema_of(req)
@@ -540,7 +545,7 @@ class TopicCommands:
             if not req.subscription:
                 raise NotSupported("a subscription name is required")
             await self._channel.authorize(TopicOperation.CONSUME, req.topic, req.subscription)
-            topic = await self._service.get_or_create_topic(req.topic)
+            topic = await self._service.serve_topic(req.topic)
             existing = topic.subscriptions.get(req.subscription)
             limits = await self._service.applied_policies.client_limits(topic.name)
             limits.check_consumer(
@@ -700,6 +705,7 @@ class TopicCommands:
             last, batch_index = await binding.topic.last_message_position(
                 compacted=binding.consumer.read_compacted
             )
+            assert isinstance(binding.subscription, Subscription)  # else refused just above
             mark = binding.subscription.cursor.mark_delete_position
             self._channel.send(
                 commands.get_last_message_id_response(
@@ -735,7 +741,7 @@ class TopicCommands:
                 subscription_type=SubType.Name(consumer.sub_type),
                 available_permits=max(consumer.permits, 0),
                 unacked_messages=consumer.unacked_messages,
-                msg_backlog=binding.subscription.cursor.backlog(),
+                msg_backlog=binding.subscription.msg_backlog,
             )
         )
 
@@ -745,13 +751,10 @@ def _schema_of(req: pb.CommandProducer | pb.CommandSubscribe) -> SchemaData | No
     return SchemaData.from_wire(req.schema) if req.HasField("schema") else None
 
 
-def _in_use(topic: PersistentTopic) -> bool:
+def _in_use(topic: ServedTopic) -> bool:
     """Producers, consumers or messages: a consumer's schema may no longer define the topic's."""
-    return (
-        bool(topic.producers)
-        or topic.ledger.number_of_entries > 0
-        or any(sub.consumers for sub in topic.subscriptions.values())
-    )
+    stored = isinstance(topic, PersistentTopic) and topic.ledger.number_of_entries > 0
+    return stored or bool(topic.producers) or any(s.consumers for s in topic.subscriptions.values())
 
 
 def _error_for(request_id: int) -> _ConsumerRefusal:

@@ -17,8 +17,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from braid.broker.config import BrokerConfig
+from braid.broker.non_persistent import NonPersistentTopics
 from braid.broker.ownership import BundleOwnership
 from braid.broker.partitions import (
+    PARTITIONABLE,
     PartitionedTopicExists,
     PartitionedTopicNotFound,
     PartitionedTopics,
@@ -43,6 +45,7 @@ class PartitionedTopicHost(Protocol):
     deletion: TopicDeletion
     schemas: TopicSchemas
     topic_policies: TopicPolicies
+    non_persistent: NonPersistentTopics
 
     async def check_topic(self, name: str) -> TopicName: ...
 
@@ -81,7 +84,7 @@ class PartitionedTopicAdmin:
         """
         host = self._host
         topic = await host.check_topic(name)
-        if topic.domain is not TopicDomain.PERSISTENT or partition_index(topic.local_name) >= 0:
+        if topic.domain not in PARTITIONABLE or partition_index(topic.local_name) >= 0:
             return 0
         count = await host.partitioned.partitions(topic)
         if count or not auto_create or await host.topic_exists(str(topic)):
@@ -118,10 +121,11 @@ class PartitionedTopicAdmin:
         await self._create_partitions(topic, before, partitions)
 
     async def _create_partitions(self, topic: TopicName, start: int, end: int) -> None:
-        if self._host.ownership is not None:
+        if self._host.ownership is not None or topic.domain is TopicDomain.NON_PERSISTENT:
             # Among several brokers each partition is created by the owner of its bundle on
             # first use (a partition below the count always may be): loading them here would
             # make this broker take every partition's bundle, and the load would not spread.
+            # Non-persistent partitions have nothing to create: they exist while used.
             return
         for partition in _partitions(topic, start, end):
             await self._host.get_or_create_topic(str(partition), create=True)
@@ -145,10 +149,16 @@ class PartitionedTopicAdmin:
         label = f"partitioned topic {topic}"
         async with host.deletion.fenced(partitions, force=force, label=label):
             for partition in partitions:
-                if await host.topic_exists(str(partition)):
+                if partition.domain is TopicDomain.NON_PERSISTENT:
+                    if str(partition) in host.non_persistent.topics:
+                        await host.non_persistent.delete(str(partition), force=force)
+                elif await host.topic_exists(str(partition)):
                     await host.deletion.delete_data(partition)
             await host.partitioned.delete(topic)
-            await host.schemas.registry.delete_all(schema_id_of(topic))
+            if topic.domain is TopicDomain.PERSISTENT:
+                # A schema id has no domain (as Pulsar's): a non-persistent topic's delete must
+                # not take the schema of the persistent topic of the same name with it.
+                await host.schemas.registry.delete_all(schema_id_of(topic))
             await host.topic_policies.delete(topic)
 
 

@@ -3,6 +3,8 @@
 Pulsar's model: ``persistent://t/ns/orders`` with 4 partitions is the metadata node
 ``/admin/partitioned-topics/t/ns/persistent/orders`` holding ``{"partitions": 4}``, and four
 ordinary topics ``orders-partition-0`` .. ``orders-partition-3`` (:mod:`braid.core.partitions`).
+A ``non-persistent://`` topic may be partitioned the same way (its node is under
+``.../non-persistent``; its partitions are non-persistent topics, created on first use).
 Clients ask PARTITIONED_METADATA (or ``GET .../partitions``) first and then produce to and consume
 from the partitions, routing messages themselves (round-robin, by key hash, or a custom router).
 
@@ -40,13 +42,18 @@ class PartitionedTopicNotFound(NotFoundError):
     """The topic is not a partitioned topic."""
 
 
-def _namespace_path(tenant: str, namespace: str) -> str:
-    return f"{PARTITIONED_ROOT}/{tenant}/{namespace}/{TopicDomain.PERSISTENT.value}"
+#: The domains whose topics may be partitioned.
+PARTITIONABLE = (TopicDomain.PERSISTENT, TopicDomain.NON_PERSISTENT)
+
+
+def _namespace_path(tenant: str, namespace: str, domain: TopicDomain) -> str:
+    return f"{PARTITIONED_ROOT}/{tenant}/{namespace}/{domain.value}"
 
 
 def metadata_path(topic: TopicName) -> str:
-    """``/admin/partitioned-topics/<tenant>/<ns>/persistent/<topic>``."""
-    return f"{_namespace_path(topic.tenant, topic.namespace)}/{quote(topic.local_name, safe='')}"
+    """``/admin/partitioned-topics/<tenant>/<ns>/<domain>/<topic>``."""
+    base = _namespace_path(topic.tenant, topic.namespace, topic.domain)
+    return f"{base}/{quote(topic.local_name, safe='')}"
 
 
 def _decode(data: bytes, topic: TopicName) -> int:
@@ -64,21 +71,24 @@ def _encode(partitions: int) -> bytes:
 
 
 class PartitionedTopics:
-    """Partition counts of ``persistent://`` topics, in the metadata store."""
+    """Partition counts of ``persistent://`` and ``non-persistent://`` topics, in the metadata
+    store."""
 
     def __init__(self, metadata: MetadataStore) -> None:
         self._metadata = metadata
 
     @staticmethod
     def _check(topic: TopicName) -> None:
-        if topic.domain is not TopicDomain.PERSISTENT:
-            raise InvalidPartitionCount(f"only persistent:// topics can be partitioned: {topic}")
+        if topic.domain not in PARTITIONABLE:
+            raise InvalidPartitionCount(
+                f"only persistent:// and non-persistent:// topics can be partitioned: {topic}"
+            )
         if partition_index(topic.local_name) >= 0:
             raise InvalidPartitionCount(f"{topic} is a partition's name")
 
     async def partitions(self, topic: TopicName) -> int:
         """The topic's number of partitions; 0 when it is not a partitioned topic."""
-        if topic.domain is not TopicDomain.PERSISTENT or partition_index(topic.local_name) >= 0:
+        if topic.domain not in PARTITIONABLE or partition_index(topic.local_name) >= 0:
             return 0
         got = await self._metadata.get(metadata_path(topic))
         return 0 if got is None else _decode(got[0], topic)
@@ -130,16 +140,18 @@ class PartitionedTopics:
         except NodeNotFound:
             raise PartitionedTopicNotFound(f"{topic} is not a partitioned topic") from None
 
-    async def list(self, tenant: str, namespace: str) -> list[str]:
-        """Full names of the namespace's partitioned topics, sorted."""
-        children = await self._metadata.children(_namespace_path(tenant, namespace))
+    async def list(
+        self, tenant: str, namespace: str, domain: TopicDomain = TopicDomain.PERSISTENT
+    ) -> list[str]:
+        """Full names of the namespace's partitioned topics of ``domain``, sorted."""
+        children = await self._metadata.children(_namespace_path(tenant, namespace, domain))
         return sorted(
-            str(TopicName(TopicDomain.PERSISTENT, tenant, namespace, unquote(child)))
-            for child in children
+            str(TopicName(domain, tenant, namespace, unquote(child))) for child in children
         )
 
 
 __all__ = [
+    "PARTITIONABLE",
     "PARTITIONED_ROOT",
     "PartitionedTopicExists",
     "PartitionedTopicNotFound",

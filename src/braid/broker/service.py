@@ -41,12 +41,11 @@ from braid.broker.config import (
     retention_mb_to_bytes,
     retention_minutes_to_seconds,
 )
-from braid.broker.connection import SERVER_VERSION, BrokerConnection
+from braid.broker.connection import SERVER_VERSION, BrokerConnection, refuse_connection
 from braid.broker.connection_limits import ConnectionLimiter
 from braid.broker.errors import (
     InvalidTopicName,
     NotSupported,
-    ServerError,
     ServiceNotReady,
     TopicNotFound,
     UnknownListener,
@@ -54,6 +53,8 @@ from braid.broker.errors import (
 from braid.broker.handlers import topic_commands
 from braid.broker.key_sampler import KeyHashSampler
 from braid.broker.limits_monitor import LimitsMonitor
+from braid.broker.non_persistent import NonPersistentTopic, NonPersistentTopics
+from braid.broker.non_persistent_subscription import not_allowed
 from braid.broker.ownership import AssignedBroker, BundleOwnership, LookupAnswer, NotOwner
 from braid.broker.partitioned_admin import PartitionedTopicAdmin
 from braid.broker.partitions import (
@@ -93,8 +94,6 @@ from braid.core.partitions import (
 )
 from braid.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from braid.metadata.api import MetadataStore, Notification, NotificationType
-from braid.protocol import commands
-from braid.protocol.frames import encode_command
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from braid.security.authentication import AuthenticationService
 from braid.storage.api import StorageReadOnly
@@ -135,7 +134,6 @@ class BrokerService:
         self.connection_limits = ConnectionLimiter(
             config.broker_max_connections, config.broker_max_connections_per_ip
         )
-        self._next_refusal_log = 0.0
         #: maxConcurrentLookupRequest: lookups in flight, every connection and command counted.
         self.lookups = LookupLimiter(config.max_concurrent_lookup_request)
         self._server: asyncio.Server | None = None
@@ -212,6 +210,11 @@ class BrokerService:
         #: Bundle ownership (``braid broker``); ``None``: this broker serves every topic
         #: (``braid standalone``, alone on its metadata store).
         self.ownership: BundleOwnership | None = None
+        #: ``non-persistent://`` topics: nothing stored, created on first use (ADR 0062).
+        self.non_persistent = NonPersistentTopics(
+            self, settings=self._dispatch_settings, clock=clock,
+            allow_auto_topic_creation=config.allow_auto_topic_creation,
+        )  # fmt: skip
 
     # -- server --------------------------------------------------------------------------------
 
@@ -329,7 +332,7 @@ class BrokerService:
         self, bundle: NamespaceBundle, assigned: AssignedBroker | None = None
     ) -> list[asyncio.Task[None]]:
         """Unload every loaded topic of ``bundle`` now (to ``assigned``, if named)."""
-        return [
+        return self.non_persistent.unload_bundle(bundle, assigned) + [
             self.unload_topic(topic, "bundle unloaded", assigned)
             for name, topic in list(self._topics.items())
             if (parsed := parse_topic_name(name)).namespace_name == bundle.namespace
@@ -344,7 +347,12 @@ class BrokerService:
         ip = str(peer[0]) if isinstance(peer, tuple) else str(peer)
         refusal = self.connection_limits.admit(ip)
         if refusal is not None:
-            self._refuse_connection(writer, ip, refusal)
+            refuse_connection(writer, refusal)
+            if self.connection_limits.log_due(self.clock.monotonic(), _REFUSAL_LOG_INTERVAL_S):
+                log.warning(
+                    "refusing connection from %s: %s (%d refused so far)",
+                    ip, refusal, self.connection_limits.refused,
+                )  # fmt: skip
             return
         try:
             conn = BrokerConnection(
@@ -367,28 +375,6 @@ class BrokerService:
         finally:
             self.connection_limits.release(ip)
 
-    def _refuse_connection(self, writer: asyncio.StreamWriter, ip: str, reason: str) -> None:
-        """Answer a connection over a cap with Pulsar's ERROR and close it (logged at most every
-        few seconds: a client retrying in a loop must not flood the log)."""
-        try:
-            writer.write(
-                encode_command(
-                    commands.error(commands.NO_REQUEST_ID, ServerError.NotAllowedError, reason)
-                )
-            )
-            writer.close()
-        except (ConnectionError, OSError):
-            pass
-        now = self.clock.monotonic()
-        if now >= self._next_refusal_log:
-            self._next_refusal_log = now + _REFUSAL_LOG_INTERVAL_S
-            log.warning(
-                "refusing connection from %s: %s (%d refused so far)",
-                ip,
-                reason,
-                self.connection_limits.refused,
-            )
-
     async def close(self) -> None:
         """Stop accepting, close every connection, then close every topic (snapshots dedup state
         and flushes cursors through the managed ledgers)."""
@@ -408,6 +394,7 @@ class BrokerService:
             await conn.close()
         for task in list(self._loading.values()):
             task.cancel()
+        await self.non_persistent.close()
         for topic in list(self._topics.values()):
             try:
                 await topic.close()
@@ -522,9 +509,18 @@ class BrokerService:
         if self._closing:
             raise ServiceNotReady("the broker is shutting down")
         topic = parse_topic_name(name)
+        if topic.domain is TopicDomain.NON_PERSISTENT:
+            raise not_allowed("this operation (it needs stored messages)", str(topic))
         if self.deletion.is_deleting(str(topic)):
             raise ServiceNotReady(f"topic {topic} is being deleted")
         return await self._get_or_load(topic, create)
+
+    async def serve_topic(self, name: str) -> PersistentTopic | NonPersistentTopic:
+        """The topic a producer or consumer attaches to, stored or not (created if allowed)."""
+        topic = parse_topic_name(name)
+        if topic.domain is TopicDomain.NON_PERSISTENT:
+            return await self.non_persistent.get_or_create(topic)
+        return await self.get_or_create_topic(name)
 
     async def _get_or_load(self, topic: TopicName, create: bool | None) -> PersistentTopic:
         key = str(topic)
@@ -731,8 +727,10 @@ class BrokerService:
     async def topic_exists(self, name: str) -> bool:
         """Whether the topic is loaded here or stored (without loading or creating it)."""
         topic = parse_topic_name(name)
-        if str(topic) in self._topics:
+        if str(topic) in self._topics or str(topic) in self.non_persistent.topics:
             return True
+        if topic.domain is TopicDomain.NON_PERSISTENT:
+            return False
         return await self.ml_factory.exists(managed_ledger_name(topic))
 
     async def delete_topic(self, name: str, *, force: bool = False) -> None:
@@ -776,6 +774,8 @@ class BrokerService:
     def topic_stats(self, name: str) -> dict[str, object]:
         """Stats of a loaded topic (the admin API loads it first)."""
         key = str(parse_topic_name(name))
+        if key.startswith(f"{TopicDomain.NON_PERSISTENT.value}://"):
+            return self.non_persistent.loaded(key).stats()
         topic = self._topics.get(key)
         if topic is None:
             raise TopicNotFound(f"topic {key} is not loaded on this broker")

@@ -24,10 +24,11 @@ from braid.broker.dispatcher import (
     SharedDispatcher,
     SingleActiveDispatcher,
 )
-from braid.broker.errors import ConsumerBusy, NotSupported
+from braid.broker.errors import NotSupported
 from braid.broker.key_shared import KeySharedDispatcher
 from braid.broker.ownership import AssignedBroker
 from braid.broker.sticky_keys import KeySharedPolicy
+from braid.broker.subscription_admission import check_joins
 from braid.clock import Clock, SystemClock
 from braid.ledger.api import InvalidPosition, ManagedCursor, ManagedLedger, Position
 
@@ -80,6 +81,11 @@ class Subscription:
     def consumers(self) -> list[Consumer]:
         return list(self.dispatcher.consumers) if self.dispatcher is not None else []
 
+    @property
+    def msg_backlog(self) -> int:
+        """Entries not yet acknowledged (the cursor's backlog)."""
+        return self.cursor.backlog()
+
     def add_consumer(self, consumer: Consumer) -> None:
         """Attach ``consumer`` or raise saying why it cannot attach.
 
@@ -103,16 +109,7 @@ class Subscription:
                 # Its connection is gone but not yet cleaned up; it must not block a reconnect.
                 self.remove_consumer(stale)
         if current is not None and current.consumers:
-            if current.sub_type != consumer.sub_type:
-                raise ConsumerBusy(
-                    f"subscription {self.name!r} on {self.topic_name} is of type "
-                    f"{SubType.Name(current.sub_type)}; a consumer of type "
-                    f"{SubType.Name(consumer.sub_type)} cannot attach"
-                )
-            if current.sub_type == SubType.Exclusive:
-                raise ConsumerBusy(
-                    f"Exclusive consumer is already connected to subscription {self.name!r}"
-                )
+            check_joins(self.name, self.topic_name, current.sub_type, consumer)
         if current is None or current.sub_type != consumer.sub_type:
             if current is not None:
                 self._retired = asyncio.ensure_future(current.close())

@@ -33,17 +33,17 @@ from braid.broker.entries import messages_in_entry, publish_time_of
 from braid.broker.errors import (
     ConsumerBusy,
     DuplicateInFlight,
-    ProducerBusy,
-    ProducerFenced,
     SubscriptionNotFound,
     TopicFenced,
     TopicTerminated,
 )
 from braid.broker.key_sampler import KeyHashSampler
 from braid.broker.ownership import AssignedBroker
-from braid.broker.producer import AccessMode, PendingReceipt, Producer
+from braid.broker.producer import PendingReceipt, Producer
 from braid.broker.rates import TrafficCounters
 from braid.broker.subscription import Subscription
+from braid.broker.subscription_admission import check_unsubscribe
+from braid.broker.topic_producers import TopicProducers
 from braid.clock import Clock, SystemClock
 from braid.core.errors import BraidError, FencedError
 from braid.ledger.api import (
@@ -95,10 +95,10 @@ class PersistentTopic:
         self.fenced = False
         # Subscriptions already reported drained (reported again only after moving back).
         self._drained: set[str] = set()
-        self.producers: dict[int, Producer] = {}  # keyed by id(producer): ids are per connection
+        self._producer_set = TopicProducers(name)
+        #: Keyed by id(producer): producer ids are per connection.
+        self.producers: dict[int, Producer] = self._producer_set.producers
         self.subscriptions: dict[str, Subscription] = {}
-        self._exclusive: Producer | None = None
-        self._producers_changed = asyncio.Event()
         self._sub_lock = asyncio.Lock()
         self._background: set[asyncio.Future[None]] = set()
         self.closed = False
@@ -196,59 +196,22 @@ class PersistentTopic:
         """Attach ``producer`` honouring its access mode.
 
         ``WaitForExclusive`` calls ``on_waiting`` (the connection sends a not-ready success) and
-        waits until the topic has no other producer. Raises :class:`TopicTerminated`,
-        :class:`ProducerBusy` or :class:`ProducerFenced`.
+        waits until the topic has no other producer. Raises :class:`TopicTerminated`, or what
+        :meth:`~braid.broker.topic_producers.TopicProducers.add` raises.
         """
         if self.is_terminated:
             raise TopicTerminated(f"topic {self.name} is terminated; no new producers")
-        for other in list(self.producers.values()):
-            if other.name == producer.name:
-                if other.transport.closed:
-                    # Its connection is gone but not yet cleaned up: the client is back.
-                    self.remove_producer(other)
-                    continue
-                raise ProducerBusy(
-                    f"producer with name {producer.name!r} is already connected to {self.name}"
-                )
-        mode = producer.access_mode
-        if mode == AccessMode.WaitForExclusive:
-            notified = False
-            while self.producers:
-                if not notified:
-                    on_waiting()
-                    notified = True
-                self._producers_changed.clear()
-                await self._producers_changed.wait()
-                if self.closed or self.is_terminated:
-                    raise TopicTerminated(f"topic {self.name} was closed or terminated")
-        elif mode == AccessMode.ExclusiveWithFencing:
-            for other in list(self.producers.values()):
-                self.remove_producer(other)
-                other.transport.send_close_producer(other.producer_id)
-        elif self._exclusive is not None:
-            raise ProducerFenced(
-                f"topic {self.name} has an exclusive producer {self._exclusive.name!r}"
-            )
-        elif mode == AccessMode.Exclusive and self.producers:
-            raise ProducerBusy(f"topic {self.name} has existing shared producers")
-        self.producers[id(producer)] = producer
-        if mode != AccessMode.Shared:
-            self._exclusive = producer
+        await self._producer_set.add(
+            producer, on_waiting, stopped=lambda: self.closed or self.is_terminated
+        )
 
     def disconnect_producers(self) -> None:
         """Close every producer from the broker side (a backlog quota was exceeded); the
         clients reconnect, and their new PRODUCER meets the quota check."""
-        for producer in list(self.producers.values()):
-            self.remove_producer(producer)
-            producer.transport.send_close_producer(producer.producer_id)
+        self._producer_set.disconnect_all()
 
     def remove_producer(self, producer: Producer) -> None:
-        if self.producers.pop(id(producer), None) is None:
-            return
-        producer.detach()
-        if self._exclusive is producer:
-            self._exclusive = None
-        self._producers_changed.set()
+        self._producer_set.remove(producer)
 
     def publish(
         self, receipt: PendingReceipt, data: bytes, metadata: pb.MessageMetadata | None = None
@@ -451,12 +414,7 @@ class PersistentTopic:
                 raise SubscriptionNotFound(
                     f"subscription {subscription_name!r} does not exist on {self.name}"
                 )
-            others = [c for c in sub.consumers if c is not consumer]
-            if others:
-                raise ConsumerBusy(
-                    f"subscription {subscription_name!r} has {len(others)} other connected "
-                    "consumer(s); unsubscribe refused"
-                )
+            check_unsubscribe(subscription_name, sub.consumers, consumer)
             if consumer is not None:
                 sub.remove_consumer(consumer)
             await sub.close()
@@ -540,10 +498,8 @@ class PersistentTopic:
         if self.closed:
             return
         self.closed = True
-        self._producers_changed.set()
-        for producer in list(self.producers.values()):
-            self.remove_producer(producer)
-            producer.transport.send_close_producer(producer.producer_id, assigned)
+        self._producer_set.wake()
+        self._producer_set.disconnect_all(assigned)
         for sub in list(self.subscriptions.values()):
             await sub.close(assigned)
         await self.compaction.close()

@@ -3,15 +3,18 @@
 Regex and multi-topic consumers learn a namespace's topics from the broker:
 
 * GET_TOPICS_OF_NAMESPACE answers the namespace's ``persistent://`` topics (partitions by their
-  ``-partition-N`` names), filtered by ``topics_pattern`` when the client sends one
-  (``filtered=true``), with the list's ``topics_hash``; a client that already holds that hash gets
-  ``changed=false`` and no names (:mod:`braid.core.topic_list` has the rules);
+  ``-partition-N`` names), its ``non-persistent://`` ones active on this broker, or both, as its
+  ``mode`` asks (``PERSISTENT``, the default; ``NON_PERSISTENT``; ``ALL``), filtered by
+  ``topics_pattern`` when the client sends one (``filtered=true``), with the list's
+  ``topics_hash``; a client that already holds that hash gets ``changed=false`` and no names
+  (:mod:`braid.core.topic_list` has the rules);
 * WATCH_TOPIC_LIST opens a watcher for a namespace and pattern: WATCH_TOPIC_LIST_SUCCESS carries
   the matching topics and their hash, then a WATCH_TOPIC_UPDATE (new and deleted topics, new
   hash) follows every creation or deletion of a matching topic - seen through the managed-ledger
   factory's listener, so topics created by any broker sharing the metadata store count;
   WATCH_TOPIC_LIST_CLOSE (or the connection closing) ends it. CONNECTED advertises
-  ``supports_topic_watchers``.
+  ``supports_topic_watchers``. A watcher follows persistent topics only (non-persistent ones have
+  no creation event that other brokers see).
 
 A watcher registers for events *before* it lists the namespace and replays what arrived while the
 list was being read, so a topic created meanwhile is neither lost nor announced twice.
@@ -25,6 +28,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from braid.broker.errors import ServerError, to_server_error
+from braid.broker.non_persistent import NonPersistentTopics
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
 from braid.core.names import NamespaceName, TopicDomain
 from braid.core.topic_list import compile_pattern, filter_topics, matches, topics_hash
@@ -48,6 +52,11 @@ class TopicListService(Protocol):
 
     async def check_namespace(self, namespace: str) -> NamespaceName:
         """Validate ``tenant/ns`` and check it exists (``TopicNotFound`` naming it if not)."""
+        ...
+
+    @property
+    def non_persistent(self) -> NonPersistentTopics:
+        """The non-persistent topics this broker serves now."""
         ...
 
 
@@ -165,6 +174,8 @@ class TopicListCommands:
             topics: list[str] = []
             if req.mode != pb.CommandGetTopicsOfNamespace.NON_PERSISTENT:
                 topics = await self._service.list_topics(str(namespace))
+            if req.mode != pb.CommandGetTopicsOfNamespace.PERSISTENT:
+                topics += self._service.non_persistent.names(str(namespace))
             filtered = False
             if req.HasField("topics_pattern") and len(req.topics_pattern) <= MAX_PATTERN_LENGTH:
                 topics = filter_topics(topics, compile_pattern(req.topics_pattern))

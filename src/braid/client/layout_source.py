@@ -52,7 +52,8 @@ def parse_topic(topic: str) -> TopicName:
     """Validate an application's topic name (``topic://``, ``persistent://`` or short form).
 
     Raises:
-        InvalidTopicNameError: malformed, or a ``segment://`` name (segments are internal).
+        InvalidTopicNameError: malformed, a ``segment://`` name (segments are internal), or a
+            ``non-persistent://`` one (Braid's consumers keep cursors; such topics have none).
     """
     try:
         name = TopicName.parse(topic)
@@ -61,6 +62,11 @@ def parse_topic(topic: str) -> TopicName:
     if name.domain is TopicDomain.SEGMENT:
         raise InvalidTopicNameError(
             f"{topic!r} names a segment; segments are internal, use the topic:// name"
+        )
+    if name.domain is TopicDomain.NON_PERSISTENT:
+        raise InvalidTopicNameError(
+            f"{topic!r} is a non-persistent topic: Braid's client serves stored topics "
+            "(topic://, persistent://); use a Pulsar client for non-persistent ones"
         )
     return name
 

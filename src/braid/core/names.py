@@ -3,7 +3,8 @@
 * ``topic://tenant/ns/name`` names a scalable topic (the segment DAG).
 * ``segment://tenant/ns/name/<descriptor>`` names one managed segment of it, with the descriptor
   ``%04x-%04x-%d`` = hash start, hash end, segment id (``docs/protocol.md#segment-topic-names``).
-* ``persistent://tenant/ns/name`` is a classic Pulsar topic.
+* ``persistent://tenant/ns/name`` is a classic Pulsar topic; ``non-persistent://tenant/ns/name``
+  a classic one without storage (messages reach only the consumers connected when they arrive).
 * ``tenant/ns`` names a namespace (:class:`NamespaceName`), the home of topics and policies.
 
 Allowed characters and lengths (our decision, close to Pulsar's ``NamedEntity`` rule), one rule
@@ -71,6 +72,8 @@ class TopicDomain(StrEnum):
     TOPIC = "topic"
     SEGMENT = "segment"
     PERSISTENT = "persistent"
+    #: Pulsar's storage-less topics: messages go from producers to connected consumers only.
+    NON_PERSISTENT = "non-persistent"
 
 
 def _check_namespace_part(kind: str, value: object, max_length: int) -> str:
@@ -267,7 +270,7 @@ class TopicName:
             except ValueError:
                 raise InvalidTopicName(
                     f"invalid topic name {_shortened(text)}: unknown domain {scheme!r} "
-                    "(expected topic, segment or persistent)"
+                    "(expected topic, segment, persistent or non-persistent)"
                 ) from None
         else:
             if default_domain is TopicDomain.SEGMENT:

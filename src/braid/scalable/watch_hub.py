@@ -141,6 +141,11 @@ class WatchHub:
         topic = TopicName.parse(name, default_domain=TopicDomain.TOPIC)
         if topic.domain is TopicDomain.SEGMENT:
             raise InvalidTopicName(f"{name}: segment topics are not looked up as scalable topics")
+        if topic.domain is TopicDomain.NON_PERSISTENT:
+            raise InvalidTopicName(
+                f"{name}: non-persistent topics are served to Pulsar clients only, not through "
+                "the scalable-topic lookup"
+            )
         # A session id this connection reuses replaces its session (never two under one id:
         # the first would go on receiving pushes, and outlive the connection).
         self.close_dag_watch(transport, session_id)

@@ -46,3 +46,10 @@ def test_a_refused_connection_is_not_counted_in() -> None:
 def test_negative_caps_are_refused() -> None:
     with pytest.raises(ValueError):
         ConnectionLimiter(max_connections=-1)
+
+
+def test_refusals_are_logged_at_most_once_per_interval() -> None:
+    limiter = ConnectionLimiter(1)
+    assert limiter.log_due(100.0, 10.0)
+    assert not limiter.log_due(105.0, 10.0)
+    assert limiter.log_due(110.0, 10.0)

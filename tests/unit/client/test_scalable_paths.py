@@ -10,7 +10,7 @@ import pytest
 from braid.client.assignment_session import AssignmentSession
 from braid.client.context import ClientContext
 from braid.client.dag import assignment_from_pb, dag_from_layout, layout_from_dag
-from braid.client.errors import NotFoundError
+from braid.client.errors import InvalidTopicNameError, NotFoundError
 from braid.client.layout_source import DagWatchLayoutSource, parse_topic
 from braid.client.settings import ClientSettings, parse_service_url
 from braid.core.consumer_assignment import AssignmentDiff
@@ -141,3 +141,8 @@ async def test_assignment_updates_apply_by_layout_epoch_and_leave_is_clean() -> 
     await session.close()  # not connected: no unsubscribe to send, still closes
     assert session.state.phase.value == "closed"
     await ctx.close()
+
+
+def test_braids_client_refuses_a_non_persistent_topic_with_a_clear_error() -> None:
+    with pytest.raises(InvalidTopicNameError, match="non-persistent topic"):
+        parse_topic("non-persistent://public/default/ticks")

@@ -64,6 +64,12 @@ def test_segment_names_have_no_short_form() -> None:
         TopicName.parse("my-topic", default_domain=TopicDomain.SEGMENT)
 
 
+def test_non_persistent_names_parse_in_their_own_domain() -> None:
+    name = TopicName.parse("non-persistent://t/n/x")
+    assert name.domain is TopicDomain.NON_PERSISTENT
+    assert str(name) == "non-persistent://t/n/x"
+
+
 def test_with_domain_switches_between_topic_and_persistent() -> None:
     assert str(PARENT.with_domain(TopicDomain.PERSISTENT)) == "persistent://tenant/ns/my-topic"
     with pytest.raises(InvalidTopicName):
@@ -74,7 +80,6 @@ def test_with_domain_switches_between_topic_and_persistent() -> None:
     ("text", "message"),
     [
         ("kafka://t/n/x", "unknown domain 'kafka'"),
-        ("non-persistent://t/n/x", "unknown domain 'non-persistent'"),
         ("topic://t/n", "found 2 '/'-separated parts"),
         ("topic://t/c/n/x", "must not contain '/'"),
         ("topic:///n/x", "tenant is empty"),
@@ -335,8 +340,8 @@ def test_any_valid_segment_name_round_trips(
         (lambda: NamespaceName.parse(5), "a namespace name must be a string, got int"),
         (
             lambda: TopicName.parse("kafka://t/n/x"),
-            "invalid topic name 'kafka://t/n/x': unknown domain 'kafka' (expected topic, segment "
-            "or persistent)",
+            "invalid topic name 'kafka://t/n/x': unknown domain 'kafka' (expected topic, segment, "
+            "persistent or non-persistent)",
         ),
         (
             lambda: TopicName.parse("topic://t/n"),
