@@ -1,0 +1,199 @@
+"""Pending acknowledgements of a subscription, and a topic's transactions as dispatch sees them.
+
+An individual acknowledgement inside a transaction (CommandAck with a transaction id) is *pending*:
+it is persisted - one metadata-store node per (subscription, transaction), CAS'd, before the
+ACK_RESPONSE - and taken off the delivery books, so the message is neither redelivered nor
+acknowledged by anyone else meanwhile. A second acknowledgement of the same message, by another
+transaction or of a message already acknowledged, is refused with ``TransactionConflict`` (Pulsar's
+rule). When the transaction ends on the subscription (END_TXN_ON_SUBSCRIPTION): a commit applies
+the acks to the cursor, an abort releases them and the messages are delivered again. A topic
+loaded after a crash reads the nodes back (:meth:`PendingAcks.recover`), so an acknowledged pending
+ack is never lost. Cumulative acknowledgements in a transaction are refused (not supported yet).
+
+:class:`TopicTransactions` is the one owner of a topic's :class:`TransactionBuffer` and of its
+subscriptions' :class:`PendingAcks`; it gives each subscription the :class:`SubscriptionView` its
+dispatchers read through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Sequence
+from urllib.parse import quote
+
+from braid.broker.dispatcher import EntryVerdict
+from braid.broker.entries import CorruptEntry, parse_metadata
+from braid.broker.errors import TransactionConflict
+from braid.broker.subscription import Subscription
+from braid.broker.transactions.buffer import TransactionBuffer, is_txn_marker
+from braid.broker.transactions.ids import TxnId
+from braid.ledger.api import Entry, Position
+from braid.metadata.api import MetadataStore, NodeNotFound
+from braid.protocol.generated import PulsarApi_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+#: Where pending acks are kept: ``<root>/<topic>/<subscription>/<most>-<least>``.
+PENDING_ACKS_ROOT = "/transactions/pending-acks"
+
+
+def _subscription_path(topic: str, subscription: str) -> str:
+    return f"{PENDING_ACKS_ROOT}/{quote(topic, safe='')}/{quote(subscription, safe='')}"
+
+
+def _encode(positions: Sequence[Position]) -> bytes:
+    return json.dumps([[p.ledger_id, p.entry_id] for p in sorted(positions)]).encode()
+
+
+def _decode(data: bytes) -> list[Position]:
+    return [Position(int(ledger), int(entry)) for ledger, entry in json.loads(data)]
+
+
+class PendingAcks:
+    """The pending acknowledgements of one subscription (owned by its topic's transactions)."""
+
+    def __init__(self, topic: str, subscription: Subscription, store: MetadataStore) -> None:
+        self._topic = topic
+        self.subscription = subscription
+        self._store = store
+        self._path = _subscription_path(topic, subscription.name)
+        self._by_txn: dict[TxnId, set[Position]] = {}
+        self._versions: dict[TxnId, int] = {}
+        #: Position -> the transaction holding it.
+        self.held: dict[Position, TxnId] = {}
+        self._lock = asyncio.Lock()
+
+    async def recover(self) -> None:
+        """Read back the pending acks persisted for this subscription."""
+        for key in await self._store.children(self._path):
+            found = await self._store.get(f"{self._path}/{key}")
+            if found is None:
+                continue
+            txn = TxnId.from_key(key)
+            positions = set(_decode(found[0]))
+            self._by_txn[txn] = positions
+            self._versions[txn] = found[1].version
+            for position in positions:
+                self.held[position] = txn
+        if self._by_txn:
+            log.info(
+                "recovered pending acks of %d transactions on %s/%s",
+                len(self._by_txn),
+                self._topic,
+                self.subscription.name,
+            )
+
+    async def acknowledge(self, txn: TxnId, positions: Sequence[Position]) -> None:
+        """Hold ``positions`` for ``txn``, durably, before the ACK_RESPONSE.
+
+        Raises:
+            TransactionConflict: a position is acknowledged already or held by another txn.
+        """
+        cursor = self.subscription.cursor
+        async with self._lock:
+            for position in positions:
+                holder = self.held.get(position)
+                if holder is not None and holder != txn:
+                    raise TransactionConflict(
+                        f"message {position} of {self._topic}/{self.subscription.name} is "
+                        f"acknowledged by transaction {holder} already"
+                    )
+                if holder is None and (
+                    position <= cursor.mark_delete_position or cursor.is_deleted(position)
+                ):
+                    raise TransactionConflict(
+                        f"message {position} of {self._topic}/{self.subscription.name} is "
+                        "acknowledged already"
+                    )
+            mine = self._by_txn.get(txn, set()) | set(positions)
+            path = f"{self._path}/{txn.key}"
+            stat = await self._store.put(path, _encode(list(mine)), self._versions.get(txn, -1))
+            self._versions[txn] = stat.version
+            self._by_txn[txn] = mine
+            for position in positions:
+                self.held[position] = txn
+        dispatcher = self.subscription.dispatcher
+        if dispatcher is not None:
+            dispatcher.on_acked(positions)
+
+    async def end(self, txn: TxnId, action: pb.TxnAction.ValueType) -> None:
+        """Commit (apply to the cursor) or abort (deliver again) ``txn``'s pending acks."""
+        async with self._lock:
+            positions = sorted(self._by_txn.get(txn, ()))
+            if positions and action == pb.TxnAction.COMMIT:
+                await self.subscription.delete_positions(positions)
+            try:
+                await self._store.delete(f"{self._path}/{txn.key}")
+            except NodeNotFound:
+                pass
+            self._by_txn.pop(txn, None)
+            self._versions.pop(txn, None)
+            for position in positions:
+                self.held.pop(position, None)
+        if positions and action == pb.TxnAction.ABORT:
+            dispatcher = self.subscription.dispatcher
+            if dispatcher is not None:
+                dispatcher.requeue(positions)
+
+    async def forget(self) -> None:
+        """The subscription was deleted: drop its pending acks."""
+        await self._store.delete_recursive(self._path)
+
+    def stats(self) -> dict[str, object]:
+        return {"pendingAckedTxns": len(self._by_txn), "pendingAckedMessages": len(self.held)}
+
+
+class SubscriptionView:
+    """What one subscription's dispatchers see of the topic's transactions."""
+
+    def __init__(self, buffer: TransactionBuffer, pending: PendingAcks) -> None:
+        self._buffer = buffer
+        self._pending = pending
+
+    def read_limit(self) -> Position | None:
+        return self._buffer.max_read_position()
+
+    def verdict(self, entry: Entry) -> EntryVerdict:
+        if entry.position in self._pending.held:
+            return EntryVerdict.HOLD
+        if not self._buffer.used:
+            return EntryVerdict.DELIVER
+        try:
+            meta = parse_metadata(entry.data)
+        except CorruptEntry:
+            return EntryVerdict.DELIVER
+        if not meta.HasField("txnid_most_bits"):
+            return EntryVerdict.DELIVER
+        if is_txn_marker(meta) or self._buffer.is_aborted(TxnId.of(meta)):
+            return EntryVerdict.SKIP
+        return EntryVerdict.DELIVER
+
+
+class TopicTransactions:
+    """A persistent topic's transaction buffer and its subscriptions' pending acks."""
+
+    def __init__(self, topic: str, buffer: TransactionBuffer, store: MetadataStore) -> None:
+        self.topic = topic
+        self.buffer = buffer
+        self._store = store
+        self.pending: dict[str, PendingAcks] = {}
+
+    def adopt(self, subscription: Subscription) -> PendingAcks:
+        """Give ``subscription`` its pending acks and its dispatchers the transaction view."""
+        pending = PendingAcks(self.topic, subscription, self._store)
+        self.pending[subscription.name] = pending
+        subscription.entry_filter = SubscriptionView(self.buffer, pending)
+        if subscription.dispatcher is not None:
+            subscription.dispatcher.entry_filter = subscription.entry_filter
+        return pending
+
+    async def recover(self, subscriptions: Sequence[Subscription]) -> None:
+        """Rebuild the buffer from the ledger and every subscription's pending acks."""
+        await self.buffer.recover()
+        for subscription in subscriptions:
+            await self.adopt(subscription).recover()
+
+    def pending_of(self, subscription: str) -> PendingAcks | None:
+        return self.pending.get(subscription)
