@@ -215,6 +215,9 @@ class TransactionCoordinator:
             TransactionNotFound: unknown, already ended or timed out.
             InvalidTxnStatus: already ending the other way.
         """
+        await self._end(txn, action, retry=True)
+
+    async def _end(self, txn: TxnId, action: pb.TxnAction.ValueType, *, retry: bool) -> None:
         target = TxnStatus.COMMITTING if action == pb.TxnAction.COMMIT else TxnStatus.ABORTING
         async with self._lock(txn):
             meta = self._txns.get(txn)
@@ -232,7 +235,12 @@ class TransactionCoordinator:
                     f"transaction {txn} is {meta.status.value}; it cannot be "
                     f"{'committed' if action == pb.TxnAction.COMMIT else 'aborted'}"
                 )
-            await self._finish(meta, action)
+            try:
+                await self._finish(meta, action)
+            except Exception:
+                if retry:  # the outcome is recorded: finish it in the background, as Pulsar
+                    self._spawn(self._finish_later(txn, action, _END_RETRY_S))
+                raise
 
     # -- internals -----------------------------------------------------------------------------
 
@@ -266,7 +274,7 @@ class TransactionCoordinator:
                 await self._clock.sleep(delay)
             try:
                 if txn in self._txns:
-                    await self.end(txn, action)
+                    await self._end(txn, action, retry=False)
                 return
             except (TransactionNotFound, InvalidTxnStatus):
                 return
