@@ -287,3 +287,72 @@ def test_transactions_are_refused_while_the_coordinator_is_disabled(
         assert "not enabled" in response.error.message
 
     _run(broker, scenario)
+
+
+def test_a_transaction_over_the_partitions_of_a_partitioned_topic_commits_on_each(
+    txn_broker: BackgroundBroker, official: pulsar.Client
+) -> None:
+    topic = _topic("partitioned")
+    txn_broker.call(txn_broker.service.create_partitioned_topic(topic, 2))
+    consumer = official.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    holder: dict[str, object] = {}
+
+    async def produce(wire: TxnWire) -> None:
+        await wire.connect_coordinator()
+        txn = await wire.new_txn()
+        for index in range(2):
+            partition = f"{topic}-partition-{index}"
+            assert (
+                error_name((await wire.add_partition(txn, partition)).addPartitionToTxnResponse)
+                is None
+            )
+            await wire.create_producer(partition, index + 1, f"txn-producer-{index}")
+            receipt = await wire.send(
+                index + 1, f"txn-producer-{index}", 0, f"p{index}".encode(), txn
+            )
+            assert receipt.type == pb.BaseCommand.SEND_RECEIPT, receipt
+        holder["txn"] = txn
+
+    _run(txn_broker, produce)
+    assert _received(consumer, 500) == []
+
+    async def commit(wire: TxnWire) -> None:
+        assert error_name(await wire.end(holder["txn"], _COMMIT)) is None  # type: ignore[arg-type]
+
+    _run(txn_broker, commit)
+    got: list[str] = []
+    wait_for(lambda: bool(got.extend(_received(consumer))) or len(got) >= 2, within=20)
+    assert sorted(got) == ["p0", "p1"]
+
+
+def test_a_reader_sees_no_message_available_behind_an_open_or_after_an_aborted_transaction(
+    txn_broker: BackgroundBroker, official: pulsar.Client
+) -> None:
+    topic = _topic("reader")
+    official.create_producer(topic).send(b"plain")
+    holder: dict[str, object] = {}
+
+    async def produce(wire: TxnWire) -> None:
+        await wire.connect_coordinator()
+        aborted, still_open = await wire.new_txn(), await wire.new_txn()
+        await wire.create_producer(topic, 1, "txn-producer")
+        for seq, txn in enumerate((aborted, still_open)):
+            await wire.add_partition(txn, topic)
+            receipt = await wire.send(1, "txn-producer", seq, b"hidden", txn)
+            assert receipt.type == pb.BaseCommand.SEND_RECEIPT, receipt
+        assert error_name(await wire.end(aborted, _ABORT)) is None
+        holder["open"] = still_open
+
+    _run(txn_broker, produce)
+    reader = official.create_reader(topic, pulsar.MessageId.earliest)
+    read = []
+    while reader.has_message_available():
+        read.append(reader.read_next(timeout_millis=10_000).data().decode())
+    assert read == ["plain"]
+
+    async def abort(wire: TxnWire) -> None:
+        assert error_name(await wire.end(holder["open"], _ABORT)) is None  # type: ignore[arg-type]
+
+    _run(txn_broker, abort)
+    assert not reader.has_message_available()
+    reader.close()

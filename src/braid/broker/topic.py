@@ -398,6 +398,8 @@ class PersistentTopic:
                 )
             await sub.close()
             await self.ledger.delete_cursor(sub.cursor.name)
+            if self.transactions is not None:
+                await self.transactions.forget(subscription_name)
             del self.subscriptions[subscription_name]
             self._drained.discard(subscription_name)
 
@@ -449,6 +451,8 @@ class PersistentTopic:
         answers: what the topic ends with may have been compacted away.
         """
         last = self.ledger.last_confirmed_position
+        if self.transactions is not None:  # not past an open transaction, nor on a marker
+            last = await self.transactions.last_readable(last)
         horizon = self.compaction.horizon
         if compacted and horizon is not None and (last.entry_id < 0 or last <= horizon):
             found = await self.compaction.last_compacted()

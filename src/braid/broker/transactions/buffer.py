@@ -75,7 +75,7 @@ class TransactionBuffer:
 
     def __init__(self, topic_name: str, ledger: ManagedLedger, clock: Clock) -> None:
         self.topic_name = topic_name
-        self._ledger = ledger
+        self.ledger = ledger
         self._clock = clock
         # Open transaction -> the highest position that may be read while it is open.
         self._open: dict[TxnId, Position] = {}
@@ -94,10 +94,10 @@ class TransactionBuffer:
     async def recover(self) -> None:
         """Rebuild the state by replaying every retained entry of the ledger, in order."""
         position = Position(0, 0)
-        last = self._ledger.last_confirmed_position
+        last = self.ledger.last_confirmed_position
         replayed = 0
         while last.entry_id >= 0:
-            entries = await self._ledger.read(position, _REPLAY_BATCH)
+            entries = await self.ledger.read(position, _REPLAY_BATCH)
             if not entries:
                 break
             for entry in entries:
@@ -106,7 +106,7 @@ class TransactionBuffer:
             tail = entries[-1].position
             if tail >= last:
                 break
-            position = self._ledger.next_position(tail)
+            position = self.ledger.next_position(tail)
         if self.used:
             log.info(
                 "transaction buffer of %s recovered from %d entries: %d open, %d aborted",
@@ -146,7 +146,7 @@ class TransactionBuffer:
         its first entry's position is known."""
         self.used = True
         if txn not in self._open:
-            self._open[txn] = self._ledger.last_confirmed_position
+            self._open[txn] = self.ledger.last_confirmed_position
             self._unrefined.add(txn)
 
     def on_appended(self, txn: TxnId, position: Position) -> None:
@@ -175,7 +175,7 @@ class TransactionBuffer:
         if txn in (self._aborted if aborting else self._committed):
             return
         self.used = True
-        await self._ledger.append(marker_entry(txn, action, self._clock.now_ms()))
+        await self.ledger.append(marker_entry(txn, action, self._clock.now_ms()))
         self._ended(txn, aborting)
         self._notify()
 
@@ -209,6 +209,6 @@ class TransactionBuffer:
             "ongoingTxnSize": len(self._open),
             "abortedTxnSize": len(self._aborted),
             "maxReadPosition": str(
-                limit if limit is not None else self._ledger.last_confirmed_position
+                limit if limit is not None else self.ledger.last_confirmed_position
             ),
         }

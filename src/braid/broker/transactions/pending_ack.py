@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 #: Where pending acks are kept: ``<root>/<topic>/<subscription>/<most>-<least>``.
 PENDING_ACKS_ROOT = "/transactions/pending-acks"
+#: Entries GET_LAST_MESSAGE_ID looks back over for one that is not a marker or aborted.
+_LAST_READABLE_SCAN = 1000
 
 
 def _subscription_path(topic: str, subscription: str) -> str:
@@ -197,3 +199,36 @@ class TopicTransactions:
 
     def pending_of(self, subscription: str) -> PendingAcks | None:
         return self.pending.get(subscription)
+
+    async def forget(self, subscription: str) -> None:
+        """``subscription`` was deleted: drop its pending acks."""
+        pending = self.pending.pop(subscription, None)
+        if pending is not None:
+            await pending.forget()
+
+    async def last_readable(self, last: Position) -> Position:
+        """What GET_LAST_MESSAGE_ID answers instead of ``last``: not past the max read
+        position, and stepping back (within the ledger, up to a bound) over markers and aborted
+        entries, so a reader's ``hasMessageAvailable`` does not wait for what never comes."""
+        limit = self.buffer.max_read_position()
+        if limit is not None and limit < last:
+            last = limit
+        if not self.buffer.used or last.entry_id < 0:
+            return last
+        first = max(0, last.entry_id - _LAST_READABLE_SCAN + 1)
+        entries = await self.buffer.ledger.read(
+            Position(last.ledger_id, first), last.entry_id - first + 1
+        )
+        for entry in reversed([e for e in entries if e.position <= last]):
+            if self._readable(entry):
+                return entry.position
+        return Position(last.ledger_id, first - 1)
+
+    def _readable(self, entry: Entry) -> bool:
+        try:
+            meta = parse_metadata(entry.data)
+        except CorruptEntry:
+            return True
+        if not meta.HasField("txnid_most_bits"):
+            return True
+        return not (is_txn_marker(meta) or self.buffer.is_aborted(TxnId.of(meta)))
