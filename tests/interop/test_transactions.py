@@ -356,3 +356,42 @@ def test_a_reader_sees_no_message_available_behind_an_open_or_after_an_aborted_t
     _run(txn_broker, abort)
     assert not reader.has_message_available()
     reader.close()
+
+
+def test_compaction_keeps_no_aborted_or_open_transaction_value(
+    txn_broker: BackgroundBroker, official: pulsar.Client
+) -> None:
+    topic = _topic("compaction")
+    official.create_producer(topic).send(b"v1", partition_key="k")
+
+    async def produce(wire: TxnWire) -> None:
+        await wire.connect_coordinator()
+        await wire.create_producer(topic, 1, "txn-producer")
+        aborted, committed, still_open = (
+            await wire.new_txn(),
+            await wire.new_txn(),
+            await wire.new_txn(),
+        )
+        sends = [
+            (aborted, "k", b"aborted"),
+            (committed, "k2", b"committed"),
+            (still_open, "k", b"open"),
+        ]
+        for seq, (txn, key, value) in enumerate(sends):
+            await wire.add_partition(txn, topic)
+            receipt = await wire.send(1, "txn-producer", seq, value, txn, key=key)
+            assert receipt.type == pb.BaseCommand.SEND_RECEIPT, receipt
+        assert error_name(await wire.end(aborted, _ABORT)) is None
+        assert error_name(await wire.end(committed, _COMMIT)) is None
+
+    _run(txn_broker, produce)
+    compaction = txn_broker.run(lambda: txn_broker.service.topics[topic].compaction)
+    txn_broker.call(txn_broker.service.compact_topic(topic))
+    wait_for(lambda: txn_broker.run(lambda: compaction.horizon) is not None, within=20)
+    reader = official.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+    values = {}
+    while reader.has_message_available():
+        message = reader.read_next(timeout_millis=10_000)
+        values[message.partition_key()] = message.data().decode()
+    reader.close()
+    assert values == {"k": "v1", "k2": "committed"}

@@ -151,12 +151,20 @@ class TxnWire:
         assert response.type == _T.PRODUCER_SUCCESS, response
 
     async def send(
-        self, producer_id: int, name: str, sequence_id: int, payload: bytes, txn: Txn | None
+        self,
+        producer_id: int,
+        name: str,
+        sequence_id: int,
+        payload: bytes,
+        txn: Txn | None,
+        key: str | None = None,
     ) -> pb.BaseCommand:
-        """SEND one message (in ``txn``); its SEND_RECEIPT or SEND_ERROR."""
+        """SEND one message (in ``txn``, with ``key``); its SEND_RECEIPT or SEND_ERROR."""
         meta = pb.MessageMetadata(
             producer_name=name, sequence_id=sequence_id, publish_time=1_700_000_000_000
         )
+        if key is not None:
+            meta.partition_key = key
         cmd = commands.send(producer_id, sequence_id)
         if txn is not None:
             meta.txnid_most_bits, meta.txnid_least_bits = txn.most, txn.least

@@ -148,9 +148,10 @@ class PendingAcks:
 
 
 class SubscriptionView:
-    """What one subscription's dispatchers see of the topic's transactions."""
+    """What one subscription's dispatchers (or, without pending acks, the topic's compaction)
+    see of the topic's transactions."""
 
-    def __init__(self, buffer: TransactionBuffer, pending: PendingAcks) -> None:
+    def __init__(self, buffer: TransactionBuffer, pending: PendingAcks | None) -> None:
         self._buffer = buffer
         self._pending = pending
 
@@ -158,7 +159,7 @@ class SubscriptionView:
         return self._buffer.max_read_position()
 
     def verdict(self, entry: Entry) -> EntryVerdict:
-        if entry.position in self._pending.held:
+        if self._pending is not None and entry.position in self._pending.held:
             return EntryVerdict.HOLD
         if not self._buffer.used:
             return EntryVerdict.DELIVER

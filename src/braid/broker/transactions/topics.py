@@ -38,7 +38,7 @@ from braid.broker.transactions.coordinator import (
     TransactionCoordinators,
 )
 from braid.broker.transactions.ids import TxnId
-from braid.broker.transactions.pending_ack import TopicTransactions
+from braid.broker.transactions.pending_ack import SubscriptionView, TopicTransactions
 from braid.clock import Clock
 from braid.core.errors import BraidError
 from braid.core.names import TopicName
@@ -186,6 +186,7 @@ class BrokerTransactions:
         transactions = TopicTransactions(topic.name, buffer, self._store)
         await transactions.recover(list(topic.subscriptions.values()))
         buffer.listeners.append(topic.wake_dispatchers)
+        topic.compaction.entry_filter = SubscriptionView(buffer, None)
         topic.transactions = transactions
 
     # -- the coordinators' participant ---------------------------------------------------------
