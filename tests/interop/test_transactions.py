@@ -395,3 +395,30 @@ def test_compaction_keeps_no_aborted_or_open_transaction_value(
         values[message.partition_key()] = message.data().decode()
     reader.close()
     assert values == {"k": "v1", "k2": "committed"}
+
+
+def test_sends_and_acks_in_a_transaction_that_did_not_add_the_topic_are_refused(
+    txn_broker: BackgroundBroker, official: pulsar.Client
+) -> None:
+    topic = _topic("unregistered")
+    official.create_producer(topic).send(b"m0")
+    official.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest).close()
+
+    async def scenario(wire: TxnWire) -> None:
+        await wire.connect_coordinator()
+        txn = await wire.new_txn()
+        await wire.create_producer(topic, 1, "txn-producer")
+        refused = await wire.send(1, "txn-producer", 0, b"x", txn)
+        assert refused.type == pb.BaseCommand.SEND_ERROR, refused
+        assert "ADD_PARTITION_TO_TXN" in refused.send_error.message
+        await wire.subscribe(topic, "sub", 2, pb.CommandSubscribe.Exclusive)
+        message = await wire.next_message()
+        ack = await wire.ack(2, message.command.message.message_id, txn)
+        assert error_name(ack) == "NotAllowedError" and "ADD_SUBSCRIPTION_TO_TXN" in ack.message
+        # A short topic name in ADD_PARTITION_TO_TXN names the same topic.
+        await wire.add_partition(txn, topic.removeprefix("persistent://public/default/"))
+        stored = await wire.send(1, "txn-producer", 1, b"y", txn)
+        assert stored.type == pb.BaseCommand.SEND_RECEIPT, stored
+        assert error_name(await wire.end(txn, _ABORT)) is None
+
+    _run(txn_broker, scenario)

@@ -17,10 +17,12 @@ from typing import Protocol
 
 from google.protobuf.message import Message
 
-from braid.broker.errors import ServerError, to_server_error
+from braid.broker.errors import InvalidTopicName, ServerError, to_server_error
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
 from braid.broker.transactions.ids import TxnId
 from braid.broker.transactions.topics import BrokerTransactions
+from braid.core import names
+from braid.core.names import TopicName
 from braid.protocol import commands
 from braid.protocol.events import CommandReceived
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -48,6 +50,14 @@ def _response(message: Message, txn: TxnId | None, error: BaseException | None) 
         message.error = code  # type: ignore[attr-defined]
         message.message = text  # type: ignore[attr-defined]
     return commands.wrap(message)
+
+
+def _full_name(topic: str) -> str:
+    """The full name of ``topic`` as topics know themselves (a short name completed)."""
+    try:
+        return str(TopicName.parse(topic))
+    except names.InvalidTopicName as exc:
+        raise InvalidTopicName(str(exc)) from exc
 
 
 class TransactionCommands:
@@ -118,7 +128,8 @@ class TransactionCommands:
         txn = TxnId.of(req)
 
         async def work(t: BrokerTransactions) -> None:
-            await t.coordinators.of(txn).add_partitions(txn, list(req.partitions))
+            partitions = [_full_name(p) for p in req.partitions]
+            await t.coordinators.of(txn).add_partitions(txn, partitions)
 
         self._serve(
             req.request_id,
@@ -130,9 +141,9 @@ class TransactionCommands:
     def on_add_subscription(self, event: CommandReceived) -> None:
         req = event.command.addSubscriptionToTxn
         txn = TxnId.of(req)
-        subs = [(s.topic, s.subscription) for s in req.subscription]
 
         async def work(t: BrokerTransactions) -> None:
+            subs = [(_full_name(s.topic), s.subscription) for s in req.subscription]
             await t.coordinators.of(txn).add_subscriptions(txn, subs)
 
         self._serve(

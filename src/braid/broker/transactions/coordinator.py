@@ -27,8 +27,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
 from braid.broker.errors import (
+    BrokerError,
     CoordinatorNotFound,
     InvalidTxnStatus,
+    NotSupported,
     TooManyRequests,
     TransactionNotFound,
 )
@@ -241,6 +243,28 @@ class TransactionCoordinator:
                 if retry:  # the outcome is recorded: finish it in the background, as Pulsar
                     self._spawn(self._finish_later(txn, action, _END_RETRY_S))
                 raise
+
+    def check_participant(
+        self, txn: TxnId, topic: str, subscription: str | None = None
+    ) -> BrokerError | None:
+        """Why a SEND (or, with ``subscription``, an ACK) in ``txn`` on ``topic`` must be refused:
+        the transaction is not open here, or did not add that partition / subscription first (it
+        would never be ended there, and would hold the topic's consumers for good)."""
+        meta = self._txns.get(txn)
+        if meta is None:
+            return TransactionNotFound(f"transaction {txn} not found at coordinator {self.tc_id}")
+        if meta.status is not TxnStatus.OPEN:
+            return InvalidTxnStatus(f"transaction {txn} is {meta.status.value}, not OPEN")
+        if subscription is None and topic not in meta.partitions:
+            return NotSupported(
+                f"transaction {txn} did not add partition {topic} (ADD_PARTITION_TO_TXN first)"
+            )
+        if subscription is not None and (topic, subscription) not in meta.subscriptions:
+            return NotSupported(
+                f"transaction {txn} did not add subscription {topic}/{subscription} "
+                "(ADD_SUBSCRIPTION_TO_TXN first)"
+            )
+        return None
 
     # -- internals -----------------------------------------------------------------------------
 

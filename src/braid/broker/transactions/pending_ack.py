@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from urllib.parse import quote
 
 from braid.broker.dispatcher import EntryVerdict
@@ -29,11 +29,16 @@ from braid.broker.errors import TransactionConflict
 from braid.broker.subscription import Subscription
 from braid.broker.transactions.buffer import TransactionBuffer, is_txn_marker
 from braid.broker.transactions.ids import TxnId
+from braid.core.errors import BraidError
 from braid.ledger.api import Entry, Position
 from braid.metadata.api import MetadataStore, NodeNotFound
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
+
+#: ``(txn, topic, subscription or None) -> why it is refused``: the coordinator's word on whether
+#: a transaction may produce to a topic / acknowledge on a subscription.
+ParticipantCheck = Callable[[TxnId, str, str | None], BraidError | None]
 
 #: Where pending acks are kept: ``<root>/<topic>/<subscription>/<most>-<least>``.
 PENDING_ACKS_ROOT = "/transactions/pending-acks"
@@ -177,11 +182,26 @@ class SubscriptionView:
 class TopicTransactions:
     """A persistent topic's transaction buffer and its subscriptions' pending acks."""
 
-    def __init__(self, topic: str, buffer: TransactionBuffer, store: MetadataStore) -> None:
+    def __init__(
+        self,
+        topic: str,
+        buffer: TransactionBuffer,
+        store: MetadataStore,
+        check: ParticipantCheck | None = None,
+    ) -> None:
         self.topic = topic
         self.buffer = buffer
         self._store = store
         self.pending: dict[str, PendingAcks] = {}
+        self._check = check
+
+    def check(self, txn: TxnId, subscription: str | None = None) -> BraidError | None:
+        """Why a SEND (an ACK on ``subscription``) in ``txn`` must be refused here, if it must."""
+        if subscription is None:
+            refused = self.buffer.check_send(txn)
+            if refused is not None:
+                return refused
+        return self._check(txn, self.topic, subscription) if self._check is not None else None
 
     def adopt(self, subscription: Subscription) -> PendingAcks:
         """Give ``subscription`` its pending acks and its dispatchers the transaction view."""

@@ -85,7 +85,7 @@ def _publish_in_transaction(
         return InvalidMessage(
             f"a SEND in transaction {txn} must carry the same transaction id in its metadata"
         )
-    refused = transactions.buffer.check_send(txn)
+    refused = transactions.check(txn)
     if refused is not None:
         return refused
     transactions.buffer.on_send(txn)
@@ -128,6 +128,10 @@ def ack_in_transaction(
         return
     if req.ack_type == pb.CommandAck.Cumulative or any(any(mid.ack_set) for mid in req.message_id):
         answer(NotSupported("only individual acks of whole entries may be in a transaction"))
+        return
+    refused = transactions.check(txn, subscription) if transactions is not None else None
+    if refused is not None:
+        answer(refused)
         return
 
     async def run() -> None:
@@ -183,11 +187,20 @@ class BrokerTransactions:
     async def attach(self, topic: PersistentTopic) -> None:
         """Rebuild ``topic``'s transaction buffer and pending acks (on load)."""
         buffer = TransactionBuffer(topic.name, topic.ledger, self._clock)
-        transactions = TopicTransactions(topic.name, buffer, self._store)
+        transactions = TopicTransactions(topic.name, buffer, self._store, self._check_participant)
         await transactions.recover(list(topic.subscriptions.values()))
         buffer.listeners.append(topic.wake_dispatchers)
         topic.compaction.entry_filter = SubscriptionView(buffer, None)
         topic.transactions = transactions
+
+    def _check_participant(
+        self, txn: TxnId, topic: str, subscription: str | None
+    ) -> BraidError | None:
+        try:
+            coordinator = self.coordinators.of(txn)
+        except BraidError as exc:
+            return exc
+        return coordinator.check_participant(txn, topic, subscription)
 
     # -- the coordinators' participant ---------------------------------------------------------
 
