@@ -42,8 +42,8 @@ class TxnWire:
         self.messages: list[CommandReceived] = []
 
     @classmethod
-    async def open(cls, host: str, port: int) -> TxnWire:
-        return cls(await RawClient.open(host, port))
+    async def open(cls, host: str, port: int, token: str | None = None) -> TxnWire:
+        return cls(await RawClient.open(host, port, token=token))
 
     async def close(self) -> None:
         await self.raw.close()

@@ -16,6 +16,7 @@ from braid.broker.transactions.ids import TxnId
 from braid.clock import ManualClock
 from braid.metadata.memory import MemoryMetadataStore
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.security.authorization import AuthorizationDenied
 from tests.support.polling import eventually
 
 COMMIT, ABORT = pb.TxnAction.COMMIT, pb.TxnAction.ABORT
@@ -149,3 +150,24 @@ async def test_max_active_transactions_per_coordinator_is_enforced() -> None:
     await tc.end(txn, ABORT)
     await tc.new_transaction(1000)
     await tc.close()
+
+
+async def test_only_the_role_that_began_a_transaction_or_a_super_user_may_act_on_it() -> None:
+    clock, store = ManualClock(), MemoryMetadataStore()
+    tc = TransactionCoordinator(0, store, RecordingParticipants(), clock)
+    txn = await tc.new_transaction(60_000, owner="alice")
+    tc.check_owner(txn, "alice", super_user=False)
+    tc.check_owner(txn, "admin", super_user=True)
+    with pytest.raises(AuthorizationDenied):
+        tc.check_owner(txn, "mallory", super_user=False)
+    with pytest.raises(AuthorizationDenied):
+        tc.check_owner(txn, None, super_user=False)
+    # Without authentication a transaction has no owner; the owner survives a restart.
+    anonymous = await tc.new_transaction(60_000)
+    tc.check_owner(anonymous, "anyone", super_user=False)
+    await tc.close()
+    again = TransactionCoordinator(0, store, RecordingParticipants(), clock)
+    await again.recover()
+    with pytest.raises(AuthorizationDenied):
+        again.check_owner(txn, "mallory", super_user=False)
+    await again.close()

@@ -17,8 +17,10 @@ from typing import Protocol
 
 from google.protobuf.message import Message
 
+from braid.broker.authorization import AuthorizationService
 from braid.broker.errors import InvalidTopicName, ServerError, to_server_error
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
+from braid.broker.transactions.coordinator import TransactionCoordinator
 from braid.broker.transactions.ids import TxnId
 from braid.broker.transactions.topics import BrokerTransactions
 from braid.core import names
@@ -38,6 +40,11 @@ class TransactionService(Protocol):
     @property
     def transactions(self) -> BrokerTransactions | None:
         """``None`` while ``transactionCoordinatorEnabled`` is off."""
+        ...
+
+    @property
+    def authorization(self) -> AuthorizationService:
+        """Who is a super user (may end another role's transaction)."""
         ...
 
 
@@ -69,6 +76,14 @@ class TransactionCommands:
 
     async def close(self) -> None:
         return None
+
+    def _coordinator(self, t: BrokerTransactions, txn: TxnId) -> TransactionCoordinator:
+        """``txn``'s coordinator, once this connection's role may act on ``txn``."""
+        coordinator = t.coordinators.of(txn)
+        role = self._channel.auth_role
+        super_user = self._service.authorization.is_super_user(role)
+        coordinator.check_owner(txn, role, super_user)
+        return coordinator
 
     def _serve(
         self,
@@ -117,7 +132,8 @@ class TransactionCommands:
         req = event.command.newTxn
 
         async def work(t: BrokerTransactions) -> TxnId:
-            return await t.coordinators.get(req.tc_id).new_transaction(req.txn_ttl_millis)
+            coordinator = t.coordinators.get(req.tc_id)
+            return await coordinator.new_transaction(req.txn_ttl_millis, self._channel.auth_role)
 
         self._serve(
             req.request_id, None, work, lambda: pb.CommandNewTxnResponse(request_id=req.request_id)
@@ -129,7 +145,7 @@ class TransactionCommands:
 
         async def work(t: BrokerTransactions) -> None:
             partitions = [_full_name(p) for p in req.partitions]
-            await t.coordinators.of(txn).add_partitions(txn, partitions)
+            await self._coordinator(t, txn).add_partitions(txn, partitions)
 
         self._serve(
             req.request_id,
@@ -144,7 +160,7 @@ class TransactionCommands:
 
         async def work(t: BrokerTransactions) -> None:
             subs = [(_full_name(s.topic), s.subscription) for s in req.subscription]
-            await t.coordinators.of(txn).add_subscriptions(txn, subs)
+            await self._coordinator(t, txn).add_subscriptions(txn, subs)
 
         self._serve(
             req.request_id,
@@ -158,7 +174,7 @@ class TransactionCommands:
         txn = TxnId.of(req)
 
         async def work(t: BrokerTransactions) -> None:
-            await t.coordinators.of(txn).end(txn, req.txn_action)
+            await self._coordinator(t, txn).end(txn, req.txn_action)
 
         self._serve(
             req.request_id, txn, work, lambda: pb.CommandEndTxnResponse(request_id=req.request_id)

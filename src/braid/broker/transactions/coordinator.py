@@ -38,6 +38,7 @@ from braid.broker.transactions.ids import TxnId
 from braid.clock import Clock, TimerHandle
 from braid.metadata.api import MetadataStore, NodeNotFound
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.security.authorization import AuthorizationDenied
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +73,9 @@ class TxnMeta:
     timeout_ms: int
     partitions: tuple[str, ...] = ()
     subscriptions: tuple[tuple[str, str], ...] = ()
+    #: The authenticated role that began it (``None`` without authentication): only it, or a
+    #: super user, may add to it or end it (Pulsar's ownership check).
+    owner: str | None = None
 
     @property
     def deadline_ms(self) -> int:
@@ -85,6 +89,7 @@ class TxnMeta:
                 "timeoutMs": self.timeout_ms,
                 "partitions": list(self.partitions),
                 "subscriptions": [list(s) for s in self.subscriptions],
+                "owner": self.owner,
             }
         ).encode()
 
@@ -98,6 +103,7 @@ class TxnMeta:
             int(raw["timeoutMs"]),
             tuple(str(p) for p in raw["partitions"]),
             tuple((str(t), str(s)) for t, s in raw["subscriptions"]),
+            raw.get("owner"),
         )
 
 
@@ -181,15 +187,17 @@ class TransactionCoordinator:
 
     # -- requests ------------------------------------------------------------------------------
 
-    async def new_transaction(self, timeout_ms: int) -> TxnId:
-        """Begin a transaction that times out ``timeout_ms`` from now (0: the default)."""
+    async def new_transaction(self, timeout_ms: int, owner: str | None = None) -> TxnId:
+        """Begin a transaction that times out ``timeout_ms`` from now (0: the default), owned by
+        the role ``owner``."""
         if self._max_active and len(self._txns) >= self._max_active:
             raise TooManyRequests(
                 f"coordinator {self.tc_id} holds {len(self._txns)} open transactions "
                 f"(maxActiveTransactionsPerCoordinator={self._max_active})"
             )
         txn = TxnId(self.tc_id, await self._next_id())
-        meta = TxnMeta(txn, TxnStatus.OPEN, self._clock.now_ms(), timeout_ms or DEFAULT_TIMEOUT_MS)
+        timeout = timeout_ms or DEFAULT_TIMEOUT_MS
+        meta = TxnMeta(txn, TxnStatus.OPEN, self._clock.now_ms(), timeout, owner=owner)
         await self._write(meta, create=True)
         self._arm_timeout(meta)
         return txn
@@ -243,6 +251,18 @@ class TransactionCoordinator:
                 if retry:  # the outcome is recorded: finish it in the background, as Pulsar
                     self._spawn(self._finish_later(txn, action, _END_RETRY_S))
                 raise
+
+    def check_owner(self, txn: TxnId, role: str | None, super_user: bool) -> None:
+        """Refuse ``role`` unless it began ``txn`` or is a super user (an unknown transaction is
+        left to the request itself to report).
+
+        Raises:
+            AuthorizationDenied: another role's transaction.
+        """
+        meta = self._txns.get(txn)
+        if meta is None or meta.owner is None or meta.owner == role or super_user:
+            return
+        raise AuthorizationDenied(f"transaction {txn} belongs to another role")
 
     def check_participant(
         self, txn: TxnId, topic: str, subscription: str | None = None
