@@ -422,3 +422,69 @@ def test_sends_and_acks_in_a_transaction_that_did_not_add_the_topic_are_refused(
         assert error_name(await wire.end(txn, _ABORT)) is None
 
     _run(txn_broker, scenario)
+
+
+@pytest.mark.parametrize("sub_type", ["Exclusive", "Failover"])
+def test_a_cumulative_ack_in_a_transaction_is_held_then_committed_or_released(
+    txn_broker: BackgroundBroker, official: pulsar.Client, sub_type: str
+) -> None:
+    topic = _topic(f"cumulative-{sub_type.lower()}")
+    official.subscribe(topic, "sub").close()
+    producer = official.create_producer(topic)
+    for i in range(4):
+        producer.send(f"m{i}".encode())
+    wire_type = getattr(pb.CommandSubscribe, sub_type)
+    sub = txn_broker.service.topics[topic].subscriptions["sub"]
+
+    async def scenario(wire: TxnWire) -> list[bytes]:
+        await wire.connect_coordinator()
+        await wire.subscribe(topic, "sub", 4, wire_type)
+        delivered = [await wire.next_message() for _ in range(4)]
+        ids = [e.command.message.message_id for e in delivered]
+        aborted, committed = await wire.new_txn(), await wire.new_txn()
+        for txn in (aborted, committed):
+            await wire.add_subscription(txn, topic, "sub")
+        assert error_name(await wire.ack(4, ids[1], aborted, cumulative=True)) is None
+        conflict = await wire.ack(4, ids[2], committed, cumulative=True)
+        assert error_name(conflict) == "TransactionConflict", conflict
+        assert txn_broker.run(lambda: sub.msg_backlog) == 4
+        # Redelivery of everything unacknowledged leaves out what the pending ack holds.
+        await wire.raw.send(
+            pb.BaseCommand(
+                type=pb.BaseCommand.REDELIVER_UNACKNOWLEDGED_MESSAGES,
+                redeliverUnacknowledgedMessages=pb.CommandRedeliverUnacknowledgedMessages(
+                    consumer_id=4
+                ),
+            )
+        )
+        redelivered = [await wire.next_message() for _ in range(2)]
+        assert [e.command.message.message_id for e in redelivered] == ids[2:]
+        assert error_name(await wire.end(aborted, _ABORT)) is None
+        # The abort gives m0 and m1 back (with everything unacknowledged after them).
+        again = [await wire.next_message() for _ in range(4)]
+        assert [e.command.message.message_id for e in again] == ids
+        assert error_name(await wire.ack(4, ids[2], committed, cumulative=True)) is None
+        assert error_name(await wire.end(committed, _COMMIT)) is None
+        assert txn_broker.run(lambda: sub.msg_backlog) == 1
+        return [bytes(e.body or b"")[-2:] for e in again]
+
+    assert _run(txn_broker, scenario) == [b"m0", b"m1", b"m2", b"m3"]
+
+
+def test_a_cumulative_ack_in_a_transaction_is_refused_on_a_shared_subscription(
+    txn_broker: BackgroundBroker, official: pulsar.Client
+) -> None:
+    topic = _topic("cumulative-shared")
+    official.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.Shared).close()
+    official.create_producer(topic).send(b"m0")
+
+    async def scenario(wire: TxnWire) -> None:
+        await wire.connect_coordinator()
+        await wire.subscribe(topic, "sub", 9)
+        message = await wire.next_message()
+        txn = await wire.new_txn()
+        await wire.add_subscription(txn, topic, "sub")
+        refused = await wire.ack(9, message.command.message.message_id, txn, cumulative=True)
+        assert error_name(refused) == "NotAllowedError", refused
+
+    _run(txn_broker, scenario)

@@ -199,10 +199,14 @@ class TxnWire:
         await self.raw.send(commands.flow(consumer_id, permits))
 
     async def ack(
-        self, consumer_id: int, message_id: pb.MessageIdData, txn: Txn | None
+        self,
+        consumer_id: int,
+        message_id: pb.MessageIdData,
+        txn: Txn | None,
+        cumulative: bool = False,
     ) -> pb.CommandAckResponse:
         rid = self.next_id()
-        cmd = commands.ack(consumer_id, [message_id], request_id=rid)
+        cmd = commands.ack(consumer_id, [message_id], request_id=rid, cumulative=cumulative)
         if txn is not None:
             cmd.ack.txnid_most_bits, cmd.ack.txnid_least_bits = txn.most, txn.least
         response = await self.request(cmd, rid)

@@ -237,6 +237,16 @@ class Subscription:
             await self._delete_batch_indexes(partial)
         self._cursor_moved()
 
+    async def mark_delete_up_to(self, position: Position) -> None:
+        """Persist a cumulative acknowledgement (a committed transaction's), in arrival order."""
+        async with self._ack_lock:
+            if position > self.cursor.mark_delete_position:
+                try:
+                    await self.cursor.mark_delete(position)
+                except InvalidPosition as exc:
+                    log.info("ignoring cumulative ack %s on %s: %s", position, self.name, exc)
+        self._cursor_moved()
+
     async def _delete_batch_indexes(self, acks: Sequence[BatchIndexAck]) -> None:
         """Apply batch-index acks (hold :attr:`_ack_lock`); entries they complete are forgotten
         by the dispatcher like whole-entry acks."""

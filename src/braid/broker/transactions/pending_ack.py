@@ -8,7 +8,8 @@ transaction or of a message already acknowledged, is refused with ``TransactionC
 rule). When the transaction ends on the subscription (END_TXN_ON_SUBSCRIPTION): a commit applies
 the acks to the cursor, an abort releases them and the messages are delivered again. A topic
 loaded after a crash reads the nodes back (:meth:`PendingAcks.recover`), so an acknowledged pending
-ack is never lost. Cumulative acknowledgements in a transaction are refused (not supported yet).
+ack is never lost. A cumulative acknowledgement in a transaction (Exclusive/Failover) holds
+everything up to its message; a commit moves the mark-delete position there.
 
 :class:`TopicTransactions` is the one owner of a topic's :class:`TransactionBuffer` and of its
 subscriptions' :class:`PendingAcks`; it gives each subscription the :class:`SubscriptionView` its
@@ -50,12 +51,24 @@ def _subscription_path(topic: str, subscription: str) -> str:
     return f"{PENDING_ACKS_ROOT}/{quote(topic, safe='')}/{quote(subscription, safe='')}"
 
 
-def _encode(positions: Sequence[Position]) -> bytes:
-    return json.dumps([[p.ledger_id, p.entry_id] for p in sorted(positions)]).encode()
+def _encode(positions: Sequence[Position], cumulative: Position | None) -> bytes:
+    return json.dumps(
+        {
+            "individual": [[p.ledger_id, p.entry_id] for p in sorted(positions)],
+            "cumulative": None
+            if cumulative is None
+            else [cumulative.ledger_id, cumulative.entry_id],
+        }
+    ).encode()
 
 
-def _decode(data: bytes) -> list[Position]:
-    return [Position(int(ledger), int(entry)) for ledger, entry in json.loads(data)]
+def _decode(data: bytes) -> tuple[list[Position], Position | None]:
+    raw = json.loads(data)
+    cumulative = raw["cumulative"]
+    return (
+        [Position(int(ledger), int(entry)) for ledger, entry in raw["individual"]],
+        None if cumulative is None else Position(int(cumulative[0]), int(cumulative[1])),
+    )
 
 
 class PendingAcks:
@@ -70,7 +83,15 @@ class PendingAcks:
         self._versions: dict[TxnId, int] = {}
         #: Position -> the transaction holding it.
         self.held: dict[Position, TxnId] = {}
+        #: A transaction's cumulative ack (Exclusive/Failover): everything up to it is held.
+        self._cumulative: dict[TxnId, Position] = {}
         self._lock = asyncio.Lock()
+
+    def holds(self, position: Position) -> bool:
+        """Whether a pending ack holds ``position`` (not to be dispatched meanwhile)."""
+        if position in self.held:
+            return True
+        return any(position <= upto for upto in self._cumulative.values())
 
     async def recover(self) -> None:
         """Read back the pending acks persisted for this subscription."""
@@ -79,8 +100,11 @@ class PendingAcks:
             if found is None:
                 continue
             txn = TxnId.from_key(key)
-            positions = set(_decode(found[0]))
+            individual, cumulative = _decode(found[0])
+            positions = set(individual)
             self._by_txn[txn] = positions
+            if cumulative is not None:
+                self._cumulative[txn] = cumulative
             self._versions[txn] = found[1].version
             for position in positions:
                 self.held[position] = txn
@@ -115,9 +139,7 @@ class PendingAcks:
                         "acknowledged already"
                     )
             mine = self._by_txn.get(txn, set()) | set(positions)
-            path = f"{self._path}/{txn.key}"
-            stat = await self._store.put(path, _encode(list(mine)), self._versions.get(txn, -1))
-            self._versions[txn] = stat.version
+            await self._persist(txn, mine, self._cumulative.get(txn))
             self._by_txn[txn] = mine
             for position in positions:
                 self.held[position] = txn
@@ -125,10 +147,50 @@ class PendingAcks:
         if dispatcher is not None:
             dispatcher.on_acked(positions)
 
+    async def acknowledge_cumulative(self, txn: TxnId, position: Position) -> None:
+        """Hold everything up to ``position`` for ``txn`` (a cumulative ack in a transaction,
+        Exclusive/Failover), durably, before the ACK_RESPONSE.
+
+        Raises:
+            TransactionConflict: acknowledged already, or another transaction holds an ack there.
+        """
+        where = f"{self._topic}/{self.subscription.name}"
+        async with self._lock:
+            if position <= self.subscription.cursor.mark_delete_position:
+                raise TransactionConflict(f"message {position} of {where} is acknowledged already")
+            for other, upto in self._cumulative.items():
+                if other != txn:
+                    raise TransactionConflict(
+                        f"transaction {other} holds a cumulative ack up to {upto} on {where}"
+                    )
+            for held, holder in self.held.items():
+                if holder != txn and held <= position:
+                    raise TransactionConflict(
+                        f"message {held} of {where} is acknowledged by transaction {holder}"
+                    )
+            upto = max(position, self._cumulative.get(txn, position))
+            await self._persist(txn, self._by_txn.get(txn, set()), upto)
+            self._cumulative[txn] = upto
+        dispatcher = self.subscription.dispatcher
+        if dispatcher is not None:
+            dispatcher.on_acked_up_to(position)
+
+    async def _persist(self, txn: TxnId, positions: set[Position], upto: Position | None) -> None:
+        path = f"{self._path}/{txn.key}"
+        stat = await self._store.put(
+            path, _encode(list(positions), upto), self._versions.get(txn, -1)
+        )
+        self._versions[txn] = stat.version
+
     async def end(self, txn: TxnId, action: pb.TxnAction.ValueType) -> None:
         """Commit (apply to the cursor) or abort (deliver again) ``txn``'s pending acks."""
         async with self._lock:
             positions = sorted(self._by_txn.get(txn, ()))
+            upto = self._cumulative.pop(txn, None)
+            if upto is not None and action == pb.TxnAction.COMMIT:
+                await self.subscription.mark_delete_up_to(upto)
+            if upto is not None:
+                positions.append(upto)
             if positions and action == pb.TxnAction.COMMIT:
                 await self.subscription.delete_positions(positions)
             try:
@@ -151,6 +213,10 @@ class PendingAcks:
     def stats(self) -> dict[str, object]:
         return {"pendingAckedTxns": len(self._by_txn), "pendingAckedMessages": len(self.held)}
 
+    @property
+    def sub_type(self) -> int | None:
+        return self.subscription.sub_type
+
 
 class SubscriptionView:
     """What one subscription's dispatchers (or, without pending acks, the topic's compaction)
@@ -164,7 +230,7 @@ class SubscriptionView:
         return self._buffer.max_read_position()
 
     def verdict(self, entry: Entry) -> EntryVerdict:
-        if self._pending is not None and entry.position in self._pending.held:
+        if self._pending is not None and self._pending.holds(entry.position):
             return EntryVerdict.HOLD
         if not self._buffer.used:
             return EntryVerdict.DELIVER

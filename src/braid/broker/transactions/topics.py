@@ -49,6 +49,7 @@ from braid.protocol.generated import PulsarApi_pb2 as pb
 
 log = logging.getLogger(__name__)
 
+_SHARED_TYPES = (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared)
 #: Coordinators a standalone broker creates (the assign topic's partitions), as Pulsar's standalone.
 STANDALONE_COORDINATORS = 1
 
@@ -126,8 +127,12 @@ def ack_in_transaction(
     if pending is None:
         answer(TransactionsDisabled("transactions are not enabled for this subscription"))
         return
-    if req.ack_type == pb.CommandAck.Cumulative or any(any(mid.ack_set) for mid in req.message_id):
-        answer(NotSupported("only individual acks of whole entries may be in a transaction"))
+    cumulative = req.ack_type == pb.CommandAck.Cumulative
+    if any(any(mid.ack_set) for mid in req.message_id):
+        answer(NotSupported("batch-index acks may not be in a transaction yet"))
+        return
+    if cumulative and (len(positions) != 1 or pending.sub_type in _SHARED_TYPES):
+        answer(NotSupported("a cumulative ack names one message, on Exclusive or Failover"))
         return
     refused = transactions.check(txn, subscription) if transactions is not None else None
     if refused is not None:
@@ -136,7 +141,10 @@ def ack_in_transaction(
 
     async def run() -> None:
         try:
-            await pending.acknowledge(txn, positions)
+            if cumulative:
+                await pending.acknowledge_cumulative(txn, positions[0])
+            else:
+                await pending.acknowledge(txn, positions)
         except Exception as exc:
             answer(exc)
             return
