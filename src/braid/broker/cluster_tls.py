@@ -33,7 +33,7 @@ import httpx
 
 from braid.broker.config import BrokerConfig, InvalidConfig
 from braid.broker.errors import ServiceNotReady
-from braid.broker.security_settings import broker_client_credentials, tls_settings
+from braid.broker.security_settings import broker_client_credentials, tls_files, tls_settings
 from braid.security.tls import InvalidTlsSettings, TlsSettings, client_context, server_context
 
 log = logging.getLogger(__name__)
@@ -55,20 +55,10 @@ def internal_tls_settings(config: BrokerConfig) -> TlsSettings | None:
     settings = tls_settings(config)
     if settings is not None or not config.broker_client_tls_enabled:
         return settings
-    if config.tls_certificate_file_path is None or config.tls_key_file_path is None:
-        raise InvalidConfig(
-            None,
-            "",
-            "brokerClientTlsEnabled=true needs tlsCertificateFilePath and tlsKeyFilePath: the "
-            "internal listener other brokers call serves HTTPS with them",
-            keys=("brokerClientTlsEnabled", "tlsCertificateFilePath", "tlsKeyFilePath"),
-        )
-    return TlsSettings(
-        config.tls_certificate_file_path,
-        config.tls_key_file_path,
-        config.tls_trust_certs_file_path,
-        config.tls_require_trusted_client_cert_on_connect,
-        config.tls_allow_insecure_connection,
+    return tls_files(
+        config,
+        "brokerClientTlsEnabled=true (the internal listener other brokers call serves HTTPS)",
+        ("brokerClientTlsEnabled",),
     )
 
 
