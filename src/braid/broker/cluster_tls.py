@@ -12,8 +12,9 @@ bookie client - each context made here, from ``broker.conf`` (Pulsar's keys), in
   default is on; Pulsar's is off), presenting ``brokerClientCertificateFilePath``/
   ``brokerClientKeyFilePath`` (or the ``AuthenticationTls`` plugin's files) when set;
   ``tlsAllowInsecureConnection=true`` turns the checks off, as for Pulsar's broker client. With
-  ``brokerClientTlsEnabled=true`` a peer that announces a plain ``http://`` address is refused:
-  no plain fallback. A handshake that fails is logged once per peer (until a call succeeds).
+  TLS configured (``brokerClientTlsEnabled=true``, or this broker's internal listener serving
+  HTTPS) a peer that announces a plain ``http://`` address is refused: no plain fallback. A
+  handshake that fails is logged once per peer (until a call succeeds).
 * **Bookies** (:func:`bookie_client_context`): with ``bookkeeperTLSClientAuthentication=true``
   (Pulsar's switch for TLS to bookies) every bookie is reached over TLS, trusting
   ``bookkeeperTLSTrustCertsFilePath`` and presenting ``bookkeeperTLSCertificateFilePath``/
@@ -43,7 +44,7 @@ TLS_PROVIDER_FACTORY_CLASS = "org.apache.bookkeeper.tls.TLSContextFactory"
 
 
 class PlainPeerRefused(ServiceNotReady):
-    """``brokerClientTlsEnabled=true`` and the other broker announces a plain address."""
+    """This broker has TLS configured and the other broker announces a plain address."""
 
 
 def internal_tls_settings(config: BrokerConfig) -> TlsSettings | None:
@@ -72,7 +73,8 @@ def internal_server_context(config: BrokerConfig) -> ssl.SSLContext | None:
 class PeerTls:
     """How this broker reaches other brokers over HTTP(S): one factory for the client."""
 
-    #: ``brokerClientTlsEnabled``: a plain peer address is refused.
+    #: TLS is configured (``brokerClientTlsEnabled``, or an HTTPS internal listener): a plain
+    #: peer address is refused.
     required: bool
     #: The context of ``https://`` calls.
     context: ssl.SSLContext
@@ -86,9 +88,9 @@ class PeerTls:
         """
         if base_url.startswith("http://") and self.required:
             raise PlainPeerRefused(
-                f"{base_url} is a plain-HTTP address and brokerClientTlsEnabled=true: the "
-                "other broker must serve TLS (tlsCertificateFilePath, a TLS port or "
-                "brokerClientTlsEnabled=true there)"
+                f"{base_url} is a plain-HTTP address and this broker has TLS configured "
+                "(brokerClientTlsEnabled=true or a TLS port): the other broker must serve TLS "
+                "too (tlsCertificateFilePath with a TLS port or brokerClientTlsEnabled=true there)"
             )
         return httpx.AsyncClient(base_url=base_url, timeout=timeout_s, verify=self.context)
 
@@ -135,8 +137,10 @@ def peer_tls(config: BrokerConfig) -> PeerTls:
     if cert is None and key is None and credentials is not None and credentials.method == "tls":
         cert, key = credentials.cert_file, credentials.key_file
     trust = config.broker_client_trust_certs_file_path or config.tls_trust_certs_file_path
+    # TLS configured here (the internal listener serves HTTPS): no plain call to another broker.
+    required = config.broker_client_tls_enabled or internal_tls_settings(config) is not None
     return PeerTls(
-        config.broker_client_tls_enabled,
+        required,
         _client_context(
             "brokerClientTrustCertsFilePath/brokerClientCertificateFilePath/"
             "brokerClientKeyFilePath",

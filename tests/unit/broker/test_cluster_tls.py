@@ -66,10 +66,15 @@ def test_broker_client_tls_enabled_makes_the_internal_listener_https_and_refuses
     tls = peer_tls(config(tmp_path, **settings))
     assert tls.required
     assert tls.context.check_hostname  # Braid's default, unlike Pulsar's
-    with pytest.raises(PlainPeerRefused, match="brokerClientTlsEnabled=true"):
+    with pytest.raises(PlainPeerRefused, match="has TLS configured"):
         tls.client("http://127.0.0.1:1", timeout_s=1)
     relaxed = peer_tls(config(tmp_path, **settings, tlsHostnameVerificationEnabled="false"))
     assert not relaxed.context.check_hostname
+    # A TLS port is TLS configured too: the internal listener serves HTTPS, peers must.
+    del settings["brokerClientTlsEnabled"]
+    with_port = config(tmp_path, **settings, webServicePortTls="0")
+    assert internal_server_context(with_port) is not None
+    assert peer_tls(with_port).required
 
 
 def test_broker_client_tls_without_the_brokers_certificate_is_refused_naming_the_keys(
