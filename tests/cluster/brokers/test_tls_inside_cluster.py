@@ -3,8 +3,9 @@ serves HTTPS with mutual TLS, over ``braid bookie`` processes serving TLS with m
 real ZooKeeper; every key is Pulsar's (``brokerClientTls*``, ``bookkeeperTLS*``) or BookKeeper's
 (``tls*`` in bookkeeper.conf). Certificates are made at run time by a test CA.
 
-* Keyed load on a scalable topic whose segments three brokers own (the controller creates, splits
-  and merges them on their owners over the internal listener; every ledger on the TLS bookies):
+* Keyed load on a scalable topic whose segments three brokers own (the controller creates them,
+  and a split's children, on their owners over the internal listener; every ledger on the TLS
+  bookies):
   nothing acknowledged is lost, no key goes backwards. The registry announces ``https://``
   internal addresses; a plain-HTTP request, and a TLS request without a client certificate, to
   the internal port get no answer; a plain bookie client gets no answer from a bookie port, one
@@ -165,7 +166,7 @@ def test_brokers_and_bookies_speak_tls_inside_the_cluster(
     assert read_lac(bookie, None) == BookieUnavailable.__name__
     assert read_lac(bookie, trusted) == "answered"
 
-    # A scalable topic over the three brokers; split and merge across them under load.
+    # A scalable topic over the three brokers; a split forwarded to the leader under load.
     topic = "topic://public/default/tls-spread"
     with AdminClient(cluster.brokers[0].web_url) as admin:
         admin.scalable_topics.create(topic, segments=6)
