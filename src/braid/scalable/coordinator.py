@@ -55,7 +55,6 @@ from braid.core.assignment import (
 )
 from braid.core.bucket_sharing import bucket_ranges, share_buckets, shared_segments
 from braid.core.drain import next_segments
-from braid.core.errors import IllegalStateError
 from braid.core.layout import SegmentLayout
 from braid.core.names import SegmentTopicName, TopicName
 from braid.core.ranges import HashRange
@@ -66,7 +65,7 @@ from braid.scalable.resources import (
     ScalableTopicResources,
     SubscriptionType,
 )
-from braid.scalable.segments import SegmentAdmin
+from braid.scalable.segments import SegmentAdmin, SegmentTopic
 
 log = logging.getLogger(__name__)
 
@@ -635,24 +634,12 @@ class SubscriptionCoordinator:
             self._closed = True
 
 
-def segment_topic_name(topic: TopicName, segment: SegmentInfo) -> SegmentTopicName:
-    """The ``segment://`` name of one segment of ``topic``.
-
-    Raises:
-        LegacyRootNotServed: ``segment`` is a legacy root (a partition of a migrated topic,
-            ADR 0063), served by its ``persistent://`` topic, which the controller does not
-            address yet - refused loudly rather than mistaken for a pruned (drained) segment.
-    """
+def segment_topic_name(topic: TopicName, segment: SegmentInfo) -> SegmentTopic:
+    """The topic serving one segment of ``topic``: its ``segment://`` topic, or for a legacy root
+    of a migrated topic (ADR 0063) the ``persistent://`` partition it wraps."""
     if segment.legacy_topic_name is not None:
-        raise LegacyRootNotServed(
-            f"segment {segment.segment_id} of {topic} is the legacy topic "
-            f"{segment.legacy_topic_name}, which the controller does not serve yet"
-        )
+        return TopicName.parse(segment.legacy_topic_name)
     return SegmentTopicName.of(topic, segment.hash_range, segment.segment_id)
-
-
-class LegacyRootNotServed(IllegalStateError):
-    """A controller operation reached a legacy root of a migrated topic (not served yet)."""
 
 
 __all__ = [
@@ -660,7 +647,6 @@ __all__ = [
     "AssignmentTransport",
     "ConsumerAssignmentView",
     "ConsumerSession",
-    "LegacyRootNotServed",
     "SubscriptionCoordinator",
     "segment_topic_name",
 ]
