@@ -71,6 +71,10 @@ class MigrationExists(ConflictError):
     """The source already has a migration that is not rolled back."""
 
 
+class MigrationTargetExists(ConflictError):
+    """The scalable topic a migration would create exists already."""
+
+
 class MigrationNotFound(NotFoundError):
     """The source has no migration record."""
 
@@ -185,7 +189,7 @@ class MigrationExecutor:
             subscriptions=subscriptions,
         )
         if await self._resources.get_layout(TopicName.parse(state.target)) is not None:
-            raise MigrationExists(f"the scalable topic {state.target} exists already")
+            raise MigrationTargetExists(f"the scalable topic {state.target} exists already")
         existing = await self._read(name)
         expected = -1
         if existing is not None:
@@ -361,4 +365,5 @@ __all__ = [
     "MigrationExists",
     "MigrationNotFound",
     "MigrationNotServable",
+    "MigrationTargetExists",
 ]

@@ -69,6 +69,7 @@ from braid.scalable.leader_operations import (
 )
 from braid.scalable.leader_router import LeaderRouter
 from braid.scalable.load_reporter import SegmentLoadReporter
+from braid.scalable.migration import MigrationExecutor
 from braid.scalable.resources import (
     ScalableTopicAlreadyExists,
     ScalableTopicNotFound,
@@ -166,6 +167,8 @@ class ScalableTopicService:
             topics=self,
             tls_url_of=self.registry.service_url_tls,
         )
+        #: Migrations of classic topics to scalable topics (ADR 0063); set by the installer.
+        self.migrations: MigrationExecutor | None = None
         self._controllers: dict[str, ScalableTopicController] = {}
         self._starting: dict[str, asyncio.Task[ScalableTopicController]] = {}
         self._background = BackgroundTasks()
