@@ -10,12 +10,12 @@ rollback request - is resumed by running again from the record. A failed step is
 the record's ``failure`` for ``status`` and re-raised; nothing is retried behind the caller's
 back.
 
-Not yet done (see the ADR's *Implementation state*): the controller does not serve legacy
-roots, so ``BEGIN_TERMINATION`` - the point of no return - is refused
-(:class:`MigrationNotServable`: the partitions keep serving, a rollback stays possible) unless
-the executor is built with ``legacy_roots_servable``, which nothing in a running broker does until
-the controller serves them; nothing runs a record left unfinished at broker start; the old name does
-not redirect yet.
+The controller serves the legacy roots through the in-process broker (``braid standalone``);
+with ``braid broker`` a root on another broker is not served yet (the internal segments API names
+``segment://`` topics only), so there the executor is built without ``legacy_roots_servable`` and
+refuses ``BEGIN_TERMINATION`` - the point of no return - with :class:`MigrationNotServable`: the
+partitions keep serving and a rollback stays possible. At start-up :meth:`resume_pending`
+finishes what a crash left past the point of no return.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 from braid.broker.consumer import SubType
 from braid.core.errors import ConflictError, IllegalStateError, NotFoundError
 from braid.core.migration import (
+    MIGRATIONS_ROOT,
     MigrationPhase,
     MigrationState,
     Step,
@@ -227,6 +228,34 @@ class MigrationExecutor:
             MigrationNotFound.
         """
         return (await self._require(str(TopicName.parse(source)))).state.status()
+
+    async def resume_pending(self) -> list[str]:
+        """Finish every migration a crash left past its point of no return (``TERMINATING`` and
+        later: producers of its partitions wait for it) or rolling back; return their sources.
+
+        A migration stopped earlier - prepared, or refused - is left for its operator: resuming
+        it would terminate partitions nobody asked to terminate yet. A failure is logged and
+        recorded; the others still run.
+        """
+        resumed: list[str] = []
+        for tenant in await self._store.children(MIGRATIONS_ROOT):
+            for namespace in await self._store.children(f"{MIGRATIONS_ROOT}/{tenant}"):
+                base = f"{MIGRATIONS_ROOT}/{tenant}/{namespace}"
+                for local in await self._store.children(base):
+                    found = await self._store.get(f"{base}/{local}")
+                    if found is None:
+                        continue
+                    state = MigrationState.decode(found[0])
+                    if state.terminal or state.can_roll_back:
+                        continue
+                    log.warning("resuming the migration of %s (%s)", state.source, state.phase)
+                    try:
+                        await self.run(state.source)
+                    except Exception:
+                        log.exception("resuming the migration of %s failed", state.source)
+                        continue
+                    resumed.append(state.source)
+        return resumed
 
     # ------------------------------------------------------------------------------- running
 

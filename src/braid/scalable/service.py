@@ -206,6 +206,8 @@ class ScalableTopicService:
         self.watches.start()
         if self.settings.enabled:
             await self._resume_pending_operations()
+            if self.migrations is not None:
+                await self.migrations.resume_pending()
             self.auto_scale.start()
 
     async def _resume_pending_operations(self) -> None:
