@@ -221,6 +221,16 @@ class MigrationExecutor:
                 return await self.run(name)
         raise ConflictError(f"{name}: the rollback request kept losing to other writers")
 
+    async def published_target(self, source: str) -> str | None:
+        """The target of ``source``'s migration once its layout is published, else ``None``."""
+        found = await self._read(str(TopicName.parse(source)))
+        if found is None or found.state.phase not in (
+            MigrationPhase.LAYOUT_PUBLISHED,
+            MigrationPhase.DONE,
+        ):
+            return None
+        return found.state.target
+
     async def status(self, source: str) -> dict[str, object]:
         """The record's ``status`` (phase, what is done and what is left).
 

@@ -586,6 +586,13 @@ class ScalableTopicService:
                 if info.legacy_topic_name == topic:
                     controller.on_segment_drained(subscription, info.segment_id)
 
+    async def migrated_target(self, source: TopicName) -> TopicName | None:
+        """The scalable topic ``source`` was migrated to, once its layout is published."""
+        if self.migrations is None:
+            return None
+        target = await self.migrations.published_target(str(source))
+        return None if target is None else TopicName.parse(target)
+
     def parse_scalable(self, name: str) -> TopicName:
         topic = TopicName.parse(name, default_domain=TopicDomain.TOPIC)
         if topic.domain is not TopicDomain.TOPIC:
