@@ -22,7 +22,7 @@ from braid.broker.service import BrokerService
 from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.scalable.controller import StepHook
-from braid.scalable.faults import pause_hook_from_env
+from braid.scalable.faults import migration_pause_hook_from_env, pause_hook_from_env
 from braid.scalable.handlers import scalable_topic_commands
 from braid.scalable.load_reporter import SegmentLoadReporter
 from braid.scalable.migration import LocalClassicTopics, MigrationExecutor
@@ -127,6 +127,7 @@ async def install_scalable_topics(
             LocalClassicTopics(broker),
             clock,
             legacy_roots_servable=segments is None,
+            phase_hook=migration_pause_hook_from_env(os.environ if environ is None else environ),
         )
         broker.commands.register(scalable_topic_commands(service, broker.lookups))
         broker.feature_flags.supports_scalable_topics = True

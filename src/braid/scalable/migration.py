@@ -21,7 +21,7 @@ finishes what a crash left past the point of no return.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -149,6 +149,7 @@ class MigrationExecutor:
         clock: Clock,
         *,
         legacy_roots_servable: bool = False,
+        phase_hook: Callable[[MigrationPhase], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._resources = resources
@@ -156,6 +157,7 @@ class MigrationExecutor:
         self._classic = classic
         self._clock = clock
         self._servable = legacy_roots_servable
+        self._phase_hook = phase_hook  # a test's fault point (faults.MIGRATION_FAULT_ENV)
 
     # ------------------------------------------------------------------------------- requests
 
@@ -293,6 +295,8 @@ class MigrationExecutor:
             if await self._cas(name, updated, recorded.version):
                 conflicts = 0
                 log.info("migration of %s: %s -> %s", name, step.kind.value, updated.phase.value)
+                if self._phase_hook is not None and updated.phase is not recorded.state.phase:
+                    await self._phase_hook(updated.phase)
                 continue
             conflicts += 1  # a rollback request or another executor wrote first: re-read
             if conflicts >= CAS_ATTEMPTS:
