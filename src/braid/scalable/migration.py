@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from braid.broker.consumer import SubType
+from braid.broker.errors import TopicNotFound
 from braid.core.errors import ConflictError, IllegalStateError, NotFoundError
 from braid.core.migration import (
     MIGRATIONS_ROOT,
@@ -119,7 +120,10 @@ class LocalClassicTopics:
         return 0
 
     async def subscriptions(self, topic: str) -> dict[str, str | None]:
-        loaded = await self._broker.get_or_create_topic(topic, create=False)
+        try:
+            loaded = await self._broker.get_or_create_topic(topic, create=False)
+        except TopicNotFound:
+            return {}  # a partition never written to has no subscription either
         found: dict[str, str | None] = {}
         for name, sub in loaded.subscriptions.items():
             sub_type = sub.sub_type
@@ -127,6 +131,8 @@ class LocalClassicTopics:
         return found
 
     async def terminate(self, topic: str) -> tuple[int, int]:
+        # A partition never written to is created first: the root then exists, empty and sealed.
+        await self._broker.get_or_create_topic(topic, create=True)
         position = await self._broker.terminate_topic(topic)
         return position.ledger_id, position.entry_id
 
