@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from braid.broker.consumer import SubType
 from braid.broker.errors import TopicNotFound
+from braid.broker.schemas.model import SchemaCompatibilityStrategy, schema_id_of
 from braid.core.errors import ConflictError, IllegalStateError, NotFoundError
 from braid.core.migration import (
     MIGRATIONS_ROOT,
@@ -105,6 +106,11 @@ class ClassicTopics(Protocol):
         """Terminate the topic (idempotent); its last position ``(ledgerId, entryId)``."""
         ...
 
+    async def copy_schema(self, source: str, target: str) -> int:
+        """Register ``source``'s schema versions for ``target`` (idempotent; nothing when both
+        share a schema id); how many versions ``source`` has."""
+        ...
+
 
 class LocalClassicTopics:
     """:class:`ClassicTopics` over the broker running in this process."""
@@ -135,6 +141,18 @@ class LocalClassicTopics:
         await self._broker.get_or_create_topic(topic, create=True)
         position = await self._broker.terminate_topic(topic)
         return position.ledger_id, position.entry_id
+
+    async def copy_schema(self, source: str, target: str) -> int:
+        source_id = schema_id_of(TopicName.parse(source))
+        target_id = schema_id_of(TopicName.parse(target))
+        registry = self._broker.schemas.registry
+        versions = await registry.get_all(source_id)
+        if source_id != target_id:
+            for stored in versions:  # in order, as the source accepted them
+                await registry.put_if_absent(
+                    target_id, stored.schema, SchemaCompatibilityStrategy.ALWAYS_COMPATIBLE
+                )
+        return len(versions)
 
 
 @dataclass(frozen=True)
@@ -343,10 +361,12 @@ class MigrationExecutor:
         return with_rolled_back(state)
 
     async def _publish(self, state: MigrationState) -> None:
-        """Create the layout (CAS ``-1``; a resumed run finds its own) and the subscriptions'
-        metadata, each cursor starting at the earliest position of every new segment."""
+        """Register the source's schema for the target (when their names differ), create the
+        layout (CAS ``-1``; a resumed run finds its own) and the subscriptions' metadata, each
+        cursor starting at the earliest position of every new segment."""
         target = TopicName.parse(state.target)
         layout = state.layout()
+        await self._classic.copy_schema(state.source, state.target)
         try:
             await self._resources.create_layout(target, layout)
         except ScalableTopicAlreadyExists:
