@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 from braid.broker.consumer import SubType
 from braid.broker.errors import TopicNotFound
 from braid.broker.schemas.model import SchemaCompatibilityStrategy, schema_id_of
-from braid.core.errors import ConflictError, IllegalStateError, NotFoundError
+from braid.core.errors import ConflictError, IllegalStateError, InvalidInputError, NotFoundError
 from braid.core.migration import (
     MIGRATIONS_ROOT,
     MigrationPhase,
@@ -202,6 +202,15 @@ class MigrationExecutor:
             InvalidInputError: a bad name, count or mode.
         """
         name = str(TopicName.parse(source))
+        existing = await self._read(name)
+        expected = -1
+        if existing is not None:
+            if existing.state.phase is not MigrationPhase.ROLLED_BACK:
+                raise MigrationExists(
+                    f"{name} already has a migration to {existing.state.target} "
+                    f"({existing.state.phase.value})"
+                )
+            expected = existing.version
         partitions = await self._classic.partition_count(name)
         draft = new_migration(
             name, partitions, self._clock.now_ms(), segments=segments, target=target
@@ -217,15 +226,6 @@ class MigrationExecutor:
         )
         if await self._resources.get_layout(TopicName.parse(state.target)) is not None:
             raise MigrationTargetExists(f"the scalable topic {state.target} exists already")
-        existing = await self._read(name)
-        expected = -1
-        if existing is not None:
-            if existing.state.phase is not MigrationPhase.ROLLED_BACK:
-                raise MigrationExists(
-                    f"{name} already has a migration to {existing.state.target} "
-                    f"({existing.state.phase.value})"
-                )
-            expected = existing.version
         try:
             await self._store.put(record_path(name), state.encode(), expected)
         except BadVersion:
@@ -281,7 +281,11 @@ class MigrationExecutor:
                     found = await self._store.get(f"{base}/{local}")
                     if found is None:
                         continue
-                    state = MigrationState.decode(found[0])
+                    try:
+                        state = MigrationState.decode(found[0])
+                    except InvalidInputError:
+                        log.exception("unreadable migration record %s/%s", base, local)
+                        continue
                     if state.terminal or state.can_roll_back:
                         continue
                     log.warning("resuming the migration of %s (%s)", state.source, state.phase)
