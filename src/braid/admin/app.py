@@ -37,6 +37,7 @@ from braid.admin.cross_site import CrossSiteGuard, CrossSitePolicy
 from braid.admin.errors import install_error_handlers
 from braid.admin.lookup import LookupService, lookup_router
 from braid.admin.metrics import metrics_registry
+from braid.admin.migration import migration_router
 from braid.admin.namespace_topics import NamespaceTopics
 from braid.admin.namespaces import namespaces_router
 from braid.admin.non_persistent_topics import NonPersistentAdmin, non_persistent_router
@@ -197,6 +198,8 @@ def create_app(
         topic_settings_router(resources, TopicPolicies(resources.metadata), broker.applied_policies)
     )
     v2.include_router(schemas_router(broker.schemas, resources))
+    if scalable is not None and scalable.migrations is not None:
+        v2.include_router(migration_router(scalable.migrations))
     for domain in PARTITIONABLE:
         v2.include_router(
             partitioned_router(

@@ -42,6 +42,41 @@ class Topics(PolicySettings, TopicOperations):
         result: dict[str, Any] = self._http.call("POST", f"{self._path(topic)}/terminate")
         return result
 
+    def migrate_to_scalable(
+        self,
+        topic: str | TopicName,
+        *,
+        segments: int | None = None,
+        name: str | None = None,
+        subscription_modes: dict[str, str] | None = None,
+        prepare: bool = False,
+    ) -> dict[str, Any]:
+        """Migrate the topic to a scalable topic (ADR 0063) and return the migration's status;
+        ``prepare`` stops before anything is terminated. Resumes a recorded, unfinished one."""
+        body: dict[str, Any] = {"prepare": prepare}
+        if segments is not None:
+            body["segments"] = segments
+        if name is not None:
+            body["name"] = name
+        if subscription_modes:
+            body["subscriptionModes"] = subscription_modes
+        result: dict[str, Any] = self._http.call(
+            "POST", f"{self._path(topic)}/migrateToScalable", body=body
+        )
+        return result
+
+    def migration_status(self, topic: str | TopicName) -> dict[str, Any]:
+        """The status of the topic's migration to a scalable topic (404: none)."""
+        result: dict[str, Any] = self._http.call("GET", f"{self._path(topic)}/migrateToScalable")
+        return result
+
+    def rollback_migration(self, topic: str | TopicName) -> dict[str, Any]:
+        """Roll the topic's migration back (409 once a partition was terminated)."""
+        result: dict[str, Any] = self._http.call(
+            "POST", f"{self._path(topic)}/migrateToScalable/rollback"
+        )
+        return result
+
     def stats(self, topic: str | TopicName) -> dict[str, Any]:
         """Counters, storage, publishers and subscriptions (with backlog) of the topic."""
         result: dict[str, Any] = self._http.call("GET", f"{self._path(topic)}/stats")

@@ -276,6 +276,23 @@ class BrokerConfig:
     tls_trust_certs_file_path: Path | None = None
     tls_require_trusted_client_cert_on_connect: bool = False
     tls_allow_insecure_connection: bool = False
+    #: TLS inside the cluster (``docs/security.md#tls-inside-the-cluster``,
+    #: ``broker/cluster_tls.py``): calls to other brokers (Pulsar's ``brokerClient*`` keys;
+    #: hostname verification on unless ``tlsHostnameVerificationEnabled=false``) ...
+    broker_client_tls_enabled: bool = False
+    broker_client_trust_certs_file_path: Path | None = None
+    broker_client_certificate_file_path: Path | None = None
+    broker_client_key_file_path: Path | None = None
+    tls_hostname_verification_enabled: bool = True
+    #: ... and to bookies (Pulsar's ``bookkeeperTLS*`` keys; ``ClientAuthentication`` is the
+    #: switch, as in Pulsar; PEM files only).
+    bookkeeper_tls_client_authentication: bool = False
+    bookkeeper_tls_provider_factory_class: str = "org.apache.bookkeeper.tls.TLSContextFactory"
+    bookkeeper_tls_key_file_type: str = "PEM"
+    bookkeeper_tls_trust_cert_types: str = "PEM"
+    bookkeeper_tls_key_file_path: Path | None = None
+    bookkeeper_tls_certificate_file_path: Path | None = None
+    bookkeeper_tls_trust_certs_file_path: Path | None = None
     #: Authentication (Pulsar's keys and provider class names; off by default, as in Pulsar).
     authentication_enabled: bool = False
     authentication_providers: tuple[str, ...] = ()

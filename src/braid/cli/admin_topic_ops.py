@@ -1,6 +1,8 @@
 """``braid admin topics`` commands that inspect a persistent topic and move its subscriptions,
 with pulsar-admin's names and flags: ``stats-internal``, ``peek-messages``, ``examine-message``,
-``get-message-by-id``, ``reset-cursor``, ``skip``, ``clear-backlog``, ``expire-messages``.
+``get-message-by-id``, ``reset-cursor``, ``skip``, ``clear-backlog``, ``expire-messages``; and
+Braid's ``migrate-to-scalable`` (ADR 0063: move the topic to a scalable topic, ``--status``,
+``--rollback``).
 
 What each does is in :mod:`braid.admin.client_topic_admin` (the REST calls) and
 :mod:`braid.broker.topic_inspection` / :mod:`braid.broker.subscription_admin` (the broker side).
@@ -150,6 +152,45 @@ def expire_messages(admin: AdminClient, args: argparse.Namespace, p: Printer) ->
     p.done(f"Expired messages older than {args.expire_time} s on {which} of {topic}.")
 
 
+def migrate_to_scalable(admin: AdminClient, args: argparse.Namespace, p: Printer) -> None:
+    topic = _persistent_name(args.topic)
+    if args.status and args.rollback:
+        raise InvalidInputError("give at most one of --status and --rollback")
+    if args.status:
+        status = admin.topics.migration_status(topic)
+    elif args.rollback:
+        status = admin.topics.rollback_migration(topic)
+    else:
+        modes = {}
+        for pair in args.mode or ():
+            sub, sep, mode = pair.partition("=")
+            if not sep or not sub:
+                raise InvalidInputError(f"--mode takes SUBSCRIPTION=STREAM|QUEUE, got {pair!r}")
+            modes[sub] = mode
+        status = admin.topics.migrate_to_scalable(
+            topic,
+            segments=args.segments,
+            name=args.name,
+            subscription_modes=modes,
+            prepare=args.prepare,
+        )
+    if p.json:
+        p.data(status)
+        return
+    left = status["partitionsLeft"]
+    p.line(f"{status['source']} -> {status['target']}: {status['phase']}")
+    p.line(
+        f"  partitions terminated {status['partitionsTerminated']} of {status['partitions']}"
+        + (f" (left: {', '.join(str(i) for i in left)})" if left else "")
+        + f"; {status['segments']} new segment(s)"
+    )
+    for name, mode in status["subscriptions"].items():
+        p.line(f"  subscription {name}: {mode}")
+    p.line(f"  rollback possible: {'yes' if status['canRollBack'] else 'no'}")
+    if status.get("failure"):
+        p.line(f"  last failure: {status['failure']}")
+
+
 def add_topic_operation_commands(commands: SubParsers, command: CommandAdder) -> None:
     """Add the inspection and cursor commands to ``braid admin topics``."""
     from braid.cli.admin_backlog import time_seconds
@@ -231,6 +272,25 @@ def add_topic_operation_commands(commands: SubParsers, command: CommandAdder) ->
     p.add_argument(
         "-t", "--expireTime", dest="expire_time", type=time_seconds, required=True, metavar="TIME"
     )
+    p = topic_command(
+        "migrate-to-scalable",
+        migrate_to_scalable,
+        "move the topic (partitioned or not) to a scalable topic, keeping per-key order",
+        " --segments 4",
+    )
+    p.add_argument("--segments", type=positive, help="new segments (default: one per partition)")
+    p.add_argument("--name", help="the topic:// name (default: the same name)")
+    p.add_argument(
+        "--mode",
+        action="append",
+        metavar="SUB=MODE",
+        help="a subscription's mode, STREAM or QUEUE (default: from its type; idle: STREAM)",
+    )
+    p.add_argument(
+        "--prepare", action="store_true", help="stop before terminating anything (rollback-able)"
+    )
+    p.add_argument("--status", action="store_true", help="only show the migration's status")
+    p.add_argument("--rollback", action="store_true", help="roll back (before termination)")
 
 
 __all__ = ["add_topic_operation_commands"]

@@ -31,6 +31,7 @@ from types import MappingProxyType
 
 from braid.core.errors import IllegalStateError, InvalidInputError, NotFoundError
 from braid.core.layout_invariants import check_layout_invariants
+from braid.core.names import TopicDomain, TopicName
 from braid.core.ranges import MAX_HASH, MIN_HASH, RING_SIZE, HashRange
 from braid.core.segment_info import MAX_LONG, CorruptLayout, SegmentInfo, check_long
 
@@ -152,12 +153,66 @@ class SegmentLayout:
             0, n, segments, properties if properties is not None else {}, None, entry_buckets
         )
 
+    @classmethod
+    def migrated(
+        cls,
+        legacy_topics: Sequence[str],
+        segments: int,
+        now_ms: int = 0,
+        properties: Mapping[str, str] | None = None,
+        *,
+        entry_buckets: int = 1,
+    ) -> SegmentLayout:
+        """The epoch-1 layout of a classic topic migrated to a scalable topic (ADR 0063).
+
+        Segment ``i`` is a sealed legacy root wrapping ``legacy_topics[i]`` (the partitions in
+        order, or the one non-partitioned topic); segments ``P..P+segments-1`` are active, with
+        the ranges :meth:`initial` gives, and each has *every* legacy root as a parent.
+
+        Raises:
+            InvalidInputError: no legacy topic, a name that is not ``persistent://`` or twice,
+                or ``segments`` not an integer in ``1..65536``.
+        """
+        topics = list(legacy_topics)
+        if not topics:
+            raise InvalidInputError("a migration needs at least one classic topic")
+        for topic in topics:
+            name = TopicName.parse(topic) if isinstance(topic, str) else None
+            if name is None or name.domain is not TopicDomain.PERSISTENT or str(name) != topic:
+                raise InvalidInputError(f"{topic!r} is not a canonical persistent:// topic name")
+        if len(set(topics)) != len(topics):
+            raise InvalidInputError(f"a classic topic is listed twice: {topics}")
+        now_ms = _check_now_ms(now_ms)
+        shape = cls.initial(segments, now_ms)
+        roots = tuple(range(len(topics)))
+        children = tuple(len(topics) + s.segment_id for s in shape.active_segments)
+        infos: dict[int, SegmentInfo] = {
+            sid: SegmentInfo.legacy_root(sid, topic, 1, children, now_ms)
+            for sid, topic in zip(roots, topics, strict=True)
+        }
+        for seg in shape.active_segments:
+            cid = len(topics) + seg.segment_id
+            infos[cid] = SegmentInfo.active(cid, seg.hash_range, 1, now_ms, roots)
+        return cls(
+            1,
+            len(topics) + shape.next_segment_id,
+            infos,
+            properties if properties is not None else {},
+            None,
+            entry_buckets,
+        )
+
     # ----------------------------------------------------------------------------- queries
 
     @property
     def active_segments(self) -> list[SegmentInfo]:
         """The active segments, sorted by hash range start (a fresh list)."""
         return list(self._active)
+
+    @property
+    def legacy_segments(self) -> list[SegmentInfo]:
+        """The legacy roots (partitions of a migrated topic) still in the DAG, by id."""
+        return [s for s in self.segments.values() if s.legacy_topic_name is not None]
 
     @property
     def sealed_segments(self) -> list[SegmentInfo]:

@@ -3,8 +3,9 @@
 The document is the PIP's, camelCase keys and all: ``epoch``, ``nextSegmentId``, ``segments``
 keyed by id string (each with an inclusive ``hashRange``, ``state``, ``parentIds``, ``childIds``,
 ``createdAtEpoch``, ``sealedAtEpoch``), ``properties``, plus Braid's ``createdAtMs``/``sealedAtMs``
-per segment (written only when non-zero, so the PIP's own example round-trips unchanged) and
-PIP-483's optional top-level ``autoScalePolicy``.
+per segment (written only when non-zero, so the PIP's own example round-trips unchanged),
+Braid's ``legacyTopicName`` of a migrated topic's legacy roots (ADR 0063, written only when set)
+and PIP-483's optional top-level ``autoScalePolicy``.
 
 Reading is strict: unknown keys, duplicate keys, ``NaN``/``Infinity`` and malformed values are
 rejected with :class:`~braid.core.segment_info.CorruptLayout`, so a rewrite never silently drops
@@ -122,7 +123,7 @@ _SEGMENT_REQUIRED = frozenset(
         "sealedAtEpoch",
     }
 )
-_SEGMENT_OPTIONAL = frozenset({"createdAtMs", "sealedAtMs"})
+_SEGMENT_OPTIONAL = frozenset({"createdAtMs", "sealedAtMs", "legacyTopicName"})
 _RANGE_KEYS = frozenset({"start", "end"})
 
 
@@ -140,6 +141,8 @@ def _segment_to_doc(info: SegmentInfo) -> dict[str, object]:
         doc["createdAtMs"] = info.created_at_ms
     if info.sealed_at_ms:
         doc["sealedAtMs"] = info.sealed_at_ms
+    if info.legacy_topic_name is not None:
+        doc["legacyTopicName"] = info.legacy_topic_name
     return doc
 
 
@@ -176,7 +179,14 @@ def _segment_from_doc(key: str, raw: object) -> SegmentInfo:
         sealed_at_epoch=check_long(f"{where}: sealedAtEpoch", seg["sealedAtEpoch"]),
         created_at_ms=check_long(f"{where}: createdAtMs", seg.get("createdAtMs", 0)),
         sealed_at_ms=check_long(f"{where}: sealedAtMs", seg.get("sealedAtMs", 0)),
+        legacy_topic_name=_legacy_name(where, seg.get("legacyTopicName")),
     )
+
+
+def _legacy_name(where: str, value: object) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise CorruptLayout(f"{where}: legacyTopicName must be a string, got {value!r}")
 
 
 def _expect_object(value: object, where: str) -> Mapping[str, object]:

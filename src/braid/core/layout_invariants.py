@@ -8,7 +8,10 @@ from a document — so both obey the same rules:
 * every parent/child edge is listed on both ends, points at a segment in the layout, and joins
   segments that share a hash;
 * the DAG has no cycle, and a child is created in the very epoch its parents are sealed;
-* the ``ACTIVE`` segments tile the ring ``0x0000-0xFFFF`` exactly: no gap, no overlap.
+* the ``ACTIVE`` segments tile the ring ``0x0000-0xFFFF`` exactly: no gap, no overlap;
+* legacy segments (the partitions of a migrated topic, ADR 0063) wrap distinct classic topics,
+  and every child of a legacy root has *every* legacy root as a parent and no other parent, so a
+  key's messages in any old partition are read before its messages in a new segment.
 
 A violation raises :class:`~braid.core.segment_info.CorruptLayout` naming the offending segments.
 """
@@ -45,6 +48,7 @@ def check_layout_invariants(
     _check_edges(segments)
     _check_acyclic(segments)
     _check_edge_epochs(segments)
+    _check_legacy_roots(segments)
     return _check_tiling(segments)
 
 
@@ -100,6 +104,32 @@ def _check_edge_epochs(segments: Mapping[int, SegmentInfo]) -> None:
                 raise CorruptLayout(
                     f"segment {cid} was created at epoch {child.created_at_epoch}, but its parent "
                     f"{sid} was sealed at epoch {info.sealed_at_epoch} (they must be equal)"
+                )
+
+
+def _check_legacy_roots(segments: Mapping[int, SegmentInfo]) -> None:
+    roots: dict[int, str] = {}
+    for sid, info in segments.items():
+        if info.legacy_topic_name is not None:
+            roots[sid] = info.legacy_topic_name
+    if not roots:
+        return
+    seen: dict[str, int] = {}
+    for sid, name in sorted(roots.items()):
+        if name in seen:
+            raise CorruptLayout(
+                f"segments {seen[name]} and {sid} both wrap the legacy topic {name}"
+            )
+        seen[name] = sid
+    expected = sorted(roots)
+    for sid in expected:
+        for cid in segments[sid].child_ids:
+            parents = sorted(segments[cid].parent_ids)
+            if parents != expected:
+                raise CorruptLayout(
+                    f"segment {cid} is a child of legacy segment {sid} but has parents {parents}, "
+                    f"not exactly the legacy segments {expected}: a key's old messages could be "
+                    "read after its new ones"
                 )
 
 

@@ -4,8 +4,13 @@ A segment covers an inclusive hash range of the ring, is ``ACTIVE`` (accepts wri
 ``SEALED`` (split or merged away), and links to the segments it came from (``parent_ids``) and
 the ones that replaced it (``child_ids``). Braid adds wall-clock ``created_at_ms`` /
 ``sealed_at_ms``. A record never contradicts its own state: an active segment has no children and
-no seal time; a sealed one was sealed in a later epoch than it was created. Checks that span
-segments (edges, tiling, acyclicity) are :mod:`braid.core.layout_invariants`'.
+no seal time; a sealed one was sealed in a later epoch than it was created.
+
+A *legacy* segment (``legacy_topic_name`` set) is served by a classic ``persistent://`` topic - a
+partition of a topic migrated to a scalable topic (ADR 0063). Its keys were placed by the
+producer's partition routing, not by hash, so it covers the whole ring, and it is a root (no
+parents): a classic topic existed before the scalable topic. Checks that span segments (edges,
+tiling, acyclicity, the migration rule) are :mod:`braid.core.layout_invariants`'.
 """
 
 from __future__ import annotations
@@ -15,10 +20,14 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from braid.core.errors import InvalidInputError
-from braid.core.ranges import HashRange
+from braid.core.names import TopicDomain, TopicName
+from braid.core.ranges import MAX_HASH, MIN_HASH, HashRange
 
 # Epochs, ids and timestamps are Java longs upstream; keep every value within a signed 64-bit.
 MAX_LONG = 2**63 - 1
+
+#: The range of a legacy segment: a classic topic may hold a key of any hash.
+FULL_RING = HashRange(MIN_HASH, MAX_HASH)
 
 
 class CorruptLayout(InvalidInputError):
@@ -70,6 +79,8 @@ class SegmentInfo:
     """One segment of the DAG (PIP-468 "SegmentInfo" plus wall-clock creation/seal times).
 
     ``sealed_at_epoch`` and ``sealed_at_ms`` are 0 while the segment is active.
+    ``legacy_topic_name`` is the canonical ``persistent://`` topic serving a legacy segment, or
+    ``None`` for a managed segment (served as its ``segment://`` topic).
 
     Raises:
         CorruptLayout: a field has the wrong type or the record contradicts its own state.
@@ -84,6 +95,7 @@ class SegmentInfo:
     sealed_at_epoch: int
     created_at_ms: int = 0
     sealed_at_ms: int = 0
+    legacy_topic_name: str | None = None
 
     def __post_init__(self) -> None:
         # Layouts are rebuilt (and so revalidated) on every mutation: check cheaply first and build
@@ -119,6 +131,32 @@ class SegmentInfo:
                 f"segment {sid}: sealedAtEpoch {self.sealed_at_epoch} is not after its "
                 f"createdAtEpoch {self.created_at_epoch}"
             )
+        if self.legacy_topic_name is not None:
+            self._check_legacy()
+
+    def _check_legacy(self) -> None:
+        sid = self.segment_id
+        name = self.legacy_topic_name
+        if not isinstance(name, str):
+            raise CorruptLayout(f"segment {sid}: legacyTopicName must be a string, got {name!r}")
+        try:
+            parsed = TopicName.parse(name)
+        except InvalidInputError as exc:
+            raise CorruptLayout(f"segment {sid}: legacyTopicName {name!r}: {exc}") from exc
+        if parsed.domain is not TopicDomain.PERSISTENT or str(parsed) != name:
+            raise CorruptLayout(
+                f"segment {sid}: legacyTopicName {name!r} is not a canonical persistent:// name"
+            )
+        if self.hash_range != FULL_RING:
+            raise CorruptLayout(
+                f"segment {sid}: legacy segment of {name} covers {self.hash_range}, not the whole "
+                f"ring {FULL_RING} (its keys were placed by partition routing, not by hash)"
+            )
+        if self.parent_ids:
+            raise CorruptLayout(
+                f"segment {sid}: legacy segment of {name} has parents {list(self.parent_ids)} "
+                "(a legacy segment is a root of the DAG)"
+            )
 
     @classmethod
     def active(
@@ -142,6 +180,35 @@ class SegmentInfo:
             sealed_at_ms=0,
         )
 
+    @classmethod
+    def legacy_root(
+        cls,
+        segment_id: int,
+        topic: str,
+        sealed_at_epoch: int,
+        child_ids: Sequence[int],
+        now_ms: int,
+    ) -> SegmentInfo:
+        """A sealed legacy root wrapping the classic topic ``topic`` (created at epoch 0, sealed
+        at ``sealed_at_epoch`` with ``child_ids``), as a migration creates it (ADR 0063)."""
+        return cls(
+            segment_id=segment_id,
+            hash_range=FULL_RING,
+            state=SegmentState.SEALED,
+            parent_ids=(),
+            child_ids=tuple(child_ids),
+            created_at_epoch=0,
+            sealed_at_epoch=sealed_at_epoch,
+            created_at_ms=now_ms,
+            sealed_at_ms=now_ms,
+            legacy_topic_name=topic,
+        )
+
+    @property
+    def is_legacy(self) -> bool:
+        """Whether a classic ``persistent://`` topic serves this segment."""
+        return self.legacy_topic_name is not None
+
     @property
     def is_active(self) -> bool:
         """Whether the segment still accepts writes."""
@@ -164,6 +231,7 @@ def ring_order(segment: SegmentInfo) -> tuple[int, int]:
 
 
 __all__ = [
+    "FULL_RING",
     "MAX_LONG",
     "CorruptLayout",
     "SegmentInfo",

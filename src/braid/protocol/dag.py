@@ -176,7 +176,13 @@ class ScalableTopicDag:
         Raises:
             CorruptLayout: an extra names an unknown segment or breaks a rule.
         """
-        legacy = legacy_topic_names or {}
+        # A legacy root of a migrated topic (ADR 0063) names its classic topic itself.
+        legacy = {
+            sid: info.legacy_topic_name
+            for sid, info in layout.segments.items()
+            if info.legacy_topic_name is not None
+        }
+        legacy.update(legacy_topic_names or {})
         tls = segment_brokers_tls or {}
         splits = entry_bucket_splits or {}
         unknown = sorted((set(legacy) | set(splits)) - set(layout.segments))

@@ -65,7 +65,7 @@ from braid.scalable.resources import (
     ScalableTopicResources,
     SubscriptionType,
 )
-from braid.scalable.segments import SegmentAdmin
+from braid.scalable.segments import SegmentAdmin, SegmentTopic
 
 log = logging.getLogger(__name__)
 
@@ -634,8 +634,11 @@ class SubscriptionCoordinator:
             self._closed = True
 
 
-def segment_topic_name(topic: TopicName, segment: SegmentInfo) -> SegmentTopicName:
-    """The ``segment://`` name of one segment of ``topic``."""
+def segment_topic_name(topic: TopicName, segment: SegmentInfo) -> SegmentTopic:
+    """The topic serving one segment of ``topic``: its ``segment://`` topic, or for a legacy root
+    of a migrated topic (ADR 0063) the ``persistent://`` partition it wraps."""
+    if segment.legacy_topic_name is not None:
+        return TopicName.parse(segment.legacy_topic_name)
     return SegmentTopicName.of(topic, segment.hash_range, segment.segment_id)
 
 

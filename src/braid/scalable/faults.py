@@ -9,6 +9,10 @@ test can SIGKILL ``braid standalone`` at exactly that cut point.
 the leader recover the failed operation by itself. With both set to the same step, the first pass
 fails and the next one - the recovery's - pauses there.
 
+``BRAID_MIGRATION_FAULT_PAUSE_AT=<phase>`` (a :class:`braid.core.migration.MigrationPhase`)
+does the same for a migration to a scalable topic (ADR 0063): the executor logs ``migration fault
+point <phase> reached`` and stops right after recording that phase.
+
 Unset (the normal case) there is no hook at all.
 """
 
@@ -16,9 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from braid.core.errors import ServiceUnavailableError
+from braid.core.migration import MigrationPhase
 from braid.scalable.controller import STEPS, StepHook
 
 log = logging.getLogger(__name__)
@@ -27,6 +32,11 @@ log = logging.getLogger(__name__)
 FAULT_ENV = "BRAID_FAULT_PAUSE_AT"
 #: The environment variable naming the step whose first pass fails.
 FAIL_ENV = "BRAID_FAULT_FAIL_AT"
+#: The environment variable naming the migration phase to stop after.
+MIGRATION_FAULT_ENV = "BRAID_MIGRATION_FAULT_PAUSE_AT"
+
+#: What the migration executor calls after recording a phase.
+PhaseHook = Callable[[MigrationPhase], Awaitable[None]]
 
 
 class InjectedFault(ServiceUnavailableError):
@@ -67,4 +77,35 @@ def pause_hook_from_env(environ: Mapping[str, str]) -> StepHook | None:
     return hook
 
 
-__all__ = ["FAIL_ENV", "FAULT_ENV", "InjectedFault", "pause_hook_from_env"]
+def migration_pause_hook_from_env(environ: Mapping[str, str]) -> PhaseHook | None:
+    """The phase hook ``BRAID_MIGRATION_FAULT_PAUSE_AT`` asks for, or ``None``.
+
+    Raises:
+        ValueError: the variable names no phase.
+    """
+    value = environ.get(MIGRATION_FAULT_ENV)
+    if not value:
+        return None
+    try:
+        pause_at = MigrationPhase(value)
+    except ValueError:
+        phases = ", ".join(p.value for p in MigrationPhase)
+        raise ValueError(f"{MIGRATION_FAULT_ENV}={value!r}: expected one of {phases}") from None
+
+    async def hook(phase: MigrationPhase) -> None:
+        if phase is pause_at:
+            log.warning("migration fault point %s reached; pausing until killed", phase.value)
+            await asyncio.Event().wait()
+
+    return hook
+
+
+__all__ = [
+    "FAIL_ENV",
+    "FAULT_ENV",
+    "MIGRATION_FAULT_ENV",
+    "InjectedFault",
+    "PhaseHook",
+    "migration_pause_hook_from_env",
+    "pause_hook_from_env",
+]

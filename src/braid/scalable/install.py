@@ -22,9 +22,10 @@ from braid.broker.service import BrokerService
 from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.scalable.controller import StepHook
-from braid.scalable.faults import pause_hook_from_env
+from braid.scalable.faults import migration_pause_hook_from_env, pause_hook_from_env
 from braid.scalable.handlers import scalable_topic_commands
 from braid.scalable.load_reporter import SegmentLoadReporter
+from braid.scalable.migration import LocalClassicTopics, MigrationExecutor
 from braid.scalable.segment_routing import DrainRelay
 from braid.scalable.segments import LocalSegmentAdmin, SegmentAdmin
 from braid.scalable.service import (
@@ -117,6 +118,17 @@ async def install_scalable_topics(
         drain_relay=drain_relay,
     )
     if settings.enabled:
+        # Partitions of a migrated topic are served through the in-process broker only: with
+        # ``braid broker`` (routed segments) a remote legacy root is not served yet (ADR 0063).
+        service.migrations = MigrationExecutor(
+            broker.metadata,
+            service.resources,
+            service.segments,
+            LocalClassicTopics(broker),
+            clock,
+            legacy_roots_servable=segments is None,
+            phase_hook=migration_pause_hook_from_env(os.environ if environ is None else environ),
+        )
         broker.commands.register(scalable_topic_commands(service, broker.lookups))
         broker.feature_flags.supports_scalable_topics = True
         broker.drain_listeners.append(service.on_subscription_drained)

@@ -38,6 +38,7 @@ import httpx
 
 from braid.broker.broker_registry import BrokerRegistry, broker_id
 from braid.broker.broker_secret import BROKER_SECRET_HEADER
+from braid.broker.cluster_tls import PeerTls
 from braid.broker.errors import ServiceNotReady, TopicNotFound
 from braid.broker.ownership import NotOwner
 from braid.broker.service import BrokerService
@@ -48,7 +49,7 @@ from braid.metadata.api import MetadataStore
 from braid.metadata.election import read_leader
 from braid.scalable.forwarding import refusal_of
 from braid.scalable.resources import ScalableTopicResources
-from braid.scalable.segments import LocalSegmentAdmin
+from braid.scalable.segments import LegacyRootNotServed, LocalSegmentAdmin, SegmentTopic
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +64,19 @@ INTERNAL_PREFIX = "/internal/v1"
 
 
 class InternalApiClient:
-    """HTTP calls to other brokers' internal listeners, with the cluster's broker secret."""
+    """HTTP calls to other brokers' internal listeners, with the cluster's broker secret; over
+    TLS as ``tls`` says (:mod:`braid.broker.cluster_tls`: the one place that knows how)."""
 
-    def __init__(self, registry: BrokerRegistry, secret: str, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        registry: BrokerRegistry,
+        secret: str,
+        *,
+        timeout_s: float = 30.0,
+        tls: PeerTls | None = None,
+    ) -> None:
         self._registry = registry
+        self._tls = tls
         self._headers = {BROKER_SECRET_HEADER: secret, "Content-Type": "application/json"}
         self._timeout_s = timeout_s
 
@@ -105,13 +115,22 @@ class InternalApiClient:
             TopicNotFound: 404. The typed error of its answer otherwise.
         """
         base = await self.internal_url(service_url)
+        tls = self._tls
         try:
-            async with httpx.AsyncClient(base_url=base, timeout=self._timeout_s) as http:
+            async with (
+                httpx.AsyncClient(base_url=base, timeout=self._timeout_s)
+                if tls is None
+                else tls.client(base, timeout_s=self._timeout_s)
+            ) as http:
                 response = await http.request(
                     method, INTERNAL_PREFIX + path, json=body, params=params, headers=self._headers
                 )
         except httpx.HTTPError as exc:
+            if tls is not None:
+                tls.failed(service_url, exc)
             raise ServiceNotReady(f"could not reach broker {service_url} at {base}: {exc}") from exc
+        if tls is not None:
+            tls.succeeded(service_url)
         if response.status_code >= 400:
             raise _error_for(response, service_url)
         return response.json() if response.content else None
@@ -130,7 +149,12 @@ def _error_for(response: httpx.Response, service_url: str) -> BraidError:
     return InvalidInputError(f"broker {service_url} answered {status}: {reason}")
 
 
-def _segment_path(segment: SegmentTopicName) -> str:
+def _segment_path(segment: SegmentTopic) -> str:
+    if not isinstance(segment, SegmentTopicName):
+        raise LegacyRootNotServed(
+            f"the legacy root {segment} of a migrated topic is served by another broker; the "
+            "internal segments API reaches segment:// topics only (ADR 0063)"
+        )
     parent = segment.parent
     return (
         f"/segments/{quote(parent.tenant, safe='')}/{quote(parent.namespace, safe='')}/"
@@ -149,7 +173,7 @@ class RoutedSegmentAdmin:
 
     async def _route(
         self,
-        segment: SegmentTopicName,
+        segment: SegmentTopic,
         here: Callable[[], Awaitable[T]],
         there: Callable[[str], Awaitable[T]],
     ) -> T:
@@ -165,7 +189,7 @@ class RoutedSegmentAdmin:
                 failure = exc
         raise ServiceNotReady(f"segment {segment} could not be reached: {failure}")
 
-    async def create_segment(self, segment: SegmentTopicName, subscriptions: Iterable[str]) -> None:
+    async def create_segment(self, segment: SegmentTopic, subscriptions: Iterable[str]) -> None:
         names = list(subscriptions)
         await self._route(
             segment,
@@ -173,7 +197,7 @@ class RoutedSegmentAdmin:
             lambda url: self._internal.call(url, "PUT", _segment_path(segment), body=names),
         )
 
-    async def terminate_segment(self, segment: SegmentTopicName) -> None:
+    async def terminate_segment(self, segment: SegmentTopic) -> None:
         path = _segment_path(segment) + "/terminate"
         await self._route(
             segment,
@@ -181,30 +205,30 @@ class RoutedSegmentAdmin:
             lambda url: self._internal.call(url, "POST", path),
         )
 
-    async def delete_segment(self, segment: SegmentTopicName) -> None:
+    async def delete_segment(self, segment: SegmentTopic) -> None:
         await self._route(
             segment,
             lambda: self.local.delete_segment(segment),
             lambda url: self._internal.call(url, "DELETE", _segment_path(segment)),
         )
 
-    async def _state(self, url: str, segment: SegmentTopicName) -> dict[str, bool]:
+    async def _state(self, url: str, segment: SegmentTopic) -> dict[str, bool]:
         doc = await self._internal.call(url, "GET", _segment_path(segment))
         return {k: bool(v) for k, v in dict(doc).items()}
 
-    async def segment_exists(self, segment: SegmentTopicName) -> bool:
+    async def segment_exists(self, segment: SegmentTopic) -> bool:
         async def there(url: str) -> bool:
             return (await self._state(url, segment))["exists"]
 
         return await self._route(segment, lambda: self.local.segment_exists(segment), there)
 
-    async def is_terminated(self, segment: SegmentTopicName) -> bool:
+    async def is_terminated(self, segment: SegmentTopic) -> bool:
         async def there(url: str) -> bool:
             return (await self._state(url, segment))["terminated"]
 
         return await self._route(segment, lambda: self.local.is_terminated(segment), there)
 
-    async def list_subscriptions(self, segment: SegmentTopicName) -> list[str]:
+    async def list_subscriptions(self, segment: SegmentTopic) -> list[str]:
         async def there(url: str) -> list[str]:
             path = _segment_path(segment) + "/subscriptions"
             listed = await self._internal.call(url, "GET", path)
@@ -212,11 +236,11 @@ class RoutedSegmentAdmin:
 
         return await self._route(segment, lambda: self.local.list_subscriptions(segment), there)
 
-    def _subscription_path(self, segment: SegmentTopicName, subscription: str) -> str:
+    def _subscription_path(self, segment: SegmentTopic, subscription: str) -> str:
         return f"{_segment_path(segment)}/subscriptions/{quote(subscription, safe='')}"
 
     async def create_subscription(
-        self, segment: SegmentTopicName, subscription: str, *, earliest: bool
+        self, segment: SegmentTopic, subscription: str, *, earliest: bool
     ) -> None:
         path = self._subscription_path(segment, subscription)
         params = {"earliest": "true" if earliest else "false"}
@@ -226,7 +250,7 @@ class RoutedSegmentAdmin:
             lambda url: self._internal.call(url, "PUT", path, params=params),
         )
 
-    async def delete_subscription(self, segment: SegmentTopicName, subscription: str) -> None:
+    async def delete_subscription(self, segment: SegmentTopic, subscription: str) -> None:
         path = self._subscription_path(segment, subscription)
         await self._route(
             segment,
@@ -234,7 +258,7 @@ class RoutedSegmentAdmin:
             lambda url: self._internal.call(url, "DELETE", path),
         )
 
-    async def is_drained(self, segment: SegmentTopicName, subscription: str) -> bool:
+    async def is_drained(self, segment: SegmentTopic, subscription: str) -> bool:
         path = self._subscription_path(segment, subscription) + "/drained"
 
         async def there(url: str) -> bool:
@@ -245,7 +269,7 @@ class RoutedSegmentAdmin:
         )
 
     async def seek_subscription(
-        self, segment: SegmentTopicName, subscription: str, timestamp_ms: int
+        self, segment: SegmentTopic, subscription: str, timestamp_ms: int
     ) -> None:
         path = self._subscription_path(segment, subscription) + "/seek"
         await self._route(
@@ -254,7 +278,7 @@ class RoutedSegmentAdmin:
             lambda url: self._internal.call(url, "POST", path, body={"timestamp": timestamp_ms}),
         )
 
-    async def stats(self, segment: SegmentTopicName) -> dict[str, object] | None:
+    async def stats(self, segment: SegmentTopic) -> dict[str, object] | None:
         async def there(url: str) -> dict[str, object] | None:
             doc = await self._internal.call(url, "GET", _segment_path(segment) + "/stats")
             stats = doc.get("stats") if isinstance(doc, dict) else None
@@ -262,7 +286,7 @@ class RoutedSegmentAdmin:
 
         return await self._route(segment, lambda: self.local.stats(segment), there)
 
-    async def _where(self, segment: SegmentTopicName) -> str | None:
+    async def _where(self, segment: SegmentTopic) -> str | None:
         """The service URL of the broker that serves ``segment`` or will take its bundle;
         ``None`` for this broker.
 
@@ -281,11 +305,11 @@ class RoutedSegmentAdmin:
             url, redirect, authoritative = await self._internal.lookup(url, str(segment))
         return None if url == self._broker.service_url else url
 
-    async def broker_url(self, segment: SegmentTopicName) -> str:
+    async def broker_url(self, segment: SegmentTopic) -> str:
         """The segment's owner, or the broker that will take its bundle (the lookup's answer)."""
         return await self._where(segment) or self._broker.service_url
 
-    async def sequence_ids(self, segment: SegmentTopicName) -> SegmentSequenceIds:
+    async def sequence_ids(self, segment: SegmentTopic) -> SegmentSequenceIds:
         async def there(url: str) -> SegmentSequenceIds:
             doc = await self._internal.call(url, "GET", _segment_path(segment) + "/sequence-ids")
             return SegmentSequenceIds.from_json(doc if isinstance(doc, dict) else {})
@@ -293,7 +317,7 @@ class RoutedSegmentAdmin:
         return await self._route(segment, lambda: self.local.sequence_ids(segment), there)
 
     async def inherit_sequence_ids(
-        self, segment: SegmentTopicName, inherited: InheritedSequenceIds
+        self, segment: SegmentTopic, inherited: InheritedSequenceIds
     ) -> None:
         path = _segment_path(segment) + "/inherited-sequence-ids"
         await self._route(

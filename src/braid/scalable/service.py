@@ -52,7 +52,11 @@ from braid.scalable.autoscale_policies import AutoScalePolicies
 from braid.scalable.autoscale_service import AutoScaleService
 from braid.scalable.background import BackgroundTasks
 from braid.scalable.controller import ScalableTopicController, StepHook
-from braid.scalable.coordinator import AssignmentTransport, ConsumerAssignmentView
+from braid.scalable.coordinator import (
+    AssignmentTransport,
+    ConsumerAssignmentView,
+    segment_topic_name,
+)
 from braid.scalable.errors import NotLeader, ScalableTopicsDisabled
 from braid.scalable.forwarding import LeaderForwarder
 from braid.scalable.leader_operations import (
@@ -65,6 +69,7 @@ from braid.scalable.leader_operations import (
 )
 from braid.scalable.leader_router import LeaderRouter
 from braid.scalable.load_reporter import SegmentLoadReporter
+from braid.scalable.migration import MigrationExecutor
 from braid.scalable.resources import (
     ScalableTopicAlreadyExists,
     ScalableTopicNotFound,
@@ -162,6 +167,8 @@ class ScalableTopicService:
             topics=self,
             tls_url_of=self.registry.service_url_tls,
         )
+        #: Migrations of classic topics to scalable topics (ADR 0063); set by the installer.
+        self.migrations: MigrationExecutor | None = None
         self._controllers: dict[str, ScalableTopicController] = {}
         self._starting: dict[str, asyncio.Task[ScalableTopicController]] = {}
         self._background = BackgroundTasks()
@@ -199,6 +206,8 @@ class ScalableTopicService:
         self.watches.start()
         if self.settings.enabled:
             await self._resume_pending_operations()
+            if self.migrations is not None:
+                await self.migrations.resume_pending()
             self.auto_scale.start()
 
     async def _resume_pending_operations(self) -> None:
@@ -400,7 +409,7 @@ class ScalableTopicService:
 
     async def _delete_segments(self, topic: TopicName, layout: SegmentLayout) -> None:
         for segment in layout.segments.values():
-            name = SegmentTopicName.of(topic, segment.hash_range, segment.segment_id)
+            name = segment_topic_name(topic, segment)  # a migrated topic's partitions too
             try:
                 await self._segments.delete_segment(name)
             except Exception:
@@ -408,7 +417,7 @@ class ScalableTopicService:
 
     async def _refuse_if_in_use(self, topic: TopicName, layout: SegmentLayout) -> None:
         for segment in layout.segments.values():
-            name = SegmentTopicName.of(topic, segment.hash_range, segment.segment_id)
+            name = segment_topic_name(topic, segment)
             stats = await self._segments.stats(name)
             if not stats:
                 continue
@@ -551,6 +560,7 @@ class ScalableTopicService:
         try:
             segment = SegmentTopicName.parse(segment_topic)
         except InvalidTopicName:
+            self._legacy_root_drained(segment_topic, subscription)
             return
         controller = self._controllers.get(str(segment.parent))
         if controller is not None and controller.is_leader:
@@ -559,6 +569,29 @@ class ScalableTopicService:
             self._background.spawn(
                 self._drain_relay.relay(segment.parent, segment_topic, subscription)
             )
+
+    def _legacy_root_drained(self, topic: str, subscription: str) -> None:
+        """A classic topic was drained: if it is a legacy root of a migrated topic (ADR 0063)
+        whose controller leads here, that controller hears it as a segment drained. (The drain
+        relay names segment:// topics only: with ``braid broker`` the partition and the leader
+        must share a broker until the relay learns legacy roots.)"""
+        for controller in list(self._controllers.values()):
+            if not controller.is_leader:
+                continue
+            try:
+                layout = controller.layout
+            except NotLeader:
+                continue
+            for info in layout.legacy_segments:
+                if info.legacy_topic_name == topic:
+                    controller.on_segment_drained(subscription, info.segment_id)
+
+    async def migrated_target(self, source: TopicName) -> TopicName | None:
+        """The scalable topic ``source`` was migrated to, once its layout is published."""
+        if self.migrations is None:
+            return None
+        target = await self.migrations.published_target(str(source))
+        return None if target is None else TopicName.parse(target)
 
     def parse_scalable(self, name: str) -> TopicName:
         topic = TopicName.parse(name, default_domain=TopicDomain.TOPIC)

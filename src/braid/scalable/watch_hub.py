@@ -77,6 +77,11 @@ class TopicControllers(Protocol):
 
     async def namespace_exists(self, tenant: str, namespace: str) -> bool: ...
 
+    async def migrated_target(self, source: TopicName) -> TopicName | None:
+        """The scalable topic a ``persistent://`` topic was migrated to, once published
+        (ADR 0063); ``None`` otherwise."""
+        ...
+
 
 class WatchHub:
     """DAG-watch and namespace-watch sessions, and the metadata listener, of one broker."""
@@ -132,7 +137,9 @@ class WatchHub:
         self, session_id: int, name: str, transport: DagWatchTransport
     ) -> DagWatchSession:
         """Resolve ``name`` and send the first update; the session then receives every layout
-        change. A ``persistent://`` name gets its synthetic one-segment DAG (no pushes).
+        change. A ``persistent://`` name gets its synthetic one-segment DAG (no pushes), or, once
+        it was migrated to a scalable topic (ADR 0063), that topic's DAG and name: Braid's client
+        given the old name follows the migration.
 
         Raises:
             InvalidTopicName, ScalableTopicNotFound (auto-creation not allowed), NotFoundError.
@@ -150,11 +157,19 @@ class WatchHub:
         # the first would go on receiving pushes, and outlive the connection).
         self.close_dag_watch(transport, session_id)
         if topic.domain is TopicDomain.PERSISTENT:
+            target = await self._topics.migrated_target(topic)
+            if target is not None:
+                return await self._open_scalable(session_id, target, transport)
             session = DagWatchSession(session_id, topic, str(topic), transport)
             self._sessions_by_transport[id(transport)][session_id] = session
             url = await self._legacy_broker_url(topic)
             session.push(legacy_dag(str(topic), url, broker_url_tls=await self._tls_url(url)))
             return session
+        return await self._open_scalable(session_id, topic, transport)
+
+    async def _open_scalable(
+        self, session_id: int, topic: TopicName, transport: DagWatchTransport
+    ) -> DagWatchSession:
         await self._topics.watched_controller(topic)
         session = DagWatchSession(session_id, topic, str(topic), transport)
         self._watches[str(topic)].add(session)

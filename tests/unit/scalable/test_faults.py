@@ -1,5 +1,6 @@
-"""The test-only split/merge fault points: parsing ``BRAID_FAULT_PAUSE_AT`` /
-``BRAID_FAULT_FAIL_AT``, failing a step once, pausing the pass after it."""
+"""The test-only fault points: parsing ``BRAID_FAULT_PAUSE_AT`` / ``BRAID_FAULT_FAIL_AT``,
+failing a split/merge step once, pausing the pass after it; ``BRAID_MIGRATION_FAULT_PAUSE_AT``
+pausing a migration after it recorded a phase."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ import asyncio
 
 import pytest
 
-from braid.scalable.faults import FAIL_ENV, FAULT_ENV, InjectedFault, pause_hook_from_env
+from braid.core.migration import MigrationPhase
+from braid.scalable.faults import (
+    FAIL_ENV,
+    FAULT_ENV,
+    MIGRATION_FAULT_ENV,
+    InjectedFault,
+    migration_pause_hook_from_env,
+    pause_hook_from_env,
+)
 
 
 def test_unset_means_no_hook() -> None:
@@ -37,6 +46,23 @@ async def test_with_both_on_one_step_the_first_pass_fails_and_the_second_pauses(
         await hook("parents-terminated")
     paused = asyncio.ensure_future(hook("parents-terminated"))
     for _ in range(20):  # loop turns, not time: a hook that did not pause would be done
+        await asyncio.sleep(0)
+    assert not paused.done()
+    paused.cancel()
+
+
+def test_the_migration_fault_point_is_unset_or_names_a_phase() -> None:
+    assert migration_pause_hook_from_env({}) is None
+    with pytest.raises(ValueError, match=f"{MIGRATION_FAULT_ENV}='HALFWAY'"):
+        migration_pause_hook_from_env({MIGRATION_FAULT_ENV: "HALFWAY"})
+
+
+async def test_the_migration_pauses_only_after_recording_the_named_phase() -> None:
+    hook = migration_pause_hook_from_env({MIGRATION_FAULT_ENV: "TERMINATING"})
+    assert hook is not None
+    await hook(MigrationPhase.SEGMENTS_CREATED)
+    paused = asyncio.ensure_future(hook(MigrationPhase.TERMINATING))
+    for _ in range(20):
         await asyncio.sleep(0)
     assert not paused.done()
     paused.cancel()
