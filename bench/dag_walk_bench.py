@@ -23,6 +23,11 @@ the cursor write, the drain event, the coordinator's push, the attach and the fi
 
 Targets (issue 28): hand-over p50 <= 5 ms; a 1,000-segment walk at >= 25 % of the flat rate.
 
+**Floor**: at the end, the time from a Stream consumer's subscribe call to its first message on a
+loaded 2-segment topic (a registration, an assignment push and an attach), p50 over
+``--floor-rounds``: the scale of one round of controller work and one attach on this machine at
+this moment, to read the hand-over figures against.
+
 Run: ``.venv/bin/python bench/dag_walk_bench.py [--sizes 10,100,1000] [--per-segment 100]``
 """
 
@@ -216,6 +221,28 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+async def _floor(client: braid.AsyncClient, name: str, rounds: int) -> list[float]:
+    """Milliseconds from a Stream consumer's subscribe call to its first message on a loaded
+    2-segment topic holding one message per subscription: a registration, an assignment and an
+    attach per call. A hand-over needs a subset of that (a drain event, a push, a FLOW); it is
+    the scale of one round of controller work plus an attach on this machine right now."""
+    producer = await client.create_producer(name, batching_max_delay=0.001)
+    await producer.send_async(b"floor", key="floor")
+    await producer.close()
+    times = []
+    for i in range(rounds):
+        began = time.perf_counter()
+        consumer = await client.subscribe_stream(
+            name, f"floor-{i}", initial_position="earliest", receiver_queue_size=10
+        )
+        messages = await consumer.receive_many(1, timeout=30)
+        times.append((time.perf_counter() - began) * 1000)
+        if not messages:
+            raise RuntimeError(f"{name}: no message for the floor measurement")
+        await consumer.close()
+    return times
+
+
 async def _run(args: argparse.Namespace, process: StandaloneProcess) -> None:
     pool = KeyPool()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -246,6 +273,9 @@ async def _run(args: argparse.Namespace, process: StandaloneProcess) -> None:
                         f"built {shape} DAG of {len(dag.counts)} segments in {built:.1f} s",
                         flush=True,
                     )
+            floor_name = f"topic://{NAMESPACE}/floor"
+            admin.scalable_topics.create(floor_name, segments=2)
+            floor = await _floor(client, floor_name, args.floor_rounds)
     print()
     print(
         f"{'segments':>8} {'shape':<7} {'msgs':>7} {'walk s':>7} {'walk/s':>8} {'flat/s':>8} "
@@ -265,6 +295,10 @@ async def _run(args: argparse.Namespace, process: StandaloneProcess) -> None:
         f"hand-over p50 {p50:.2f} ms over {len(all_gaps)} hand-overs = "
         f"{p50 / 5:.2f} x the 5 ms target"
     )
+    print(
+        f"floor: subscribe to first message on a loaded 2-segment topic p50 "
+        f"{_pct(floor, 0.5):.2f} ms, p99 {_pct(floor, 0.99):.2f} ms over {len(floor)} rounds"
+    )
     for size, shape, count, _dag, walk, flat_walk, _, _ in rows:
         if size == max(sizes):
             ratio = walk.rate / flat_walk.rate
@@ -278,6 +312,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10,100,1000", help="DAG sizes, comma-separated")
     parser.add_argument("--per-segment", type=int, default=100, help="messages per segment")
+    parser.add_argument(
+        "--floor-rounds", type=int, default=30, help="subscribe round trips for the floor"
+    )
     parser.add_argument("--dir", type=Path, default=None, help="data directory parent")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)

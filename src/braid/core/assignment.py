@@ -147,19 +147,24 @@ def compute_assignment(
     consumers: Iterable[str],
     drained: Set[int],
     previous: Mapping[str, Sequence[int]] | None = None,
+    *,
+    readable: Sequence[SegmentInfo] | None = None,
 ) -> SubscriptionAssignment:
     """Drain-gate the layout for this subscription, then deal the readable segments:
     round-robin, or stickily from ``previous`` (each consumer's current segments) when given.
 
     Call it again whenever a consumer joins or leaves (without ``previous``), the layout
     changes, a segment drains, or the subscription seeks (passing the drained set as it is
-    *after* the seek).
+    *after* the seek). ``readable``: what :func:`~braid.core.drain.readable_segments` gives
+    for ``layout`` and ``drained``, when the caller keeps it already (a
+    :class:`~braid.core.drain.DrainFrontier`).
 
     Raises:
         InvalidInputError: see :func:`~braid.core.drain.readable_segments` and
             :func:`assign_round_robin`.
     """
-    readable = readable_segments(layout, drained)
+    if readable is None:
+        readable = readable_segments(layout, drained)
     if previous is None:
         dealt = assign_round_robin(readable, consumers)
     else:

@@ -22,10 +22,11 @@ Runs on the controller leader, one per STREAM or CHECKPOINT subscription. It own
   drain, a layout change or a seek deals stickily: consumers keep their segments and a newly
   readable segment goes to the consumer that drained its parent, counts within one (ADR 0043).
 * **Pushes.** After every rebalance only the consumers whose segments changed are told, with the
-  layout epoch, one push per consumer per change set; then the registrations of those consumers
-  are rewritten (writes scale with membership and layout changes, never with liveness ticks).
-  The push goes first: a registration is only what a new leader starts from, and it recomputes
-  the assignment from the layout and the cursors anyway.
+  layout epoch, one push per consumer per change set; their registrations are rewritten shortly
+  after (``REGISTRATION_SAVE_DELAY_S``, newest per consumer, so a walk's hand-overs share one
+  write; writes never scale with liveness ticks). The push goes first: a registration is only
+  what a new leader starts from, and it recomputes the assignment from the layout and the
+  cursors anyway (ADR 0068).
 
 **Drained set** (ADR 0043). Read in full from the segment owners' cursors
 (``SegmentAdmin.is_drained``) when the coordinator starts, after a seek (which can rewind the
@@ -33,9 +34,11 @@ subscription into drained segments) and when a new leader takes over. Between th
 incrementally, so a hand-over costs the same on a DAG of ten segments or of thousands: a layout
 change checks only the segments it sealed (an empty one, or one the subscription had already
 consumed, is drained at once), and the broker's drain event for a segment checks only that
-segment. Drain events are absorbed in batches: events arriving while a rebalance runs are all
-handled by the next one, so a frontier that opens up segment after segment (children already
-drained, or empty for this subscription) is handed over in one push, never attached one by one.
+segment, and a :class:`~braid.core.drain.DrainFrontier` keeps the readable segments as they
+drain (no pass over the whole DAG per hand-over, ADR 0068). Drain events are absorbed in
+batches: events arriving while a rebalance runs are all handled by the next one, so a frontier
+that opens up segment after segment (children already drained, or empty for this subscription)
+is handed over in one push, never attached one by one.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ from braid.core.assignment import (
     compute_assignment,
 )
 from braid.core.bucket_sharing import bucket_ranges, share_buckets, shared_segments
-from braid.core.drain import next_segments
+from braid.core.drain import DrainFrontier, readable_segments
 from braid.core.layout import SegmentLayout
 from braid.core.names import SegmentTopicName, TopicName
 from braid.core.ranges import HashRange
@@ -68,6 +71,11 @@ from braid.scalable.resources import (
 from braid.scalable.segments import SegmentAdmin, SegmentTopic
 
 log = logging.getLogger(__name__)
+
+#: How long a changed registration waits before it is written, so the hand-overs of a walk
+#: down a DAG (one every few milliseconds) share one metadata write instead of queueing one
+#: each ahead of the cursor writes that drain the next segments (ADR 0068).
+REGISTRATION_SAVE_DELAY_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -167,12 +175,15 @@ class SubscriptionCoordinator:
         self._sessions: dict[str, ConsumerSession] = {}
         self._drained: frozenset[int] = frozenset()
         self._drained_known = False
+        #: STREAM: readable and next segments kept as segments drain (rebuilt per layout).
+        self._frontier: DrainFrontier | None = None
         #: CHECKPOINT: sealed segments members reported delivered whole.
         self._reported: frozenset[int] = frozenset()
         self._drain_events: set[int] = set()
         self._absorbing: asyncio.Task[None] | None = None
         self._unsaved: dict[str, ConsumerRegistration] = {}
         self._saver: asyncio.Task[None] | None = None
+        self._save_timer: TimerHandle | None = None
         self._assignment: SubscriptionAssignment | None = None
         #: Segments several consumers share by bucket in the current assignment.
         self._shared: frozenset[int] = frozenset()
@@ -403,6 +414,7 @@ class SubscriptionCoordinator:
                 ]
                 kept = {sid for sid in self._drained if sid in layout.segments}
                 self._drained = frozenset(kept | await self._drained_among(newly_sealed))
+                self._frontier = None
             self._reported = frozenset(s for s in self._reported if s in layout.segments)
             await self._rebalance()
 
@@ -447,6 +459,8 @@ class SubscriptionCoordinator:
                         if not found:
                             continue
                         self._drained = self._drained | found
+                        if self._frontier is not None:
+                            self._frontier.drain(found)
                     await self._rebalance()
         except Exception:
             log.exception("%s/%s: hand-over after a drain failed", self.topic, self.subscription)
@@ -475,9 +489,12 @@ class SubscriptionCoordinator:
         if self.sub_type is SubscriptionType.STREAM and not self._drained_known:
             self._drained = await self._drained_among(self._layout.sealed_segments)
             self._drained_known = True
+            self._frontier = None
         before = {name: s.segment_ids for name, s in self._sessions.items()}
         previous = None if deal else {n: s.segment_ids for n, s in self._sessions.items()}
-        assignment = compute_assignment(self._layout, self._sessions, self.drained, previous)
+        assignment = compute_assignment(
+            self._layout, self._sessions, self.drained, previous, readable=self._readable()
+        )
         if self.sub_type is SubscriptionType.STREAM:
             # More consumers than readable segments: the idle ones share by bucket (PIP-486).
             assignment = share_buckets(assignment, self._layout)
@@ -520,7 +537,9 @@ class SubscriptionCoordinator:
     # -- registrations -------------------------------------------------------------------------
     #
     # Rewritten after the push and outside the lock, by one task writing the newest registration
-    # of each changed consumer: the next hand-over never waits for a metadata write. A
+    # of each changed consumer, REGISTRATION_SAVE_DELAY_S after the first unsaved change (at
+    # once when a registration or a removal waits for it): the next hand-over never waits for
+    # a metadata write, and a walk's hand-overs share one write. A
     # registration is only what a new leader starts from (it recomputes the assignment from the
     # layout and the cursors), so a write that fails is logged and the next change rewrites it.
 
@@ -531,7 +550,17 @@ class SubscriptionCoordinator:
                 self._unsaved[name] = ConsumerRegistration(
                     name, session.segment_ids, self._layout.epoch
                 )
-        if self._saver is None and self._unsaved:
+        if self._saver is None and self._save_timer is None and self._unsaved:
+            self._save_timer = self._clock.call_at(
+                self._clock.monotonic() + REGISTRATION_SAVE_DELAY_S, self._start_saver
+            )
+
+    def _start_saver(self) -> None:
+        """Write the pending registrations now (the delay ran out, or someone waits)."""
+        if self._save_timer is not None:
+            self._save_timer.cancel()
+            self._save_timer = None
+        if self._saver is None and self._unsaved and not self._closed:
             self._saver = asyncio.ensure_future(self._save_registrations())
             self._tasks.add(self._saver)
             self._saver.add_done_callback(self._tasks.discard)
@@ -557,6 +586,7 @@ class SubscriptionCoordinator:
             self._saver = None
 
     async def _saves_done(self) -> None:
+        self._start_saver()
         saver = self._saver
         if saver is not None:
             await asyncio.wait([saver])
@@ -575,13 +605,27 @@ class SubscriptionCoordinator:
             return {}
         owner = {sid: c.consumer_name for c in assignment.consumers for sid in c.segment_ids}
         ahead: dict[str, list[int]] = {}
-        for sid, parents in next_segments(self._layout, self._drained).items():
+        frontier = self._current_frontier()
+        for sid, parents in frontier.next_segments().items():
             owners = {owner.get(p) for p in parents}
             if len(owners) == 1:
                 (name,) = owners
                 if name is not None:
                     ahead.setdefault(name, []).append(sid)
         return {name: tuple(sorted(ids)) for name, ids in ahead.items()}
+
+    def _current_frontier(self) -> DrainFrontier:
+        """The STREAM frontier of the current layout and drained set (built in one pass when
+        either was replaced; a drain event updates it incrementally)."""
+        frontier = self._frontier
+        if frontier is None or frontier.layout is not self._layout:
+            frontier = self._frontier = DrainFrontier(self._layout, self._drained)
+        return frontier
+
+    def _readable(self) -> list[SegmentInfo]:
+        if self.sub_type is SubscriptionType.STREAM:
+            return self._current_frontier().readable
+        return readable_segments(self._layout, self.drained)
 
     @property
     def _bucket_ranges(self) -> tuple[HashRange, ...]:
@@ -617,6 +661,9 @@ class SubscriptionCoordinator:
     def close(self) -> None:
         """Stop timers (leadership lost or topic deleted); registrations stay persisted."""
         self._closed = True
+        if self._save_timer is not None:
+            self._save_timer.cancel()
+            self._save_timer = None
         for session in self._sessions.values():
             session.cancel_grace()
         for task in list(self._tasks):

@@ -16,7 +16,7 @@ import pytest
 
 from braid.clock import ManualClock
 from braid.core.names import SegmentTopicName, TopicName
-from braid.scalable.coordinator import ConsumerAssignmentView
+from braid.scalable.coordinator import REGISTRATION_SAVE_DELAY_S, ConsumerAssignmentView
 from braid.scalable.errors import NotLeader
 from braid.scalable.resources import SubscriptionType
 from braid.scalable.service import ScalableTopicSettings
@@ -308,6 +308,40 @@ async def test_children_wait_for_every_ancestor_not_only_their_parent(
         await eventually(lambda: conn.latest() == [3, 4, 2], message="grandchildren last")
     finally:
         await raw.close()
+
+
+async def test_hand_overs_share_one_delayed_registration_write_and_a_new_member_flushes_it(
+    clock_stack: tuple[ScalableStack, ManualClock],
+) -> None:
+    """ADR 0068: the push goes out at once; the registration (what a new leader starts from)
+    is written REGISTRATION_SAVE_DELAY_S later with the newest segments, unless a registration
+    waits for it."""
+    stack, clock = clock_stack
+    await stack.scalable.create_topic(TOPIC, 1)
+    conn = Connection()
+    await register(stack, "c1", conn)
+    await stack.scalable.split(TOPIC, 0)  # 0 sealed and empty: drained, 1 and 2 readable
+    await eventually(lambda: conn.latest() == [1, 2], message="children pushed")
+    await stack.scalable.split(TOPIC, 1)  # 3, 4
+    await eventually(lambda: conn.latest() == [3, 4, 2], message="grandchildren pushed")
+
+    async def saved() -> dict[str, tuple[int, ...]]:
+        found = await stack.scalable.resources.list_registrations(TOPIC, "s")
+        return {r.consumer_name: r.segment_ids for r in found}
+
+    assert await saved() == {"c1": (0,)}  # not rewritten per hand-over
+    clock.advance(REGISTRATION_SAVE_DELAY_S)
+
+    async def written() -> bool:
+        return await saved() == {"c1": (3, 4, 2)}
+
+    await eventually(written, message="one write, of the newest segments")
+    await stack.scalable.split(TOPIC, 2)  # 5, 6
+    await eventually(lambda: conn.latest() == [3, 4, 5, 6], message="pushed")
+    await register(stack, "c2", Connection(), consumer_id=2)
+    regs = await saved()  # the registration waited for the pending writes
+    assert regs["c1"] == tuple(s.segment_id for s in conn.pushed[-1][1].segments)
+    assert set(regs) == {"c1", "c2"} and set(regs["c1"]) | set(regs["c2"]) == {3, 4, 5, 6}
 
 
 async def test_a_seek_back_makes_the_parent_readable_again(stack: ScalableStack) -> None:

@@ -13,7 +13,7 @@ from braid.core.assignment import (
     compute_assignment,
     deal_sticky,
 )
-from braid.core.drain import next_segments, readable_segments
+from braid.core.drain import DrainFrontier, next_segments, readable_segments
 from braid.core.layout import SegmentLayout
 
 
@@ -194,3 +194,28 @@ def test_the_next_segments_become_readable_exactly_when_their_listed_parents_dra
         for missing in parents:
             partial = drained | (set(parents) - {missing})
             assert sid not in {s.segment_id for s in readable_segments(layout, partial)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=layouts_with_drained(), data=st.data())
+def test_the_incremental_frontier_equals_the_one_pass_definition_after_every_drain(
+    case: tuple[SegmentLayout, frozenset[int]], data: st.DataObject
+) -> None:
+    layout, drained = case
+    if layout.sealed_segments and data.draw(st.booleans()):
+        # A pruned ancestor counts as drained: the frontier must ignore ids gone from the layout.
+        oldest = min(layout.sealed_segments, key=lambda s: s.segment_id)
+        if not oldest.parent_ids:
+            layout = layout.prune_segment(oldest.segment_id)
+            drained = drained - {oldest.segment_id}
+    frontier = DrainFrontier(layout, drained)
+    sealed = [s.segment_id for s in layout.sealed_segments]
+    order = data.draw(st.permutations(sealed)) if sealed else []
+    done = set(drained)
+    for sid in [-1, *order]:
+        if sid >= 0:
+            frontier.drain([sid, sid])  # a repeated id is harmless
+            done.add(sid)
+        assert frontier.readable == readable_segments(layout, done)
+        assert frontier.next_segments() == next_segments(layout, done)
+        assert frontier.drained == frozenset(done)
