@@ -56,7 +56,6 @@ class RegistryPaths:
         if (
             not isinstance(root, str)
             or not root.startswith("/")
-            or root == "/"
             or root.endswith("/")
             or "//" in root
             or any(ch < " " for ch in root)

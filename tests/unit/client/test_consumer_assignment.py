@@ -110,7 +110,7 @@ def test_registration_lifecycle_with_reconnect_and_clean_leave() -> None:
     assert state.leaving() is True  # registered: send CommandScalableTopicUnsubscribe
     assert state.assignment_pushed(Assignment.of(3, [seg(2)])) is None
     state.closed()
-    with pytest.raises(IllegalStateError):
+    with pytest.raises(IllegalStateError, match=r"^cannot register while closed$"):
         state.registering()
 
 

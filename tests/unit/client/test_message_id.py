@@ -122,5 +122,25 @@ def test_out_of_range_parts_are_refused() -> None:
         _id(-1, 0, 0)
     with pytest.raises(InvalidInputError):
         _id(0, 0, 0, -2)
-    with pytest.raises(CorruptEncoding):
-        MessageId.from_bytes(bytes.fromhex("0100" + "ffffffffffffffffff01" + "0000000000"))
+    with pytest.raises(CorruptEncoding) as caught:
+        MessageId.from_bytes(bytes.fromhex("0100" + "ffffffffffffffffff01" + "00000000"))
+    assert str(caught.value) == (
+        "message id out of range: message id segment id must be an integer in "
+        "0..9223372036854775807: 18446744073709551615"
+    )
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ("01", "a serialized MessageId has at least 2 bytes, got 1"),
+        ("0201", "unknown MessageId format version 2 (this client reads 1)"),
+        ("0103", "unknown message id kind 3"),
+        ("010100", "1 unexpected bytes after a sentinel MessageId"),
+        ("01000007030000ffff", "2 unexpected bytes after a message id"),
+    ],
+)
+def test_a_refused_encoding_says_what_is_wrong(bad: str, reason: str) -> None:
+    with pytest.raises(CorruptEncoding) as caught:
+        MessageId.from_bytes(bytes.fromhex(bad))
+    assert str(caught.value) == reason

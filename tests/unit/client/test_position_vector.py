@@ -62,6 +62,16 @@ def test_take_up_to_lists_every_covered_position_for_individual_acks() -> None:
     assert v.pending(0) == 1
 
 
+def test_take_up_to_goes_past_a_segment_with_nothing_covered() -> None:
+    v: PositionVector[str] = PositionVector()
+    first = v.delivered(0, "a1")
+    assert v.take_up_to(first) == {0: ["a1"]}  # segment 0 is known, with nothing pending
+    t = v.delivered(1, "b1")
+    v.delivered(0, "a2")  # after the token: not covered
+    assert v.take_up_to(t) == {1: ["b1"]}
+    assert (v.pending(0), v.pending(1)) == (1, 0)
+
+
 def test_token_of_finds_a_pending_delivery() -> None:
     v: PositionVector[tuple[int, int]] = PositionVector()
     v.delivered(0, (1, 1))

@@ -165,3 +165,24 @@ def test_bucket_of_uses_the_low_half() -> None:
     assert bucket_of("key-0", []) == 0
     assert bucket_of("key-0", [0x1000, 0xF8BF]) == 2
     assert bucket_of("key-0", [0x1000, 0xF8C0]) == 1
+
+
+@pytest.mark.parametrize("row", VECTORS, ids=[repr(r[0])[:20] for r in VECTORS])
+def test_a_resend_routed_by_its_recorded_hash_goes_where_its_key_went(
+    row: tuple[object, ...],
+) -> None:
+    # A producer re-routes a pending message after a split by the hash it recorded (route_hash),
+    # not by its key: both must name the same active segment on every managed layout.
+    key, raw, *expected = row
+    for layout, want in zip(LAYOUTS[:5], expected[:5], strict=True):
+        assert SegmentRouter(layout).route_hash(raw >> 16) == want, (key, layout.epoch)  # type: ignore[operator]
+
+
+def test_a_recorded_hash_on_an_all_legacy_layout_goes_round_robin() -> None:
+    router = SegmentRouter(LEGACY3)
+    assert [router.route_hash(h) for h in (0, 0xFFFF, 0x8000, 0)] == [0, 1, 2, 0]
+
+
+def test_the_ring_edges_route_to_the_first_and_last_segment() -> None:
+    router = SegmentRouter(FOUR)
+    assert [router.route_hash(h) for h in (0x0000, 0x3FFF, 0x4000, 0xFFFF)] == [0, 0, 1, 3]

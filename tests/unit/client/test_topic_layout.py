@@ -45,10 +45,51 @@ def test_synthetic_partitioned_layout_orders_partitions() -> None:
 
 
 def test_synthetic_layout_needs_a_persistent_name() -> None:
-    with pytest.raises(InvalidInputError):
+    with pytest.raises(InvalidInputError) as domain:
         TopicLayout.synthetic(TOPIC)
-    with pytest.raises(InvalidInputError):
-        TopicLayout.synthetic("x", -1)
+    assert str(domain.value) == (
+        "only a persistent:// topic has a synthetic layout: topic://t/ns/orders"
+    )
+    for bad in (-1, True, 2.0):
+        with pytest.raises(InvalidInputError) as count:
+            TopicLayout.synthetic("x", bad)  # type: ignore[arg-type]
+        assert str(count.value) == f"partitions must be a non-negative integer: {bad!r}"
+
+
+def test_a_synthetic_layout_starts_at_epoch_zero_unless_told() -> None:
+    assert TopicLayout.synthetic("x").epoch == 0
+    assert TopicLayout.synthetic("x", 2, epoch=7).epoch == 7
+
+
+def _legacy(routes: dict[int, str]) -> TopicLayout:
+    dag = SegmentLayout.initial(len(routes))
+    name = "persistent://t/ns/p"
+    return TopicLayout(
+        name, dag, {sid: SegmentRoute(sid, topic, legacy=True) for sid, topic in routes.items()}
+    )
+
+
+def test_legacy_segments_are_put_in_partition_order_whatever_their_ring_order() -> None:
+    # The broker may hand out partitions in any ring order: mod-N routing follows the suffix.
+    layout = _legacy({0: "persistent://t/ns/p-partition-1", 1: "persistent://t/ns/p-partition-0"})
+    assert layout.legacy_order == (1, 0)
+    reverse = _legacy({i: f"persistent://t/ns/p-partition-{2 - i}" for i in range(3)})
+    assert reverse.legacy_order == (2, 1, 0)
+
+
+@pytest.mark.parametrize(
+    "topics",
+    [
+        # one route is not a partition's: ring order
+        ("persistent://t/ns/p-partition-1", "persistent://t/ns/q"),
+        # two routes claim one partition: ring order
+        ("persistent://t/ns/p-partition-1", "persistent://t/ns/r-partition-1"),
+    ],
+)
+def test_legacy_segments_without_distinct_partition_suffixes_keep_ring_order(
+    topics: tuple[str, str],
+) -> None:
+    assert _legacy(dict(enumerate(topics))).legacy_order == (0, 1)
 
 
 def test_managed_segments_are_named_by_descriptor() -> None:

@@ -103,3 +103,14 @@ def test_the_auto_scaler_prefers_bucket_sharing_to_a_consumer_driven_split() -> 
     assert isinstance(hot, Split) and "load-driven" in hot.reason
     # Without buckets the consumer-driven split fires.
     assert isinstance(_decide(SegmentLayout.initial(1), 3), Split)
+
+
+def test_only_segments_given_to_two_consumers_count_as_shared() -> None:
+    layout = SegmentLayout.initial(3, entry_buckets=4)
+    assignment = share_buckets(
+        compute_assignment(layout, ["a", "b", "c", "d"], frozenset()), layout
+    )
+    # a, b, c own a segment each; d shares the first in ring order: only it is shared.
+    assert assignment.as_dict() == {"a": (0,), "b": (1,), "c": (2,), "d": (0,)}
+    assert shared_segments(assignment) == {0}
+    assert shared_segments({"a": (0, 1), "b": (2,)}) == frozenset()

@@ -3,9 +3,11 @@ recognises as stored by an ancestor, and that the state survives its two encodin
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from braid.core.errors import InvalidInputError
 from braid.core.inherited_sequence_ids import (
     InheritedSequenceIds,
     SegmentSequenceIds,
@@ -101,3 +103,42 @@ def test_the_state_reads_back_from_cursor_properties_and_json(
         for name in ids:
             base = base_name(name)
             assert state.floor(base, None) <= state.highest(base)
+
+
+def test_a_state_with_floors_is_true_and_one_without_is_false() -> None:
+    assert InheritedSequenceIds.for_child(LOW, [(FULL, SegmentSequenceIds({"p-seg-0": 5}))])
+    assert not InheritedSequenceIds()
+
+
+def test_states_of_different_spans_do_not_merge_and_the_error_names_both() -> None:
+    low = InheritedSequenceIds.for_child(LOW, [(FULL, SegmentSequenceIds({"p-seg-0": 5}))])
+    high = InheritedSequenceIds.for_child(HIGH, [(FULL, SegmentSequenceIds({"p-seg-0": 5}))])
+    with pytest.raises(InvalidInputError) as caught:
+        low.merged(high)
+    assert str(caught.value) == ("cannot merge inherited state of [0000, 7fff] and [8000, ffff]")
+
+
+# The document a sealed segment's metadata holds (golden: the JSON keys are a stored format).
+_SEGMENT_DOC = {
+    "own": {"p-seg-0": 5},
+    "inherited": {"span": [0, 32767], "floors": [{"range": [0, 32767], "sequenceIds": {"p": 5}}]},
+}
+
+
+def test_a_segments_sequence_ids_encode_to_the_stored_document_and_back() -> None:
+    inherited = InheritedSequenceIds.for_child(LOW, [(FULL, SegmentSequenceIds({"p-seg-0": 5}))])
+    state = SegmentSequenceIds({"p-seg-0": 5}, inherited)
+    assert state.to_json() == _SEGMENT_DOC
+    assert SegmentSequenceIds.from_json(_SEGMENT_DOC) == state
+
+
+def test_a_document_without_keys_reads_as_no_state() -> None:
+    assert SegmentSequenceIds.from_json({}) == SegmentSequenceIds()
+    assert SegmentSequenceIds.from_json({"own": {}, "inherited": None}) == SegmentSequenceIds()
+
+
+@pytest.mark.parametrize("own", [[1, 2], "p=5", 7])
+def test_a_document_whose_own_ids_are_not_an_object_is_refused(own: object) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        SegmentSequenceIds.from_json({"own": own})
+    assert str(caught.value) == "malformed segment sequence ids: 'own' is not an object"

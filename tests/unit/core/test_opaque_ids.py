@@ -99,3 +99,15 @@ def test_checkpoints_hash_by_value() -> None:
         checkpoint_of(e, {s: SegmentCursor.after(5, e, -1)}) for e in range(4) for s in (1, 2)
     ]
     assert len({hash(cp) for cp in others}) > len(others) // 2
+
+
+def test_the_sentinels_repr_as_the_call_that_makes_them() -> None:
+    namespace = {"MessageId": MessageId, "Checkpoint": Checkpoint}
+    for value, text in (
+        (MessageId.earliest(), "MessageId.earliest()"),
+        (MessageId.latest(), "MessageId.latest()"),
+        (Checkpoint.earliest(), "Checkpoint.earliest()"),
+        (Checkpoint.latest(), "Checkpoint.latest()"),
+    ):
+        assert repr(value) == text
+        assert eval(text, namespace) == value  # the repr names the call that makes it

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from braid.core.errors import InvalidInputError
 from braid.core.partitions import (
     MAX_PARTITIONS,
     InvalidPartitionCount,
@@ -108,3 +109,13 @@ def test_a_regex_around_the_domain_word_keeps_what_precedes_it() -> None:
 def test_a_name_without_namespace_is_matched_without_its_partition_suffix() -> None:
     topics = ["persistent://orders-partition-1", "persistent://payments"]
     assert filter_topics(topics, compile_pattern("orders")) == [topics[0]]
+
+
+@pytest.mark.parametrize("index", [-1, True, 1.0, "2", None])
+def test_a_partition_index_that_is_not_a_natural_number_is_refused_naming_it(
+    index: object,
+) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        partition_name("orders", index)  # type: ignore[arg-type]
+    assert str(refused.value) == f"a partition index is an integer >= 0, got {index!r}"
+    assert partition_name("orders", 0) == "orders-partition-0"
