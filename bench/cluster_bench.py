@@ -260,6 +260,38 @@ class _Receipts:
         self.client.close()
 
 
+class _BraidReceipts(_Receipts):
+    """Braid's client producing without pause to a scalable topic (``send_async``: it blocks
+    while ``max_pending_messages`` are unconfirmed); the monotonic time of every receipt."""
+
+    def __init__(self, service_url: str, topic: str) -> None:
+        import braid
+
+        self.times = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.braid_client = braid.Client(service_url, operation_timeout=60)
+        self.braid_producer = self.braid_client.create_producer(topic, max_pending_messages=200)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _received(self, future: Any) -> None:
+        if future.exception() is None:
+            now = time.monotonic()
+            with self._lock:
+                self.times.append(now)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.braid_producer.send_async(b"x" * 100).add_done_callback(self._received)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        self.braid_producer.close()
+        self.braid_client.close()
+
+
 def _wait(condition: Any, within: float, what: str) -> None:
     deadline = time.monotonic() + within
     while not condition():
@@ -269,8 +301,17 @@ def _wait(condition: Any, within: float, what: str) -> None:
 
 
 def failover_gaps(state: ClusterState, args: argparse.Namespace) -> list[float]:
-    topic = "persistent://public/default/failover-gap"
-    receipts = _Receipts(state.layout.service_url, topic)
+    """The gap of each of ``--kills`` SIGKILLs of the gap topic's owner (a persistent topic and
+    the official client; with ``--topic-kind scalable`` a scalable topic of one segment and
+    Braid's client, the segment's owner killed)."""
+    receipts: _Receipts
+    if args.topic_kind == "scalable":
+        parent = "topic://public/default/failover-gap"
+        (topic,) = _targets(state, "scalable", "failover-gap", 1)
+        receipts = _BraidReceipts(state.layout.service_url, parent)
+    else:
+        topic = "persistent://public/default/failover-gap"
+        receipts = _Receipts(state.layout.service_url, topic)
     directory = state.layout.directory
     brokers = len(state.layout.broker_ports)
     gaps = []

@@ -34,6 +34,8 @@ from braid.broker.bundles import NamespaceBundles
 from braid.broker.ownership import OwnerData
 from braid.core.names import TopicName
 from braid.metadata import MetadataStore, open_store
+from braid.metadata.election import read_leader
+from braid.scalable.resources import ScalableTopicResources
 from tests.support.bookie_process import BookieProcess
 from tests.support.broker_process import BrokerProcess, initialize_cluster
 from tests.support.netns import Host, NetworkLab
@@ -145,6 +147,11 @@ class MultiHostCluster:
         (found,) = [b for b in self.brokers if b.broker_id == broker_id]
         return found
 
+    def controller_leader(self, topic: str) -> HostBroker | None:
+        """The broker leading the scalable topic's controller, as ZooKeeper's election says."""
+        url = asyncio.run(_controller_leader(self.zk_url, TopicName.parse(topic)))
+        return None if url is None else self.by_url(url)
+
     def registered(self) -> list[str]:
         return asyncio.run(_registered(self.zk_url))
 
@@ -166,6 +173,15 @@ async def _registered(zk_url: str) -> list[str]:
         await store.close()
 
 
+async def _controller_leader(zk_url: str, topic: TopicName) -> str | None:
+    store = await open_store(zk_url)
+    try:
+        value = await read_leader(store, ScalableTopicResources.controller_path(topic))
+        return None if value is None else value.decode()
+    finally:
+        await store.close()
+
+
 @dataclass
 class ServingReport:
     """What :class:`ServingMonitor` saw."""
@@ -178,13 +194,15 @@ class ServingReport:
     #: ``(topic, broker, owner)``: loaded on a registered broker that did not hold its bundle.
     not_owner: list[tuple[str, str, str | None]] = field(default_factory=list)
     brokers_serving: set[str] = field(default_factory=set)
+    #: Brokers seen serving a scalable topic's ``segment://`` topics.
+    segment_brokers: set[str] = field(default_factory=set)
 
     def line(self) -> str:
         return (
             f"serving monitor: {self.samples} samples, {len(self.violations)} topics on two "
             f"brokers, {len(self.not_owner)} topics on a broker without the bundle lock, "
             f"{self.stale_samples} samples with a cut-off broker's stale topics, brokers that "
-            f"served: {sorted(self.brokers_serving)}"
+            f"served: {sorted(self.brokers_serving)}, segments: {sorted(self.segment_brokers)}"
         )
 
 
@@ -246,6 +264,8 @@ class ServingMonitor:
             if broker.broker_id in before and broker.broker_id in after:
                 report.brokers_serving.add(broker.broker_id)
                 for topic in topics:
+                    if topic.startswith("segment://"):
+                        report.segment_brokers.add(broker.broker_id)
                     by_topic.setdefault(topic, []).append(broker.broker_id)
                     owner = owners.get(self._bundles.find(TopicName.parse(topic)).range_name)
                     if owner != broker.service_url:
