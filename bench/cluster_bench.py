@@ -51,7 +51,7 @@ import httpx
 from braid.admin import AdminClient
 from braid.broker.bundles import NamespaceBundles
 from braid.broker.ownership import rendezvous_score
-from braid.core.names import SegmentTopicName, TopicName
+from braid.core.names import SegmentTopicName, TopicDomain, TopicName
 from braid.core.ranges import HashRange
 from braid.localcluster import cluster_down, cluster_status, cluster_up
 from braid.localcluster.processes import ProcessId, cpu_seconds, identify
@@ -76,9 +76,33 @@ class ThroughputRow:
     note: str = ""
 
 
-def _lookup(web_url: str, topic: str) -> tuple[str, int]:
-    """``host, port`` of the broker serving ``topic`` (HTTP lookup, following redirects)."""
+def _binary_lookup(service_url: str, topic: str) -> tuple[str, int]:
+    """``host, port`` of the broker serving ``topic`` (binary LOOKUP with redirects, as Braid's
+    client does for a ``segment://`` topic: the HTTP lookup takes no ``/`` in a local name)."""
+    import asyncio
+
+    from braid.client.lookup import lookup_broker
+    from braid.client.pool import ConnectionPool
+    from braid.client.settings import ClientSettings, parse_service_url
+
+    async def ask() -> str:
+        pool = ConnectionPool(ClientSettings(parse_service_url(service_url)))
+        try:
+            return await lookup_broker(pool, topic)
+        finally:
+            await pool.close()
+
+    host, port = asyncio.run(ask()).removeprefix("pulsar://").split(":")
+    return host, int(port)
+
+
+def _lookup(state: ClusterState, topic: str) -> tuple[str, int]:
+    """``host, port`` of the broker serving ``topic`` (HTTP lookup, following redirects; binary
+    for a segment)."""
     name = TopicName.parse(topic)
+    if name.domain is TopicDomain.SEGMENT:
+        return _binary_lookup(state.layout.service_url, topic)
+    web_url = state.layout.web_urls[0]
     local = name.local_name
     path = f"/lookup/v2/topic/{name.domain.value}/{name.tenant}/{name.namespace}/{local}"
     with httpx.Client(base_url=web_url, follow_redirects=True, timeout=60) as http:
@@ -120,7 +144,7 @@ def _targets(state: ClusterState, kind: str, name: str, partitions: int) -> list
             # Created first, the partitions' bundles would all go to the broker that served
             # the admin call (it loads every partition it can), whatever the placement says.
             for partition in names:
-                _lookup(web, partition)
+                _lookup(state, partition)
             admin.topics.create_partitioned(topic, partitions)
             return names
         parent = TopicName.parse(f"topic://public/default/{name}")
@@ -181,8 +205,7 @@ def _up(base: Path, brokers: int, args: argparse.Namespace) -> ClusterState:
 def throughput_row(state: ClusterState, brokers: int, args: argparse.Namespace) -> ThroughputRow:
     name = _spread_name(f"bench-{brokers}", args.partitions, state)
     topics = _targets(state, args.topic_kind, name, args.partitions)
-    web = state.layout.web_urls[0]
-    owners = [_lookup(web, t) for t in topics]
+    owners = [_lookup(state, t) for t in topics]
     placement: dict[str, int] = {}
     for host, port in owners:
         placement[f"{host}:{port}"] = placement.get(f"{host}:{port}", 0) + 1
@@ -318,7 +341,7 @@ def failover_gaps(state: ClusterState, args: argparse.Namespace) -> list[float]:
     try:
         for kill in range(args.kills):
             receipts.wait_more(500, 120, "500 receipts before the kill")
-            host, port = _lookup(state.layout.web_urls[0], topic)
+            host, port = _lookup(state, topic)
             current = cluster_status(directory)
             (owner,) = [
                 p.record
@@ -348,11 +371,6 @@ def _print_throughput(rows: list[ThroughputRow], args: argparse.Namespace) -> No
     print(
         f"\nthroughput: 1 msg/entry of 100 B, {args.partitions} {kind}, window {args.window} each"
     )
-    if args.topic_kind == "partitioned":
-        print(
-            "  (issue 25 asks for a scalable topic with 4 segments; `braid broker` does not "
-            "serve scalable topics yet: rerun with --topic-kind scalable once it does)"
-        )
     print(
         f"  every entry fdatasync'ed on W=2 bookies (group commit), all on one disk: "
         f"{args.disk_fsyncs:.0f} fdatasync/s for one writer on it"

@@ -146,15 +146,19 @@ class BrokerServer(StandaloneServer):
         registry.announce_internal_url(f"http://{config.advertised_address}:{self.internal.port}")
 
     def _before_serving(self, broker: BrokerService, registry: BrokerRegistry) -> None:
-        from braid.broker.ownership import BundleOwnership
+        from braid.broker.owner_probe import OwnerProbe
+        from braid.broker.ownership import DEAD_OWNER_MARGIN_S, BundleOwnership
 
         assert self.metadata is not None
+        session_s = self.config.metadata_store_session_timeout_millis / 1000
         ownership = BundleOwnership(
             self.metadata,
             registry,
             broker.bundles_of,
             on_lost=broker.unload_bundle,
             on_session_lost=self._session_lost,
+            probe=OwnerProbe(self.clock.monotonic),
+            dead_owner_wait_s=session_s + DEAD_OWNER_MARGIN_S,
         )
         broker.ownership = ownership
         self._route_cursor_promotes(ownership, registry)
