@@ -22,8 +22,7 @@ Guarantees kept here:
   sent first, with the sequence ids they were sent with (the successor inherited the sealed
   segment's deduplication state, ADR 0055), then the rest in call order with fresh ids; only
   after :data:`MAX_REROUTE_ATTEMPTS` attempts do those messages fail with
-  ``TopicTerminatedError`` (on a scalable topic: once the client's ``operation_timeout`` has
-  passed without such a layout - a controller leader's failover can take its session timeout);
+  ``TopicTerminatedError`` (a scalable topic's: after the client's ``operation_timeout``);
 * **sequence ids** (C5) - one monotonic counter per producer
   (:class:`~braid.client.sequence_ids.SequenceIds`), seeded from the brokers'
   ``last_sequence_id``; :attr:`AsyncProducer.last_sequence_id` is the highest stored one;
@@ -59,7 +58,6 @@ from braid.client.segment_producer import SegmentProducer, generated_name
 from braid.client.sequence_ids import SequenceIds
 from braid.core.errors import BraidError, DeadlineExceededError, InvalidInputError
 from braid.core.message_id import MessageId
-from braid.core.names import TopicDomain
 from braid.core.routing import SegmentRouter
 from braid.core.topic_layout import TopicLayout
 from braid.protocol import commands
@@ -619,11 +617,9 @@ class AsyncProducer:
         """
         backoff = Backoff(0.05, 1.0)
         attempts = 0
-        # A scalable topic's sealed segment has successors: its layout may come late (a
-        # controller leader that died mid-split is replaced after its session expires, then
-        # rolls the operation forward), so wait for it as for any request. A classic topic
-        # terminated stays terminated.
-        scalable = self.topic.startswith(f"{TopicDomain.TOPIC.value}://")
+        # A sealed segment of a scalable topic has successors whose layout may come late (a
+        # controller leader lost mid-split is replaced after its session expires): wait for it.
+        scalable = self.topic.startswith("topic://")
         deadline = self._loop.time() + self._ctx.settings.operation_timeout
         try:
             while not self._closed:
@@ -643,11 +639,10 @@ class AsyncProducer:
                 if not still_active:
                     break
                 attempts += 1
-                if scalable:
-                    given_up = self._loop.time() >= deadline
-                else:
-                    given_up = attempts > MAX_REROUTE_ATTEMPTS
-                if given_up:
+                over = (
+                    self._loop.time() >= deadline if scalable else attempts > MAX_REROUTE_ATTEMPTS
+                )
+                if over:
                     for sid in still_active:
                         error = self._gone[sid]
                         if not isinstance(error, TopicTerminatedError):
