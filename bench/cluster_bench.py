@@ -6,25 +6,26 @@ cluster up`` runs): Debian's ZooKeeper, ``--bookies`` ``braid bookie`` processes
 and N ``braid broker`` processes, every one a separate process on free 127.0.0.1 ports.
 
 * **throughput**: for N = 1, 2, 3 brokers (a fresh cluster each, in the same run) a topic with
-  ``--partitions`` partitions (``--topic-kind partitioned``, the default today) or a scalable
-  topic with that many segments (``--topic-kind scalable``: the issue's shape, once ``braid
-  broker`` serves scalable topics); each partition (segment) is looked up over HTTP and driven by
-  one *raw-protocol* worker process of ``bench/broker_bench.py`` (pre-encoded SEND frames,
+  ``--partitions`` partitions (``--topic-kind partitioned``, the default) or a scalable topic with
+  that many segments (``--topic-kind scalable``, the issue's shape); each partition (segment) is
+  looked up (HTTP; a segment by binary LOOKUP, as Braid's client does) and driven by one
+  *raw-protocol* worker process of ``bench/broker_bench.py`` (pre-encoded SEND frames,
   ``--window`` in flight, only SEND_RECEIPTs counted) connected to its owner. Printed: msg/s, ack
   latency p50/p99, how the partitions fell on the brokers, and every process's CPU over the
   window (``/proc/<pid>/stat``: brokers, bookies, ZooKeeper, load generator) against the cores the
   machine has. The ratio is msg/s against the 1-broker row. The topic's name is chosen so that its
-  partitions spread over the brokers as evenly as the placement of unowned bundles allows
-  (rendezvous hashing until the load manager lands); the real placement is printed.
+  partitions spread over the brokers as evenly as rendezvous placement of unowned bundles allows
+  (the load manager may differ); the real placement is printed.
   Every entry is fdatasync'ed by W=2 bookies before its receipt, and all bookies share this
   machine's one disk: the disk's own rate (one writer, ``write`` + ``fdatasync`` of a 160 B
   record, ``bench/storage_bench.py``'s ``raw_slice``) is measured in the same run and printed.
-* **failover gap**: on the last cluster, the official ``pulsar-client`` produces to a persistent
-  topic without pause (``send_async``), and the test SIGKILLs the topic's owner ``--kills`` times
-  (restarting it with ``cluster_up``, idempotent, between kills). A kill's gap is the longest
-  silence between two receipts from 1 s before the kill until receipts flowed again: the last
-  receipt before the kill to the first one after. Printed p50/p99/max against the 5 s target
-  (``metadataStoreSessionTimeoutMillis`` is ``--session-ms``, 4000 by default).
+* **failover gap**: on the last cluster, a client produces without pause (``send_async``) - the
+  official ``pulsar-client`` to a persistent topic, or with ``--topic-kind scalable`` Braid's
+  client to a scalable topic of one segment - and the bench SIGKILLs the topic's (segment's)
+  owner ``--kills`` times (restarting it with ``cluster_up``, idempotent, between kills). A kill's
+  gap is the longest silence between two receipts from 1 s before the kill until receipts flowed
+  again: the last receipt before the kill to the first one after. Printed p50/p99/max against
+  the 5 s target (``metadataStoreSessionTimeoutMillis`` is ``--session-ms``, 4000 by default).
 
 Run: ``.venv/bin/python bench/cluster_bench.py [--seconds 10] [--kills 10] [--brokers 1,2,3]``.
 """

@@ -34,9 +34,8 @@ from braid.broker.bundles import NamespaceBundles
 from braid.broker.ownership import OwnerData
 from braid.core.names import TopicName
 from braid.metadata import MetadataStore, open_store
-from braid.metadata.election import read_leader
-from braid.scalable.resources import ScalableTopicResources
 from tests.support.bookie_process import BookieProcess
+from tests.support.broker_cluster import read_controller_leader
 from tests.support.broker_process import BrokerProcess, initialize_cluster
 from tests.support.netns import Host, NetworkLab
 from tests.support.zookeeper import ZooKeeperServer
@@ -149,7 +148,7 @@ class MultiHostCluster:
 
     def controller_leader(self, topic: str) -> HostBroker | None:
         """The broker leading the scalable topic's controller, as ZooKeeper's election says."""
-        url = asyncio.run(_controller_leader(self.zk_url, TopicName.parse(topic)))
+        url = asyncio.run(read_controller_leader(self.zk_url, TopicName.parse(topic)))
         return None if url is None else self.by_url(url)
 
     def registered(self) -> list[str]:
@@ -169,15 +168,6 @@ async def _registered(zk_url: str) -> list[str]:
     store = await open_store(zk_url)
     try:
         return sorted(b.broker_id for b in await BrokerRegistry(store).brokers())
-    finally:
-        await store.close()
-
-
-async def _controller_leader(zk_url: str, topic: TopicName) -> str | None:
-    store = await open_store(zk_url)
-    try:
-        value = await read_leader(store, ScalableTopicResources.controller_path(topic))
-        return None if value is None else value.decode()
     finally:
         await store.close()
 
