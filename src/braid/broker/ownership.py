@@ -395,7 +395,9 @@ class BundleOwnership:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.dead_owner_wait_s
         current: OwnerData | None = owner
-        while current == owner and loop.time() < deadline:
+        # Ends too when the node turns out to be this broker's own (taken by a concurrent
+        # lookup whose write had not returned yet when this one read it).
+        while current == owner and not self.holds(bundle) and loop.time() < deadline:
             await asyncio.sleep(_UNLOAD_POLL_S)
             current = await self.owner(bundle)
         return current
