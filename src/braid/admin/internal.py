@@ -16,8 +16,10 @@ redirect to the load manager's leader there, which chooses the broker.
 This app is **not** the admin API: it is served on its own port (``internalWebServicePort``), it
 is absent from the public OpenAPI document (it publishes none), and every request must carry the
 cluster's broker secret (:mod:`braid.broker.broker_secret`) - anything else gets 403, logged once
-per refusal. It acts on this broker only and never forwards: a segment whose bundle another broker
-owns is refused with 503 (``ServiceNotReady``), and the caller looks the owner up again.
+per refusal. When the broker has TLS configured it is served over HTTPS only, optionally
+requiring client certificates (:mod:`braid.broker.cluster_tls`, ADR 0066). It acts on this broker
+only and never forwards: a segment whose bundle another broker owns is refused with 503
+(``ServiceNotReady``), and the caller looks the owner up again.
 
 Errors are the admin API's JSON (``{"reason", "category"}``) with the same statuses.
 """

@@ -138,6 +138,11 @@ class BrokerConfig:
     max_producers_per_connection: int = 0
     max_consumers_per_connection: int = 0
     broker_deduplication_enabled: bool = False
+    #: Pulsar's transactions (ADRs 0064, 0065): off by default, as in Pulsar; while off, the
+    #: transaction commands are refused with ``NotAllowedError``.
+    transaction_coordinator_enabled: bool = False
+    #: Open transactions one coordinator may hold (0: no limit), as Pulsar's key.
+    max_active_transactions_per_coordinator: int = 0
     allow_auto_topic_creation: bool = True
     #: Whether ``DELETE`` of a namespace / tenant with ``force=true`` may delete what it holds
     #: (Pulsar's keys and defaults; a forced delete is 405 while off).
@@ -271,6 +276,23 @@ class BrokerConfig:
     tls_trust_certs_file_path: Path | None = None
     tls_require_trusted_client_cert_on_connect: bool = False
     tls_allow_insecure_connection: bool = False
+    #: TLS inside the cluster (``docs/security.md#tls-inside-the-cluster``,
+    #: ``broker/cluster_tls.py``): calls to other brokers (Pulsar's ``brokerClient*`` keys;
+    #: hostname verification on unless ``tlsHostnameVerificationEnabled=false``) ...
+    broker_client_tls_enabled: bool = False
+    broker_client_trust_certs_file_path: Path | None = None
+    broker_client_certificate_file_path: Path | None = None
+    broker_client_key_file_path: Path | None = None
+    tls_hostname_verification_enabled: bool = True
+    #: ... and to bookies (Pulsar's ``bookkeeperTLS*`` keys; ``ClientAuthentication`` is the
+    #: switch, as in Pulsar; PEM files only).
+    bookkeeper_tls_client_authentication: bool = False
+    bookkeeper_tls_provider_factory_class: str = "org.apache.bookkeeper.tls.TLSContextFactory"
+    bookkeeper_tls_key_file_type: str = "PEM"
+    bookkeeper_tls_trust_cert_types: str = "PEM"
+    bookkeeper_tls_key_file_path: Path | None = None
+    bookkeeper_tls_certificate_file_path: Path | None = None
+    bookkeeper_tls_trust_certs_file_path: Path | None = None
     #: Authentication (Pulsar's keys and provider class names; off by default, as in Pulsar).
     authentication_enabled: bool = False
     authentication_providers: tuple[str, ...] = ()

@@ -121,6 +121,12 @@ KEYS: tuple[_Key, ...] = (
     _Key("maxConsumersPerConnection", "max_consumers_per_connection", _parse_int(0)),
     _Key("brokerDeduplicationEnabled", "broker_deduplication_enabled", _parse_bool),
     _Key("allowAutoTopicCreation", "allow_auto_topic_creation", _parse_bool),
+    _Key("transactionCoordinatorEnabled", "transaction_coordinator_enabled", _parse_bool),
+    _Key(
+        "maxActiveTransactionsPerCoordinator",
+        "max_active_transactions_per_coordinator",
+        _parse_int(0),
+    ),
     _Key("forceDeleteNamespaceAllowed", "force_delete_namespace_allowed", _parse_bool),
     _Key("forceDeleteTenantAllowed", "force_delete_tenant_allowed", _parse_bool),
     _Key("defaultRetentionTimeInMinutes", "default_retention_time_in_minutes", _parse_int(-1)),
@@ -246,6 +252,34 @@ KEYS: tuple[_Key, ...] = (
         "bookkeeper_client_timeout_in_seconds",
         _parse_int(1, 3600),
     ),
+    *(
+        _Key(name, attribute, parse)
+        for name, attribute, parse in (
+            (
+                "bookkeeperTLSClientAuthentication",
+                "bookkeeper_tls_client_authentication",
+                _parse_bool,
+            ),
+            (
+                "bookkeeperTLSProviderFactoryClass",
+                "bookkeeper_tls_provider_factory_class",
+                _parse_text,
+            ),
+            ("bookkeeperTLSKeyFileType", "bookkeeper_tls_key_file_type", _parse_text),
+            ("bookkeeperTLSTrustCertTypes", "bookkeeper_tls_trust_cert_types", _parse_text),
+            ("bookkeeperTLSKeyFilePath", "bookkeeper_tls_key_file_path", _parse_path),
+            (
+                "bookkeeperTLSCertificateFilePath",
+                "bookkeeper_tls_certificate_file_path",
+                _parse_path,
+            ),
+            (
+                "bookkeeperTLSTrustCertsFilePath",
+                "bookkeeper_tls_trust_certs_file_path",
+                _parse_path,
+            ),
+        )
+    ),
     _Key(
         "bookieClusterSwitchSkipIdgenPrecheck",
         "bookie_cluster_switch_skip_idgen_precheck",
@@ -276,6 +310,11 @@ KEYS: tuple[_Key, ...] = (
             ("tlsTrustCertsFilePath", _parse_path),
             ("tlsRequireTrustedClientCertOnConnect", _parse_bool),
             ("tlsAllowInsecureConnection", _parse_bool),
+            ("brokerClientTlsEnabled", _parse_bool),
+            ("brokerClientTrustCertsFilePath", _parse_path),
+            ("brokerClientCertificateFilePath", _parse_path),
+            ("brokerClientKeyFilePath", _parse_path),
+            ("tlsHostnameVerificationEnabled", _parse_bool),
             ("authenticationEnabled", _parse_bool),
             ("authenticationProviders", _parse_class_names),
             ("anonymousUserRole", _parse_text),

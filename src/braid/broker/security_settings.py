@@ -28,12 +28,22 @@ def tls_settings(config: BrokerConfig) -> TlsSettings | None:
     """
     if config.tls_broker_port is None and config.tls_web_port is None:
         return None
+    return tls_files(config, "a TLS port")
+
+
+def tls_files(config: BrokerConfig, needed_by: str, keys: tuple[str, ...] = ()) -> TlsSettings:
+    """The broker's certificate, key, trust file and client-certificate policy, which
+    ``needed_by`` (named in the error, with ``keys``) serves TLS with.
+
+    Raises:
+        InvalidConfig: no ``tlsCertificateFilePath`` or ``tlsKeyFilePath``.
+    """
     if config.tls_certificate_file_path is None or config.tls_key_file_path is None:
         raise InvalidConfig(
             None,
             "",
-            "a TLS port needs tlsCertificateFilePath and tlsKeyFilePath",
-            keys=("tlsCertificateFilePath", "tlsKeyFilePath"),
+            f"{needed_by} needs tlsCertificateFilePath and tlsKeyFilePath",
+            keys=(*keys, "tlsCertificateFilePath", "tlsKeyFilePath"),
         )
     return TlsSettings(
         config.tls_certificate_file_path,
@@ -162,5 +172,6 @@ __all__ = [
     "broker_client_credentials",
     "is_loopback",
     "log_security_posture",
+    "tls_files",
     "tls_settings",
 ]

@@ -42,6 +42,12 @@ auto-recovery:
   one auditor election (with brokers and other bookies) and runs a replication worker that copies
   the fragments of lost bookies to others (lostBookieRecoveryDelay, auditorPeriodicCheckInterval).
 
+TLS (docs/security.md "TLS inside the cluster"):
+  tlsProviderFactoryClass=org.apache.bookkeeper.tls.TLSContextFactory (or tlsCertificatePath)
+  makes the bookie port TLS only: tlsCertificatePath and tlsKeyStore (PEM, tlsKeyStoreType=PEM)
+  are the bookie's certificate and key, tlsTrustStore the CAs of client certificates, and
+  tlsClientAuthentication=true requires one (brokers set bookkeeperTLS* keys to connect).
+
 examples:
   braid bookie --config conf/bookkeeper.conf
   braid bookie --config conf/bookkeeper.conf --port 3182 --http-port 8001 \\

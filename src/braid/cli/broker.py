@@ -24,6 +24,8 @@ broker among others needs:
   owning its topic, through that broker's internal listener (ADR 0061); a storage cluster
   registered here is a set of ``braid bookie`` processes registered in its
   ``metadataServiceUri``.
+* with TLS configured, the internal listener serves HTTPS only and calls to other brokers use
+  ``brokerClient*`` TLS settings (:mod:`braid.broker.cluster_tls`, ADR 0066).
 
 :func:`run_initialize` writes a cluster's metadata (Pulsar's ``PulsarClusterMetadataSetup``).
 """
@@ -38,6 +40,7 @@ import sys
 from typing import IO, TYPE_CHECKING, Any
 
 from braid.broker.broker_registry import BrokerRegistry
+from braid.broker.cluster_tls import peer_tls
 from braid.broker.config import BrokerConfig
 from braid.broker.resources import BrokerResources
 from braid.broker.service import BrokerService
@@ -86,6 +89,9 @@ class BrokerServer(StandaloneServer):
         self.fatal = asyncio.Event()
         self.fatal_reason = ""
         self._broker_secret = ""
+        #: How this broker reaches the others over HTTPS (``brokerClient*``, cluster_tls.py);
+        #: made here so a file that does not load stops the start-up.
+        self._peer_tls = peer_tls(self.config)
         self._segments: RoutedSegmentAdmin | None = None
         self.internal: AdminServer | None = None
 
@@ -112,7 +118,7 @@ class BrokerServer(StandaloneServer):
 
         assert self.broker is not None and self.registry is not None
         assert self.metadata is not None
-        internal = InternalApiClient(self.registry, self._broker_secret)
+        internal = InternalApiClient(self.registry, self._broker_secret, tls=self._peer_tls)
         self._segments = RoutedSegmentAdmin(self.broker, internal)
         segments: SegmentAdmin = self._segments  # checked against the protocol here
         relay = DrainRelay(self.metadata, internal, self.broker.service_url)
@@ -137,6 +143,7 @@ class BrokerServer(StandaloneServer):
         """Start the internal listener and put its URL in the registry entry."""
         from braid.admin.internal import create_internal_app
         from braid.admin.server import AdminServer
+        from braid.broker.cluster_tls import internal_server_context
 
         scalable = self.scalable
 
@@ -155,10 +162,18 @@ class BrokerServer(StandaloneServer):
             storage_clusters=self.storage_clusters,
         )
         config = self.config
-        self.internal = AdminServer(app, config.bind_address, config.internal_web_service_port)
+        self.internal = AdminServer(
+            app,
+            config.bind_address,
+            config.internal_web_service_port,
+            ssl_context=internal_server_context(config),
+        )
         self._closers.append(("internal listener", self.internal.stop))
         await self.internal.start()
-        registry.announce_internal_url(f"http://{config.advertised_address}:{self.internal.port}")
+        scheme = self.internal.url.partition(":")[0]  # https when it serves TLS
+        registry.announce_internal_url(
+            f"{scheme}://{config.advertised_address}:{self.internal.port}"
+        )
 
     def _before_serving(self, broker: BrokerService, registry: BrokerRegistry) -> None:
         from braid.broker.owner_probe import OwnerProbe
@@ -187,7 +202,9 @@ class BrokerServer(StandaloneServer):
         assert self.storage_clusters is not None
         self.storage_clusters.cursors.route_via(
             BundleCursorOwners(ownership),
-            InternalPromoteForwarder(InternalApiClient(registry, self._broker_secret)),
+            InternalPromoteForwarder(
+                InternalApiClient(registry, self._broker_secret, tls=self._peer_tls)
+            ),
         )
 
     async def _release_bundles(self) -> None:

@@ -322,6 +322,7 @@ class StandaloneServer:
     def _storage_cluster_factory(self, metadata: MetadataStore) -> StorageClusterFactory:
         """How other storage clusters are opened (PIP-470): in-process bookies under the data
         directory, or - when the home cluster is bookie processes - bookie processes too."""
+        from braid.broker.cluster_tls import bookie_client_context
         from braid.clusters.factory import LocalClusterFactory, RemoteClusterFactory
 
         config = self.config
@@ -333,6 +334,7 @@ class StandaloneServer:
                 settings=config.storage_client_settings(),
                 timeout_s=float(config.bookkeeper_client_timeout_in_seconds),
                 session_timeout_s=config.metadata_store_session_timeout_millis / 1000,
+                tls=bookie_client_context(config),
             )
         return LocalClusterFactory(
             config.data_dir,
@@ -345,12 +347,14 @@ class StandaloneServer:
     async def _open_home_storage(self, metadata: MetadataStore) -> BookKeeperClient:
         """The home storage cluster: the embedded bookie, N bookies on loopback TCP, or the
         bookie processes registered in ``bookkeeperMetadataServiceUri`` (``standaloneBookies``)."""
+        from braid.broker.cluster_tls import bookie_client_context, standalone_bookie_tls
         from braid.storage import open_local_cluster
         from braid.storage.loopback import open_loopback_cluster
         from braid.storage.remote import load_rack_mapping, open_remote_cluster
 
         config = self.config
         settings = config.storage_client_settings()
+        tls = bookie_client_context(config)  # bookkeeperTLS*: the bookies are reached over TLS
         racks = None
         if config.bookkeeper_client_rack_mapping_file is not None:
             racks = load_rack_mapping(config.bookkeeper_client_rack_mapping_file)
@@ -373,6 +377,8 @@ class StandaloneServer:
                 disk_thresholds=config.disk_thresholds(),
                 rack_mapping=racks,
                 settings=settings,
+                server_tls=standalone_bookie_tls(config),
+                client_tls=tls,
             )
         uri = config.bookkeeper_metadata_service_uri
         bookie_store = metadata
@@ -393,6 +399,7 @@ class StandaloneServer:
                 add_timeout_s=timeout,
                 read_timeout_s=timeout,
                 after_close=[bookie_store.close] if bookie_store is not metadata else [],
+                tls=tls,
             )
         except BaseException:
             if bookie_store is not metadata:

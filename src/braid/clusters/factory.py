@@ -14,6 +14,7 @@ writable bookie registered in time) and nothing is left open.
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 from typing import Protocol
 
@@ -145,10 +146,12 @@ class RemoteClusterFactory(_ClusterStores):
         settings: ClientSettings | None = None,
         timeout_s: float = 10.0,
         session_timeout_s: float = 30.0,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(broker_store, broker_store_url, clock, session_timeout_s)
         self._settings = settings
         self._timeout_s = timeout_s
+        self._tls = tls  # the broker's bookkeeperTLS* context: every cluster's bookies
 
     async def _client(self, store: MetadataStore, info: BookieClusterInfo) -> BookKeeperClient:
         return await open_remote_cluster(
@@ -158,6 +161,7 @@ class RemoteClusterFactory(_ClusterStores):
             settings=self._settings,
             add_timeout_s=self._timeout_s,
             read_timeout_s=self._timeout_s,
+            tls=self._tls,
         )
 
 

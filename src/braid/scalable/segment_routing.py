@@ -38,6 +38,7 @@ import httpx
 
 from braid.broker.broker_registry import BrokerRegistry, broker_id
 from braid.broker.broker_secret import BROKER_SECRET_HEADER
+from braid.broker.cluster_tls import PeerTls
 from braid.broker.errors import ServiceNotReady, TopicNotFound
 from braid.broker.ownership import NotOwner
 from braid.broker.service import BrokerService
@@ -63,10 +64,19 @@ INTERNAL_PREFIX = "/internal/v1"
 
 
 class InternalApiClient:
-    """HTTP calls to other brokers' internal listeners, with the cluster's broker secret."""
+    """HTTP calls to other brokers' internal listeners, with the cluster's broker secret; over
+    TLS as ``tls`` says (:mod:`braid.broker.cluster_tls`: the one place that knows how)."""
 
-    def __init__(self, registry: BrokerRegistry, secret: str, *, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        registry: BrokerRegistry,
+        secret: str,
+        *,
+        timeout_s: float = 30.0,
+        tls: PeerTls | None = None,
+    ) -> None:
         self._registry = registry
+        self._tls = tls
         self._headers = {BROKER_SECRET_HEADER: secret, "Content-Type": "application/json"}
         self._timeout_s = timeout_s
 
@@ -105,13 +115,22 @@ class InternalApiClient:
             TopicNotFound: 404. The typed error of its answer otherwise.
         """
         base = await self.internal_url(service_url)
+        tls = self._tls
         try:
-            async with httpx.AsyncClient(base_url=base, timeout=self._timeout_s) as http:
+            async with (
+                httpx.AsyncClient(base_url=base, timeout=self._timeout_s)
+                if tls is None
+                else tls.client(base, timeout_s=self._timeout_s)
+            ) as http:
                 response = await http.request(
                     method, INTERNAL_PREFIX + path, json=body, params=params, headers=self._headers
                 )
         except httpx.HTTPError as exc:
+            if tls is not None:
+                tls.failed(service_url, exc)
             raise ServiceNotReady(f"could not reach broker {service_url} at {base}: {exc}") from exc
+        if tls is not None:
+            tls.succeeded(service_url)
         if response.status_code >= 400:
             raise _error_for(response, service_url)
         return response.json() if response.content else None

@@ -18,6 +18,12 @@ that doubles from ``reconnect_backoff_s`` up to ``max_reconnect_backoff_s`` afte
 attempt: until then requests fail at once rather than queue behind a dead peer. Requests sent
 while the connection is being made wait for it and go out once it is up.
 
+With an SSL context (the broker's ``bookkeeperTLS*`` keys, a bookie's own ``tls*`` keys) the
+connection is TLS, the bookie's certificate checked against the context's CAs and its host name;
+a handshake that fails for want of trust (wrong CA, wrong name) is logged once as an error naming
+the cause - later attempts log at debug until a connection succeeds - and fails the requests as
+any unreachable bookie does.
+
 Invariants: every request's completion is called exactly once, on the event loop; a response
 whose transaction id is unknown (its request already timed out) is dropped; a frame that fails
 its checksum or does not decode closes the connection (one log line) and fails what was in
@@ -29,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import ssl
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -91,8 +98,11 @@ class NetBookieClient:
         max_reconnect_backoff_s: float = 5.0,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
         max_entry_size: int = MAX_ENTRY_SIZE,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._id = bookie_id
+        self._ssl = ssl_context
+        self._tls_failure_logged = False
         self._address = address
         self._clock: Clock = clock or SystemClock()
         self._add_timeout = add_timeout_s
@@ -391,7 +401,11 @@ class NetBookieClient:
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: _ClientConnection(self, self._max_frame), host, port
+                    lambda: _ClientConnection(self, self._max_frame),
+                    host,
+                    port,
+                    ssl=self._ssl,
+                    server_hostname=host if self._ssl is not None else None,
                 ),
                 self._connect_timeout,
             )
@@ -400,7 +414,7 @@ class NetBookieClient:
             self._backoff = min(max(self._backoff * 2, self._backoff_min), self._backoff_max)
             self._retry_at = self._clock.monotonic() + self._backoff
             self._last_error = str(exc) or type(exc).__name__
-            log.warning("bookie %s: cannot connect to %s:%d: %s", self._id, host, port, exc)
+            self._log_connect_failure(host, port, exc)
             self._fail_all(BookieUnavailable(f"bookie {self._id} is unreachable: {exc}"))
             return
         self._connecting = None
@@ -409,9 +423,29 @@ class NetBookieClient:
             return
         self._conn = conn
         self._backoff = 0.0
+        self._tls_failure_logged = False
         backlog, self._backlog = self._backlog, []
         for frame in backlog:
             conn.write(frame)
+
+    def _log_connect_failure(self, host: str, port: int, exc: BaseException) -> None:
+        if not isinstance(exc, ssl.SSLError):
+            log.warning("bookie %s: cannot connect to %s:%d: %s", self._id, host, port, exc)
+        elif self._tls_failure_logged:
+            log.debug(
+                "bookie %s: TLS handshake with %s:%d failed again: %s", self._id, host, port, exc
+            )
+        else:
+            self._tls_failure_logged = True
+            log.error(
+                "bookie %s: TLS handshake with %s:%d failed: %s (is the bookie's certificate "
+                "signed by a CA in bookkeeperTLSTrustCertsFilePath, for this host name? does the "
+                "bookie serve TLS?); logged once until a connection succeeds",
+                self._id,
+                host,
+                port,
+                exc,
+            )
 
     def _lost(self, conn: _ClientConnection, reason: str) -> None:
         if self._conn is not conn:

@@ -13,11 +13,14 @@ readable when a standalone grows from one bookie to several).
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from braid.clock import Clock
 from braid.metadata.api import MetadataStore
+from braid.security.tls import TlsSettings
 from braid.storage.api import InvalidQuorum
 from braid.storage.bookie.config import BookieConfig
 from braid.storage.bookie.disk import DiskThresholds
@@ -38,9 +41,12 @@ async def open_loopback_cluster(
     rack_mapping: Mapping[str, str] | None = None,
     settings: ClientSettings | None = None,
     timeout_s: float = 30.0,
+    server_tls: TlsSettings | None = None,
+    client_tls: ssl.SSLContext | None = None,
 ) -> BookKeeperClient:
     """Start ``bookies`` bookie services in this process and return the cluster's client, which
-    reaches them over TCP and closes them when it closes.
+    reaches them over TCP and closes them when it closes. With ``server_tls`` the bookies serve
+    TLS with those files, reached with ``client_tls``.
 
     Raises:
         InvalidQuorum: ``bookies`` < 1.
@@ -66,6 +72,7 @@ async def open_loopback_cluster(
                 disk_usage_threshold=thresholds.usage_threshold,
                 disk_usage_lwm_threshold=thresholds.lwm_threshold,
                 disk_check_interval=max(1, int(thresholds.check_interval_s * 1000)),
+                **_tls_fields(server_tls),
             )
             service = BookieService(config, metadata=metadata, clock=clock)
             services.append(service)
@@ -80,8 +87,21 @@ async def open_loopback_cluster(
             settings=settings,
             # Closing the client closes the bookies, after their clients.
             after_close=[service.close for service in reversed(services)],
+            tls=client_tls,
         )
     except BaseException:
         for service in reversed(services):
             await service.close()
         raise
+
+
+def _tls_fields(tls: TlsSettings | None) -> dict[str, Any]:
+    """The bookie settings of serving TLS with ``tls`` (none without it)."""
+    if tls is None:
+        return {}
+    return {
+        "tls_certificate_path": tls.certificate_file,
+        "tls_key_store": tls.key_file,
+        "tls_trust_store": tls.trust_certs_file,
+        "tls_client_authentication": tls.require_trusted_client_cert,
+    }

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -86,9 +87,12 @@ class RegisteredBookieSet:
         add_timeout_s: float = 10.0,
         read_timeout_s: float = 10.0,
         after_close: Sequence[Callable[[], Awaitable[None]]] = (),
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """Use :meth:`open` (it reads the lists once before returning). ``after_close`` run, in
-        order, once :meth:`close` closed the clients (an owner's clean-up)."""
+        order, once :meth:`close` closed the clients (an owner's clean-up); ``tls``: every
+        bookie is reached over TLS with this context (:mod:`braid.storage.bookie_tls`)."""
+        self._tls = tls
         self._store = store
         self._cluster = validate_cluster_name(cluster_name)
         self._available = available_path(cluster_name)
@@ -138,6 +142,7 @@ class RegisteredBookieSet:
             clock=self._clock,
             add_timeout_s=self._timeouts[0],
             read_timeout_s=self._timeouts[1],
+            ssl_context=self._tls,
         )
         if bookie_id in self._read_only:
             client.set_read_only(reg.read_only_reason or "registered read-only")
@@ -265,6 +270,7 @@ async def open_remote_cluster(
     add_timeout_s: float = 10.0,
     read_timeout_s: float = 10.0,
     after_close: Sequence[Callable[[], Awaitable[None]]] = (),
+    tls: ssl.SSLContext | None = None,
 ) -> BookKeeperClient:
     """The client of a cluster of bookie processes registered in ``metadata``, once at least
     ``min_bookies`` of them are writable (waiting up to ``wait_s``).
@@ -272,7 +278,7 @@ async def open_remote_cluster(
     The client owns its :class:`RegisteredBookieSet`: membership changes reach placement,
     ensemble changes and auto-recovery through the set's listeners. ``after_close`` run, in
     order, after the client and its set closed (an owner's clean-up: the store, in-process
-    bookies).
+    bookies); ``tls`` is the context every bookie is reached with (``None``: plain TCP).
 
     Raises:
         BookieUnavailable: fewer than ``min_bookies`` writable bookies registered in time.
@@ -285,6 +291,7 @@ async def open_remote_cluster(
         add_timeout_s=add_timeout_s,
         read_timeout_s=read_timeout_s,
         after_close=after_close,
+        tls=tls,
     )
     try:
         await bookies.wait_for_writable(min_bookies, wait_s)

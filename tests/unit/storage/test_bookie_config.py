@@ -90,3 +90,47 @@ def test_bookie_help_teaches_the_configuration(capsys: pytest.CaptureFixture[str
 def test_a_bad_bookie_configuration_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bookie", "--port", "3181"]) == 2
     assert "metadataServiceUri is required" in capsys.readouterr().err
+
+
+def test_bookie_tls_takes_bookkeepers_keys_with_pem_files(tmp_path: Path) -> None:
+    base = {"metadataServiceUri": "zk://127.0.0.1:2181/braid"}
+    assert not load_bookie_config(None, base).tls_enabled
+    tls = {
+        **base,
+        "tlsProviderFactoryClass": "org.apache.bookkeeper.tls.TLSContextFactory",
+        "tlsProvider": "OpenSSL",
+        "tlsCertificatePath": "/etc/braid/bookie.cert.pem",
+        "tlsKeyStoreType": "PEM",
+        "tlsKeyStore": "/etc/braid/bookie.key-pk8.pem",
+        "tlsTrustStoreType": "PEM",
+        "tlsTrustStore": "/etc/braid/ca.cert.pem",
+        "tlsClientAuthentication": "true",
+    }
+    config = load_bookie_config(None, tls)
+    assert config.tls_enabled and config.tls_client_authentication
+    assert config.tls_key_store == Path("/etc/braid/bookie.key-pk8.pem")
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("tlsKeyStoreType", "JKS", "tlsKeyStoreType"),
+        ("tlsTrustStoreType", "PKCS12", "tlsTrustStoreType"),
+        ("tlsProviderFactoryClass", "com.example.Other", "tlsProviderFactoryClass"),
+        ("tlsKeyStore", "", "tlsKeyStore"),
+        ("tlsTrustStore", "", "tlsTrustStore"),
+    ],
+)
+def test_bookie_tls_settings_that_cannot_work_are_refused_by_name(
+    key: str, value: str, message: str
+) -> None:
+    tls = {
+        "metadataServiceUri": "zk://127.0.0.1:2181/braid",
+        "tlsCertificatePath": "/c.pem",
+        "tlsKeyStore": "/k.pem",
+        "tlsTrustStore": "/ca.pem",
+        "tlsClientAuthentication": "true",
+        key: value,
+    }
+    with pytest.raises(InvalidBookieConfig, match=message):
+        load_bookie_config(None, tls)

@@ -7,7 +7,11 @@ Keys keep BookKeeper's names where BookKeeper has the setting (``bookiePort``,
 ``diskUsageLwmThreshold``, ``diskCheckInterval``, ``journalSyncData``, ``journalMaxSizeMB``,
 ``nettyMaxFrameSizeBytes``, ``bookieId``, and auto-recovery's ``autoRecoveryDaemonEnabled``,
 ``lostBookieRecoveryDelay``, ``auditorPeriodicCheckInterval``); Braid's own are
-``storageClusterName``, ``bindAddress`` and ``bookieRack``. Unknown keys are named in one
+``storageClusterName``, ``bindAddress`` and ``bookieRack``. TLS on the bookie port takes
+BookKeeper's keys with PEM files (``tlsProviderFactoryClass``, ``tlsProvider``,
+``tlsCertificatePath``, ``tlsKeyStoreType``, ``tlsKeyStore``, ``tlsTrustStoreType``,
+``tlsTrustStore``, ``tlsClientAuthentication``; :mod:`braid.storage.bookie_tls`). Unknown keys are
+named in one
 warning; an empty value means the default; a value that does not parse raises
 :class:`InvalidBookieConfig` naming the key. Command-line flags override the file.
 """
@@ -29,6 +33,8 @@ from braid.storage.ledger_metadata import validate_cluster_name
 log = logging.getLogger(__name__)
 
 _MIB = 1024 * 1024
+#: BookKeeper's TLS provider factory: naming it turns TLS on (as in BookKeeper).
+TLS_PROVIDER_FACTORY_CLASS = "org.apache.bookkeeper.tls.TLSContextFactory"
 
 
 class InvalidBookieConfig(InvalidInputError):
@@ -61,6 +67,15 @@ class BookieConfig:
     auto_recovery_daemon_enabled: bool = False
     lost_bookie_recovery_delay: int = 0  # seconds
     auditor_periodic_check_interval: int = 604_800  # seconds; 0 = never
+    #: TLS on the bookie port (BookKeeper's keys, PEM only; ``braid.storage.bookie_tls``).
+    tls_provider_factory_class: str = ""
+    tls_provider: str = ""
+    tls_certificate_path: Path | None = None
+    tls_key_store_type: str = "PEM"
+    tls_key_store: Path | None = None
+    tls_trust_store_type: str = "PEM"
+    tls_trust_store: Path | None = None
+    tls_client_authentication: bool = False
 
     @property
     def effective_bookie_id(self) -> str:
@@ -70,6 +85,11 @@ class BookieConfig:
     @property
     def effective_bind_address(self) -> str:
         return self.bind_address or self.advertised_address
+
+    @property
+    def tls_enabled(self) -> bool:
+        """TLS on the bookie port: ``tlsProviderFactoryClass`` or ``tlsCertificatePath`` set."""
+        return bool(self.tls_provider_factory_class) or self.tls_certificate_path is not None
 
     def disk_thresholds(self) -> DiskThresholds:
         return DiskThresholds(
@@ -115,6 +135,24 @@ def _one_dir(text: str) -> Path:
     return Path(dirs[0])
 
 
+def _pem_only(text: str) -> str:
+    if text.upper() != "PEM":
+        raise ValueError("only PEM files are supported (JKS and PKCS12 key stores are not)")
+    return "PEM"
+
+
+def _tls_provider(text: str) -> str:
+    if text not in ("OpenSSL", "JDK"):
+        raise ValueError("expected OpenSSL or JDK (both mean Python's OpenSSL here)")
+    return text
+
+
+def _tls_factory(text: str) -> str:
+    if text != TLS_PROVIDER_FACTORY_CLASS:
+        raise ValueError(f"the only TLS provider factory is {TLS_PROVIDER_FACTORY_CLASS}")
+    return text
+
+
 def _store_url(text: str) -> str:
     from braid.metadata.url import parse_store_url
 
@@ -145,6 +183,14 @@ _PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "autoRecoveryDaemonEnabled": ("auto_recovery_daemon_enabled", _bool),
     "lostBookieRecoveryDelay": ("lost_bookie_recovery_delay", _int(0, 365 * 86_400)),
     "auditorPeriodicCheckInterval": ("auditor_periodic_check_interval", _int(0, 365 * 86_400)),
+    "tlsProviderFactoryClass": ("tls_provider_factory_class", _tls_factory),
+    "tlsProvider": ("tls_provider", _tls_provider),
+    "tlsCertificatePath": ("tls_certificate_path", Path),
+    "tlsKeyStoreType": ("tls_key_store_type", _pem_only),
+    "tlsKeyStore": ("tls_key_store", Path),
+    "tlsTrustStoreType": ("tls_trust_store_type", _pem_only),
+    "tlsTrustStore": ("tls_trust_store", Path),
+    "tlsClientAuthentication": ("tls_client_authentication", _bool),
 }
 
 
@@ -215,6 +261,18 @@ def _check(config: BookieConfig) -> None:
             "bookiePort=0 (a free port) needs a bookieId: the default id, "
             "advertisedAddress:bookiePort, would change at every start"
         )
+    if config.tls_enabled and (config.tls_certificate_path is None or config.tls_key_store is None):
+        raise InvalidBookieConfig(
+            "TLS on the bookie port needs tlsCertificatePath (PEM certificate chain) and "
+            "tlsKeyStore (PEM private key, with tlsKeyStoreType=PEM)"
+        )
+    if config.tls_client_authentication and config.tls_trust_store is None:
+        raise InvalidBookieConfig(
+            "tlsClientAuthentication=true needs tlsTrustStore "
+            "(PEM CAs of the clients' certificates)"
+        )
+    if config.tls_client_authentication and not config.tls_enabled:
+        raise InvalidBookieConfig("tlsClientAuthentication=true needs TLS (tlsCertificatePath)")
     try:
         config.disk_thresholds()
         validate_bookie_id(config.effective_bookie_id)

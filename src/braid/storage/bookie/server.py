@@ -14,6 +14,11 @@ transaction ids of the adds that became durable during one loop turn leave in on
 first closes the batch of acknowledgements gathered so far, so a connection's responses keep the
 order in which the bookie produced them.
 
+With an SSL context (``tlsCertificatePath``..., :mod:`braid.storage.bookie_tls`) every
+connection is TLS from its first byte: a peer that does not complete the handshake (a plain
+client, an untrusted client certificate under ``tlsClientAuthentication=true``) is closed before
+any of its bytes reach the decoder.
+
 A frame that is too large, fails its checksum or does not decode closes that connection, with one
 log line naming the peer; the server and every other connection go on. A request the engine
 refuses (fenced, read-only, bad id, ...) gets its status code and message and the connection stays.
@@ -27,6 +32,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import ssl
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,8 +82,10 @@ class BookieServer:
         port: int,
         *,
         max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self._bookie = bookie
+        self._ssl = ssl_context
         self._host = host
         self._port = port
         self._max_frame = max_frame_size
@@ -104,8 +112,10 @@ class BookieServer:
         """Listen. Raises ``OSError`` when the address is taken."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self), self._host, self._port, reuse_address=True
+            lambda: _Connection(self), self._host, self._port, reuse_address=True, ssl=self._ssl
         )
+        if self._ssl is not None:
+            log.info("bookie port %s:%d serves TLS only", self._host, self.port)
 
     async def close(self) -> None:
         """Stop listening and drop every connection (their pending requests go unanswered: the

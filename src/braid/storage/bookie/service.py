@@ -41,6 +41,7 @@ from braid.storage.bookie.http import BookieHttpServer, bookie_metrics_registry
 from braid.storage.bookie.registration import BookieRegistrar
 from braid.storage.bookie.server import BookieServer
 from braid.storage.bookie_registry import BookieRegistration
+from braid.storage.bookie_tls import bookie_peer_context, bookie_server_context
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -124,6 +125,7 @@ class BookieService:
             ledger_dir,
             new_bookie=self._new_bookie,
         )
+        tls = bookie_server_context(config)  # bad files stop the start-up before the engine opens
         self.bookie = await Bookie.open(
             ledger_dir,
             bookie_id=self.bookie_id,
@@ -137,6 +139,7 @@ class BookieService:
             config.effective_bind_address,
             config.bookie_port,
             max_frame_size=config.netty_max_frame_size_bytes,
+            ssl_context=tls,
         )
         await self.server.start()
         self._metrics = bookie_metrics_registry(self.bookie, self.server.stats)
@@ -177,7 +180,7 @@ class BookieService:
 
         config = self.config
         bookies = await RegisteredBookieSet.open(
-            store, config.storage_cluster_name, clock=self._clock
+            store, config.storage_cluster_name, clock=self._clock, tls=bookie_peer_context(config)
         )
         self._recovery_client = BookKeeperClient(
             store, config.storage_cluster_name, bookies, clock=self._clock
