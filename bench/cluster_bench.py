@@ -6,25 +6,26 @@ cluster up`` runs): Debian's ZooKeeper, ``--bookies`` ``braid bookie`` processes
 and N ``braid broker`` processes, every one a separate process on free 127.0.0.1 ports.
 
 * **throughput**: for N = 1, 2, 3 brokers (a fresh cluster each, in the same run) a topic with
-  ``--partitions`` partitions (``--topic-kind partitioned``, the default today) or a scalable
-  topic with that many segments (``--topic-kind scalable``: the issue's shape, once ``braid
-  broker`` serves scalable topics); each partition (segment) is looked up over HTTP and driven by
-  one *raw-protocol* worker process of ``bench/broker_bench.py`` (pre-encoded SEND frames,
+  ``--partitions`` partitions (``--topic-kind partitioned``, the default) or a scalable topic with
+  that many segments (``--topic-kind scalable``, the issue's shape); each partition (segment) is
+  looked up (HTTP; a segment by binary LOOKUP, as Braid's client does) and driven by one
+  *raw-protocol* worker process of ``bench/broker_bench.py`` (pre-encoded SEND frames,
   ``--window`` in flight, only SEND_RECEIPTs counted) connected to its owner. Printed: msg/s, ack
   latency p50/p99, how the partitions fell on the brokers, and every process's CPU over the
   window (``/proc/<pid>/stat``: brokers, bookies, ZooKeeper, load generator) against the cores the
   machine has. The ratio is msg/s against the 1-broker row. The topic's name is chosen so that its
-  partitions spread over the brokers as evenly as the placement of unowned bundles allows
-  (rendezvous hashing until the load manager lands); the real placement is printed.
+  partitions spread over the brokers as evenly as rendezvous placement of unowned bundles allows
+  (the load manager may differ); the real placement is printed.
   Every entry is fdatasync'ed by W=2 bookies before its receipt, and all bookies share this
   machine's one disk: the disk's own rate (one writer, ``write`` + ``fdatasync`` of a 160 B
   record, ``bench/storage_bench.py``'s ``raw_slice``) is measured in the same run and printed.
-* **failover gap**: on the last cluster, the official ``pulsar-client`` produces to a persistent
-  topic without pause (``send_async``), and the test SIGKILLs the topic's owner ``--kills`` times
-  (restarting it with ``cluster_up``, idempotent, between kills). A kill's gap is the longest
-  silence between two receipts from 1 s before the kill until receipts flowed again: the last
-  receipt before the kill to the first one after. Printed p50/p99/max against the 5 s target
-  (``metadataStoreSessionTimeoutMillis`` is ``--session-ms``, 4000 by default).
+* **failover gap**: on the last cluster, a client produces without pause (``send_async``) - the
+  official ``pulsar-client`` to a persistent topic, or with ``--topic-kind scalable`` Braid's
+  client to a scalable topic of one segment - and the bench SIGKILLs the topic's (segment's)
+  owner ``--kills`` times (restarting it with ``cluster_up``, idempotent, between kills). A kill's
+  gap is the longest silence between two receipts from 1 s before the kill until receipts flowed
+  again: the last receipt before the kill to the first one after. Printed p50/p99/max against
+  the 5 s target (``metadataStoreSessionTimeoutMillis`` is ``--session-ms``, 4000 by default).
 
 Run: ``.venv/bin/python bench/cluster_bench.py [--seconds 10] [--kills 10] [--brokers 1,2,3]``.
 """
@@ -51,7 +52,7 @@ import httpx
 from braid.admin import AdminClient
 from braid.broker.bundles import NamespaceBundles
 from braid.broker.ownership import rendezvous_score
-from braid.core.names import SegmentTopicName, TopicName
+from braid.core.names import SegmentTopicName, TopicDomain, TopicName
 from braid.core.ranges import HashRange
 from braid.localcluster import cluster_down, cluster_status, cluster_up
 from braid.localcluster.processes import ProcessId, cpu_seconds, identify
@@ -76,9 +77,33 @@ class ThroughputRow:
     note: str = ""
 
 
-def _lookup(web_url: str, topic: str) -> tuple[str, int]:
-    """``host, port`` of the broker serving ``topic`` (HTTP lookup, following redirects)."""
+def _binary_lookup(service_url: str, topic: str) -> tuple[str, int]:
+    """``host, port`` of the broker serving ``topic`` (binary LOOKUP with redirects, as Braid's
+    client does for a ``segment://`` topic: the HTTP lookup takes no ``/`` in a local name)."""
+    import asyncio
+
+    from braid.client.lookup import lookup_broker
+    from braid.client.pool import ConnectionPool
+    from braid.client.settings import ClientSettings, parse_service_url
+
+    async def ask() -> str:
+        pool = ConnectionPool(ClientSettings(parse_service_url(service_url)))
+        try:
+            return await lookup_broker(pool, topic)
+        finally:
+            await pool.close()
+
+    host, port = asyncio.run(ask()).removeprefix("pulsar://").split(":")
+    return host, int(port)
+
+
+def _lookup(state: ClusterState, topic: str) -> tuple[str, int]:
+    """``host, port`` of the broker serving ``topic`` (HTTP lookup, following redirects; binary
+    for a segment)."""
     name = TopicName.parse(topic)
+    if name.domain is TopicDomain.SEGMENT:
+        return _binary_lookup(state.layout.service_url, topic)
+    web_url = state.layout.web_urls[0]
     local = name.local_name
     path = f"/lookup/v2/topic/{name.domain.value}/{name.tenant}/{name.namespace}/{local}"
     with httpx.Client(base_url=web_url, follow_redirects=True, timeout=60) as http:
@@ -120,7 +145,7 @@ def _targets(state: ClusterState, kind: str, name: str, partitions: int) -> list
             # Created first, the partitions' bundles would all go to the broker that served
             # the admin call (it loads every partition it can), whatever the placement says.
             for partition in names:
-                _lookup(web, partition)
+                _lookup(state, partition)
             admin.topics.create_partitioned(topic, partitions)
             return names
         parent = TopicName.parse(f"topic://public/default/{name}")
@@ -181,8 +206,7 @@ def _up(base: Path, brokers: int, args: argparse.Namespace) -> ClusterState:
 def throughput_row(state: ClusterState, brokers: int, args: argparse.Namespace) -> ThroughputRow:
     name = _spread_name(f"bench-{brokers}", args.partitions, state)
     topics = _targets(state, args.topic_kind, name, args.partitions)
-    web = state.layout.web_urls[0]
-    owners = [_lookup(web, t) for t in topics]
+    owners = [_lookup(state, t) for t in topics]
     placement: dict[str, int] = {}
     for host, port in owners:
         placement[f"{host}:{port}"] = placement.get(f"{host}:{port}", 0) + 1
@@ -260,6 +284,38 @@ class _Receipts:
         self.client.close()
 
 
+class _BraidReceipts(_Receipts):
+    """Braid's client producing without pause to a scalable topic (``send_async``: it blocks
+    while ``max_pending_messages`` are unconfirmed); the monotonic time of every receipt."""
+
+    def __init__(self, service_url: str, topic: str) -> None:
+        import braid
+
+        self.times = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.braid_client = braid.Client(service_url, operation_timeout=60)
+        self.braid_producer = self.braid_client.create_producer(topic, max_pending_messages=200)
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _received(self, future: Any) -> None:
+        if future.exception() is None:
+            now = time.monotonic()
+            with self._lock:
+                self.times.append(now)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.braid_producer.send_async(b"x" * 100).add_done_callback(self._received)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        self.braid_producer.close()
+        self.braid_client.close()
+
+
 def _wait(condition: Any, within: float, what: str) -> None:
     deadline = time.monotonic() + within
     while not condition():
@@ -269,15 +325,24 @@ def _wait(condition: Any, within: float, what: str) -> None:
 
 
 def failover_gaps(state: ClusterState, args: argparse.Namespace) -> list[float]:
-    topic = "persistent://public/default/failover-gap"
-    receipts = _Receipts(state.layout.service_url, topic)
+    """The gap of each of ``--kills`` SIGKILLs of the gap topic's owner (a persistent topic and
+    the official client; with ``--topic-kind scalable`` a scalable topic of one segment and
+    Braid's client, the segment's owner killed)."""
+    receipts: _Receipts
+    if args.topic_kind == "scalable":
+        parent = "topic://public/default/failover-gap"
+        (topic,) = _targets(state, "scalable", "failover-gap", 1)
+        receipts = _BraidReceipts(state.layout.service_url, parent)
+    else:
+        topic = "persistent://public/default/failover-gap"
+        receipts = _Receipts(state.layout.service_url, topic)
     directory = state.layout.directory
     brokers = len(state.layout.broker_ports)
     gaps = []
     try:
         for kill in range(args.kills):
             receipts.wait_more(500, 120, "500 receipts before the kill")
-            host, port = _lookup(state.layout.web_urls[0], topic)
+            host, port = _lookup(state, topic)
             current = cluster_status(directory)
             (owner,) = [
                 p.record
@@ -307,11 +372,6 @@ def _print_throughput(rows: list[ThroughputRow], args: argparse.Namespace) -> No
     print(
         f"\nthroughput: 1 msg/entry of 100 B, {args.partitions} {kind}, window {args.window} each"
     )
-    if args.topic_kind == "partitioned":
-        print(
-            "  (issue 25 asks for a scalable topic with 4 segments; `braid broker` does not "
-            "serve scalable topics yet: rerun with --topic-kind scalable once it does)"
-        )
     print(
         f"  every entry fdatasync'ed on W=2 bookies (group commit), all on one disk: "
         f"{args.disk_fsyncs:.0f} fdatasync/s for one writer on it"

@@ -107,7 +107,7 @@ class Cluster:
 
     def controller_leader(self, topic: str) -> str | None:
         """The service URL of the scalable topic's controller leader (``None``: none)."""
-        return asyncio.run(_controller_leader(self.zk_url, TopicName.parse(topic)))
+        return asyncio.run(read_controller_leader(self.zk_url, TopicName.parse(topic)))
 
     def registry(self) -> dict[str, dict[str, str]]:
         """``broker id -> registry entry`` of every registered broker."""
@@ -145,7 +145,8 @@ async def _ownership_nodes(zk_url: str) -> dict[str, OwnerData]:
         await store.close()
 
 
-async def _controller_leader(zk_url: str, topic: TopicName) -> str | None:
+async def read_controller_leader(zk_url: str, topic: TopicName) -> str | None:
+    """The service URL of the scalable topic's controller leader, as ZooKeeper's election says."""
     store = await open_store(zk_url)
     try:
         value = await read_leader(store, ScalableTopicResources.controller_path(topic))
@@ -175,4 +176,5 @@ __all__ = [
     "broker_settings",
     "bundle_of",
     "http_lookup",
+    "read_controller_leader",
 ]

@@ -257,7 +257,11 @@ class BraidKeyedLoad:
             ),
             ack_cumulative,
         )
-        self._producer = self.client.create_producer(topic, max_pending_messages=1000)
+        # No send timeout, as the official load's producer (send_timeout_millis=0): a send in
+        # flight to a broker cut off waits for the connection to drop, then goes to the new owner.
+        self._producer = self.client.create_producer(
+            topic, max_pending_messages=1000, send_timeout=0
+        )
         self.producer = _KeyedProducerThread(
             "braid", [f"b{i}" for i in range(keys)], self._send, self._producer.flush
         )

@@ -35,6 +35,7 @@ from braid.broker.ownership import OwnerData
 from braid.core.names import TopicName
 from braid.metadata import MetadataStore, open_store
 from tests.support.bookie_process import BookieProcess
+from tests.support.broker_cluster import read_controller_leader
 from tests.support.broker_process import BrokerProcess, initialize_cluster
 from tests.support.netns import Host, NetworkLab
 from tests.support.zookeeper import ZooKeeperServer
@@ -145,6 +146,11 @@ class MultiHostCluster:
         (found,) = [b for b in self.brokers if b.broker_id == broker_id]
         return found
 
+    def controller_leader(self, topic: str) -> HostBroker | None:
+        """The broker leading the scalable topic's controller, as ZooKeeper's election says."""
+        url = asyncio.run(read_controller_leader(self.zk_url, TopicName.parse(topic)))
+        return None if url is None else self.by_url(url)
+
     def registered(self) -> list[str]:
         return asyncio.run(_registered(self.zk_url))
 
@@ -178,13 +184,15 @@ class ServingReport:
     #: ``(topic, broker, owner)``: loaded on a registered broker that did not hold its bundle.
     not_owner: list[tuple[str, str, str | None]] = field(default_factory=list)
     brokers_serving: set[str] = field(default_factory=set)
+    #: Brokers seen serving a scalable topic's ``segment://`` topics.
+    segment_brokers: set[str] = field(default_factory=set)
 
     def line(self) -> str:
         return (
             f"serving monitor: {self.samples} samples, {len(self.violations)} topics on two "
             f"brokers, {len(self.not_owner)} topics on a broker without the bundle lock, "
             f"{self.stale_samples} samples with a cut-off broker's stale topics, brokers that "
-            f"served: {sorted(self.brokers_serving)}"
+            f"served: {sorted(self.brokers_serving)}, segments: {sorted(self.segment_brokers)}"
         )
 
 
@@ -246,6 +254,8 @@ class ServingMonitor:
             if broker.broker_id in before and broker.broker_id in after:
                 report.brokers_serving.add(broker.broker_id)
                 for topic in topics:
+                    if topic.startswith("segment://"):
+                        report.segment_brokers.add(broker.broker_id)
                     by_topic.setdefault(topic, []).append(broker.broker_id)
                     owner = owners.get(self._bundles.find(TopicName.parse(topic)).range_name)
                     if owner != broker.service_url:

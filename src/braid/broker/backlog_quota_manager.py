@@ -3,7 +3,11 @@
 The unit a quota is checked on is a *quota unit*: an ordinary topic alone, or every loaded segment
 of one scalable topic together (the DAG, oldest segment first), so a subscription's backlog on a
 scalable topic is its backlog summed over all the segments it has not drained, and splitting a
-topic does not multiply its quota. A unit is over its ``destination_storage`` quota when some
+topic does not multiply its quota. With segments spread over brokers, the ``destination_storage``
+check adds the backlogs of the segments other brokers serve (:attr:`BacklogQuotaManager.remote`,
+asked of their owners and cached for one check interval); each broker applies the policy to its
+own segments (producers refused; eviction of its segments, oldest first, by the excess of the
+whole DAG). A unit is over its ``destination_storage`` quota when some
 durable subscription leaves more than ``limitSize`` bytes unacknowledged (Pulsar's estimate:
 whole ledgers after the mark-delete position plus the share of its own ledger), and over its
 ``message_age`` quota when some subscription's oldest unacknowledged message was published more
@@ -19,7 +23,7 @@ uses the same "acknowledge what was published before" step on every subscription
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from braid.broker.backlog_quota import (
@@ -48,6 +52,9 @@ log = logging.getLogger(__name__)
 
 #: The namespace's backlog quota map (``None``: not set) for ``(tenant, namespace)``.
 NamespaceQuotas = Callable[[str, str], Awaitable[QuotaMap | None]]
+#: ``(scalable topic, names of its segments loaded here)`` -> each subscription's backlog bytes
+#: on the topic's other segments (served by other brokers; :mod:`braid.scalable.dag_backlog`).
+RemoteBacklogs = Callable[[TopicName, Collection[str]], Awaitable[dict[str, int]]]
 
 
 def unit_name(topic: TopicName) -> TopicName:
@@ -153,6 +160,9 @@ class BacklogQuotaManager:
         #: periodic round reads afresh; :meth:`forget` drops entries a metadata change touches.
         self._namespace_cache: dict[tuple[str, str], QuotaMap | None] = {}
         self._topic_cache: dict[str, QuotaMap | None] = {}
+        #: A scalable topic's backlogs on the segments other brokers serve (``None``: every
+        #: segment is on this broker, as in ``braid standalone``).
+        self.remote: RemoteBacklogs | None = None
 
     def remember_namespace(self, tenant: str, namespace: str, quotas: QuotaMap | None) -> None:
         """The namespace's quotas as just read elsewhere (the broker loading a topic)."""
@@ -205,7 +215,10 @@ class BacklogQuotaManager:
         over: list[tuple[BacklogQuotaType, BacklogQuota, str]] = []
         size = quotas.get(BacklogQuotaType.DESTINATION_STORAGE)
         if size is not None and size.limit_size >= 0:
-            backlog = max(subscription_backlog_bytes(unit).values(), default=0)
+            totals = subscription_backlog_bytes(unit)
+            for name, elsewhere in (await self.elsewhere(unit)).items():
+                totals[name] = totals.get(name, 0) + elsewhere
+            backlog = max(totals.values(), default=0)
             if backlog > size.limit_size:
                 why = f"backlog of {backlog} bytes over the limit of {size.limit_size}"
                 over.append((BacklogQuotaType.DESTINATION_STORAGE, size, why))
@@ -217,6 +230,16 @@ class BacklogQuotaManager:
                 why = f"oldest unacknowledged message {(now - oldest) // 1000} s old, over the "
                 over.append((BacklogQuotaType.MESSAGE_AGE, age, why + f"{age.limit_time} s limit"))
         return over
+
+    async def elsewhere(self, unit: Sequence[PersistentTopic]) -> dict[str, int]:
+        """Each subscription's backlog bytes on the segments of ``unit``'s scalable topic that
+        other brokers serve (empty for an ordinary topic, or without :attr:`remote`)."""
+        if self.remote is None or not unit:
+            return {}
+        first = TopicName.parse(unit[0].name)
+        if first.domain is not TopicDomain.SEGMENT:
+            return {}
+        return await self.remote(unit_name(first), {topic.name for topic in unit})
 
     async def check_producer(self, name: str) -> None:
         """Refuse a new producer on ``name`` while its unit is over a producer-blocking quota
@@ -271,14 +294,18 @@ class BacklogQuotaManager:
             for topic in unit:
                 await expire_published_before(topic, cutoff)
         else:
-            await evict_to_size(unit, quota.limit_size)
+            await evict_to_size(unit, quota.limit_size, await self.elsewhere(unit))
 
 
-async def evict_to_size(unit: Sequence[PersistentTopic], limit_bytes: int) -> None:
+async def evict_to_size(
+    unit: Sequence[PersistentTopic], limit_bytes: int, elsewhere: Mapping[str, int] | None = None
+) -> None:
     """Move every subscription over ``limit_bytes`` forward, oldest segment first, until its
-    backlog over the unit is within the limit."""
+    backlog over the unit - plus ``elsewhere``, its backlog on segments other brokers serve,
+    which only they can evict - is within the limit."""
+    elsewhere = elsewhere or {}
     for name, total in subscription_backlog_bytes(unit).items():
-        excess = total - limit_bytes
+        excess = total + elsewhere.get(name, 0) - limit_bytes
         for topic in unit:
             if excess <= 0:
                 break

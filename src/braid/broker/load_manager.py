@@ -229,6 +229,8 @@ class LoadManager:
             # meanwhile (a client opening many partitions at once) see it and spread.
             self._count_pending(bundle, chosen.broker_id)
             recorded = await self._assign(bundle, chosen.broker_id)
+            if recorded not in reports:  # a fresh record naming a broker gone since: replace it
+                recorded = await self._assign(bundle, chosen.broker_id, force=True)
             self._count_pending(bundle, recorded)
             return Candidate(reports[recorded][0])
         leader = await self._registry.leader()

@@ -19,7 +19,11 @@ and a deleted ledger's fence outlives it) refuses the old owner's writes meanwhi
 
 **Lookup** (:meth:`BundleOwnership.lookup`) answers as Pulsar's binary and HTTP lookups do:
 
-* the bundle has an owner: *Connect* to the owner (authoritative);
+* the bundle has an owner: *Connect* to the owner (authoritative) - unless that owner is dead
+  (with an :class:`~braid.broker.owner_probe.OwnerProbe`, ADR 0067): another broker whose
+  service address refuses connections, or this broker's own previous incarnation; then the
+  lookup waits (bounded, one wait per bundle shared by concurrent lookups) for the node to go
+  with the dead owner's session and answers as for an unowned bundle;
 * it has none (or its owner is unloading it) and the request is not authoritative: the broker
   asks its :class:`Placement` for a candidate - the load manager's (the leader's assignment, or
   a redirect to the leader; :mod:`braid.broker.load_manager`), else the registered broker with
@@ -59,6 +63,7 @@ from braid.broker.broker_registry import (
 )
 from braid.broker.bundles import NamespaceBundle, NamespaceBundles
 from braid.broker.errors import ServiceNotReady, UnknownListener
+from braid.broker.owner_probe import OwnerProbe
 from braid.core.names import TopicName
 from braid.metadata.api import (
     BadVersion,
@@ -169,6 +174,9 @@ LostListener = Callable[[NamespaceBundle], object]
 #: How long a broker asked for a topic waits for the bundle's unloading owner to let go.
 UNLOAD_WAIT_S = 10.0
 _UNLOAD_POLL_S = 0.05
+#: Beyond the metadata session timeout, how long a lookup waits for a dead owner's node to go
+#: (ZooKeeper expires sessions on its tick: up to one tick late).
+DEAD_OWNER_MARGIN_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -211,8 +219,18 @@ class BundleOwnership:
         on_lost: LostListener,
         on_session_lost: Callable[[], None],
         placement: Placement | None = None,
+        probe: OwnerProbe | None = None,
+        dead_owner_wait_s: float = 0.0,
     ) -> None:
+        """``probe`` and ``dead_owner_wait_s`` (ADR 0067): a lookup naming another owner that
+        does not accept connections (or this broker's own previous incarnation) waits up to
+        ``dead_owner_wait_s`` (about the metadata session timeout) for the ownership to change;
+        without a probe, lookups answer with the recorded owner at once."""
         self._store = store
+        self._probe = probe
+        self.dead_owner_wait_s = dead_owner_wait_s
+        #: Bundle -> the wait for its dead owner's node to go, shared by concurrent lookups.
+        self._dead_waits: dict[NamespaceBundle, asyncio.Future[OwnerData | None]] = {}
         self._registry = registry
         #: Who takes unowned bundles (the load manager sets its own).
         self.placement: Placement = placement or RendezvousPlacement(registry)
@@ -324,6 +342,8 @@ class BundleOwnership:
         me = self.me
         bundle = await self.bundle_of(topic)
         owner = await self.owner(bundle)
+        if owner is not None and not owner.disabled:
+            owner = await self._unless_dead(bundle, owner)
         moving = owner is not None and owner.disabled
         if (owner is None or moving) and not authoritative:
             candidate = await self.placement.candidate(bundle)
@@ -344,6 +364,43 @@ class BundleOwnership:
         local = owner == me and self.owns(bundle)
         url = owner.native_url if local else _url(owner.native_url, owner.listeners, listener)
         return LookupAnswer(url, owner.http_url, False, True, local)
+
+    async def _unless_dead(self, bundle: NamespaceBundle, owner: OwnerData) -> OwnerData | None:
+        """``owner``, or - when it is dead (a previous incarnation of this broker, or another
+        broker refusing connections) - the bundle's owner once its node changed or
+        :attr:`dead_owner_wait_s` passed (ADR 0067)."""
+        if self._probe is None or self.dead_owner_wait_s <= 0:
+            return owner
+        if owner.native_url == self.me.native_url:
+            if self.holds(bundle):
+                return owner
+        elif await self._probe.reachable(owner.native_url):
+            return owner
+        waiting = self._dead_waits.get(bundle)
+        if waiting is None:
+            log.info(
+                "bundle %s: its owner %s is gone; lookups wait up to %.1fs for its session to end",
+                bundle,
+                owner.native_url,
+                self.dead_owner_wait_s,
+            )
+            waiting = asyncio.ensure_future(self._await_owner_change(bundle, owner))
+            self._dead_waits[bundle] = waiting
+            waiting.add_done_callback(lambda _: self._dead_waits.pop(bundle, None))
+        return await asyncio.shield(waiting)
+
+    async def _await_owner_change(
+        self, bundle: NamespaceBundle, owner: OwnerData
+    ) -> OwnerData | None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.dead_owner_wait_s
+        current: OwnerData | None = owner
+        # Ends too when the node turns out to be this broker's own (taken by a concurrent
+        # lookup whose write had not returned yet when this one read it).
+        while current == owner and not self.holds(bundle) and loop.time() < deadline:
+            await asyncio.sleep(_UNLOAD_POLL_S)
+            current = await self.owner(bundle)
+        return current
 
     async def _await_release(self, bundle: NamespaceBundle, owner: OwnerData) -> OwnerData:
         """Wait (at most :data:`UNLOAD_WAIT_S`) for an unloading owner to delete its node, then
@@ -431,6 +488,7 @@ class BundleOwnership:
 
 
 __all__ = [
+    "DEAD_OWNER_MARGIN_S",
     "OWNERSHIP_ROOT",
     "UNLOAD_WAIT_S",
     "AssignedBroker",

@@ -122,7 +122,22 @@ class BrokerServer(StandaloneServer):
         self._segments = RoutedSegmentAdmin(self.broker, internal)
         segments: SegmentAdmin = self._segments  # checked against the protocol here
         relay = DrainRelay(self.metadata, internal, self.broker.service_url)
+        self._count_remote_backlogs(self._segments)
         return {"segments": segments, "drain_relay": relay}
+
+    def _count_remote_backlogs(self, segments: RoutedSegmentAdmin) -> None:
+        """A scalable topic's backlog quota counts the segments other brokers serve too."""
+        from braid.scalable.dag_backlog import DagBacklogs
+        from braid.scalable.resources import ScalableTopicResources
+
+        assert self.broker is not None and self.metadata is not None
+        backlogs = DagBacklogs(
+            ScalableTopicResources(self.metadata),
+            segments,
+            self.clock.monotonic,
+            max_age_s=float(self.config.backlog_quota_check_interval_in_seconds),
+        )
+        self.broker.backlog_quotas.remote = backlogs.elsewhere
 
     async def _before_register(self, registry: BrokerRegistry) -> None:
         """Start the internal listener and put its URL in the registry entry."""
@@ -161,15 +176,19 @@ class BrokerServer(StandaloneServer):
         )
 
     def _before_serving(self, broker: BrokerService, registry: BrokerRegistry) -> None:
-        from braid.broker.ownership import BundleOwnership
+        from braid.broker.owner_probe import OwnerProbe
+        from braid.broker.ownership import DEAD_OWNER_MARGIN_S, BundleOwnership
 
         assert self.metadata is not None
+        session_s = self.config.metadata_store_session_timeout_millis / 1000
         ownership = BundleOwnership(
             self.metadata,
             registry,
             broker.bundles_of,
             on_lost=broker.unload_bundle,
             on_session_lost=self._session_lost,
+            probe=OwnerProbe(self.clock.monotonic),
+            dead_owner_wait_s=session_s + DEAD_OWNER_MARGIN_S,
         )
         broker.ownership = ownership
         self._route_cursor_promotes(ownership, registry)

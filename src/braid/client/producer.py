@@ -22,7 +22,7 @@ Guarantees kept here:
   sent first, with the sequence ids they were sent with (the successor inherited the sealed
   segment's deduplication state, ADR 0055), then the rest in call order with fresh ids; only
   after :data:`MAX_REROUTE_ATTEMPTS` attempts do those messages fail with
-  ``TopicTerminatedError``;
+  ``TopicTerminatedError`` (a scalable topic's: after the client's ``operation_timeout``);
 * **sequence ids** (C5) - one monotonic counter per producer
   (:class:`~braid.client.sequence_ids.SequenceIds`), seeded from the brokers'
   ``last_sequence_id``; :attr:`AsyncProducer.last_sequence_id` is the highest stored one;
@@ -617,6 +617,10 @@ class AsyncProducer:
         """
         backoff = Backoff(0.05, 1.0)
         attempts = 0
+        # A sealed segment of a scalable topic has successors whose layout may come late (a
+        # controller leader lost mid-split is replaced after its session expires): wait for it.
+        scalable = self.topic.startswith("topic://")
+        deadline = self._loop.time() + self._ctx.settings.operation_timeout
         try:
             while not self._closed:
                 layout = self._source.current
@@ -635,7 +639,10 @@ class AsyncProducer:
                 if not still_active:
                     break
                 attempts += 1
-                if attempts > MAX_REROUTE_ATTEMPTS:
+                over = (
+                    self._loop.time() >= deadline if scalable else attempts > MAX_REROUTE_ATTEMPTS
+                )
+                if over:
                     for sid in still_active:
                         error = self._gone[sid]
                         if not isinstance(error, TopicTerminatedError):

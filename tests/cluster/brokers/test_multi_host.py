@@ -6,23 +6,21 @@ bridge.
 
 Keyed load through the official ``pulsar-client`` on a persistent topic (Exclusive), a persistent
 topic (Key_Shared, 2 consumers) and a partitioned topic of 4 partitions (Failover, 2 consumers),
-while the test
+and through Braid's client on a scalable topic of 4 segments (a Stream subscription) whose
+segments are split and merged all along (one operation per 150 receipts, through each broker's
+admin API in turn), while the test
 
 1. SIGKILLs the broker serving the Exclusive topic, then restarts it (as a supervisor would);
-2. SIGKILLs the leader broker (where the scalable-topic controller leader will live), then
-   restarts it;
+2. SIGKILLs the broker leading the scalable topic's controller, then restarts it;
 3. takes the link of the broker serving the Exclusive topic down for 20 s (packets dropped), then
    brings it back: its ZooKeeper session expired meanwhile, so it exits 1 when it learns so; it is
    restarted.
 
 After each fault every load makes progress again with the same clients (they recover by
 themselves). At the end: 0 acknowledged messages lost, per-key order kept for every
-subscription, and :class:`tests.support.multi_host.ServingMonitor` never saw a topic loaded on two
-brokers with live sessions, nor on a broker not holding the topic's bundle lock.
-
-Scalable topics: when ``braid broker`` serves them (segments across brokers), :func:`scalable_loads`
-returns a Braid-client load (``BraidKeyedLoad``) on a scalable topic and it runs through the same
-faults and checks.
+subscription, and :class:`tests.support.multi_host.ServingMonitor` never saw a topic (segments
+included) loaded on two brokers with live sessions, nor on a broker not holding the topic's
+bundle lock.
 """
 
 from __future__ import annotations
@@ -30,13 +28,14 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, cast
 
 import pulsar
 import pytest
 
 from braid.admin import AdminClient
-from tests.support.keyed_load import LoadReport, OfficialKeyedLoad, run_until
+from tests.support.keyed_load import BraidKeyedLoad, LoadReport, OfficialKeyedLoad, run_until
+from tests.support.layout_churn import LayoutChurn
 from tests.support.multi_host import HostBroker, MultiHostCluster, ServingMonitor
 from tests.support.netns import NetworkLab
 from tests.support.netns import missing_requirement as netns_missing
@@ -68,6 +67,8 @@ SETTINGS = {
 EXCLUSIVE = "persistent://public/default/mh-exclusive"
 KEY_SHARED = "persistent://public/default/mh-key-shared"
 PARTITIONED = "persistent://public/default/mh-partitioned"
+SCALABLE = "topic://public/default/mh-scalable"
+CHURN_EVERY = 150  # the scalable load's receipts between two splits or merges
 
 
 class KeyedLoad(Protocol):
@@ -101,12 +102,53 @@ def official_loads(cluster: MultiHostCluster) -> dict[str, KeyedLoad]:
     }
 
 
+class ScalableLoad:
+    """The Braid client's keyed load on a scalable topic (a Stream subscription) with splits and
+    merges kept in flight (:class:`tests.support.layout_churn.LayoutChurn`, one operation per
+    ``every`` receipts through the brokers' admin APIs in turn) until production stops."""
+
+    def __init__(self, cluster: MultiHostCluster, topic: str) -> None:
+        self.load = BraidKeyedLoad(cluster.service_url, topic)
+        self.churn = LayoutChurn(
+            topic,
+            lambda: [b.web_url for b in cluster.live()],
+            lambda: self.load.acked_count,
+            every=CHURN_EVERY,
+        )
+
+    def start(self) -> ScalableLoad:
+        self.load.start()
+        self.churn.start()
+        return self
+
+    @property
+    def acked_count(self) -> int:
+        return self.load.acked_count
+
+    def stop_producing(self) -> None:
+        self.churn.stop()
+        print(self.churn.line())
+        for url, error in self.churn.failed[:10]:
+            print(f"  failed through {url}: {error[:200]}")
+        self.load.stop_producing()
+        for failure in self.load.producer.failed[:10]:  # not acknowledged: not counted as lost
+            print(f"  failed send: {failure[:300]}")
+
+    def wait_delivered(self, within: float = 60.0) -> None:
+        self.load.wait_delivered(within)
+
+    def report(self) -> LoadReport:
+        return self.load.report()
+
+    def close(self) -> None:
+        self.load.close()
+
+
 def scalable_loads(cluster: MultiHostCluster) -> dict[str, KeyedLoad]:
-    """The Braid client's load on a scalable topic - none until ``braid broker`` serves scalable
-    topics (it does not yet: :func:`braid.cli.broker.broker_config`). Then: create
-    ``topic://public/default/mh-scalable`` with 4 segments through the admin API and return
-    ``{"scalable_stream": BraidKeyedLoad(cluster.service_url, topic).start()}``."""
-    return {}
+    """The Braid client's load on a scalable topic of 4 segments, splits and merges in flight."""
+    with AdminClient(cluster.brokers[0].web_url) as admin:
+        admin.scalable_topics.create(SCALABLE, segments=4)
+    return {"scalable_stream": ScalableLoad(cluster, SCALABLE).start()}
 
 
 class Loads:
@@ -191,13 +233,16 @@ def test_three_hosts_of_brokers_survive_two_kills_and_a_cut_link_without_losing_
     cluster: MultiHostCluster,
 ) -> None:
     monitor = ServingMonitor(cluster).start()
-    loads = Loads({**official_loads(cluster), **scalable_loads(cluster)})
+    scalable = scalable_loads(cluster)
+    loads = Loads({**official_loads(cluster), **scalable})
     try:
         loads.wait_more(STEP, 120, "before any fault")
         _kill_and_restart(
             cluster, cluster.owner_of(EXCLUSIVE), loads, "the Exclusive topic's owner"
         )
-        _kill_and_restart(cluster, cluster.leader(), loads, "the leader broker")
+        controller = cluster.controller_leader(SCALABLE)
+        assert controller is not None, "the scalable topic's controller has no leader"
+        _kill_and_restart(cluster, controller, loads, "the controller leader's broker")
         _cut_and_restore(cluster, cluster.owner_of(EXCLUSIVE), loads)
         loads.wait_more(STEP, RECOVERY_BOUND_S, "with every broker back")
         reports = loads.finish()
@@ -211,7 +256,12 @@ def test_three_hosts_of_brokers_survive_two_kills_and_a_cut_link_without_losing_
         assert report.acknowledged >= 4 * STEP, report.line()
         assert report.lost == 0, report.line()
         assert report.reordered == 0, f"{report.line()}: {report.order_problems}"
+        assert report.failed == 0, report.line()  # every client recovered by itself
     assert serving.samples > 20
     assert serving.violations == [], serving.violations[:10]
     assert serving.not_owner == [], serving.not_owner[:10]
     assert len(serving.brokers_serving) >= 2, serving.line()
+    churn = cast(ScalableLoad, scalable["scalable_stream"]).churn
+    assert any(op.startswith("split") for op in churn.done), churn.line()
+    assert any(op.startswith("merge") for op in churn.done), churn.line()
+    assert len(serving.segment_brokers) >= 2, serving.line()  # the segments spread

@@ -18,6 +18,7 @@ from braid.broker.cluster_metadata import (
     initialize_cluster_metadata,
 )
 from braid.broker.errors import ServiceNotReady
+from braid.broker.owner_probe import OwnerProbe
 from braid.broker.ownership import BundleOwnership, NotOwner, OwnerData, ownership_path
 from braid.core.names import TopicName
 from braid.metadata.memory import MemoryBackend, MemoryMetadataStore
@@ -179,3 +180,63 @@ async def test_cluster_metadata_is_written_once_and_checked_by_brokers() -> None
     await initialize_cluster_metadata(store, store, "c2", data)
     tenant = await store.get("/admin/policies/public")
     assert tenant is not None and json.loads(tenant[0])["allowedClusters"] == ["c1", "c2"]
+
+
+class _Listening:
+    """A TCP port on 127.0.0.1 that accepts connections (a live broker's service port)."""
+
+    async def __aenter__(self) -> int:
+        self.server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+        await self.server.wait_closed()
+
+
+async def _probing_nodes(first_port: int, wait_s: float) -> tuple[Node, Node]:
+    """Two nodes; the first's service URL is 127.0.0.1:``first_port``, the second probes
+    owners and waits up to ``wait_s`` for a dead one's node to go (ADR 0067)."""
+    backend = MemoryBackend()
+    first, second = Node(backend, "b0"), Node(backend, "b1")
+    first.me = OwnerData(f"pulsar://127.0.0.1:{first_port}", "http://127.0.0.1:8080")
+    second.ownership = BundleOwnership(
+        second.store,
+        second.registry,
+        second.ownership._bundles_of,
+        on_lost=lambda b: None,
+        on_session_lost=lambda: None,
+        probe=OwnerProbe(asyncio.get_running_loop().time),
+        dead_owner_wait_s=wait_s,
+    )
+    for node in (first, second):
+        await node.start()
+    return first, second
+
+
+async def test_a_lookup_waits_for_a_dead_owners_session_instead_of_naming_it() -> None:
+    async with _Listening() as port:
+        pass  # closed: nothing listens there any more, connections are refused
+    dead, asked = await _probing_nodes(port, wait_s=60)
+    bundle = await dead.ownership.check_serving(TOPIC)
+    lookup = asyncio.ensure_future(asked.ownership.lookup(TOPIC, authoritative=False))
+    again = asyncio.ensure_future(asked.ownership.lookup(TOPIC, authoritative=False))
+    await eventually(lambda: bundle in asked.ownership._dead_waits)
+    assert not lookup.done()  # not sent to the dead owner's refusing port
+    dead.store.expire()  # its session ends: the node goes
+    answers = await asyncio.wait_for(asyncio.gather(lookup, again), 30)
+    assert {a.service_url for a in answers} == {asked.me.native_url}
+    assert asked.ownership.owns(bundle)
+
+
+async def test_a_lookup_names_a_live_owner_at_once_and_a_dead_one_after_the_bound() -> None:
+    async with _Listening() as port:
+        live, asked = await _probing_nodes(port, wait_s=0.3)
+        await live.ownership.check_serving(TOPIC)
+        answer = await asyncio.wait_for(asked.ownership.lookup(TOPIC, authoritative=False), 5)
+        assert answer.service_url == live.me.native_url and not answer.redirect
+    # The port closed, the session still alive (a broker cut off): after the bound, the
+    # recorded owner is named as before.
+    answer = await asyncio.wait_for(asked.ownership.lookup(TOPIC, authoritative=False), 10)
+    assert answer.service_url == live.me.native_url

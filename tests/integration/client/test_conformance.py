@@ -12,6 +12,7 @@ on ``braid standalone`` are in ``tests/integration/e2e/``.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -231,6 +232,37 @@ def test_c4_a_split_holds_only_the_keys_it_moves_then_reroutes_them(
     done.result(10)
     assert segment_of(moved.result(10)) in (2, 3)  # re-routed to a child, no error surfaced
     assert segment_of(producer.send(b"next", key=moved_key)) in (2, 3)
+
+
+def test_c4_a_split_whose_layout_comes_late_is_waited_for_not_failed(
+    held_split: ScalableBroker, scalable_topic: str
+) -> None:
+    # A controller leader killed between sealing a split's parent and publishing the layout is
+    # replaced only once its metadata session expires: the producer waits up to its operation
+    # timeout (10 attempts, about 6.5 s, made sends fail with TopicTerminatedError before).
+    broker = held_split
+    create(broker, scalable_topic, 2)
+    key = key_in(SegmentLayout.initial(2), 0)
+    client = braid.Client(broker.service_url, operation_timeout=30)
+    try:
+        producer = client.create_producer(scalable_topic, batching=False)
+        producer.send(b"warm", key=key)
+        broker.gate.arm("parents-terminated")
+        done = broker.submit(broker.scalable.split(TopicName.parse(scalable_topic), 0))
+        assert broker.gate.reached.wait(10)
+        moved = producer.send_async(b"moved", key=key)
+        held_at = time.monotonic()
+        wait_for(
+            lambda: moved.done() or time.monotonic() - held_at > 9.0,
+            within=30,
+            message="the send to the sealed segment to stay held for 9 s",
+        )
+        assert not moved.done(), moved.exception()
+        broker.gate.release()
+        done.result(10)
+        assert segment_of(moved.result(10)) in (2, 3)
+    finally:
+        client.close()
 
 
 # -- C5 sequence ids ------------------------------------------------------------------------------
