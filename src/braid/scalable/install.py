@@ -132,6 +132,7 @@ async def install_scalable_topics(
         broker.commands.register(scalable_topic_commands(service, broker.lookups))
         broker.feature_flags.supports_scalable_topics = True
         broker.drain_listeners.append(service.on_subscription_drained)
+        broker.creation_guards.append(service.migrations.refuse_recreating)
     return service
 
 

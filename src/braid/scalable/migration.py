@@ -26,9 +26,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from braid.broker.consumer import SubType
-from braid.broker.errors import TopicNotFound
+from braid.broker.errors import TopicNotFound, TopicTerminated
 from braid.broker.schemas.model import SchemaCompatibilityStrategy, schema_id_of
-from braid.core.errors import ConflictError, IllegalStateError, InvalidInputError, NotFoundError
+from braid.core.errors import (
+    ConflictError,
+    IllegalStateError,
+    InvalidInputError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
 from braid.core.migration import (
     MIGRATIONS_ROOT,
     MigrationPhase,
@@ -51,6 +57,7 @@ from braid.core.migration import (
     with_termination_begun,
 )
 from braid.core.names import SegmentTopicName, TopicName
+from braid.core.partitions import partition_index, partitioned_topic_of
 from braid.metadata.api import BadVersion, MetadataStore
 from braid.scalable.resources import (
     ScalableTopicAlreadyExists,
@@ -65,6 +72,11 @@ if TYPE_CHECKING:
     from braid.clock import Clock
 
 log = logging.getLogger(__name__)
+
+#: Phases in which a migration no longer reserves its target's name (published or abandoned).
+_TARGET_FREE = frozenset(
+    {MigrationPhase.LAYOUT_PUBLISHED, MigrationPhase.DONE, MigrationPhase.ROLLED_BACK}
+)
 
 #: How many times a step's record is re-read after losing its CAS before giving up.
 CAS_ATTEMPTS = 8
@@ -84,6 +96,10 @@ class MigrationNotFound(NotFoundError):
 
 class MigrationNotServable(IllegalStateError):
     """Publishing the layout would hand legacy roots to a controller that cannot serve them."""
+
+
+class MigrationInProgress(ServiceUnavailableError):
+    """The scalable topic is the target of a migration not published yet: retry once it is."""
 
 
 class ClassicTopics(Protocol):
@@ -173,7 +189,7 @@ class MigrationExecutor:
         clock: Clock,
         *,
         legacy_roots_servable: bool = False,
-        phase_hook: Callable[[MigrationPhase], Awaitable[None]] | None = None,
+        phase_hook: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._resources = resources
@@ -257,6 +273,47 @@ class MigrationExecutor:
             return None
         return found.state.target
 
+    async def pending_to(self, target: TopicName) -> str | None:
+        """The source of an unfinished migration whose scalable topic is ``target`` and whose
+        layout is not published yet, else ``None``.
+
+        The target's name is reserved meanwhile: a client looking it up must not auto-create a
+        one-segment topic there (the migration's publication would then fail while its
+        partitions are terminated already), and an operator must not create it either.
+        """
+        for state in await self._records_in(
+            f"{MIGRATIONS_ROOT}/{target.tenant}/{target.namespace}"
+        ):
+            if state.target == str(target) and state.phase not in _TARGET_FREE:
+                return state.source
+        return None
+
+    async def refuse_recreating(self, topic: TopicName) -> None:
+        """A broker's creation guard: refuse to auto-create a partition (or the name) of a
+        source migrated past its point of no return. Once its drained partitions are collected
+        (ADR 0063), an official client still using the old name would otherwise write to a new,
+        empty topic that nobody reads; it gets ``TopicTerminated`` naming the scalable topic.
+
+        Raises:
+            TopicTerminated: ``topic`` belongs to a migrated source.
+        """
+        index = partition_index(topic.local_name)
+        local = partitioned_topic_of(topic.local_name) if index >= 0 else topic.local_name
+        source = TopicName(topic.domain, topic.tenant, topic.namespace, local)
+        found = await self._read(str(source))
+        if found is None:
+            return
+        state = found.state
+        if state.can_roll_back or state.phase in (
+            MigrationPhase.ROLLING_BACK,
+            MigrationPhase.ROLLED_BACK,
+        ):
+            return
+        raise TopicTerminated(
+            f"{topic} was migrated to the scalable topic {state.target} (its partitions are "
+            "terminated and may be collected): produce to and consume from that topic"
+        )
+
     async def status(self, source: str) -> dict[str, object]:
         """The record's ``status`` (phase, what is done and what is left).
 
@@ -277,15 +334,7 @@ class MigrationExecutor:
         for tenant in await self._store.children(MIGRATIONS_ROOT):
             for namespace in await self._store.children(f"{MIGRATIONS_ROOT}/{tenant}"):
                 base = f"{MIGRATIONS_ROOT}/{tenant}/{namespace}"
-                for local in await self._store.children(base):
-                    found = await self._store.get(f"{base}/{local}")
-                    if found is None:
-                        continue
-                    try:
-                        state = MigrationState.decode(found[0])
-                    except InvalidInputError:
-                        log.exception("unreadable migration record %s/%s", base, local)
-                        continue
+                for state in await self._records_in(base):
                     if state.terminal or state.can_roll_back:
                         continue
                     log.warning("resuming the migration of %s (%s)", state.source, state.phase)
@@ -323,8 +372,10 @@ class MigrationExecutor:
             if await self._cas(name, updated, recorded.version):
                 conflicts = 0
                 log.info("migration of %s: %s -> %s", name, step.kind.value, updated.phase.value)
-                if self._phase_hook is not None and updated.phase is not recorded.state.phase:
-                    await self._phase_hook(updated.phase)
+                if updated.phase is not recorded.state.phase:
+                    await self._fault_point(updated.phase.value)
+                elif step.kind is StepKind.TERMINATE_PARTITION:
+                    await self._fault_point(f"TERMINATING+{len(updated.terminated)}")
                 continue
             conflicts += 1  # a rollback request or another executor wrote first: re-read
             if conflicts >= CAS_ATTEMPTS:
@@ -349,6 +400,7 @@ class MigrationExecutor:
         if kind is StepKind.TERMINATE_PARTITION:
             assert step.partition is not None
             ledger_id, entry_id = await self._classic.terminate(state.legacy_topics[step.partition])
+            await self._fault_point(f"UNRECORDED+{len(state.terminated) + 1}")
             return with_partition_terminated(state, step.partition, ledger_id, entry_id)
         if kind is StepKind.SYNC_SUBSCRIPTIONS:
             found = await self._discover(state, {})
@@ -389,6 +441,23 @@ class MigrationExecutor:
             await self._resources.create_subscription(target, name, metadata)
 
     # ------------------------------------------------------------------------------- helpers
+
+    async def _records_in(self, base: str) -> list[MigrationState]:
+        """The migration records of one namespace (an unreadable one is logged and skipped)."""
+        states: list[MigrationState] = []
+        for local in await self._store.children(base):
+            found = await self._store.get(f"{base}/{local}")
+            if found is None:
+                continue
+            try:
+                states.append(MigrationState.decode(found[0]))
+            except InvalidInputError as exc:
+                log.warning("unreadable migration record %s/%s: %s", base, local, exc)
+        return states
+
+    async def _fault_point(self, point: str) -> None:
+        if self._phase_hook is not None:
+            await self._phase_hook(point)
 
     async def _discover(
         self, state: MigrationState, modes: Mapping[str, str]
@@ -436,6 +505,7 @@ __all__ = [
     "LocalClassicTopics",
     "MigrationExecutor",
     "MigrationExists",
+    "MigrationInProgress",
     "MigrationNotFound",
     "MigrationNotServable",
     "MigrationTargetExists",

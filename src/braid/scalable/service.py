@@ -69,7 +69,7 @@ from braid.scalable.leader_operations import (
 )
 from braid.scalable.leader_router import LeaderRouter
 from braid.scalable.load_reporter import SegmentLoadReporter
-from braid.scalable.migration import MigrationExecutor
+from braid.scalable.migration import MigrationExecutor, MigrationInProgress
 from braid.scalable.resources import (
     ScalableTopicAlreadyExists,
     ScalableTopicNotFound,
@@ -352,7 +352,8 @@ class ScalableTopicService:
         """Create a scalable topic with ``num_segments`` equal initial segments.
 
         Raises:
-            ScalableTopicAlreadyExists, NotFoundError (namespace), InvalidInputError.
+            ScalableTopicAlreadyExists, NotFoundError (namespace), InvalidInputError,
+            MigrationInProgress (the name is an unpublished migration's target: retriable).
         """
         self.check_enabled()
         check_scalable_topic(topic)
@@ -366,6 +367,12 @@ class ScalableTopicService:
             )
         if not await self._namespaces.namespace_exists(topic.tenant, topic.namespace):
             raise ScalableTopicNotFound(f"namespace {topic.namespace_name} does not exist")
+        if self.migrations is not None and (
+            source := await self.migrations.pending_to(topic)
+        ):  # the name is reserved until the migration publishes its layout (ADR 0063)
+            raise MigrationInProgress(
+                f"{topic} is being created by the migration of {source}; retry once it is published"
+            )
         layout = SegmentLayout.initial(
             num_segments,
             self._clock.now_ms(),
