@@ -327,7 +327,16 @@ class ScalableTopicService:
         await controller.wait_ready()
         return controller
 
+    async def _refuse_if_migrating(self, topic: TopicName) -> None:
+        """The name is reserved until a migration to it publishes its layout (ADR 0063): a
+        retriable refusal, so a client switching to it waits for the layout."""
+        if self.migrations is not None and (source := await self.migrations.pending_to(topic)):
+            raise MigrationInProgress(
+                f"{topic} is being created by the migration of {source}; retry once it is published"
+            )
+
     async def _auto_create(self, topic: TopicName) -> None:
+        await self._refuse_if_migrating(topic)  # even where auto-creation is off: retry
         if not await self._namespaces.namespace_exists(topic.tenant, topic.namespace):
             raise ScalableTopicNotFound(f"namespace {topic.namespace_name} does not exist")
         if not await self._namespaces.auto_topic_creation_allowed(topic.tenant, topic.namespace):
@@ -367,12 +376,7 @@ class ScalableTopicService:
             )
         if not await self._namespaces.namespace_exists(topic.tenant, topic.namespace):
             raise ScalableTopicNotFound(f"namespace {topic.namespace_name} does not exist")
-        if self.migrations is not None and (
-            source := await self.migrations.pending_to(topic)
-        ):  # the name is reserved until the migration publishes its layout (ADR 0063)
-            raise MigrationInProgress(
-                f"{topic} is being created by the migration of {source}; retry once it is published"
-            )
+        await self._refuse_if_migrating(topic)
         layout = SegmentLayout.initial(
             num_segments,
             self._clock.now_ms(),

@@ -232,7 +232,9 @@ def test_the_target_of_an_unpublished_migration_is_not_auto_created(
     # A Braid client looking the name up now would have auto-created a one-segment topic there,
     # and the migration, its partitions terminated, could not publish: it is told to retry.
     with pytest.raises(MigrationInProgress, match=f"migration of {source}"):
-        scalable_broker.call(scalable_broker.scalable.create_topic(target))
+        scalable_broker.call(scalable_broker.scalable.watched_controller(target))  # a lookup
+    with pytest.raises(MigrationInProgress, match=f"migration of {source}"):
+        scalable_broker.call(scalable_broker.scalable.create_topic(target))  # the admin API
     assert scalable_broker.call(executor.rollback(source)).phase is MigrationPhase.ROLLED_BACK
     scalable_broker.call(scalable_broker.scalable.create_topic(target))  # free again
 
