@@ -10,10 +10,11 @@ rollback request - is resumed by running again from the record. A failed step is
 the record's ``failure`` for ``status`` and re-raised; nothing is retried behind the caller's
 back.
 
-The controller serves the legacy roots through the in-process broker (``braid standalone``);
-with ``braid broker`` a root on another broker is not served yet (the internal segments API names
-``segment://`` topics only), so there the executor is built without ``legacy_roots_servable`` and
-refuses ``BEGIN_TERMINATION`` - the point of no return - with :class:`MigrationNotServable`: the
+The partitions are reached through the in-process broker (``braid standalone``,
+:class:`LocalClassicTopics`) or, with ``braid broker``, on the brokers owning them through the
+routed segments admin, which addresses a legacy root by its partition
+(:class:`RoutedClassicTopics`). An executor built without ``legacy_roots_servable`` refuses
+``BEGIN_TERMINATION`` - the point of no return - with :class:`MigrationNotServable`: the
 partitions keep serving and a rollback stays possible. At start-up :meth:`resume_pending`
 finishes what a crash left past the point of no return.
 """
@@ -169,6 +170,58 @@ class LocalClassicTopics:
                     target_id, stored.schema, SchemaCompatibilityStrategy.ALWAYS_COMPATIBLE
                 )
         return len(versions)
+
+
+class RoutedClassicTopics:
+    """:class:`ClassicTopics` among several brokers (``braid broker``): a partition is reached
+    on the broker that owns it through the controller's routed
+    :class:`~braid.scalable.segments.SegmentAdmin` (which addresses a legacy root by its
+    partition); the partition count and the schemas are read from the cluster's shared metadata.
+    """
+
+    def __init__(self, broker: BrokerService, segments: SegmentAdmin) -> None:
+        self._broker = broker
+        self._local = LocalClassicTopics(broker)
+        self._segments = segments
+
+    async def partition_count(self, source: str) -> int:
+        name = TopicName.parse(source)
+        count = await self._broker.partitioned.partitions(name)
+        if count:
+            return count
+        if not await self._segments.segment_exists(name):
+            raise TopicNotFound(f"topic {source} does not exist")
+        return 0
+
+    async def subscriptions(self, topic: str) -> dict[str, str | None]:
+        name = TopicName.parse(topic)
+        durable = await self._segments.list_subscriptions(name)
+        if not durable:
+            return {}
+        stats = await self._segments.stats(name) or {}
+        described = stats.get("subscriptions")
+        types = described if isinstance(described, dict) else {}
+        found: dict[str, str | None] = {}
+        for sub in durable:
+            entry = types.get(sub)
+            sub_type = entry.get("type") if isinstance(entry, dict) else None
+            found[sub] = sub_type if isinstance(sub_type, str) else None
+        return found
+
+    async def terminate(self, topic: str) -> tuple[int, int]:
+        name = TopicName.parse(topic)
+        # A partition never written to is created first: the root then exists, empty and sealed.
+        await self._segments.create_segment(name, ())
+        await self._segments.terminate_segment(name)
+        stats = await self._segments.stats(name) or {}
+        last = str(stats.get("lastConfirmedEntry", ""))
+        ledger_id, _, entry_id = last.partition(":")
+        if stats.get("terminated") is not True or not entry_id:
+            raise IllegalStateError(f"{topic} did not report its termination: {last!r}")
+        return int(ledger_id), int(entry_id)
+
+    async def copy_schema(self, source: str, target: str) -> int:
+        return await self._local.copy_schema(source, target)
 
 
 @dataclass(frozen=True)
@@ -509,4 +562,5 @@ __all__ = [
     "MigrationNotFound",
     "MigrationNotServable",
     "MigrationTargetExists",
+    "RoutedClassicTopics",
 ]

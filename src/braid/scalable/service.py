@@ -45,6 +45,7 @@ from braid.core.names import (
     TopicDomain,
     TopicName,
 )
+from braid.core.partitions import partition_index, partitioned_topic_of
 from braid.core.ranges import HashRange
 from braid.ledger.names import MAX_NAME_LENGTH
 from braid.metadata.api import MetadataStore
@@ -571,7 +572,8 @@ class ScalableTopicService:
         try:
             segment = SegmentTopicName.parse(segment_topic)
         except InvalidTopicName:
-            self._legacy_root_drained(segment_topic, subscription)
+            if not self._legacy_root_drained(segment_topic, subscription) and relay:
+                self._relay_legacy_root_drained(segment_topic, subscription)
             return
         controller = self._controllers.get(str(segment.parent))
         if controller is not None and controller.is_leader:
@@ -581,11 +583,11 @@ class ScalableTopicService:
                 self._drain_relay.relay(segment.parent, segment_topic, subscription)
             )
 
-    def _legacy_root_drained(self, topic: str, subscription: str) -> None:
+    def _legacy_root_drained(self, topic: str, subscription: str) -> bool:
         """A classic topic was drained: if it is a legacy root of a migrated topic (ADR 0063)
-        whose controller leads here, that controller hears it as a segment drained. (The drain
-        relay names segment:// topics only: with ``braid broker`` the partition and the leader
-        must share a broker until the relay learns legacy roots.)"""
+        whose controller leads here, that controller hears it as a segment drained; whether one
+        did."""
+        heard = False
         for controller in list(self._controllers.values()):
             if not controller.is_leader:
                 continue
@@ -596,6 +598,26 @@ class ScalableTopicService:
             for info in layout.legacy_segments:
                 if info.legacy_topic_name == topic:
                     controller.on_segment_drained(subscription, info.segment_id)
+                    heard = True
+        return heard
+
+    def _relay_legacy_root_drained(self, topic: str, subscription: str) -> None:
+        """Tell the leader on another broker, found through the migration of ``topic``'s
+        source (``braid broker``: a partition and its topic's leader may be apart)."""
+        if self._drain_relay is None or self._closed or self.migrations is None:
+            return
+        relay = self._drain_relay
+
+        async def run() -> None:
+            name = TopicName.parse(topic)
+            index = partition_index(name.local_name)
+            local = partitioned_topic_of(name.local_name) if index >= 0 else name.local_name
+            source = TopicName(name.domain, name.tenant, name.namespace, local)
+            target = await self.migrated_target(source)
+            if target is not None:
+                await relay.relay(target, topic, subscription)
+
+        self._background.spawn(run())
 
     async def migrated_target(self, source: TopicName) -> TopicName | None:
         """The scalable topic ``source`` was migrated to, once its layout is published."""
