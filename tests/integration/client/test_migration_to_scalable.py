@@ -40,20 +40,29 @@ OLD_PER_KEY = 10
 NEW_PER_KEY = 5
 
 
-def test_a_partitioned_topic_migrates_mid_backlog_keeping_every_key_in_order(
-    scalable_broker: ScalableBroker, official: pulsar.Client, sclient: braid.Client
-) -> None:
-    name = f"migrated-orders-{time.monotonic_ns()}"
+def with_two_subscriptions(
+    broker: ScalableBroker, official: pulsar.Client, prefix: str
+) -> tuple[str, str, pulsar.Consumer, pulsar.Consumer]:
+    """A new 4-partition topic with a Failover (``ordered``) and a Shared (``shared``)
+    subscription of the official client at earliest: the source, the target and both consumers."""
+    name = f"{prefix}-{time.monotonic_ns()}"
     source = f"persistent://public/default/{name}"
-    target = f"topic://public/default/{name}"
-    scalable_broker.call(scalable_broker.service.create_partitioned_topic(source, 4))
-
+    broker.call(broker.service.create_partitioned_topic(source, 4))
     earliest = pulsar.InitialPosition.Earliest
     ordered = official.subscribe(
         source, "ordered", consumer_type=pulsar.ConsumerType.Failover, initial_position=earliest
     )
     shared = official.subscribe(
         source, "shared", consumer_type=pulsar.ConsumerType.Shared, initial_position=earliest
+    )
+    return source, f"topic://public/default/{name}", ordered, shared
+
+
+def test_a_partitioned_topic_migrates_mid_backlog_keeping_every_key_in_order(
+    scalable_broker: ScalableBroker, official: pulsar.Client, sclient: braid.Client
+) -> None:
+    source, target, ordered, shared = with_two_subscriptions(
+        scalable_broker, official, "migrated-orders"
     )
     producer = official.create_producer(source, batching_enabled=False)
     for seq in range(OLD_PER_KEY):
@@ -152,16 +161,8 @@ class SwitchingLoad(threading.Thread):
 def test_a_partitioned_topic_migrates_while_official_producers_write_and_switch_to_braid(
     scalable_broker: ScalableBroker, official: pulsar.Client
 ) -> None:
-    name = f"migrated-live-{time.monotonic_ns()}"
-    source = f"persistent://public/default/{name}"
-    target = f"topic://public/default/{name}"
-    scalable_broker.call(scalable_broker.service.create_partitioned_topic(source, 4))
-    earliest = pulsar.InitialPosition.Earliest
-    ordered = official.subscribe(
-        source, "ordered", consumer_type=pulsar.ConsumerType.Failover, initial_position=earliest
-    )
-    shared = official.subscribe(
-        source, "shared", consumer_type=pulsar.ConsumerType.Shared, initial_position=earliest
+    source, target, ordered, shared = with_two_subscriptions(
+        scalable_broker, official, "migrated-live"
     )
     executor = scalable_broker.scalable.migrations
     assert executor is not None
