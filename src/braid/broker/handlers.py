@@ -66,6 +66,14 @@ _INT64_MAX = 2**63 - 1
 _CPP_CLIENT_VERSION = re.compile(r"Pulsar-CPP-v(\d+)\.(\d+)")
 
 
+def client_drops_connection_on_send_error(client_version: str) -> bool:
+    """Whether the client closes its whole connection on a SEND_ERROR other than a checksum one:
+    the official C++ client does (every version), losing the receipts in flight of its other
+    producers. Such a client's producer is closed rather than sent a SEND_ERROR when its topic
+    is terminated (:class:`~braid.broker.producer.Producer`, ADR 0063)."""
+    return _CPP_CLIENT_VERSION.search(client_version) is not None
+
+
 def client_handles_end_of_topic(client_version: str) -> bool:
     """Whether REACHED_END_OF_TOPIC may be sent to this client.
 
@@ -187,6 +195,7 @@ class TopicCommands:
         self._validator = validator
         # The session opens on the first command, after the handshake: the version is known.
         self._end_of_topic_supported = client_handles_end_of_topic(channel.client_version)
+        self._close_on_terminated = client_drops_connection_on_send_error(channel.client_version)
         self._producers: dict[int, tuple[Producer, ServedTopic]] = {}
         self._pending_producers: dict[int, asyncio.Task[None]] = {}
         self._consumers: dict[int, ConsumerBinding] = {}
@@ -423,6 +432,7 @@ class TopicCommands:
                 user_provided_name=user_named,
             )
             producer.schema_version = schema_version
+            producer.close_when_terminated = self._close_on_terminated
 
             def waiting() -> None:
                 channel.send(

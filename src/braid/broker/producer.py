@@ -8,14 +8,15 @@ a duplicate check, a refused checksum - calls :meth:`Producer.complete`, which s
 now at the head of the queue. No future per message: a :class:`PendingReceipt` is a few slots,
 and it is also the context the managed ledger hands back with the append's completion.
 
-A SEND refused because the topic is terminated is not answered with a SEND error: the official
-C++ client closes its *whole connection* on any SEND error but a checksum one, and every receipt
-still in flight on it - other producers', other partitions' - would be lost, so messages that were
-stored would be resent and refused as not stored (a duplicate once the application retries
-elsewhere: the migration to a scalable topic does exactly that, ADR 0063). The producer alone is
-closed instead (``CLOSE_PRODUCER``; every earlier receipt went before it): the client re-creates
-it, a terminated topic refuses that with ``TopicTerminated``, and exactly the messages that were
-not stored fail with it.
+A SEND refused because the topic is terminated is answered, for the official C++ client, not with
+a SEND error: that client closes its *whole connection* on any SEND error but a checksum one, and
+every receipt still in flight on it - other producers', other partitions' - would be lost, so
+messages that were stored would be resent and refused as not stored (a duplicate once the
+application retries elsewhere: the migration to a scalable topic does exactly that, ADR 0063).
+The producer alone is closed instead (``CLOSE_PRODUCER``; every earlier receipt went before it):
+the client re-creates it, a terminated topic refuses that with ``TopicTerminated``, and exactly
+the messages that were not stored fail with it. Other clients (Braid's re-routes on the SEND
+error at once, ``docs/protocol.md``) get the SEND error.
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ class Producer:
         self.closed = False
         #: Detaches this producer from its topic (set by the topic's producer set).
         self.release: Callable[[Producer], None] | None = None
+        #: Close rather than answer a SEND refused by a terminated topic (module docstring).
+        self.close_when_terminated = False
         # Counters for stats (messages counts every message of a batch; refused: SENDs refused
         # before storage, poison or oversize); only count_in and count_refused change them.
         self._messages_in = 0
@@ -166,7 +169,7 @@ class Producer:
             if self.closed:
                 continue
             if head.error is not None:
-                if isinstance(head.error, TopicTerminatedError):
+                if self.close_when_terminated and isinstance(head.error, TopicTerminatedError):
                     self._close_terminated()  # drops every later answer (all refused too)
                     continue
                 transport.send_publish_error(self.producer_id, head.sequence_id, head.error)

@@ -153,12 +153,7 @@ async def test_a_terminated_topic_answers_a_resend_of_what_it_stored_with_its_re
     resent = await publish(raw, 1, "sealed", 2)
     assert resent.type == pb.BaseCommand.SEND_RECEIPT
     assert resent.send_receipt.message_id.ledgerId == DUPLICATE_ID
-    # A new message is not stored; the producer is closed rather than sent a SEND_ERROR (which
-    # makes the official C++ client drop the whole connection, ADR 0063).
-    await raw.send(commands.send(1, 3), message_body("sealed", 3, b"x"))
-    closed = await raw.next_command(
-        lambda c: c.type in (pb.BaseCommand.CLOSE_PRODUCER, pb.BaseCommand.SEND_ERROR)
-    )
-    assert closed.type == pb.BaseCommand.CLOSE_PRODUCER
-    assert closed.close_producer.producer_id == 1
+    refused = await publish(raw, 1, "sealed", 3)
+    assert refused.type == pb.BaseCommand.SEND_ERROR
+    assert refused.send_error.error == pb.TopicTerminatedError
     assert _entries(holder) == 3

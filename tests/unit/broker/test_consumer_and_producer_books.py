@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from braid.broker.consumer import Consumer, Delivery, SubType
 from braid.broker.errors import ChecksumMismatch, TopicTerminated
+from braid.broker.handlers import client_drops_connection_on_send_error
 from braid.broker.producer import AccessMode, Producer
 from braid.ledger.api import Entry, Position
 
@@ -111,8 +112,10 @@ def test_a_detached_producer_sends_no_more_answers() -> None:
 def test_a_send_refused_by_a_terminated_topic_closes_the_producer_after_earlier_receipts() -> None:
     # Not a SEND error: the official C++ client drops its whole connection on one, losing the
     # receipts in flight of every other producer on it (stored messages then look refused).
+    assert client_drops_connection_on_send_error("Pulsar-CPP-v3.7.0")
     conn = _Connection()
     producer = Producer(7, "p", AccessMode.Shared, conn, user_provided_name=True)
+    producer.close_when_terminated = True
     released: list[Producer] = []
     producer.release = released.append
     stored = producer.expect(0, 0, 0)
@@ -126,8 +129,16 @@ def test_a_send_refused_by_a_terminated_topic_closes_the_producer_after_earlier_
     assert released == [producer] and producer.closed and producer.pending == 0
 
 
-def test_other_send_errors_are_still_send_errors() -> None:
+def test_other_send_errors_and_other_clients_still_get_send_errors() -> None:
     conn = _Connection()
     producer = Producer(7, "p", AccessMode.Shared, conn, user_provided_name=True)
+    producer.close_when_terminated = True
     producer.complete(producer.expect(0, 0, 0), None, ChecksumMismatch("bad checksum"))
+    assert conn.sent == [("error", 0)] and not producer.closed
+    # Braid's client re-routes on the SEND error at once (docs/protocol.md); so does Java's.
+    assert not client_drops_connection_on_send_error("Braid-Python-0.1.0")
+    assert not client_drops_connection_on_send_error("Pulsar-Java-v3.3.0")
+    conn = _Connection()
+    producer = Producer(8, "b", AccessMode.Shared, conn, user_provided_name=True)
+    producer.complete(producer.expect(0, 0, 0), None, TopicTerminated("topic t is terminated"))
     assert conn.sent == [("error", 0)] and not producer.closed
