@@ -47,6 +47,7 @@ from braid.core.migration import (
     new_migration,
     next_step,
     record_path,
+    source_of,
     with_done,
     with_failure,
     with_layout_published,
@@ -58,7 +59,6 @@ from braid.core.migration import (
     with_termination_begun,
 )
 from braid.core.names import SegmentTopicName, TopicName
-from braid.core.partitions import partition_index, partitioned_topic_of
 from braid.metadata.api import BadVersion, MetadataStore
 from braid.scalable.resources import (
     ScalableTopicAlreadyExists,
@@ -350,10 +350,7 @@ class MigrationExecutor:
         Raises:
             TopicTerminated: ``topic`` belongs to a migrated source.
         """
-        index = partition_index(topic.local_name)
-        local = partitioned_topic_of(topic.local_name) if index >= 0 else topic.local_name
-        source = TopicName(topic.domain, topic.tenant, topic.namespace, local)
-        found = await self._read(str(source))
+        found = await self._read(str(source_of(topic)))
         if found is None:
             return
         state = found.state

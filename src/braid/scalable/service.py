@@ -38,6 +38,7 @@ from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.errors import InvalidInputError
 from braid.core.layout import SegmentLayout
+from braid.core.migration import source_of
 from braid.core.names import (
     MAX_SEGMENT_ID,
     InvalidTopicName,
@@ -45,7 +46,6 @@ from braid.core.names import (
     TopicDomain,
     TopicName,
 )
-from braid.core.partitions import partition_index, partitioned_topic_of
 from braid.core.ranges import HashRange
 from braid.ledger.names import MAX_NAME_LENGTH
 from braid.metadata.api import MetadataStore
@@ -609,11 +609,7 @@ class ScalableTopicService:
         relay = self._drain_relay
 
         async def run() -> None:
-            name = TopicName.parse(topic)
-            index = partition_index(name.local_name)
-            local = partitioned_topic_of(name.local_name) if index >= 0 else name.local_name
-            source = TopicName(name.domain, name.tenant, name.namespace, local)
-            target = await self.migrated_target(source)
+            target = await self.migrated_target(source_of(TopicName.parse(topic)))
             if target is not None:
                 await relay.relay(target, topic, subscription)
 
