@@ -37,7 +37,7 @@ from braid.broker.errors import (
 from braid.broker.non_persistent import NonPersistentTopic
 from braid.broker.non_persistent_subscription import NonPersistentSubscription
 from braid.broker.ownership import AssignedBroker, LookupAnswer
-from braid.broker.producer import PendingReceipt, Producer
+from braid.broker.producer import PendingReceipt, Producer, client_drops_connection_on_send_error
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
 from braid.broker.request_limits import LookupLimiter
 from braid.broker.schemas.model import SchemaData
@@ -64,14 +64,6 @@ ServedSubscription = Subscription | NonPersistentSubscription
 
 _INT64_MAX = 2**63 - 1
 _CPP_CLIENT_VERSION = re.compile(r"Pulsar-CPP-v(\d+)\.(\d+)")
-
-
-def client_drops_connection_on_send_error(client_version: str) -> bool:
-    """Whether the client closes its whole connection on a SEND_ERROR other than a checksum one:
-    the official C++ client does (every version), losing the receipts in flight of its other
-    producers. Such a client's producer is closed rather than sent a SEND_ERROR when its topic
-    is terminated (:class:`~braid.broker.producer.Producer`, ADR 0063)."""
-    return _CPP_CLIENT_VERSION.search(client_version) is not None
 
 
 def client_handles_end_of_topic(client_version: str) -> bool:

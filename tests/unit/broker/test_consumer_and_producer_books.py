@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 from braid.broker.consumer import Consumer, Delivery, SubType
 from braid.broker.errors import ChecksumMismatch, TopicTerminated
-from braid.broker.handlers import client_drops_connection_on_send_error
-from braid.broker.producer import AccessMode, Producer
+from braid.broker.producer import AccessMode, Producer, client_drops_connection_on_send_error
 from braid.ledger.api import Entry, Position
 
 
