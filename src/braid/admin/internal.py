@@ -19,7 +19,9 @@ cluster's broker secret (:mod:`braid.broker.broker_secret`) - anything else gets
 per refusal. When the broker has TLS configured it is served over HTTPS only, optionally
 requiring client certificates (:mod:`braid.broker.cluster_tls`, ADR 0066). It acts on this broker
 only and never forwards: a segment whose bundle another broker owns is refused with 503
-(``ServiceNotReady``), and the caller looks the owner up again.
+(``ServiceNotReady``), and the caller looks the owner up again. A legacy root of a migrated topic
+(ADR 0063) is addressed as ``/segments/{tenant}/{ns}/{partition}/legacy``: the ``persistent://``
+partition it wraps.
 
 Errors are the admin API's JSON (``{"reason", "category"}``) with the same statuses.
 """
@@ -44,8 +46,8 @@ from braid.clusters.service import StorageClusterService
 from braid.core.errors import AuthorizationError
 from braid.core.inherited_sequence_ids import InheritedSequenceIds
 from braid.core.names import SegmentTopicName, TopicDomain, TopicName, parse_descriptor
-from braid.scalable.segment_routing import INTERNAL_PREFIX
-from braid.scalable.segments import SegmentAdmin
+from braid.scalable.segment_routing import INTERNAL_PREFIX, LEGACY_DESCRIPTOR
+from braid.scalable.segments import SegmentAdmin, SegmentTopic
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,9 @@ class DrainedBody(BaseModel):
     subscription: str = Field(min_length=1, max_length=1024)
 
 
-def _segment(tenant: str, namespace: str, topic: str, descriptor: str) -> SegmentTopicName:
+def _segment(tenant: str, namespace: str, topic: str, descriptor: str) -> SegmentTopic:
+    if descriptor == LEGACY_DESCRIPTOR:  # a legacy root: the partition it wraps (ADR 0063)
+        return TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic)
     hash_range, segment_id = parse_descriptor(descriptor)
     parent = TopicName(TopicDomain.TOPIC, tenant, namespace, topic)
     return SegmentTopicName.of(parent, hash_range, segment_id)

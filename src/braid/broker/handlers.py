@@ -37,7 +37,7 @@ from braid.broker.errors import (
 from braid.broker.non_persistent import NonPersistentTopic
 from braid.broker.non_persistent_subscription import NonPersistentSubscription
 from braid.broker.ownership import AssignedBroker, LookupAnswer
-from braid.broker.producer import PendingReceipt, Producer
+from braid.broker.producer import PendingReceipt, Producer, client_drops_connection_on_send_error
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
 from braid.broker.request_limits import LookupLimiter
 from braid.broker.schemas.model import SchemaData
@@ -188,6 +188,7 @@ class TopicCommands:
         self._validator = validator
         # The session opens on the first command, after the handshake: the version is known.
         self._end_of_topic_supported = client_handles_end_of_topic(channel.client_version)
+        self._close_on_terminated = client_drops_connection_on_send_error(channel.client_version)
         self._producers: dict[int, tuple[Producer, ServedTopic]] = {}
         self._pending_producers: dict[int, asyncio.Task[None]] = {}
         self._consumers: dict[int, ConsumerBinding] = {}
@@ -424,6 +425,7 @@ class TopicCommands:
                 user_provided_name=user_named,
             )
             producer.schema_version = schema_version
+            producer.close_when_terminated = self._close_on_terminated
 
             def waiting() -> None:
                 channel.send(

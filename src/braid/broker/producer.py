@@ -7,13 +7,25 @@ producer's queue (:meth:`Producer.expect`); whatever answers it - the ledger's a
 a duplicate check, a refused checksum - calls :meth:`Producer.complete`, which sends every answer
 now at the head of the queue. No future per message: a :class:`PendingReceipt` is a few slots,
 and it is also the context the managed ledger hands back with the append's completion.
+
+A SEND refused because the topic is terminated is answered, for the official C++ client, not with
+a SEND error: that client closes its *whole connection* on any SEND error but a checksum one, and
+every receipt still in flight on it - other producers', other partitions' - would be lost, so
+messages that were stored would be resent and refused as not stored (a duplicate once the
+application retries elsewhere: the migration to a scalable topic does exactly that, ADR 0063).
+The producer alone is closed instead (``CLOSE_PRODUCER``; every earlier receipt went before it):
+the client re-creates it, a terminated topic refuses that with ``TopicTerminated``, and exactly
+the messages that were not stored fail with it. Other clients (Braid's re-routes on the SEND
+error at once, ``docs/protocol.md``) get the SEND error.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from braid.core.errors import TopicTerminatedError
 from braid.ledger.api import Position
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
@@ -85,6 +97,13 @@ class PendingReceipt:
         self.txn: TxnId | None = None
 
 
+def client_drops_connection_on_send_error(client_version: str) -> bool:
+    """Whether the client closes its whole connection on a SEND_ERROR other than a checksum one:
+    the official C++ client does (every version, ``Pulsar-CPP-v...``), losing the receipts in
+    flight of its other producers. Its producer is closed instead (module docstring)."""
+    return "Pulsar-CPP-v" in client_version
+
+
 #: Receipt position for a duplicate that was not written again (Pulsar answers ``-1:-1``).
 DUPLICATE_POSITION = Position(-1, -1)
 
@@ -109,6 +128,10 @@ class Producer:
         #: The schema version PRODUCER_SUCCESS gave it (``None``: no schema).
         self.schema_version: bytes | None = None
         self.closed = False
+        #: Detaches this producer from its topic (set by the topic's producer set).
+        self.release: Callable[[Producer], None] | None = None
+        #: Close rather than answer a SEND refused by a terminated topic (module docstring).
+        self.close_when_terminated = False
         # Counters for stats (messages counts every message of a batch; refused: SENDs refused
         # before storage, poison or oversize); only count_in and count_refused change them.
         self._messages_in = 0
@@ -158,6 +181,9 @@ class Producer:
             if self.closed:
                 continue
             if head.error is not None:
+                if self.close_when_terminated and isinstance(head.error, TopicTerminatedError):
+                    self._close_terminated()  # drops every later answer (all refused too)
+                    continue
                 transport.send_publish_error(self.producer_id, head.sequence_id, head.error)
                 continue
             transport.send_receipt(
@@ -166,6 +192,14 @@ class Producer:
                 head.highest_sequence_id,
                 DUPLICATE_POSITION if head.position is None else head.position,
             )
+
+    def _close_terminated(self) -> None:
+        """The topic is terminated: close this producer rather than send a SEND error (module
+        docstring)."""
+        if self.release is not None:
+            self.release(self)
+        self.closed = True
+        self.transport.send_close_producer(self.producer_id)
 
     def stats(self) -> dict[str, object]:
         return {

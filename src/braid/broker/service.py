@@ -27,7 +27,7 @@ import dataclasses
 import itertools
 import logging
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from braid.broker.applied_policies import AppliedPolicyResolver
 from braid.broker.authorization import AuthorizationService
@@ -167,6 +167,9 @@ class BrokerService:
         #: Called with ``(topic name, subscription)`` when a subscription has consumed all of a
         #: terminated topic (the scalable-topic layer's drain events).
         self.drain_listeners: list[Callable[[str, str], None]] = []
+        #: Asked before a client's use auto-creates a missing ``persistent://`` topic; one may
+        #: refuse by raising (the scalable-topic layer: a migrated topic's partitions, ADR 0063).
+        self.creation_guards: list[Callable[[TopicName], Awaitable[None]]] = []
         self.compaction_monitor = CompactionMonitor(
             self,
             clock,
@@ -559,6 +562,9 @@ class BrokerService:
             allowed = await self._partition_rule(topic, allowed, ml_name)
         if create is not None:
             allowed = create
+        elif allowed and self.creation_guards and not await self.ml_factory.exists(ml_name):
+            for guard in list(self.creation_guards):  # persistent:// only: segments never are
+                await guard(topic)
         if not allowed and not await self.ml_factory.exists(ml_name):
             raise TopicNotFound(
                 f"topic {topic} does not exist and auto topic creation is disabled for "

@@ -69,6 +69,7 @@ class TopicProducers:
         elif mode == AccessMode.Exclusive and self.producers:
             raise ProducerBusy(f"topic {name} has existing shared producers")
         self.producers[id(producer)] = producer
+        producer.release = self.remove
         if mode != AccessMode.Shared:
             self._exclusive = producer
 

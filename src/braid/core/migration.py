@@ -41,7 +41,12 @@ from urllib.parse import quote
 from braid.core.errors import ConflictError, IllegalStateError, InvalidInputError
 from braid.core.layout import SegmentLayout
 from braid.core.names import TopicDomain, TopicName
-from braid.core.partitions import MAX_PARTITIONS, partition_name
+from braid.core.partitions import (
+    MAX_PARTITIONS,
+    partition_index,
+    partition_name,
+    partitioned_topic_of,
+)
 from braid.core.ranges import RING_SIZE
 
 #: Where migration records live in the metadata store, one child per source topic.
@@ -400,6 +405,15 @@ def new_migration(
     )
 
 
+def source_of(topic: TopicName) -> TopicName:
+    """The migration source a ``persistent://`` topic belongs to: a partition's partitioned
+    topic, or the topic itself (a non-partitioned source wraps itself)."""
+    if partition_index(topic.local_name) < 0:
+        return topic
+    local = partitioned_topic_of(topic.local_name)
+    return TopicName(topic.domain, topic.tenant, topic.namespace, local)
+
+
 def record_path(source: str) -> str:
     """The metadata path of the migration record of ``source`` (a canonical name)."""
     name = TopicName.parse(source)
@@ -563,6 +577,7 @@ __all__ = [
     "new_migration",
     "next_step",
     "record_path",
+    "source_of",
     "with_done",
     "with_failure",
     "with_layout_published",

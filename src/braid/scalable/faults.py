@@ -9,9 +9,12 @@ test can SIGKILL ``braid standalone`` at exactly that cut point.
 the leader recover the failed operation by itself. With both set to the same step, the first pass
 fails and the next one - the recovery's - pauses there.
 
-``BRAID_MIGRATION_FAULT_PAUSE_AT=<phase>`` (a :class:`braid.core.migration.MigrationPhase`)
-does the same for a migration to a scalable topic (ADR 0063): the executor logs ``migration fault
-point <phase> reached`` and stops right after recording that phase.
+``BRAID_MIGRATION_FAULT_PAUSE_AT=<point>`` does the same for a migration to a scalable topic
+(ADR 0063): the executor logs ``migration fault point <point> reached`` and stops there. A point
+is a :class:`braid.core.migration.MigrationPhase` (right after recording it), ``TERMINATING+<k>``
+(right after recording the ``k``-th partition's termination: some partitions terminated, the
+others not) or ``UNRECORDED+<k>`` (right after the ``k``-th partition was terminated, before the
+record says so).
 
 Unset (the normal case) there is no hook at all.
 """
@@ -35,8 +38,12 @@ FAIL_ENV = "BRAID_FAULT_FAIL_AT"
 #: The environment variable naming the migration phase to stop after.
 MIGRATION_FAULT_ENV = "BRAID_MIGRATION_FAULT_PAUSE_AT"
 
-#: What the migration executor calls after recording a phase.
-PhaseHook = Callable[[MigrationPhase], Awaitable[None]]
+#: What the migration executor calls at every fault point (a phase recorded, ``TERMINATING+k``,
+#: ``UNRECORDED+k``).
+PhaseHook = Callable[[str], Awaitable[None]]
+
+#: The fault points inside ``TERMINATING``, each followed by ``+<k>`` (k >= 1).
+_COUNTED_POINTS = ("TERMINATING", "UNRECORDED")
 
 
 class InjectedFault(ServiceUnavailableError):
@@ -78,26 +85,34 @@ def pause_hook_from_env(environ: Mapping[str, str]) -> StepHook | None:
 
 
 def migration_pause_hook_from_env(environ: Mapping[str, str]) -> PhaseHook | None:
-    """The phase hook ``BRAID_MIGRATION_FAULT_PAUSE_AT`` asks for, or ``None``.
+    """The hook ``BRAID_MIGRATION_FAULT_PAUSE_AT`` asks for, or ``None``.
 
     Raises:
-        ValueError: the variable names no phase.
+        ValueError: the variable names no fault point.
     """
     value = environ.get(MIGRATION_FAULT_ENV)
     if not value:
         return None
-    try:
-        pause_at = MigrationPhase(value)
-    except ValueError:
+    if not _is_migration_point(value):
         phases = ", ".join(p.value for p in MigrationPhase)
-        raise ValueError(f"{MIGRATION_FAULT_ENV}={value!r}: expected one of {phases}") from None
+        raise ValueError(
+            f"{MIGRATION_FAULT_ENV}={value!r}: expected one of {phases}, TERMINATING+<k> or "
+            "UNRECORDED+<k>"
+        )
 
-    async def hook(phase: MigrationPhase) -> None:
-        if phase is pause_at:
-            log.warning("migration fault point %s reached; pausing until killed", phase.value)
+    async def hook(point: str) -> None:
+        if point == value:
+            log.warning("migration fault point %s reached; pausing until killed", point)
             await asyncio.Event().wait()
 
     return hook
+
+
+def _is_migration_point(value: str) -> bool:
+    if value in {p.value for p in MigrationPhase}:
+        return True
+    name, plus, count = value.partition("+")
+    return name in _COUNTED_POINTS and plus == "+" and count.isdigit() and int(count) >= 1
 
 
 __all__ = [

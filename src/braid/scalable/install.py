@@ -25,7 +25,12 @@ from braid.scalable.controller import StepHook
 from braid.scalable.faults import migration_pause_hook_from_env, pause_hook_from_env
 from braid.scalable.handlers import scalable_topic_commands
 from braid.scalable.load_reporter import SegmentLoadReporter
-from braid.scalable.migration import LocalClassicTopics, MigrationExecutor
+from braid.scalable.migration import (
+    ClassicTopics,
+    LocalClassicTopics,
+    MigrationExecutor,
+    RoutedClassicTopics,
+)
 from braid.scalable.segment_routing import DrainRelay
 from braid.scalable.segments import LocalSegmentAdmin, SegmentAdmin
 from braid.scalable.service import (
@@ -118,20 +123,26 @@ async def install_scalable_topics(
         drain_relay=drain_relay,
     )
     if settings.enabled:
-        # Partitions of a migrated topic are served through the in-process broker only: with
-        # ``braid broker`` (routed segments) a remote legacy root is not served yet (ADR 0063).
+        # Partitions of a migrated topic: on the in-process broker (``braid standalone``), or
+        # on their owners through the routed segments (``braid broker``, ADR 0063).
+        classic: ClassicTopics = (
+            LocalClassicTopics(broker)
+            if segments is None
+            else RoutedClassicTopics(broker, service.segments)
+        )
         service.migrations = MigrationExecutor(
             broker.metadata,
             service.resources,
             service.segments,
-            LocalClassicTopics(broker),
+            classic,
             clock,
-            legacy_roots_servable=segments is None,
+            legacy_roots_servable=True,
             phase_hook=migration_pause_hook_from_env(os.environ if environ is None else environ),
         )
         broker.commands.register(scalable_topic_commands(service, broker.lookups))
         broker.feature_flags.supports_scalable_topics = True
         broker.drain_listeners.append(service.on_subscription_drained)
+        broker.creation_guards.append(service.migrations.refuse_recreating)
     return service
 
 

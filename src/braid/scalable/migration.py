@@ -10,10 +10,11 @@ rollback request - is resumed by running again from the record. A failed step is
 the record's ``failure`` for ``status`` and re-raised; nothing is retried behind the caller's
 back.
 
-The controller serves the legacy roots through the in-process broker (``braid standalone``);
-with ``braid broker`` a root on another broker is not served yet (the internal segments API names
-``segment://`` topics only), so there the executor is built without ``legacy_roots_servable`` and
-refuses ``BEGIN_TERMINATION`` - the point of no return - with :class:`MigrationNotServable`: the
+The partitions are reached through the in-process broker (``braid standalone``,
+:class:`LocalClassicTopics`) or, with ``braid broker``, on the brokers owning them through the
+routed segments admin, which addresses a legacy root by its partition
+(:class:`RoutedClassicTopics`). An executor built without ``legacy_roots_servable`` refuses
+``BEGIN_TERMINATION`` - the point of no return - with :class:`MigrationNotServable`: the
 partitions keep serving and a rollback stays possible. At start-up :meth:`resume_pending`
 finishes what a crash left past the point of no return.
 """
@@ -26,9 +27,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from braid.broker.consumer import SubType
-from braid.broker.errors import TopicNotFound
+from braid.broker.errors import TopicNotFound, TopicTerminated
 from braid.broker.schemas.model import SchemaCompatibilityStrategy, schema_id_of
-from braid.core.errors import ConflictError, IllegalStateError, InvalidInputError, NotFoundError
+from braid.core.errors import (
+    ConflictError,
+    IllegalStateError,
+    InvalidInputError,
+    NotFoundError,
+    ServiceUnavailableError,
+)
 from braid.core.migration import (
     MIGRATIONS_ROOT,
     MigrationPhase,
@@ -40,6 +47,7 @@ from braid.core.migration import (
     new_migration,
     next_step,
     record_path,
+    source_of,
     with_done,
     with_failure,
     with_layout_published,
@@ -66,6 +74,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Phases in which a migration no longer reserves its target's name (published or abandoned).
+_TARGET_FREE = frozenset(
+    {MigrationPhase.LAYOUT_PUBLISHED, MigrationPhase.DONE, MigrationPhase.ROLLED_BACK}
+)
+
 #: How many times a step's record is re-read after losing its CAS before giving up.
 CAS_ATTEMPTS = 8
 
@@ -84,6 +97,10 @@ class MigrationNotFound(NotFoundError):
 
 class MigrationNotServable(IllegalStateError):
     """Publishing the layout would hand legacy roots to a controller that cannot serve them."""
+
+
+class MigrationInProgress(ServiceUnavailableError):
+    """The scalable topic is the target of a migration not published yet: retry once it is."""
 
 
 class ClassicTopics(Protocol):
@@ -155,6 +172,58 @@ class LocalClassicTopics:
         return len(versions)
 
 
+class RoutedClassicTopics:
+    """:class:`ClassicTopics` among several brokers (``braid broker``): a partition is reached
+    on the broker that owns it through the controller's routed
+    :class:`~braid.scalable.segments.SegmentAdmin` (which addresses a legacy root by its
+    partition); the partition count and the schemas are read from the cluster's shared metadata.
+    """
+
+    def __init__(self, broker: BrokerService, segments: SegmentAdmin) -> None:
+        self._broker = broker
+        self._local = LocalClassicTopics(broker)
+        self._segments = segments
+
+    async def partition_count(self, source: str) -> int:
+        name = TopicName.parse(source)
+        count = await self._broker.partitioned.partitions(name)
+        if count:
+            return count
+        if not await self._segments.segment_exists(name):
+            raise TopicNotFound(f"topic {source} does not exist")
+        return 0
+
+    async def subscriptions(self, topic: str) -> dict[str, str | None]:
+        name = TopicName.parse(topic)
+        durable = await self._segments.list_subscriptions(name)
+        if not durable:
+            return {}
+        stats = await self._segments.stats(name) or {}
+        described = stats.get("subscriptions")
+        types = described if isinstance(described, dict) else {}
+        found: dict[str, str | None] = {}
+        for sub in durable:
+            entry = types.get(sub)
+            sub_type = entry.get("type") if isinstance(entry, dict) else None
+            found[sub] = sub_type if isinstance(sub_type, str) else None
+        return found
+
+    async def terminate(self, topic: str) -> tuple[int, int]:
+        name = TopicName.parse(topic)
+        # A partition never written to is created first: the root then exists, empty and sealed.
+        await self._segments.create_segment(name, ())
+        await self._segments.terminate_segment(name)
+        stats = await self._segments.stats(name) or {}
+        last = str(stats.get("lastConfirmedEntry", ""))
+        ledger_id, _, entry_id = last.partition(":")
+        if stats.get("terminated") is not True or not entry_id:
+            raise IllegalStateError(f"{topic} did not report its termination: {last!r}")
+        return int(ledger_id), int(entry_id)
+
+    async def copy_schema(self, source: str, target: str) -> int:
+        return await self._local.copy_schema(source, target)
+
+
 @dataclass(frozen=True)
 class RecordedMigration:
     state: MigrationState
@@ -173,7 +242,7 @@ class MigrationExecutor:
         clock: Clock,
         *,
         legacy_roots_servable: bool = False,
-        phase_hook: Callable[[MigrationPhase], Awaitable[None]] | None = None,
+        phase_hook: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self._store = store
         self._resources = resources
@@ -257,6 +326,44 @@ class MigrationExecutor:
             return None
         return found.state.target
 
+    async def pending_to(self, target: TopicName) -> str | None:
+        """The source of an unfinished migration whose scalable topic is ``target`` and whose
+        layout is not published yet, else ``None``.
+
+        The target's name is reserved meanwhile: a client looking it up must not auto-create a
+        one-segment topic there (the migration's publication would then fail while its
+        partitions are terminated already), and an operator must not create it either.
+        """
+        for state in await self._records_in(
+            f"{MIGRATIONS_ROOT}/{target.tenant}/{target.namespace}"
+        ):
+            if state.target == str(target) and state.phase not in _TARGET_FREE:
+                return state.source
+        return None
+
+    async def refuse_recreating(self, topic: TopicName) -> None:
+        """A broker's creation guard: refuse to auto-create a partition (or the name) of a
+        source migrated past its point of no return. Once its drained partitions are collected
+        (ADR 0063), an official client still using the old name would otherwise write to a new,
+        empty topic that nobody reads; it gets ``TopicTerminated`` naming the scalable topic.
+
+        Raises:
+            TopicTerminated: ``topic`` belongs to a migrated source.
+        """
+        found = await self._read(str(source_of(topic)))
+        if found is None:
+            return
+        state = found.state
+        if state.can_roll_back or state.phase in (
+            MigrationPhase.ROLLING_BACK,
+            MigrationPhase.ROLLED_BACK,
+        ):
+            return
+        raise TopicTerminated(
+            f"{topic} was migrated to the scalable topic {state.target} (its partitions are "
+            "terminated and may be collected): produce to and consume from that topic"
+        )
+
     async def status(self, source: str) -> dict[str, object]:
         """The record's ``status`` (phase, what is done and what is left).
 
@@ -277,15 +384,7 @@ class MigrationExecutor:
         for tenant in await self._store.children(MIGRATIONS_ROOT):
             for namespace in await self._store.children(f"{MIGRATIONS_ROOT}/{tenant}"):
                 base = f"{MIGRATIONS_ROOT}/{tenant}/{namespace}"
-                for local in await self._store.children(base):
-                    found = await self._store.get(f"{base}/{local}")
-                    if found is None:
-                        continue
-                    try:
-                        state = MigrationState.decode(found[0])
-                    except InvalidInputError:
-                        log.exception("unreadable migration record %s/%s", base, local)
-                        continue
+                for state in await self._records_in(base):
                     if state.terminal or state.can_roll_back:
                         continue
                     log.warning("resuming the migration of %s (%s)", state.source, state.phase)
@@ -323,8 +422,10 @@ class MigrationExecutor:
             if await self._cas(name, updated, recorded.version):
                 conflicts = 0
                 log.info("migration of %s: %s -> %s", name, step.kind.value, updated.phase.value)
-                if self._phase_hook is not None and updated.phase is not recorded.state.phase:
-                    await self._phase_hook(updated.phase)
+                if updated.phase is not recorded.state.phase:
+                    await self._fault_point(updated.phase.value)
+                elif step.kind is StepKind.TERMINATE_PARTITION:
+                    await self._fault_point(f"TERMINATING+{len(updated.terminated)}")
                 continue
             conflicts += 1  # a rollback request or another executor wrote first: re-read
             if conflicts >= CAS_ATTEMPTS:
@@ -349,6 +450,7 @@ class MigrationExecutor:
         if kind is StepKind.TERMINATE_PARTITION:
             assert step.partition is not None
             ledger_id, entry_id = await self._classic.terminate(state.legacy_topics[step.partition])
+            await self._fault_point(f"UNRECORDED+{len(state.terminated) + 1}")
             return with_partition_terminated(state, step.partition, ledger_id, entry_id)
         if kind is StepKind.SYNC_SUBSCRIPTIONS:
             found = await self._discover(state, {})
@@ -389,6 +491,23 @@ class MigrationExecutor:
             await self._resources.create_subscription(target, name, metadata)
 
     # ------------------------------------------------------------------------------- helpers
+
+    async def _records_in(self, base: str) -> list[MigrationState]:
+        """The migration records of one namespace (an unreadable one is logged and skipped)."""
+        states: list[MigrationState] = []
+        for local in await self._store.children(base):
+            found = await self._store.get(f"{base}/{local}")
+            if found is None:
+                continue
+            try:
+                states.append(MigrationState.decode(found[0]))
+            except InvalidInputError as exc:
+                log.warning("unreadable migration record %s/%s: %s", base, local, exc)
+        return states
+
+    async def _fault_point(self, point: str) -> None:
+        if self._phase_hook is not None:
+            await self._phase_hook(point)
 
     async def _discover(
         self, state: MigrationState, modes: Mapping[str, str]
@@ -436,7 +555,9 @@ __all__ = [
     "LocalClassicTopics",
     "MigrationExecutor",
     "MigrationExists",
+    "MigrationInProgress",
     "MigrationNotFound",
     "MigrationNotServable",
     "MigrationTargetExists",
+    "RoutedClassicTopics",
 ]

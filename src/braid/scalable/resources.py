@@ -245,7 +245,9 @@ class ScalableTopicResources:
             CorruptLayout: the stored document is not a valid layout.
         """
         found = await self._store.get(self.topic_path(topic))
-        if found is None:
+        if found is None or not found[0]:
+            # No node, or one without data: a parent the store made for a child written first
+            # (a load report of a segment a migration created before its layout, ADR 0063).
             return None
         data, stat = found
         return VersionedLayout(decode_layout(data), stat.version)
@@ -263,8 +265,13 @@ class ScalableTopicResources:
         Raises:
             ScalableTopicAlreadyExists: the topic already has metadata.
         """
+        path = self.topic_path(topic)
+        expected = -1
+        found = await self._store.get(path)
+        if found is not None and not found[0]:
+            expected = found[1].version  # an empty parent made for a child (see get_layout)
         try:
-            stat = await self._store.put(self.topic_path(topic), encode_layout(layout), -1)
+            stat = await self._store.put(path, encode_layout(layout), expected)
         except BadVersion:
             raise ScalableTopicAlreadyExists(f"scalable topic {topic} already exists") from None
         return VersionedLayout(layout, stat.version)

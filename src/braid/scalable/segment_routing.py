@@ -20,7 +20,9 @@ Segments-API call where the segment is served:
   :class:`~braid.broker.errors.ServiceNotReady` (the controller's operation recovery, ADR 0021 and
   ``operation_recovery``, retries a failed split or merge step).
 
-``broker_url`` (what DAG watchers are told, ``segment_brokers``) is the same lookup's answer.
+``broker_url`` (what DAG watchers are told, ``segment_brokers``) is the same lookup's answer. A
+legacy root of a migrated topic (ADR 0063) is routed the same way by its ``persistent://``
+partition's name (:data:`LEGACY_DESCRIPTOR` in the path).
 
 :class:`DrainRelay` carries the other direction: a segment owner that sees a subscription drain a
 sealed segment tells the topic's controller leader (its broker's internal listener), since the
@@ -49,7 +51,7 @@ from braid.metadata.api import MetadataStore
 from braid.metadata.election import read_leader
 from braid.scalable.forwarding import refusal_of
 from braid.scalable.resources import ScalableTopicResources
-from braid.scalable.segments import LegacyRootNotServed, LocalSegmentAdmin, SegmentTopic
+from braid.scalable.segments import LocalSegmentAdmin, SegmentTopic
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +63,9 @@ ATTEMPTS = 3
 MAX_REDIRECTS = 3
 #: Where a broker serves the internal Segments API (:mod:`braid.admin.internal`).
 INTERNAL_PREFIX = "/internal/v1"
+#: The descriptor naming a legacy root of a migrated topic (ADR 0063) in a Segments-API path:
+#: ``/segments/{tenant}/{ns}/{partition}/legacy`` is the ``persistent://`` partition it wraps.
+LEGACY_DESCRIPTOR = "legacy"
 
 
 class InternalApiClient:
@@ -150,10 +155,10 @@ def _error_for(response: httpx.Response, service_url: str) -> BraidError:
 
 
 def _segment_path(segment: SegmentTopic) -> str:
-    if not isinstance(segment, SegmentTopicName):
-        raise LegacyRootNotServed(
-            f"the legacy root {segment} of a migrated topic is served by another broker; the "
-            "internal segments API reaches segment:// topics only (ADR 0063)"
+    if not isinstance(segment, SegmentTopicName):  # a legacy root: its partition (ADR 0063)
+        return (
+            f"/segments/{quote(segment.tenant, safe='')}/{quote(segment.namespace, safe='')}/"
+            f"{quote(segment.local_name, safe='')}/{LEGACY_DESCRIPTOR}"
         )
     parent = segment.parent
     return (
@@ -350,4 +355,4 @@ class DrainRelay:
             log.info("could not tell the controller leader %s of %s: %s", leader, topic, exc)
 
 
-__all__ = ["ATTEMPTS", "DrainRelay", "InternalApiClient", "RoutedSegmentAdmin"]
+__all__ = ["ATTEMPTS", "LEGACY_DESCRIPTOR", "DrainRelay", "InternalApiClient", "RoutedSegmentAdmin"]

@@ -27,7 +27,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol, TypeAlias
 
 from braid.broker.errors import SubscriptionNotFound, TopicNotFound
-from braid.core.errors import IllegalStateError
 from braid.core.inherited_sequence_ids import InheritedSequenceIds, SegmentSequenceIds
 from braid.core.names import SegmentTopicName, TopicName
 
@@ -39,11 +38,6 @@ log = logging.getLogger(__name__)
 #: The topic serving a segment: its ``segment://`` topic, or for a legacy root of a migrated topic
 #: (ADR 0063) the classic ``persistent://`` partition it wraps.
 SegmentTopic: TypeAlias = SegmentTopicName | TopicName
-
-
-class LegacyRootNotServed(IllegalStateError):
-    """A legacy root of a migrated topic was reached where it cannot be served yet (on another
-    broker of a ``braid broker`` cluster: the internal segments API names segments only)."""
 
 
 class SegmentAdmin(Protocol):
@@ -224,4 +218,4 @@ class LocalSegmentAdmin:
             await topic.dedup.inherit(inherited)
 
 
-__all__ = ["LegacyRootNotServed", "LocalSegmentAdmin", "SegmentAdmin", "SegmentTopic"]
+__all__ = ["LocalSegmentAdmin", "SegmentAdmin", "SegmentTopic"]

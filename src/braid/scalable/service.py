@@ -38,6 +38,7 @@ from braid.clock import Clock
 from braid.core.autoscale_policy import AutoScalePolicy
 from braid.core.errors import InvalidInputError
 from braid.core.layout import SegmentLayout
+from braid.core.migration import source_of
 from braid.core.names import (
     MAX_SEGMENT_ID,
     InvalidTopicName,
@@ -69,7 +70,7 @@ from braid.scalable.leader_operations import (
 )
 from braid.scalable.leader_router import LeaderRouter
 from braid.scalable.load_reporter import SegmentLoadReporter
-from braid.scalable.migration import MigrationExecutor
+from braid.scalable.migration import MigrationExecutor, MigrationInProgress
 from braid.scalable.resources import (
     ScalableTopicAlreadyExists,
     ScalableTopicNotFound,
@@ -327,7 +328,16 @@ class ScalableTopicService:
         await controller.wait_ready()
         return controller
 
+    async def _refuse_if_migrating(self, topic: TopicName) -> None:
+        """The name is reserved until a migration to it publishes its layout (ADR 0063): a
+        retriable refusal, so a client switching to it waits for the layout."""
+        if self.migrations is not None and (source := await self.migrations.pending_to(topic)):
+            raise MigrationInProgress(
+                f"{topic} is being created by the migration of {source}; retry once it is published"
+            )
+
     async def _auto_create(self, topic: TopicName) -> None:
+        await self._refuse_if_migrating(topic)  # even where auto-creation is off: retry
         if not await self._namespaces.namespace_exists(topic.tenant, topic.namespace):
             raise ScalableTopicNotFound(f"namespace {topic.namespace_name} does not exist")
         if not await self._namespaces.auto_topic_creation_allowed(topic.tenant, topic.namespace):
@@ -352,7 +362,8 @@ class ScalableTopicService:
         """Create a scalable topic with ``num_segments`` equal initial segments.
 
         Raises:
-            ScalableTopicAlreadyExists, NotFoundError (namespace), InvalidInputError.
+            ScalableTopicAlreadyExists, NotFoundError (namespace), InvalidInputError,
+            MigrationInProgress (the name is an unpublished migration's target: retriable).
         """
         self.check_enabled()
         check_scalable_topic(topic)
@@ -366,6 +377,7 @@ class ScalableTopicService:
             )
         if not await self._namespaces.namespace_exists(topic.tenant, topic.namespace):
             raise ScalableTopicNotFound(f"namespace {topic.namespace_name} does not exist")
+        await self._refuse_if_migrating(topic)
         layout = SegmentLayout.initial(
             num_segments,
             self._clock.now_ms(),
@@ -560,7 +572,8 @@ class ScalableTopicService:
         try:
             segment = SegmentTopicName.parse(segment_topic)
         except InvalidTopicName:
-            self._legacy_root_drained(segment_topic, subscription)
+            if not self._legacy_root_drained(segment_topic, subscription) and relay:
+                self._relay_legacy_root_drained(segment_topic, subscription)
             return
         controller = self._controllers.get(str(segment.parent))
         if controller is not None and controller.is_leader:
@@ -570,11 +583,11 @@ class ScalableTopicService:
                 self._drain_relay.relay(segment.parent, segment_topic, subscription)
             )
 
-    def _legacy_root_drained(self, topic: str, subscription: str) -> None:
+    def _legacy_root_drained(self, topic: str, subscription: str) -> bool:
         """A classic topic was drained: if it is a legacy root of a migrated topic (ADR 0063)
-        whose controller leads here, that controller hears it as a segment drained. (The drain
-        relay names segment:// topics only: with ``braid broker`` the partition and the leader
-        must share a broker until the relay learns legacy roots.)"""
+        whose controller leads here, that controller hears it as a segment drained; whether one
+        did."""
+        heard = False
         for controller in list(self._controllers.values()):
             if not controller.is_leader:
                 continue
@@ -585,6 +598,22 @@ class ScalableTopicService:
             for info in layout.legacy_segments:
                 if info.legacy_topic_name == topic:
                     controller.on_segment_drained(subscription, info.segment_id)
+                    heard = True
+        return heard
+
+    def _relay_legacy_root_drained(self, topic: str, subscription: str) -> None:
+        """Tell the leader on another broker, found through the migration of ``topic``'s
+        source (``braid broker``: a partition and its topic's leader may be apart)."""
+        if self._drain_relay is None or self._closed or self.migrations is None:
+            return
+        relay = self._drain_relay
+
+        async def run() -> None:
+            target = await self.migrated_target(source_of(TopicName.parse(topic)))
+            if target is not None:
+                await relay.relay(target, topic, subscription)
+
+        self._background.spawn(run())
 
     async def migrated_target(self, source: TopicName) -> TopicName | None:
         """The scalable topic ``source`` was migrated to, once its layout is published."""

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pulsar
 import pytest
 
 import braid
@@ -152,6 +153,19 @@ def scalable_topic(request: pytest.FixtureRequest) -> str:
     """A ``topic://`` name no other test uses (not created yet)."""
     name = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")[:60]
     return f"topic://public/default/{name}-{next(_counter)}"
+
+
+@pytest.fixture
+def official(scalable_broker: ScalableBroker) -> Iterator[pulsar.Client]:
+    """An official ``pulsar-client`` of the scalable-topic broker (migration tests)."""
+    c = pulsar.Client(scalable_broker.service_url, operation_timeout_seconds=10)
+    try:
+        yield c
+    finally:
+        try:
+            c.close()
+        except pulsar.AlreadyClosed:
+            pass
 
 
 @pytest.fixture

@@ -61,6 +61,23 @@ async def test_creating_twice_or_with_zero_segments_is_refused(stack: ScalableSt
         await stack.scalable.create_topic(TopicName.parse("topic://public/default/x"), 0)
 
 
+async def test_a_load_report_written_before_the_layout_does_not_take_the_topic_name(
+    stack: ScalableStack,
+) -> None:
+    # A migration creates its segment topics before it publishes the layout (ADR 0063); a load
+    # report of one of them makes the store create the topic's node, empty, as its parent.
+    resources = stack.scalable.resources
+    await stack.broker.metadata.put(resources.segment_load_path(TOPIC, 3), b"{}")
+    parent = await stack.broker.metadata.get(resources.topic_path(TOPIC))
+    assert parent is not None and parent[0] == b""
+    assert await resources.get_layout(TOPIC) is None
+    await stack.scalable.create_topic(TOPIC, 2)
+    found = await resources.get_layout(TOPIC)
+    assert found is not None and len(found.layout.active_segments) == 2
+    with pytest.raises(ScalableTopicAlreadyExists):
+        await stack.scalable.create_topic(TOPIC, 2)
+
+
 async def test_creating_in_a_missing_namespace_is_not_found(stack: ScalableStack) -> None:
     with pytest.raises(ScalableTopicNotFound, match="nope/ns"):
         await stack.scalable.create_topic(TopicName.parse("topic://nope/ns/t"), 1)

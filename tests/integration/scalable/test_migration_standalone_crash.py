@@ -1,9 +1,10 @@
 """SIGKILL of ``braid standalone`` at each recorded phase of a migration (issue 33, ADR 0063).
 
 The fault point ``BRAID_MIGRATION_FAULT_PAUSE_AT`` stops the executor right after it recorded a
-phase; the test SIGKILLs the process and restarts it on the same data without the fault. A
-migration cut past its point of no return (``TERMINATING`` and later: its partitions' producers
-wait) is finished by the restarted broker by itself; one cut before is left as it was - nothing
+phase (or, inside ``TERMINATING``, after some partitions were terminated and before the others);
+the test SIGKILLs the process and restarts it on the same data without the fault. A migration cut
+past its point of no return (``TERMINATING`` and later: its partitions' producers wait) is
+finished by the restarted broker by itself; one cut before is left as it was - nothing
 terminated - and finishes when the command is run again. Either way every message the official
 client wrote is then read by Braid's Stream subscription exactly once, with each key in order into
 the messages written after the migration.
@@ -34,7 +35,17 @@ TARGET = "topic://public/default/orders"
 MIGRATE = "/admin/v2/persistent/public/default/orders/migrateToScalable"
 KEYS = [f"key-{i}" for i in range(6)]
 OLD, NEW = 6, 3
-PHASES = ["SEGMENTS_CREATED", "TERMINATING", "PARTITIONS_TERMINATED", "LAYOUT_PUBLISHED"]
+#: Every recorded phase, and two cuts inside TERMINATING: after the second of the four partitions'
+#: terminations was recorded, and after the third partition was terminated but before the record
+#: said so (the resumed run terminates it again and gets the same last position).
+PHASES = [
+    "SEGMENTS_CREATED",
+    "TERMINATING",
+    "TERMINATING+2",
+    "UNRECORDED+3",
+    "PARTITIONS_TERMINATED",
+    "LAYOUT_PUBLISHED",
+]
 
 
 @pytest.fixture
@@ -88,6 +99,10 @@ def test_sigkill_at_a_migration_phase_then_restart_finishes_it(
             within=60,
             message=lambda: f"the fault point; log:\n{process.output()[-3000:]}",
         )
+        if "+" in phase:  # cut inside TERMINATING: two partitions recorded, two to go
+            status = http.get(MIGRATE).json()
+            assert status["phase"] == "TERMINATING" and status["canRollBack"] is False
+            assert status["partitionsTerminated"] == 2
         process.kill()
         caller.join(timeout=30)
         process.env.pop(MIGRATION_FAULT_ENV)

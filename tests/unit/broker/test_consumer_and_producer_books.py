@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from braid.broker.consumer import Consumer, Delivery, SubType
-from braid.broker.producer import AccessMode, Producer
+from braid.broker.errors import ChecksumMismatch, TopicTerminated
+from braid.broker.producer import AccessMode, Producer, client_drops_connection_on_send_error
 from braid.ledger.api import Entry, Position
 
 
@@ -105,3 +106,38 @@ def test_a_detached_producer_sends_no_more_answers() -> None:
     producer.detach()
     producer.complete(second, Position(1, 1), None)
     assert conn.sent == [("receipt", 0, Position(1, 0))] and producer.pending == 0
+
+
+def test_a_send_refused_by_a_terminated_topic_closes_the_producer_after_earlier_receipts() -> None:
+    # Not a SEND error: the official C++ client drops its whole connection on one, losing the
+    # receipts in flight of every other producer on it (stored messages then look refused).
+    assert client_drops_connection_on_send_error("Pulsar-CPP-v3.7.0")
+    conn = _Connection()
+    producer = Producer(7, "p", AccessMode.Shared, conn, user_provided_name=True)
+    producer.close_when_terminated = True
+    released: list[Producer] = []
+    producer.release = released.append
+    stored = producer.expect(0, 0, 0)
+    refused = producer.expect(1, 1, 1)
+    later = producer.expect(2, 2, 2)
+    producer.complete(refused, None, TopicTerminated("topic t is terminated"))
+    assert conn.sent == []  # the earlier receipt goes first
+    producer.complete(stored, Position(1, 0), None)
+    producer.complete(later, None, TopicTerminated("topic t is terminated"))
+    assert conn.sent == [("receipt", 0, Position(1, 0)), ("close_producer",)]
+    assert released == [producer] and producer.closed and producer.pending == 0
+
+
+def test_other_send_errors_and_other_clients_still_get_send_errors() -> None:
+    conn = _Connection()
+    producer = Producer(7, "p", AccessMode.Shared, conn, user_provided_name=True)
+    producer.close_when_terminated = True
+    producer.complete(producer.expect(0, 0, 0), None, ChecksumMismatch("bad checksum"))
+    assert conn.sent == [("error", 0)] and not producer.closed
+    # Braid's client re-routes on the SEND error at once (docs/protocol.md); so does Java's.
+    assert not client_drops_connection_on_send_error("Braid-Python-0.1.0")
+    assert not client_drops_connection_on_send_error("Pulsar-Java-v3.3.0")
+    conn = _Connection()
+    producer = Producer(8, "b", AccessMode.Shared, conn, user_provided_name=True)
+    producer.complete(producer.expect(0, 0, 0), None, TopicTerminated("topic t is terminated"))
+    assert conn.sent == [("error", 0)] and not producer.closed

@@ -32,6 +32,7 @@ from braid.core.migration import (
     new_migration,
     next_step,
     record_path,
+    source_of,
     with_done,
     with_failure,
     with_layout_published,
@@ -42,6 +43,7 @@ from braid.core.migration import (
     with_subscriptions_synced,
     with_termination_begun,
 )
+from braid.core.names import TopicName
 
 STREAM, QUEUE = SubscriptionMode.STREAM, SubscriptionMode.QUEUE
 
@@ -440,3 +442,11 @@ def test_any_sequence_of_kills_ends_in_the_same_record_and_layout(
     assert world.layout == reference_world.layout
     assert world.layout is not None
     assert len(world.layout.legacy_segments) == max(partitions, 1)
+
+
+def test_a_partition_belongs_to_its_partitioned_topic_and_a_plain_topic_to_itself() -> None:
+    def source(name: str) -> str:
+        return str(source_of(TopicName.parse(name)))
+
+    assert source("persistent://t/ns/orders-partition-3") == "persistent://t/ns/orders"
+    assert source("persistent://t/ns/orders") == "persistent://t/ns/orders"

@@ -55,13 +55,29 @@ def test_the_migration_fault_point_is_unset_or_names_a_phase() -> None:
     assert migration_pause_hook_from_env({}) is None
     with pytest.raises(ValueError, match=f"{MIGRATION_FAULT_ENV}='HALFWAY'"):
         migration_pause_hook_from_env({MIGRATION_FAULT_ENV: "HALFWAY"})
+    for bad in ("TERMINATING+0", "TERMINATING+", "UNRECORDED+x", "DONE+1"):
+        with pytest.raises(ValueError, match="TERMINATING\\+<k>"):
+            migration_pause_hook_from_env({MIGRATION_FAULT_ENV: bad})
 
 
 async def test_the_migration_pauses_only_after_recording_the_named_phase() -> None:
     hook = migration_pause_hook_from_env({MIGRATION_FAULT_ENV: "TERMINATING"})
     assert hook is not None
-    await hook(MigrationPhase.SEGMENTS_CREATED)
-    paused = asyncio.ensure_future(hook(MigrationPhase.TERMINATING))
+    await hook(MigrationPhase.SEGMENTS_CREATED.value)
+    paused = asyncio.ensure_future(hook(MigrationPhase.TERMINATING.value))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert not paused.done()
+    paused.cancel()
+
+
+async def test_the_migration_pauses_inside_terminating_at_the_named_partition() -> None:
+    hook = migration_pause_hook_from_env({MIGRATION_FAULT_ENV: "UNRECORDED+2"})
+    assert hook is not None
+    await hook("TERMINATING")
+    await hook("UNRECORDED+1")
+    await hook("TERMINATING+1")
+    paused = asyncio.ensure_future(hook("UNRECORDED+2"))
     for _ in range(20):
         await asyncio.sleep(0)
     assert not paused.done()
