@@ -40,7 +40,7 @@ import sys
 from typing import IO, TYPE_CHECKING, Any
 
 from braid.broker.broker_registry import BrokerRegistry
-from braid.broker.cluster_tls import peer_tls
+from braid.broker.cluster_tls import check_https_admin, peer_tls
 from braid.broker.config import BrokerConfig
 from braid.broker.resources import BrokerResources
 from braid.broker.service import BrokerService
@@ -92,6 +92,7 @@ class BrokerServer(StandaloneServer):
         #: How this broker reaches the others over HTTPS (``brokerClient*``, cluster_tls.py);
         #: made here so a file that does not load stops the start-up.
         self._peer_tls = peer_tls(self.config)
+        check_https_admin(self.config)
         self._segments: RoutedSegmentAdmin | None = None
         self.internal: AdminServer | None = None
 
@@ -122,7 +123,7 @@ class BrokerServer(StandaloneServer):
         self._segments = RoutedSegmentAdmin(self.broker, internal)
         segments: SegmentAdmin = self._segments  # checked against the protocol here
         relay = DrainRelay(self.metadata, internal, self.broker.service_url)
-        return {"segments": segments, "drain_relay": relay}
+        return {"segments": segments, "drain_relay": relay, "peer_tls": self._peer_tls}
 
     async def _before_register(self, registry: BrokerRegistry) -> None:
         """Start the internal listener and put its URL in the registry entry."""
@@ -201,7 +202,12 @@ class BrokerServer(StandaloneServer):
         assert self.broker is not None and self.broker.ownership is not None
         assert self.metadata is not None
         self.broker.ownership.announce(
-            OwnerData(self.service_url, self.web_service_url, listeners=self.listeners())
+            OwnerData(
+                self.service_url,
+                self.web_service_url,
+                listeners=self.listeners(),
+                http_url_tls=self.web_service_url_tls or "",
+            )
         )
         self.load_manager = LoadManager(
             self.broker,
@@ -211,6 +217,7 @@ class BrokerServer(StandaloneServer):
             self.config.load_balancer,
             self.clock,
             credentials=broker_client_credentials(self.config),
+            tls=self._peer_tls,
         )
         await super()._after_registered(registry)
         self.load_manager.start()
