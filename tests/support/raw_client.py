@@ -23,17 +23,34 @@ from braid.protocol.generated import PulsarApi_pb2 as pb
 class RawClient:
     """One raw connection to a broker."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        token: str | None = None,
+    ) -> None:
         self._reader = reader
         self._writer = writer
-        self.proto = ClientConnection("braid-raw-test-client", created_at=0.0)
+        self.proto = (
+            ClientConnection("braid-raw-test-client", created_at=0.0)
+            if token is None
+            else ClientConnection(
+                "braid-raw-test-client",
+                created_at=0.0,
+                auth_method_name="token",
+                auth_data=token.encode(),
+            )
+        )
         self._commands: deque[CommandReceived] = deque()
         self.connected: ServerConnected | None = None
 
     @classmethod
-    async def open(cls, host: str, port: int, *, handshake: bool = True) -> RawClient:
+    async def open(
+        cls, host: str, port: int, *, handshake: bool = True, token: str | None = None
+    ) -> RawClient:
         reader, writer = await asyncio.open_connection(host, port)
-        client = cls(reader, writer)
+        client = cls(reader, writer, token=token)
         if handshake:
             await client.handshake()
         return client

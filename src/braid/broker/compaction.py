@@ -41,6 +41,7 @@ import struct
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from braid.broker.dispatcher import EntryFilter, EntryVerdict
 from braid.clock import Clock
 from braid.core import ack_set
 from braid.core.errors import BraidError, IllegalStateError
@@ -237,6 +238,9 @@ class TopicCompaction:
         self.last_removed_messages = 0
         #: Called after a run replaced the compacted ledger (the topic wakes its dispatchers).
         self.listeners: list[Callable[[], None]] = []
+        #: The topic's transactions (set when it has a transaction buffer): compaction stops at
+        #: the max read position and leaves markers and aborted messages out, as Pulsar's does.
+        self.entry_filter: EntryFilter | None = None
 
     @classmethod
     def load(cls, topic_name: str, ledger: ManagedLedger, clock: Clock) -> TopicCompaction:
@@ -367,6 +371,9 @@ class TopicCompaction:
 
     async def _compact_once(self) -> None:
         horizon = self._ml.last_confirmed_position
+        limit = self.entry_filter.read_limit() if self.entry_filter is not None else None
+        if limit is not None and limit < horizon:
+            horizon = limit
         previous = self._current
         if horizon.entry_id < 0 or (previous is not None and horizon <= previous.horizon):
             return  # nothing new since the last run
@@ -440,7 +447,12 @@ class TopicCompaction:
             entries = [e for e in await cursor.read_entries(_READ_CHUNK) if e.position <= horizon]
             if not entries:
                 return
-            yield [(e, ()) for e in entries]
+            entry_filter = self.entry_filter
+            yield [
+                (e, ())
+                for e in entries
+                if entry_filter is None or entry_filter.verdict(e) is EntryVerdict.DELIVER
+            ]
             if entries[-1].position >= horizon:
                 return
 

@@ -138,6 +138,11 @@ class BrokerConfig:
     max_producers_per_connection: int = 0
     max_consumers_per_connection: int = 0
     broker_deduplication_enabled: bool = False
+    #: Pulsar's transactions (ADRs 0064, 0065): off by default, as in Pulsar; while off, the
+    #: transaction commands are refused with ``NotAllowedError``.
+    transaction_coordinator_enabled: bool = False
+    #: Open transactions one coordinator may hold (0: no limit), as Pulsar's key.
+    max_active_transactions_per_coordinator: int = 0
     allow_auto_topic_creation: bool = True
     #: Whether ``DELETE`` of a namespace / tenant with ``force=true`` may delete what it holds
     #: (Pulsar's keys and defaults; a forced delete is 405 while off).

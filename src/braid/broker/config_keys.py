@@ -121,6 +121,12 @@ KEYS: tuple[_Key, ...] = (
     _Key("maxConsumersPerConnection", "max_consumers_per_connection", _parse_int(0)),
     _Key("brokerDeduplicationEnabled", "broker_deduplication_enabled", _parse_bool),
     _Key("allowAutoTopicCreation", "allow_auto_topic_creation", _parse_bool),
+    _Key("transactionCoordinatorEnabled", "transaction_coordinator_enabled", _parse_bool),
+    _Key(
+        "maxActiveTransactionsPerCoordinator",
+        "max_active_transactions_per_coordinator",
+        _parse_int(0),
+    ),
     _Key("forceDeleteNamespaceAllowed", "force_delete_namespace_allowed", _parse_bool),
     _Key("forceDeleteTenantAllowed", "force_delete_tenant_allowed", _parse_bool),
     _Key("defaultRetentionTimeInMinutes", "default_retention_time_in_minutes", _parse_int(-1)),

@@ -26,6 +26,7 @@ changes, acknowledgements, redelivery requests and delayed messages coming due: 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -63,6 +64,29 @@ class CompactedReader(Protocol):
     ) -> list[tuple[Entry, ack_set.AckSet]]:
         """Compacted entries with positions at or after ``start``, each with the ack set of the
         batch messages it keeps (empty: all of them)."""
+        ...
+
+
+class EntryVerdict(enum.IntEnum):
+    """What an :class:`EntryFilter` says of an entry read from the cursor."""
+
+    DELIVER = 0
+    #: Never delivered; acknowledged on the subscription (a transaction marker, an aborted
+    #: transaction's entry).
+    SKIP = 1
+    #: Not delivered now and not acknowledged (held by a pending acknowledgement).
+    HOLD = 2
+
+
+class EntryFilter(Protocol):
+    """What a subscription's transactions add to dispatch (:mod:`braid.broker.transactions`)."""
+
+    def read_limit(self) -> Position | None:
+        """The last position the cursor may read now (``None``: no limit)."""
+        ...
+
+    def verdict(self, entry: Entry) -> EntryVerdict:
+        """Whether ``entry`` is delivered, skipped for good or held."""
         ...
 
 
@@ -160,6 +184,9 @@ class Dispatcher:
         self._closed = False
         self._messages_per_entry = 1.0
         self._task: asyncio.Task[None] | None = None
+        #: The subscription's transactions (max read position, markers, aborted entries,
+        #: pending acks), when the broker runs a transaction coordinator.
+        self.entry_filter: EntryFilter | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -229,6 +256,43 @@ class Dispatcher:
     def _requeue(self, positions: Sequence[Position]) -> None:
         for pos in positions:
             self._redeliveries[pos] = self._redeliveries.get(pos, 0) + 1
+
+    def requeue(self, positions: Sequence[Position]) -> None:
+        """Deliver ``positions`` again (an aborted transaction released its acks of them)."""
+        if positions:
+            self._requeue(positions)
+            self.unblock()
+
+    async def _read_new(self, max_entries: int) -> list[Entry]:
+        """Read the next entries from the cursor, as the subscription's :class:`EntryFilter`
+        allows: never past the max read position; markers and aborted entries acknowledged and
+        left out, entries held by pending acks left out. Empty only when nothing is readable."""
+        entry_filter = self.entry_filter
+        if entry_filter is None:
+            return await self._cursor.read_entries(max_entries)
+        while True:
+            limit = entry_filter.read_limit()
+            if limit is not None and self._cursor.read_position > limit:
+                return []
+            entries = await self._cursor.read_entries(max_entries)
+            if not entries:
+                return []
+            if limit is not None and entries[-1].position > limit:
+                kept = [e for e in entries if e.position <= limit]
+                await self._cursor.seek(entries[len(kept)].position)
+                entries = kept
+            admitted: list[Entry] = []
+            skipped: list[Position] = []
+            for entry in entries:
+                verdict = entry_filter.verdict(entry)
+                if verdict is EntryVerdict.DELIVER:
+                    admitted.append(entry)
+                elif verdict is EntryVerdict.SKIP:
+                    skipped.append(entry.position)
+            if skipped:
+                await self._cursor.delete(skipped)
+            if admitted or not entries:
+                return admitted
 
     def reset_books(self) -> None:
         """Forget every delivery book (after the cursor was reset by a seek); hold :attr:`lock`."""
@@ -398,7 +462,7 @@ class SingleActiveDispatcher(Dispatcher):
         if start is not None:
             return await self._dispatch_compacted(consumer, start)
         self._first_read = False
-        entries = await self._cursor.read_entries(self._entries_for(consumer.permits))
+        entries = await self._read_new(self._entries_for(consumer.permits))
         if not entries:
             self._check_end_of_topic()
             return False
@@ -554,7 +618,7 @@ class SharedDispatcher(Dispatcher):
         if len(self.replay) >= self._settings.key_shared_look_ahead:
             return False
         budget = sum(c.permits for c in self.consumers if c.permits > 0)
-        entries = await self._cursor.read_entries(self._entries_for(budget))
+        entries = await self._read_new(self._entries_for(budget))
         if not entries:
             self._check_end_of_topic()
             return False

@@ -174,6 +174,40 @@ class DuplicateInFlight(BrokerError, IllegalStateError):
     code = ServerError.PersistenceError
 
 
+class TransactionsDisabled(BrokerError, IllegalStateError):
+    """A transaction command (or a SEND/ACK in a transaction) while
+    ``transactionCoordinatorEnabled`` is off: Pulsar's ``NotAllowed``."""
+
+    code = ServerError.NotAllowedError
+
+
+class CoordinatorNotFound(BrokerError, NotFoundError):
+    """A transaction coordinator id this broker does not serve (Pulsar's
+    ``TransactionCoordinatorNotFound``: the client looks the coordinator up again)."""
+
+    code = ServerError.TransactionCoordinatorNotFound
+
+
+class TransactionNotFound(BrokerError, NotFoundError):
+    """No open or ending transaction has that id (never begun, committed, aborted or timed out)."""
+
+    code = ServerError.TransactionNotFound
+
+
+class InvalidTxnStatus(BrokerError, IllegalStateError):
+    """The transaction is not in a state that allows the request (a commit of an aborting one,
+    a partition added to one that is ending)."""
+
+    code = ServerError.InvalidTxnStatus
+
+
+class TransactionConflict(BrokerError, IllegalStateError):
+    """An acknowledgement in a transaction of a message already acknowledged, or held by
+    another transaction's pending acknowledgement."""
+
+    code = ServerError.TransactionConflict
+
+
 def to_server_error(exc: BaseException) -> tuple[ServerErrorCode, str]:
     """Map any exception to the ``ServerError`` code and message a client should receive.
 
@@ -212,9 +246,11 @@ __all__ = [
     "ConsumerAssignError",
     "ConsumerBusy",
     "ConsumerNotFound",
+    "CoordinatorNotFound",
     "DuplicateInFlight",
     "InvalidMessage",
     "InvalidTopicName",
+    "InvalidTxnStatus",
     "NotAllowedOnNonPersistent",
     "NotSupported",
     "ProducerBusy",
@@ -229,6 +265,9 @@ __all__ = [
     "TopicFenced",
     "TopicNotFound",
     "TopicTerminated",
+    "TransactionConflict",
+    "TransactionNotFound",
+    "TransactionsDisabled",
     "UnknownListener",
     "to_server_error",
 ]

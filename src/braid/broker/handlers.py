@@ -46,6 +46,7 @@ from braid.broker.send_validation import SendValidator
 from braid.broker.sticky_keys import KeySharedPolicy
 from braid.broker.subscription import BatchIndexAck, Subscription
 from braid.broker.topic import PersistentTopic
+from braid.broker.transactions.topics import ack_in_transaction, publish_in_transaction
 from braid.core.errors import BraidError
 from braid.core.names import TopicName
 from braid.core.partitions import partition_index
@@ -491,9 +492,10 @@ class TopicCommands:
         except InvalidMessage as exc:
             self._refuse(producer, receipt, exc)
             return
-        # The parsed metadata serves the stages that run within publish (a key sampler); it is
-        # not kept while the entry is in flight.
-        topic.publish(receipt, body, metadata)
+        if req.HasField("txnid_most_bits"):  # through the topic's transaction buffer
+            publish_in_transaction(topic, receipt, body, metadata, req)
+        else:  # the metadata serves a key sampler within publish; it is not kept
+            topic.publish(receipt, body, metadata)
 
     def _refuse(self, producer: Producer, receipt: PendingReceipt, exc: InvalidMessage) -> None:
         """Answer a poison SEND with its SEND_ERROR; logged once per producer (a client sending
@@ -624,6 +626,9 @@ class TopicCommands:
             if cumulative and pos.entry_id > 0:
                 # Part of this batch is still unacknowledged: everything before it is done.
                 positions.append(Position(pos.ledger_id, pos.entry_id - 1))
+        if req.HasField("txnid_most_bits"):  # held until the transaction ends
+            ack_in_transaction(channel, binding.topic, binding.subscription.name, req, positions)
+            return
         if not positions and not partial:
             if has_request:
                 channel.send(commands.ack_response(req.consumer_id, req.request_id))

@@ -19,6 +19,7 @@ from braid.protocol.generated import PulsarApi_pb2 as pb
 
 if TYPE_CHECKING:
     from braid.broker.ownership import AssignedBroker
+    from braid.broker.transactions.ids import TxnId
 
 #: Producer access modes: the generated ``ProducerAccessMode`` enum itself (``AccessMode.Shared``
 #: is the wire value, ``AccessMode.Name(value)`` its name).
@@ -66,6 +67,7 @@ class PendingReceipt:
         "position",
         "producer",
         "sequence_id",
+        "txn",
     )
 
     def __init__(
@@ -78,6 +80,9 @@ class PendingReceipt:
         self.position: Position | None = None
         self.error: BaseException | None = None
         self.done = False
+        #: The transaction the SEND belongs to (its topic's transaction buffer hears of the
+        #: stored position); ``None`` outside transactions.
+        self.txn: TxnId | None = None
 
 
 #: Receipt position for a duplicate that was not written again (Pulsar answers ``-1:-1``).

@@ -57,9 +57,7 @@ from braid.broker.non_persistent import NonPersistentTopic, NonPersistentTopics
 from braid.broker.non_persistent_subscription import not_allowed
 from braid.broker.ownership import AssignedBroker, BundleOwnership, LookupAnswer, NotOwner
 from braid.broker.partitioned_admin import PartitionedTopicAdmin
-from braid.broker.partitions import (
-    PartitionedTopics,
-)
+from braid.broker.partitions import PartitionedTopics
 from braid.broker.registry import CommandRegistry
 from braid.broker.request_limits import LookupLimiter
 from braid.broker.resources import (
@@ -84,14 +82,12 @@ from braid.broker.topic_deletion import TopicDeletion
 from braid.broker.topic_list import TopicEvents, topic_list_commands
 from braid.broker.topic_names import ledger_config_for, managed_ledger_name, parse_topic_name
 from braid.broker.topic_policies import TOPIC_POLICIES_ROOT, TopicPolicies
+from braid.broker.transactions.commands import transaction_commands
+from braid.broker.transactions.topics import broker_transactions
 from braid.clock import Clock
 from braid.core import names
 from braid.core.names import NamespaceName, TopicDomain, TopicName
-from braid.core.partitions import (
-    PARTITION_SUFFIX,
-    partition_index,
-    partitioned_topic_of,
-)
+from braid.core.partitions import PARTITION_SUFFIX, partition_index, partitioned_topic_of
 from braid.ledger.api import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from braid.metadata.api import MetadataStore, Notification, NotificationType
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -215,11 +211,18 @@ class BrokerService:
             self, settings=self._dispatch_settings, clock=clock,
             allow_auto_topic_creation=config.allow_auto_topic_creation,
         )  # fmt: skip
+        #: Pulsar's transactions (ADRs 0064, 0065); ``None`` unless transactionCoordinatorEnabled.
+        self.transactions = broker_transactions(
+            config, metadata, clock, lambda name: self.get_or_create_topic(name, create=False)
+        )
+        self.commands.register(transaction_commands(self))
 
     # -- server --------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Bind and start accepting connections."""
+        """Recover the transaction coordinators (if enabled), bind and start accepting."""
+        if self.transactions is not None:
+            await self.transactions.start(self.partitioned, self.resources)
         self._server = await asyncio.start_server(
             self._accept,
             host=self.config.bind_address,
@@ -395,6 +398,8 @@ class BrokerService:
         for task in list(self._loading.values()):
             task.cancel()
         await self.non_persistent.close()
+        if self.transactions is not None:
+            await self.transactions.close()
         for topic in list(self._topics.values()):
             try:
                 await topic.close()
@@ -574,6 +579,8 @@ class BrokerService:
                 on_drained=self._subscription_drained,
                 on_fenced=self._topic_fenced,
             )
+            if self.transactions is not None:
+                await self.transactions.attach(loaded)
         except BaseException:
             await ledger.close()
             raise

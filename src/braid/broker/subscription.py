@@ -21,6 +21,7 @@ from braid.broker.dispatch_settings import DispatchSettings
 from braid.broker.dispatcher import (
     CompactedReader,
     Dispatcher,
+    EntryFilter,
     SharedDispatcher,
     SingleActiveDispatcher,
 )
@@ -72,6 +73,9 @@ class Subscription:
         self._ack_lock = asyncio.Lock()
         self._closed = False
         self._retired: asyncio.Future[None] | None = None
+        #: Set by the topic's transactions (:mod:`braid.broker.transactions`); every dispatcher
+        #: of this subscription reads through it.
+        self.entry_filter: EntryFilter | None = None
 
     @property
     def sub_type(self) -> SubType.ValueType | None:
@@ -117,6 +121,7 @@ class Subscription:
             # unacknowledged entry so nothing read-but-undelivered is skipped.
             self.cursor.rewind()
             current = self._new_dispatcher(consumer)
+            current.entry_filter = self.entry_filter
             self.dispatcher = current
             current.start()
         current.add_consumer(consumer)
@@ -214,6 +219,13 @@ class Subscription:
             self._cursor_moved()
             return
         self.record_acks(consumer, positions, cumulative)
+        await self.delete_positions(positions, partial)
+
+    async def delete_positions(
+        self, positions: Sequence[Position], partial: Sequence[BatchIndexAck] = ()
+    ) -> None:
+        """Persist individual acknowledgements of ``positions`` (taken off the delivery books
+        already) in arrival order; a committed transaction's pending acks come here."""
         async with self._ack_lock:
             mark = self.cursor.mark_delete_position
             fresh = [p for p in positions if p > mark]
@@ -223,6 +235,16 @@ class Subscription:
                 except InvalidPosition as exc:
                     log.info("ignoring ack of %s on %s: %s", fresh, self.name, exc)
             await self._delete_batch_indexes(partial)
+        self._cursor_moved()
+
+    async def mark_delete_up_to(self, position: Position) -> None:
+        """Persist a cumulative acknowledgement (a committed transaction's), in arrival order."""
+        async with self._ack_lock:
+            if position > self.cursor.mark_delete_position:
+                try:
+                    await self.cursor.mark_delete(position)
+                except InvalidPosition as exc:
+                    log.info("ignoring cumulative ack %s on %s: %s", position, self.name, exc)
         self._cursor_moved()
 
     async def _delete_batch_indexes(self, acks: Sequence[BatchIndexAck]) -> None:

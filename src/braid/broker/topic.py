@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from braid.broker.backlog_quota import estimated_backlog_bytes
 from braid.broker.compaction import COMPACTION_CURSOR, TopicCompaction
@@ -58,6 +59,9 @@ from braid.ledger.api import (
 )
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
+if TYPE_CHECKING:
+    from braid.broker.transactions.pending_ack import TopicTransactions
+
 log = logging.getLogger(__name__)
 
 #: Cursor names the broker uses for itself; never listed or attachable as subscriptions.
@@ -88,7 +92,7 @@ class PersistentTopic:
         self.settings = settings or DispatchSettings(read_batch=read_batch)
         self.clock = clock or SystemClock()
         self.compaction = TopicCompaction.load(name, ledger, self.clock)
-        self.compaction.listeners.append(self._wake_dispatchers)
+        self.compaction.listeners.append(self.wake_dispatchers)
         self._on_drained = on_drained
         self._on_fenced = on_fenced
         #: Another writer took the managed ledger over: no more sends here (ADR 0040).
@@ -106,6 +110,9 @@ class PersistentTopic:
         self.counters = TrafficCounters()
         #: Samples published keys' hashes (segment topics only; see the module docstring).
         self.key_sampler: KeyHashSampler | None = None
+        #: The transaction buffer and pending acks (set on load while the broker runs a
+        #: transaction coordinator; :mod:`braid.broker.transactions`).
+        self.transactions: TopicTransactions | None = None
 
     @classmethod
     async def load(
@@ -158,7 +165,7 @@ class PersistentTopic:
         durable: bool = True,
         on_empty: Callable[[Subscription], None] | None = None,
     ) -> Subscription:
-        return Subscription(
+        sub = Subscription(
             self.name,
             name,
             self.ledger,
@@ -170,6 +177,9 @@ class PersistentTopic:
             on_empty=on_empty,
             on_cursor_moved=self._check_drained if durable else None,
         )
+        if self.transactions is not None:
+            self.transactions.adopt(sub)
+        return sub
 
     def _check_drained(self, sub: Subscription) -> None:
         """Report ``sub`` once it has consumed all of the terminated topic."""
@@ -283,6 +293,8 @@ class PersistentTopic:
             assert position is not None
             if dedup is not None:
                 dedup.on_persisted(producer.name, receipt.last_sequence_id, position)
+            if receipt.txn is not None and self.transactions is not None:
+                self.transactions.buffer.on_appended(receipt.txn, position)
             for sub in self.subscriptions.values():
                 if sub.dispatcher is not None:
                     sub.dispatcher.wake()
@@ -386,6 +398,8 @@ class PersistentTopic:
                 )
             await sub.close()
             await self.ledger.delete_cursor(sub.cursor.name)
+            if self.transactions is not None:
+                await self.transactions.forget(subscription_name)
             del self.subscriptions[subscription_name]
             self._drained.discard(subscription_name)
 
@@ -423,7 +437,8 @@ class PersistentTopic:
 
     # -- positions -----------------------------------------------------------------------------
 
-    def _wake_dispatchers(self) -> None:
+    def wake_dispatchers(self) -> None:
+        """Something that bounds reading moved (compaction, a transaction ended): dispatch."""
         for sub in self.subscriptions.values():
             if sub.dispatcher is not None:
                 sub.dispatcher.unblock()
@@ -436,6 +451,8 @@ class PersistentTopic:
         answers: what the topic ends with may have been compacted away.
         """
         last = self.ledger.last_confirmed_position
+        if self.transactions is not None:  # not past an open transaction, nor on a marker
+            last = await self.transactions.last_readable(last)
         horizon = self.compaction.horizon
         if compacted and horizon is not None and (last.entry_id < 0 or last <= horizon):
             found = await self.compaction.last_compacted()

@@ -270,6 +270,40 @@ AUTO_SPLIT: KeySharedMode.ValueType  # 0
 STICKY: KeySharedMode.ValueType  # 1
 Global___KeySharedMode: _TypeAlias = KeySharedMode  # noqa: Y015
 
+class _MarkerType:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MarkerTypeEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MarkerType.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    UNKNOWN_MARKER: _MarkerType.ValueType  # 0
+    REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST: _MarkerType.ValueType  # 10
+    REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE: _MarkerType.ValueType  # 11
+    REPLICATED_SUBSCRIPTION_SNAPSHOT: _MarkerType.ValueType  # 12
+    REPLICATED_SUBSCRIPTION_UPDATE: _MarkerType.ValueType  # 13
+    TXN_COMMITTING: _MarkerType.ValueType  # 20
+    TXN_COMMIT: _MarkerType.ValueType  # 21
+    TXN_ABORT: _MarkerType.ValueType  # 22
+
+class MarkerType(_MarkerType, metaclass=_MarkerTypeEnumTypeWrapper):
+    """---------------------------------------------------------------------------------------------
+    Transactions (Pulsar's transaction coordinator, transaction buffer and pending acks)
+    ---------------------------------------------------------------------------------------------
+
+    What a marker entry of a topic's ledger says (MessageMetadata.marker_type; Pulsar keeps this
+    enum in PulsarMarkers.proto): markers are never dispatched to consumers.
+    """
+
+UNKNOWN_MARKER: MarkerType.ValueType  # 0
+REPLICATED_SUBSCRIPTION_SNAPSHOT_REQUEST: MarkerType.ValueType  # 10
+REPLICATED_SUBSCRIPTION_SNAPSHOT_RESPONSE: MarkerType.ValueType  # 11
+REPLICATED_SUBSCRIPTION_SNAPSHOT: MarkerType.ValueType  # 12
+REPLICATED_SUBSCRIPTION_UPDATE: MarkerType.ValueType  # 13
+TXN_COMMITTING: MarkerType.ValueType  # 20
+TXN_COMMIT: MarkerType.ValueType  # 21
+TXN_ABORT: MarkerType.ValueType  # 22
+Global___MarkerType: _TypeAlias = MarkerType  # noqa: Y015
+
 class _TxnAction:
     ValueType = _typing.NewType("ValueType", _builtins.int)
     V: _TypeAlias = ValueType  # noqa: Y015
@@ -279,12 +313,7 @@ class _TxnActionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TxnAction.V
     COMMIT: _TxnAction.ValueType  # 0
     ABORT: _TxnAction.ValueType  # 1
 
-class TxnAction(_TxnAction, metaclass=_TxnActionEnumTypeWrapper):
-    """---------------------------------------------------------------------------------------------
-    Transactions (answered with an error until Braid implements them; kept so that a request's
-    id can be read and answered)
-    ---------------------------------------------------------------------------------------------
-    """
+class TxnAction(_TxnAction, metaclass=_TxnActionEnumTypeWrapper): ...
 
 COMMIT: TxnAction.ValueType  # 0
 ABORT: TxnAction.ValueType  # 1

@@ -1,0 +1,228 @@
+"""The ``transactions`` command family: Pulsar's coordinator and end-on-participant commands.
+
+TC_CLIENT_CONNECT_REQUEST (a client's handshake with coordinator ``tc_id``), NEW_TXN,
+ADD_PARTITION_TO_TXN, ADD_SUBSCRIPTION_TO_TXN, END_TXN, END_TXN_ON_PARTITION and
+END_TXN_ON_SUBSCRIPTION are each answered with their own response command, the error (if any) in
+its ``error``/``message`` fields as Pulsar does. With ``transactionCoordinatorEnabled=false`` every
+one is refused with an ``ERROR`` ``NotAllowedError`` "transactions are not enabled" (Pulsar's
+answer). The session keeps no state: a transaction belongs to its coordinator, not to a
+connection (a client may end it over another connection).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+from google.protobuf.message import Message
+
+from braid.broker.authorization import AuthorizationService
+from braid.broker.errors import InvalidTopicName, ServerError, to_server_error
+from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
+from braid.broker.transactions.coordinator import TransactionCoordinator
+from braid.broker.transactions.ids import TxnId
+from braid.broker.transactions.topics import BrokerTransactions
+from braid.core import names
+from braid.core.names import TopicName
+from braid.protocol import commands
+from braid.protocol.events import CommandReceived
+from braid.protocol.generated import PulsarApi_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+_T = pb.BaseCommand
+
+
+class TransactionService(Protocol):
+    """What the transaction commands need from the broker."""
+
+    @property
+    def transactions(self) -> BrokerTransactions | None:
+        """``None`` while ``transactionCoordinatorEnabled`` is off."""
+        ...
+
+    @property
+    def authorization(self) -> AuthorizationService:
+        """Who is a super user (may end another role's transaction)."""
+        ...
+
+
+def _response(message: Message, txn: TxnId | None, error: BaseException | None) -> pb.BaseCommand:
+    if txn is not None:
+        message.txnid_most_bits = txn.most_bits  # type: ignore[attr-defined]
+        message.txnid_least_bits = txn.least_bits  # type: ignore[attr-defined]
+    if error is not None:
+        code, text = to_server_error(error)
+        message.error = code  # type: ignore[attr-defined]
+        message.message = text  # type: ignore[attr-defined]
+    return commands.wrap(message)
+
+
+def _full_name(topic: str) -> str:
+    """The full name of ``topic`` as topics know themselves (a short name completed)."""
+    try:
+        return str(TopicName.parse(topic))
+    except names.InvalidTopicName as exc:
+        raise InvalidTopicName(str(exc)) from exc
+
+
+class TransactionCommands:
+    """One connection's transaction commands."""
+
+    def __init__(self, channel: CommandChannel, service: TransactionService) -> None:
+        self._channel = channel
+        self._service = service
+
+    async def close(self) -> None:
+        return None
+
+    def _coordinator(self, t: BrokerTransactions, txn: TxnId) -> TransactionCoordinator:
+        """``txn``'s coordinator, once this connection's role may act on ``txn``."""
+        coordinator = t.coordinators.of(txn)
+        role = self._channel.auth_role
+        super_user = self._service.authorization.is_super_user(role)
+        coordinator.check_owner(txn, role, super_user)
+        return coordinator
+
+    def _serve(
+        self,
+        request_id: int,
+        txn: TxnId | None,
+        work: Callable[[BrokerTransactions], Awaitable[TxnId | None]],
+        response: Callable[[], Message],
+    ) -> None:
+        """Run ``work``; answer with ``response()`` filled with its transaction id or error."""
+        transactions = self._service.transactions
+        if transactions is None:
+            self._channel.send(
+                commands.error(
+                    request_id,
+                    ServerError.NotAllowedError,
+                    "transactions are not enabled (transactionCoordinatorEnabled=false)",
+                )
+            )
+            return
+
+        async def run() -> None:
+            try:
+                done = await work(transactions)
+            except Exception as exc:
+                log.info("transaction request %d refused: %s", request_id, exc)
+                self._channel.send(_response(response(), txn, exc))
+                return
+            self._channel.send(_response(response(), done or txn, None))
+
+        self._channel.spawn(run(), request_id=request_id)
+
+    def on_tc_connect(self, event: CommandReceived) -> None:
+        req = event.command.tcClientConnectRequest
+
+        async def work(t: BrokerTransactions) -> None:
+            t.coordinators.get(req.tc_id)
+
+        self._serve(
+            req.request_id,
+            None,
+            work,
+            lambda: pb.CommandTcClientConnectResponse(request_id=req.request_id),
+        )
+
+    def on_new_txn(self, event: CommandReceived) -> None:
+        req = event.command.newTxn
+
+        async def work(t: BrokerTransactions) -> TxnId:
+            coordinator = t.coordinators.get(req.tc_id)
+            return await coordinator.new_transaction(req.txn_ttl_millis, self._channel.auth_role)
+
+        self._serve(
+            req.request_id, None, work, lambda: pb.CommandNewTxnResponse(request_id=req.request_id)
+        )
+
+    def on_add_partition(self, event: CommandReceived) -> None:
+        req = event.command.addPartitionToTxn
+        txn = TxnId.of(req)
+
+        async def work(t: BrokerTransactions) -> None:
+            partitions = [_full_name(p) for p in req.partitions]
+            await self._coordinator(t, txn).add_partitions(txn, partitions)
+
+        self._serve(
+            req.request_id,
+            txn,
+            work,
+            lambda: pb.CommandAddPartitionToTxnResponse(request_id=req.request_id),
+        )
+
+    def on_add_subscription(self, event: CommandReceived) -> None:
+        req = event.command.addSubscriptionToTxn
+        txn = TxnId.of(req)
+
+        async def work(t: BrokerTransactions) -> None:
+            subs = [(_full_name(s.topic), s.subscription) for s in req.subscription]
+            await self._coordinator(t, txn).add_subscriptions(txn, subs)
+
+        self._serve(
+            req.request_id,
+            txn,
+            work,
+            lambda: pb.CommandAddSubscriptionToTxnResponse(request_id=req.request_id),
+        )
+
+    def on_end_txn(self, event: CommandReceived) -> None:
+        req = event.command.endTxn
+        txn = TxnId.of(req)
+
+        async def work(t: BrokerTransactions) -> None:
+            await self._coordinator(t, txn).end(txn, req.txn_action)
+
+        self._serve(
+            req.request_id, txn, work, lambda: pb.CommandEndTxnResponse(request_id=req.request_id)
+        )
+
+    def on_end_txn_on_partition(self, event: CommandReceived) -> None:
+        req = event.command.endTxnOnPartition
+        txn = TxnId.of(req)
+
+        async def work(t: BrokerTransactions) -> None:
+            await t.end_on_partition(req.topic, txn, req.txn_action)
+
+        self._serve(
+            req.request_id,
+            txn,
+            work,
+            lambda: pb.CommandEndTxnOnPartitionResponse(request_id=req.request_id),
+        )
+
+    def on_end_txn_on_subscription(self, event: CommandReceived) -> None:
+        req = event.command.endTxnOnSubscription
+        txn = TxnId.of(req)
+        sub = req.subscription
+
+        async def work(t: BrokerTransactions) -> None:
+            await t.end_on_subscription(sub.topic, sub.subscription, txn, req.txn_action)
+
+        self._serve(
+            req.request_id,
+            txn,
+            work,
+            lambda: pb.CommandEndTxnOnSubscriptionResponse(request_id=req.request_id),
+        )
+
+
+def transaction_commands(service: TransactionService) -> CommandFamily[TransactionCommands]:
+    """The ``transactions`` family, to register on the broker's command registry."""
+    handlers: dict[CommandType, CommandHandler[TransactionCommands]] = {
+        _T.TC_CLIENT_CONNECT_REQUEST: TransactionCommands.on_tc_connect,
+        _T.NEW_TXN: TransactionCommands.on_new_txn,
+        _T.ADD_PARTITION_TO_TXN: TransactionCommands.on_add_partition,
+        _T.ADD_SUBSCRIPTION_TO_TXN: TransactionCommands.on_add_subscription,
+        _T.END_TXN: TransactionCommands.on_end_txn,
+        _T.END_TXN_ON_PARTITION: TransactionCommands.on_end_txn_on_partition,
+        _T.END_TXN_ON_SUBSCRIPTION: TransactionCommands.on_end_txn_on_subscription,
+    }
+    return CommandFamily(
+        name="transactions",
+        open_session=lambda channel: TransactionCommands(channel, service),
+        handlers=handlers,
+    )
