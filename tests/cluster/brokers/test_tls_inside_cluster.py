@@ -16,6 +16,8 @@ real ZooKeeper; every key is Pulsar's (``brokerClientTls*``, ``bookkeeperTLS*``)
   its admin API (a forwarded controller call, a namespace unload: no plain fallback to its
   ``webServiceUrl``) nor the bookies: its log names the TLS failure once per peer, however often
   it retries.
+* The load manager's leader splits a bundle another broker owns through that broker's HTTPS
+  admin port.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pulsar
 import pytest
 
 from braid.admin import AdminClient, AdminError
@@ -39,6 +42,7 @@ from braid.security.tls import client_context
 from braid.storage.api import BookieUnavailable, StorageError
 from braid.storage.bookie_net_client import NetBookieClient
 from tests.cluster.brokers.conftest import MakeCluster
+from tests.cluster.brokers.test_load_manager import FAST
 from tests.cluster.brokers.test_scalable_across_brokers import (
     check,
     finish,
@@ -239,6 +243,54 @@ def test_brokers_and_bookies_speak_tls_inside_the_cluster(
         assert "unloading " not in broker.output(), broker.output()[-3000:]
         assert "TLS to broker" not in broker.output(), broker.output()[-3000:]
         assert "TLS handshake" not in broker.output(), broker.output()[-3000:]
+
+
+def test_the_leader_splits_a_bundle_of_another_broker_over_its_https_admin_port(
+    make_cluster: MakeCluster, pki: Pki, tls_bookies: Callable[[int], list[BookieProcess]]
+) -> None:
+    """The load manager's split of a bundle another broker owns (``PUT .../split`` on the
+    owner's admin API) reaches the owner's HTTPS admin port, with the brokers' certificate."""
+    split_fast = {
+        **FAST,
+        "loadBalancerSheddingEnabled": "false",
+        "loadBalancerNamespaceBundleMaxTopics": "2",
+        "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": "1",
+    }
+    cluster = make_cluster(extra={**broker_tls(pki), **split_fast})
+    cluster.bookies = tls_bookies(3)
+    cluster.start()
+    with AdminClient(cluster.brokers[0].web_url) as admin:
+        leader = admin.leader_broker()["brokerId"]
+        before = len(admin.namespaces.bundles("public/default")["boundaries"])
+    # Three topics of one bundle (over the two-topic limit) that a non-leader owns.
+    names = (f"persistent://public/default/tls-split-{i}" for i in itertools.count())
+    first = next(
+        n
+        for n in itertools.islice(names, 300)
+        if not http_lookup(cluster.brokers[0], n).endswith(leader)
+    )
+    topics = [first, *itertools.islice((n for n in names if bundle_of(n) == bundle_of(first)), 2)]
+    client = pulsar.Client(cluster.service_url, operation_timeout_seconds=60)
+    try:
+        for topic in topics:
+            client.create_producer(topic).send(b"load")
+
+        def split() -> bool:
+            with AdminClient(cluster.brokers[0].web_url) as admin:
+                return len(admin.namespaces.bundles("public/default")["boundaries"]) > before
+
+        wait_for(split, within=120, message=f"the leader to split {bundle_of(first)}")
+    finally:
+        client.close()
+
+    # The leader's HTTP client logs each request once answered: to an https:// admin URL.
+    def logs() -> str:
+        return "".join(broker.output() for broker in cluster.brokers)
+
+    wait_for(lambda: "/split?unload=true" in logs(), within=60, message="the split's request log")
+    assert "PUT https://" in logs(), logs()[-3000:]
+    assert "PUT http://" not in logs()
+    assert "TLS to broker" not in logs()
 
 
 @pytest.fixture
