@@ -54,6 +54,7 @@ from braid.admin.topics import topics_router
 from braid.broker.authorization import AuthorizationService
 from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.cluster_metadata import ClusterData
+from braid.broker.cluster_tls import PeerTls
 from braid.broker.config import BrokerConfig
 from braid.broker.load_manager import LoadManager
 from braid.broker.partitions import PARTITIONABLE
@@ -108,6 +109,7 @@ def create_app(
     bundle_service: BundleService | None = None,
     load_manager: Callable[[], LoadManager | None] = lambda: None,
     authorization: AuthorizationService | None = None,
+    peer_tls: PeerTls | None = None,
 ) -> FastAPI:
     """Build the admin application.
 
@@ -132,6 +134,8 @@ def create_app(
         load_manager: the broker's load manager, once it runs (``braid broker``).
         authorization: the broker's authorization service; when enabled, every request is
             checked against the caller's role (:mod:`braid.admin.authorization`).
+        peer_tls: how this broker calls the other brokers' admin API (a namespace unload
+            forwarded to bundle owners; ``braid broker``).
     """
     if authorization is None:
         authorization = AuthorizationService(AuthorizationSettings(), resources)
@@ -184,6 +188,7 @@ def create_app(
                 bundle_service,
                 load_manager,
                 default_bundles=config.default_number_of_namespace_bundles,
+                peer_tls=peer_tls,
             )
         )
     v2.include_router(permissions_router(authorization))

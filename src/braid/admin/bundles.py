@@ -7,7 +7,8 @@
   bundle's owner unloads it - clients are sent to the destination (default: the least-loaded
   other broker). Another broker answers 307 to the owner; a bundle nobody owns is a no-op (204).
 * ``PUT /admin/v2/namespaces/{tenant}/{ns}/unload``: every owned bundle of the namespace is
-  unloaded by its owner (this broker asks the others).
+  unloaded by its owner (this broker asks the others: at their ``httpUrlTls`` over HTTPS when
+  this broker has TLS configured, ADR 0066; a failed call is logged and the others go on).
 * ``PUT /admin/v2/namespaces/{tenant}/{ns}/{bundle}/split[?unload=false]``: the owner cuts the
   bundle in two at the middle of its range (``splitAlgorithmName=range_equally_divide``, the only
   algorithm); another broker answers 307; a bundle nobody owns is taken first.
@@ -33,8 +34,10 @@ from fastapi.responses import RedirectResponse
 
 from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.broker.bundles import InvalidBundles, NamespaceBundle, NamespaceBundles
+from braid.broker.cluster_tls import PeerTls, peer_admin_url, peer_client
+from braid.broker.errors import ServiceNotReady
 from braid.broker.load_manager import BundleSplitConflict, LoadManager
-from braid.broker.ownership import BundleOwnership
+from braid.broker.ownership import BundleOwnership, OwnerData
 from braid.broker.resources import BrokerResources, NamespacePolicies
 from braid.core.names import TopicName
 
@@ -63,7 +66,9 @@ def bundles_router(
     load_manager: Callable[[], LoadManager | None],
     *,
     default_bundles: int,
+    peer_tls: PeerTls | None = None,
 ) -> APIRouter:
+    """``peer_tls``: how this broker reaches the other brokers' admin API (``braid broker``)."""
     router = APIRouter(tags=["namespaces"])
 
     async def namespace_bundles(tenant: str, namespace: str) -> NamespaceBundles:
@@ -72,15 +77,17 @@ def bundles_router(
             f"{tenant}/{namespace}", policies.to_json(), default_bundles
         )
 
+    async def owner_of(bundle: NamespaceBundle) -> tuple[bool, OwnerData | None]:
+        """``(owned here, the owner)``; ``(False, None)`` when nobody owns it."""
+        ownership = broker.ownership
+        if ownership is None or ownership.owns(bundle):
+            return True, None
+        return False, await ownership.owner(bundle)
+
     async def owner_url(bundle: NamespaceBundle) -> tuple[bool, str | None]:
         """``(owned here, the owner's web URL)``; ``(False, None)`` when nobody owns it."""
-        ownership = broker.ownership
-        if ownership is None:
-            return True, None
-        if ownership.owns(bundle):
-            return True, None
-        owner = await ownership.owner(bundle)
-        return False, None if owner is None else (owner.http_url or None)
+        here, owner = await owner_of(bundle)
+        return here, None if owner is None else (owner.http_url or None)
 
     def redirect(request: Request, owner: str) -> RedirectResponse:
         query = f"?{request.url.query}" if request.url.query else ""
@@ -125,23 +132,19 @@ def bundles_router(
         summary="Unload every bundle of the namespace (each by its owner)",
     )
     async def unload_namespace(request: Request, tenant: Tenant, namespace: Namespace) -> Response:
-        # One HTTP client for the whole namespace: its bundles' owners are few brokers.
-        async with httpx.AsyncClient(timeout=60.0, follow_redirects=True) as http:
-            for target in (await namespace_bundles(tenant, namespace)).bundles:
-                here, owner = await owner_url(target)
-                if here:
-                    await unload_here(target, None)
-                elif owner is not None:
-                    path = f"/admin/v2/namespaces/{target.namespace}/{target.range_name}/unload"
-                    headers = {"Content-Type": "application/json"}
-                    # The owner authorizes the caller again: pass its credentials on.
-                    if "authorization" in request.headers:
-                        headers["Authorization"] = request.headers["authorization"]
-                    answer = await http.put(f"{owner.rstrip('/')}{path}", headers=headers)
-                    if answer.status_code >= 300:
-                        log.warning(
-                            "unloading %s on %s: HTTP %s", target, owner, answer.status_code
-                        )
+        remote: dict[str, tuple[OwnerData, list[NamespaceBundle]]] = {}
+        for target in (await namespace_bundles(tenant, namespace)).bundles:
+            here, owner = await owner_of(target)
+            if here:
+                await unload_here(target, None)
+            elif owner is not None:
+                remote.setdefault(owner.native_url, (owner, []))[1].append(target)
+        # The owner authorizes the caller again: pass its credentials on.
+        headers = {"Content-Type": "application/json"}
+        if "authorization" in request.headers:
+            headers["Authorization"] = request.headers["authorization"]
+        for owner, targets in remote.values():
+            await _unload_on(peer_tls, owner, targets, headers)
         return Response(status_code=204)
 
     @router.put(
@@ -189,6 +192,32 @@ def bundles_router(
         return Response(status_code=204)
 
     return router
+
+
+async def _unload_on(
+    tls: PeerTls | None,
+    owner: OwnerData,
+    targets: Sequence[NamespaceBundle],
+    headers: Mapping[str, str],
+) -> None:
+    """Ask ``owner`` to unload ``targets`` (one HTTP client for them); failures are logged."""
+    web = peer_admin_url(tls, owner.http_url or None, owner.http_url_tls or None)
+    if web is None:
+        return
+    try:
+        async with peer_client(tls, web, timeout_s=60.0) as http:
+            for target in targets:
+                path = f"/admin/v2/namespaces/{target.namespace}/{target.range_name}/unload"
+                # A redirect names the new owner's plain URL: followed only without TLS.
+                answer = await http.put(path, headers=headers, follow_redirects=tls is None)
+                if answer.status_code >= 300:
+                    log.warning("unloading %s on %s: HTTP %s", target, web, answer.status_code)
+    except (httpx.HTTPError, ServiceNotReady) as exc:
+        if tls is None or not tls.failed(owner.native_url, exc):
+            log.warning("unloading bundles of %s on %s failed: %s", owner.native_url, web, exc)
+        return
+    if tls is not None:
+        tls.succeeded(owner.native_url)
 
 
 async def _split_without_owners(

@@ -2,7 +2,8 @@
 
 Every broker (``braid broker``, and ``braid standalone`` as a cluster of one) announces itself in
 an **ephemeral** node ``/loadbalance/brokers/{host:port}`` (Pulsar's path; ``host:port`` of its
-broker service URL) holding ``{"pulsarServiceUrl", "webServiceUrl", "brokerId", "cluster"}``: it
+broker service URL) holding ``{"pulsarServiceUrl", "webServiceUrl", "brokerId", "cluster"}`` (and
+``pulsarServiceUrlTls``/``webServiceUrlTls`` when it has TLS ports, ``internalUrl``): it
 exists exactly as long as the broker's metadata session, so a SIGKILLed broker leaves the list
 when its session expires. The node is created with compare-and-swap through the
 :class:`~braid.metadata.lock.Lock` recipe: a broker restarted on the address of a dead
@@ -97,6 +98,9 @@ class BrokerInfo:
     listeners: Listeners = ()
     #: ``braid broker``'s internal listener (the Segments API brokers call, ADR 0051).
     internal_url: str | None = None
+    #: The ``https://`` admin URL when the broker has an HTTPS admin port (Pulsar's
+    #: ``webServiceUrlTls``): what brokers with TLS configured call (ADR 0066).
+    web_service_url_tls: str | None = None
 
     def encode(self) -> bytes:
         doc = {
@@ -104,6 +108,7 @@ class BrokerInfo:
             "pulsarServiceUrl": self.service_url,
             "pulsarServiceUrlTls": self.service_url_tls,
             "webServiceUrl": self.web_service_url,
+            "webServiceUrlTls": self.web_service_url_tls,
             "cluster": self.cluster,
             "advertisedListeners": encode_listeners(self.listeners),
         }
@@ -117,6 +122,7 @@ class BrokerInfo:
         try:
             doc = json.loads(raw)
             web = doc.get("webServiceUrl")
+            web_tls = doc.get("webServiceUrlTls")
             tls = doc.get("pulsarServiceUrlTls")
             internal = doc.get("internalUrl")
             return cls(
@@ -127,6 +133,7 @@ class BrokerInfo:
                 service_url_tls=tls if isinstance(tls, str) and tls else None,
                 listeners=decode_listeners(doc.get("advertisedListeners")),
                 internal_url=internal if isinstance(internal, str) and internal else None,
+                web_service_url_tls=web_tls if isinstance(web_tls, str) and web_tls else None,
             )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
@@ -160,6 +167,7 @@ class BrokerRegistry:
         *,
         wait_s: float = 0.0,
         listeners: Listeners = (),
+        web_service_url_tls: str | None = None,
     ) -> None:
         """Announce this broker (ephemeral: it disappears with the broker's session).
 
@@ -174,6 +182,7 @@ class BrokerRegistry:
             service_url_tls,
             listeners=listeners,
             internal_url=self._internal_url,
+            web_service_url_tls=web_service_url_tls,
         )
         lock = Lock(self._store, f"{BROKERS_ROOT}/{info.broker_id}", info.encode())
         if not await lock.try_acquire():
@@ -253,11 +262,6 @@ class BrokerRegistry:
         """The broker registered as ``host:port``, or ``None``."""
         got = await self._store.get(f"{BROKERS_ROOT}/{name}")
         return None if got is None else BrokerInfo.decode(name, got[0])
-
-    async def web_service_url(self, service_url: str) -> str | None:
-        """The admin URL of the broker whose service URL is ``service_url``."""
-        info = await self.get(broker_id(service_url))
-        return None if info is None else info.web_service_url
 
     async def service_url_tls(self, service_url: str) -> str | None:
         """The ``pulsar+ssl://`` URL of the broker registered as ``service_url`` (``None``: it

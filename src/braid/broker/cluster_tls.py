@@ -14,7 +14,11 @@ bookie client - each context made here, from ``broker.conf`` (Pulsar's keys), in
   ``tlsAllowInsecureConnection=true`` turns the checks off, as for Pulsar's broker client. With
   TLS configured (``brokerClientTlsEnabled=true``, or this broker's internal listener serving
   HTTPS) a peer that announces a plain ``http://`` address is refused: no plain fallback. A
-  handshake that fails is logged once per peer (until a call succeeds).
+  handshake that fails is logged once per peer (until a call succeeds). The same client reaches
+  another broker's **admin API** (forwarding to a controller leader, the load manager's unload
+  and split, a namespace unload): with TLS configured, at the ``webServiceUrlTls`` the peer
+  registers (:meth:`PeerTls.admin_url`); a peer without an HTTPS admin port is refused, and a
+  ``braid broker`` with TLS configured must have one (:func:`check_https_admin`).
 * **Bookies** (:func:`bookie_client_context`): with ``bookkeeperTLSClientAuthentication=true``
   (Pulsar's switch for TLS to bookies) every bookie is reached over TLS, trusting
   ``bookkeeperTLSTrustCertsFilePath`` and presenting ``bookkeeperTLSCertificateFilePath``/
@@ -94,6 +98,12 @@ class PeerTls:
             )
         return httpx.AsyncClient(base_url=base_url, timeout=timeout_s, verify=self.context)
 
+    def admin_url(self, plain: str | None, tls: str | None) -> str | None:
+        """Which of a peer's admin URLs to call: its ``webServiceUrlTls`` when TLS is required
+        here, else its ``webServiceUrl``. With TLS required and no HTTPS admin port there, the
+        plain URL is returned for :meth:`client` to refuse (no plain fallback)."""
+        return tls if self.required and tls else plain
+
     def failed(self, peer: str, exc: BaseException) -> bool:
         """Note a failed call to ``peer``; a TLS failure is logged once (``True`` if TLS)."""
         cause = _ssl_error_in(exc)
@@ -112,6 +122,23 @@ class PeerTls:
 
     def succeeded(self, peer: str) -> None:
         self._failed.discard(peer)
+
+
+def peer_client(tls: PeerTls | None, base_url: str, *, timeout_s: float) -> httpx.AsyncClient:
+    """An HTTP client for another broker at ``base_url``: through ``tls`` (``braid broker``), or
+    plain httpx defaults without it (``braid standalone``, which has no peers).
+
+    Raises:
+        PlainPeerRefused: see :meth:`PeerTls.client`.
+    """
+    if tls is None:
+        return httpx.AsyncClient(base_url=base_url, timeout=timeout_s)
+    return tls.client(base_url, timeout_s=timeout_s)
+
+
+def peer_admin_url(tls: PeerTls | None, plain: str | None, https: str | None) -> str | None:
+    """A peer's admin URL to call (:meth:`PeerTls.admin_url`; plain without ``tls``)."""
+    return plain if tls is None else tls.admin_url(plain, https)
 
 
 def _ssl_error_in(exc: BaseException) -> ssl.SSLError | None:
@@ -150,6 +177,25 @@ def peer_tls(config: BrokerConfig) -> PeerTls:
             config,
         ),
     )
+
+
+def check_https_admin(config: BrokerConfig) -> None:
+    """A ``braid broker`` with TLS configured has an HTTPS admin port: the other brokers call its
+    admin API there only (no plain fallback).
+
+    Raises:
+        InvalidConfig: TLS configured (a TLS port, or ``brokerClientTlsEnabled=true``) without
+            an HTTPS admin port.
+    """
+    if internal_tls_settings(config) is not None and config.tls_web_port is None:
+        raise InvalidConfig(
+            None,
+            "",
+            "this broker has TLS configured, so the other brokers call its admin API (forwarding "
+            "to a controller leader, bundle unload and split) over HTTPS only: set "
+            "webServicePortTls (or tlsEnabled=true for port 8443)",
+            keys=("webServicePortTls", "brokerClientTlsEnabled"),
+        )
 
 
 def bookie_client_context(config: BrokerConfig) -> ssl.SSLContext | None:
@@ -232,8 +278,11 @@ __all__ = [
     "PeerTls",
     "PlainPeerRefused",
     "bookie_client_context",
+    "check_https_admin",
     "internal_server_context",
     "internal_tls_settings",
+    "peer_admin_url",
+    "peer_client",
     "peer_tls",
     "standalone_bookie_tls",
 ]

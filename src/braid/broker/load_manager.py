@@ -19,7 +19,8 @@ deletes its assignment.
 least-loaded *other* broker; :class:`~braid.broker.load_placement.BundleSplitDecider` picks hot
 bundles to split. Both are carried out by the bundle's owner: directly when the leader owns it,
 else through the owner's admin API (``PUT .../{bundle}/unload?destinationBroker=``,
-``PUT .../{bundle}/split?unload=``).
+``PUT .../{bundle}/split?unload=``), over HTTPS at its ``webServiceUrlTls`` when TLS is
+configured here (ADR 0066).
 
 **Unload** (:meth:`LoadManager.unload`, the owner's side): choose the destination (given, or the
 least-loaded other broker), write it as the bundle's assignment, mark the ownership node
@@ -49,6 +50,7 @@ import httpx
 
 from braid.broker.broker_registry import BrokerInfo, BrokerRegistry
 from braid.broker.bundles import InvalidBundles, NamespaceBundle, NamespaceBundles
+from braid.broker.cluster_tls import PeerTls, peer_admin_url, peer_client
 from braid.broker.load_config import LoadBalancerSettings
 from braid.broker.load_data import LocalBrokerData
 from braid.broker.load_placement import BundleSplitDecider, least_loaded, namespace_of
@@ -110,12 +112,15 @@ class LoadManager:
         clock: Clock,
         *,
         credentials: ClientCredentials | None = None,
+        tls: PeerTls | None = None,
     ) -> None:
         """``credentials``: what this broker presents to the others' admin API when the leader
         sheds or splits their bundles (``brokerClientAuthentication*``; needed when they
-        authenticate)."""
+        authenticate); ``tls``: how it reaches them (their ``webServiceUrlTls`` when TLS is
+        configured here, ADR 0066)."""
         self._service = service
         self._credentials = credentials
+        self._tls = tls
         self._registry = registry
         self._ownership = ownership
         self._store = store
@@ -498,17 +503,27 @@ class LoadManager:
             else:
                 await self.split(bundle, unload=arg == "true")
             return
-        if not owner.web_service_url:
+        tls = self._tls
+        web = peer_admin_url(tls, owner.web_service_url, owner.web_service_url_tls)
+        if not web:
             return
-        url = f"{owner.web_service_url}/admin/v2/namespaces/{bundle_name}/{action}"
+        url = f"{web}/admin/v2/namespaces/{bundle_name}/{action}"
         headers = {"Content-Type": "application/json"}
         authorization = (
             self._credentials.http_authorization() if self._credentials is not None else None
         )
         if authorization is not None:
             headers["Authorization"] = authorization
-        async with httpx.AsyncClient(timeout=60.0, follow_redirects=True) as http:
-            response = await http.put(url, headers=headers)
+        try:
+            async with peer_client(tls, web, timeout_s=60.0) as http:
+                # A redirect names the new owner's plain URL: followed only without TLS.
+                response = await http.put(url, headers=headers, follow_redirects=tls is None)
+        except httpx.HTTPError as exc:
+            if tls is not None:
+                tls.failed(owner.service_url, exc)
+            raise
+        if tls is not None:
+            tls.succeeded(owner.service_url)
         if response.status_code >= 300:
             log.warning(
                 "%s on %s: HTTP %s %s",

@@ -93,13 +93,16 @@ class OwnerData:
     disabled: bool = False
     #: The owner's ``advertisedListeners`` (a lookup naming a listener gets its URL).
     listeners: Listeners = ()
+    #: The owner's HTTPS admin URL (``webServiceUrlTls``; empty: none): what brokers with TLS
+    #: configured call (ADR 0066).
+    http_url_tls: str = ""
 
     def encode(self) -> bytes:
         doc = {
             "nativeUrl": self.native_url,
             "nativeUrlTls": "",
             "httpUrl": self.http_url,
-            "httpUrlTls": "",
+            "httpUrlTls": self.http_url_tls,
             "disabled": self.disabled,
             "advertisedListeners": encode_listeners(self.listeners),
         }
@@ -114,6 +117,7 @@ class OwnerData:
                 str(doc.get("httpUrl") or ""),
                 bool(doc["disabled"]),
                 decode_listeners(doc.get("advertisedListeners")),
+                str(doc.get("httpUrlTls") or ""),
             )
         except (ValueError, KeyError, TypeError):
             return None

@@ -40,7 +40,7 @@ import sys
 from typing import IO, TYPE_CHECKING, Any
 
 from braid.broker.broker_registry import BrokerRegistry
-from braid.broker.cluster_tls import peer_tls
+from braid.broker.cluster_tls import check_https_admin, peer_tls
 from braid.broker.config import BrokerConfig
 from braid.broker.resources import BrokerResources
 from braid.broker.service import BrokerService
@@ -92,6 +92,7 @@ class BrokerServer(StandaloneServer):
         #: How this broker reaches the others over HTTPS (``brokerClient*``, cluster_tls.py);
         #: made here so a file that does not load stops the start-up.
         self._peer_tls = peer_tls(self.config)
+        check_https_admin(self.config)
         self._segments: RoutedSegmentAdmin | None = None
         self.internal: AdminServer | None = None
 
@@ -123,7 +124,7 @@ class BrokerServer(StandaloneServer):
         segments: SegmentAdmin = self._segments  # checked against the protocol here
         relay = DrainRelay(self.metadata, internal, self.broker.service_url)
         self._count_remote_backlogs(self._segments)
-        return {"segments": segments, "drain_relay": relay}
+        return {"segments": segments, "drain_relay": relay, "peer_tls": self._peer_tls}
 
     def _count_remote_backlogs(self, segments: RoutedSegmentAdmin) -> None:
         """A scalable topic's backlog quota counts the segments other brokers serve too."""
@@ -220,7 +221,12 @@ class BrokerServer(StandaloneServer):
         assert self.broker is not None and self.broker.ownership is not None
         assert self.metadata is not None
         self.broker.ownership.announce(
-            OwnerData(self.service_url, self.web_service_url, listeners=self.listeners())
+            OwnerData(
+                self.service_url,
+                self.web_service_url,
+                listeners=self.listeners(),
+                http_url_tls=self.web_service_url_tls or "",
+            )
         )
         self.load_manager = LoadManager(
             self.broker,
@@ -230,6 +236,7 @@ class BrokerServer(StandaloneServer):
             self.config.load_balancer,
             self.clock,
             credentials=broker_client_credentials(self.config),
+            tls=self._peer_tls,
         )
         await super()._after_registered(registry)
         self.load_manager.start()

@@ -51,6 +51,7 @@ from braid.metadata import MetadataStore, open_store
 from braid.security.tls import server_context
 
 if TYPE_CHECKING:
+    from braid.broker.cluster_tls import PeerTls
     from braid.broker.load_manager import LoadManager
     from braid.broker.service import BrokerService
     from braid.broker.store_guard import StoreGuard
@@ -92,6 +93,9 @@ class StandaloneServer:
         self.registry: BrokerRegistry | None = None
         #: The load manager (``braid broker`` only).
         self.load_manager: LoadManager | None = None
+        #: How this broker reaches the others' HTTP APIs (``braid broker`` sets it; a
+        #: standalone has no peers).
+        self._peer_tls: PeerTls | None = None
 
     @property
     def service_url(self) -> str:
@@ -228,6 +232,7 @@ class StandaloneServer:
             owner_redirect=self.broker.ownership is not None,
             bundle_service=self.broker,
             load_manager=lambda: self.load_manager,
+            peer_tls=self._peer_tls,
         )
         self.admin = AdminServer(app, config.bind_address, config.web_service_port)
         self._closers.append(("admin server", self.admin.stop))
@@ -251,6 +256,7 @@ class StandaloneServer:
             self.service_url_tls,
             wait_s=2 * config.metadata_store_session_timeout_millis / 1000,
             listeners=self.listeners(),
+            web_service_url_tls=self.web_service_url_tls,
         )
         self._closers.append(("broker registry", self.registry.unregister))
         await self._after_registered(self.registry)

@@ -9,7 +9,9 @@ no other module of ``scalable/`` builds an admin URL. The election
 value is the leader's *broker service* URL (``pulsar://host:port``, what clients need); the
 matching admin URL comes from the broker registry (:mod:`braid.broker.broker_registry`), where
 every broker announces itself in an ephemeral node ``/loadbalance/brokers/{host:port}``
-(Pulsar's path). A forwarded request carries :data:`FORWARDED_HEADER`; a broker
+(Pulsar's path): its ``webServiceUrlTls`` over HTTPS when this broker has TLS configured (the
+client of :class:`~braid.broker.cluster_tls.PeerTls`, no plain fallback), else its
+``webServiceUrl``. A forwarded request carries :data:`FORWARDED_HEADER`; a broker
 that receives one and is not the leader answers 503 instead of forwarding again, so a request
 never loops while an election settles.
 """
@@ -23,7 +25,9 @@ from urllib.parse import quote
 
 import httpx
 
-from braid.broker.broker_registry import BrokerRegistry
+from braid.broker.broker_registry import BrokerRegistry, broker_id
+from braid.broker.cluster_tls import PeerTls, peer_admin_url, peer_client
+from braid.broker.errors import ServiceNotReady
 from braid.core.errors import (
     AuthorizationError,
     BraidError,
@@ -114,9 +118,12 @@ class LeaderForwarder:
         *,
         timeout_s: float = 30.0,
         credentials: ClientCredentials | None = None,
+        tls: PeerTls | None = None,
     ) -> None:
+        """``tls``: how this broker reaches the others (``braid broker``; ``None``: plain)."""
         self._registry = registry
         self._timeout_s = timeout_s
+        self._tls = tls
         #: What this broker presents to the others (``brokerClientAuthenticationPlugin``).
         self._credentials = credentials
 
@@ -127,7 +134,13 @@ class LeaderForwarder:
             NotLeader: the leader's admin URL is unknown or it is unreachable (retriable).
             The typed error matching the leader's HTTP status otherwise.
         """
-        web = await self._registry.web_service_url(leader_url)
+        info = await self._registry.get(broker_id(leader_url))
+        tls = self._tls
+        web = (
+            None
+            if info is None
+            else peer_admin_url(tls, info.web_service_url, info.web_service_url_tls)
+        )
         if web is None:
             raise NotLeader(
                 f"the controller leader of {topic} is {leader_url}, whose admin address is not "
@@ -142,17 +155,21 @@ class LeaderForwarder:
         if authorization is not None:
             headers["Authorization"] = authorization
         try:
-            async with httpx.AsyncClient(base_url=web, timeout=self._timeout_s) as http:
+            async with peer_client(tls, web, timeout_s=self._timeout_s) as http:
                 response = await http.request(
                     request.method,
                     ADMIN_PREFIX + request.path,
                     json=request.body,
                     headers=headers,
                 )
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, ServiceNotReady) as exc:
+            if tls is not None:
+                tls.failed(leader_url, exc)
             raise NotLeader(
                 f"could not reach the controller leader of {topic} at {web}: {exc}"
             ) from exc
+        if tls is not None:
+            tls.succeeded(leader_url)
         if response.status_code >= 400:
             raise _error_for(response)
         return operation.result_of(response.json() if response.content else None)

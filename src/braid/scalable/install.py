@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from braid.broker.broker_registry import BrokerRegistry
+from braid.broker.cluster_tls import PeerTls
 from braid.broker.resources import BrokerResources
 from braid.broker.security_settings import broker_client_credentials
 from braid.broker.service import BrokerService
@@ -92,6 +93,7 @@ async def install_scalable_topics(
     registry: BrokerRegistry | None = None,
     segments: SegmentAdmin | None = None,
     drain_relay: DrainRelay | None = None,
+    peer_tls: PeerTls | None = None,
 ) -> ScalableTopicService:
     """Build the scalable-topic service over ``broker`` (already listening) and wire it in;
     the caller starts it (``await service.start(web_service_url)``) once the admin API is up.
@@ -99,7 +101,8 @@ async def install_scalable_topics(
     ``step_hook`` defaults to the ``BRAID_FAULT_PAUSE_AT`` fault point, if that is set;
     ``clock`` (grace periods, GC ticks, load reports, auto-scale ticks) defaults to the broker's.
     ``segments`` defaults to the in-process broker (``braid standalone``); ``braid broker`` gives
-    its :class:`~braid.scalable.segment_routing.RoutedSegmentAdmin` and :class:`DrainRelay`.
+    its :class:`~braid.scalable.segment_routing.RoutedSegmentAdmin`, :class:`DrainRelay` and
+    ``peer_tls`` (how a non-leader forwards to the controller leader's admin API).
     """
     settings = settings or settings_from_config(broker)
     if step_hook is None:
@@ -121,6 +124,7 @@ async def install_scalable_topics(
         load_reporter=reporter,
         registry=registry,
         drain_relay=drain_relay,
+        peer_tls=peer_tls,
     )
     if settings.enabled:
         # Partitions of a migrated topic: on the in-process broker (``braid standalone``), or

@@ -40,7 +40,7 @@ import httpx
 
 from braid.broker.broker_registry import BrokerRegistry, broker_id
 from braid.broker.broker_secret import BROKER_SECRET_HEADER
-from braid.broker.cluster_tls import PeerTls
+from braid.broker.cluster_tls import PeerTls, peer_client
 from braid.broker.errors import ServiceNotReady, TopicNotFound
 from braid.broker.ownership import NotOwner
 from braid.broker.service import BrokerService
@@ -122,11 +122,7 @@ class InternalApiClient:
         base = await self.internal_url(service_url)
         tls = self._tls
         try:
-            async with (
-                httpx.AsyncClient(base_url=base, timeout=self._timeout_s)
-                if tls is None
-                else tls.client(base, timeout_s=self._timeout_s)
-            ) as http:
+            async with peer_client(tls, base, timeout_s=self._timeout_s) as http:
                 response = await http.request(
                     method, INTERNAL_PREFIX + path, json=body, params=params, headers=self._headers
                 )

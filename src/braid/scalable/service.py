@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from braid.broker.broker_registry import BrokerAddressInUse, BrokerRegistry
+from braid.broker.cluster_tls import PeerTls
 from braid.broker.errors import TopicBusy
 from braid.broker.topic_names import managed_ledger_name
 from braid.broker.topic_policies import TopicPolicies
@@ -137,6 +138,7 @@ class ScalableTopicService:
         load_reporter: SegmentLoadReporter | None = None,
         registry: BrokerRegistry | None = None,
         drain_relay: DrainRelay | None = None,
+        peer_tls: PeerTls | None = None,
     ) -> None:
         """``registry``: the broker's registry entry, registered by the broker's process; without
         it the service registers the broker itself (on :meth:`start`). ``drain_relay``: how a
@@ -157,7 +159,9 @@ class ScalableTopicService:
         self.router = LeaderRouter(
             broker_url=broker_url,
             controllers=self.controller,
-            forwarder=LeaderForwarder(self.registry, credentials=broker_client_credentials),
+            forwarder=LeaderForwarder(
+                self.registry, credentials=broker_client_credentials, tls=peer_tls
+            ),
         )
         #: The DAG-watch and namespace-watch sessions and the metadata listener.
         self.watches = WatchHub(

@@ -7,11 +7,17 @@ real ZooKeeper; every key is Pulsar's (``brokerClientTls*``, ``bookkeeperTLS*``)
   and a split's children, on their owners over the internal listener; every ledger on the TLS
   bookies):
   nothing acknowledged is lost, no key goes backwards. The registry announces ``https://``
-  internal addresses; a plain-HTTP request, and a TLS request without a client certificate, to
-  the internal port get no answer; a plain bookie client gets no answer from a bookie port, one
-  with the brokers' certificate does.
-* A broker whose trust file names another CA cannot reach the other broker's internal listener
-  nor the bookies: its log names the TLS failure once per peer, however often it retries.
+  internal addresses and HTTPS admin addresses (``webServiceUrlTls``); a plain-HTTP request, and a
+  TLS request without a client certificate, to the internal port get no answer; a plain bookie
+  client gets no answer from a bookie port, one with the brokers' certificate does. The split is
+  sent to a non-leader's HTTPS admin port and forwarded to the leader's; a namespace unload sent
+  to one broker unloads the bundles the others own through their HTTPS admin ports.
+* A broker whose trust file names another CA cannot reach the other broker's internal listener,
+  its admin API (a forwarded controller call, a namespace unload: no plain fallback to its
+  ``webServiceUrl``) nor the bookies: its log names the TLS failure once per peer, however often
+  it retries.
+* The load manager's leader splits a bundle another broker owns through that broker's HTTPS
+  admin port.
 """
 
 from __future__ import annotations
@@ -26,14 +32,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pulsar
 import pytest
 
-from braid.admin import AdminClient
+from braid.admin import AdminClient, AdminError
 from braid.core.layout_codec import layout_from_metadata
+from braid.security.credentials import ClientCredentials
 from braid.security.tls import client_context
 from braid.storage.api import BookieUnavailable, StorageError
 from braid.storage.bookie_net_client import NetBookieClient
 from tests.cluster.brokers.conftest import MakeCluster
+from tests.cluster.brokers.test_load_manager import FAST
 from tests.cluster.brokers.test_scalable_across_brokers import (
     check,
     finish,
@@ -42,7 +51,13 @@ from tests.cluster.brokers.test_scalable_across_brokers import (
     segment_owners,
 )
 from tests.support.bookie_process import BookieProcess
-from tests.support.broker_cluster import CLUSTER, Cluster, broker_settings, http_lookup
+from tests.support.broker_cluster import (
+    CLUSTER,
+    Cluster,
+    broker_settings,
+    bundle_of,
+    http_lookup,
+)
 from tests.support.broker_process import BrokerProcess, initialize_cluster
 from tests.support.certificates import CertPair, TestCertificateAuthority
 from tests.support.keyed_load import BraidKeyedLoad
@@ -92,6 +107,7 @@ def broker_tls(pki: Pki, trust: Path | None = None) -> dict[str, str]:
         "tlsKeyFilePath": str(pki.server.key),
         "tlsTrustCertsFilePath": str(pki.ca),
         "tlsRequireTrustedClientCertOnConnect": "true",
+        "webServicePortTls": "0",  # the HTTPS admin port the other brokers call
         "brokerClientTlsEnabled": "true",
         "brokerClientTrustCertsFilePath": trusted,
         "brokerClientCertificateFilePath": str(pki.broker_client.cert),
@@ -134,6 +150,16 @@ def read_lac(bookie: BookieProcess, tls: ssl.SSLContext | None) -> str:
     return asyncio.run(_read_lac(bookie, tls))
 
 
+def https_admin_client(url: str | None, pki: Pki) -> AdminClient:
+    """An admin client on a broker's HTTPS admin port (from its ``webServiceUrlTls``), with the
+    brokers' certificate (the port asks for a trusted one, like the internal listener)."""
+    assert url is not None and url.startswith("https://"), url
+    cert = ClientCredentials(
+        method="tls", cert_file=pki.broker_client.cert, key_file=pki.broker_client.key
+    )
+    return AdminClient(url, credentials=cert, tls_trust_certs_file=pki.ca)
+
+
 def test_brokers_and_bookies_speak_tls_inside_the_cluster(
     make_cluster: MakeCluster, pki: Pki, tls_bookies: Callable[[int], list[BookieProcess]]
 ) -> None:
@@ -142,10 +168,13 @@ def test_brokers_and_bookies_speak_tls_inside_the_cluster(
     cluster.start()
 
     # Every broker announces an https internal listener that refuses plain HTTP and TLS
-    # callers without a trusted certificate.
-    internal = {b: e["internalUrl"] for b, e in cluster.registry().items()}
+    # callers without a trusted certificate, and the HTTPS admin URL the others call.
+    registry = cluster.registry()
+    internal = {b: e["internalUrl"] for b, e in registry.items()}
     assert len(internal) == 3
     assert all(url.startswith("https://") for url in internal.values()), internal
+    https_admin = {e["pulsarServiceUrl"]: e.get("webServiceUrlTls") for e in registry.values()}
+    assert all(str(url).startswith("https://") for url in https_admin.values()), registry
     url = next(iter(internal.values()))
     with httpx.Client(timeout=20) as http, pytest.raises(httpx.HTTPError):
         http.get(url.replace("https://", "http://", 1) + "/internal/v1/lookup?topic=x")
@@ -166,7 +195,8 @@ def test_brokers_and_bookies_speak_tls_inside_the_cluster(
     assert read_lac(bookie, None) == BookieUnavailable.__name__
     assert read_lac(bookie, trusted) == "answered"
 
-    # A scalable topic over the three brokers; a split forwarded to the leader under load.
+    # A scalable topic over the three brokers; a split sent to a non-leader's HTTPS admin port,
+    # forwarded to the leader's HTTPS admin port, under load.
     topic = "topic://public/default/tls-spread"
     with AdminClient(cluster.brokers[0].web_url) as admin:
         admin.scalable_topics.create(topic, segments=6)
@@ -180,7 +210,7 @@ def test_brokers_and_bookies_speak_tls_inside_the_cluster(
         leader = cluster.controller_leader(topic)
         follower = next(b for b in cluster.brokers if b.service_url != leader)
         widest = max(layout.active_segments, key=lambda s: s.hash_range.end - s.hash_range.start)
-        with AdminClient(follower.web_url) as admin:
+        with https_admin_client(https_admin[follower.service_url], pki) as admin:
             layout = layout_from_metadata(admin.scalable_topics.split(topic, widest.segment_id))
         assert len([s for s in layout.active_segments if widest.segment_id in s.parent_ids]) == 2
         more(load, STEP, 120, "receipts after the split")
@@ -188,9 +218,79 @@ def test_brokers_and_bookies_speak_tls_inside_the_cluster(
     finally:
         load.close()
     check(report)
+
+    # A namespace unload sent to one broker: the bundles the others own are unloaded by them,
+    # asked over their HTTPS admin ports (each moves to another broker).
+    caller = cluster.brokers[0]
+    remote = {
+        name: owner.native_url
+        for name, owner in cluster.ownership_nodes().items()
+        if owner.native_url != caller.service_url
+    }
+    assert remote, "every bundle is owned by the caller"
+    with https_admin_client(https_admin[caller.service_url], pki) as admin:
+        admin.namespaces.unload("public/default")
+
+    def moved() -> bool:
+        nodes = cluster.ownership_nodes()
+        return all(
+            name not in nodes or nodes[name].native_url != was or nodes[name].disabled
+            for name, was in remote.items()
+        )
+
+    wait_for(moved, within=60, message=f"the other brokers to unload {sorted(remote)}")
     for broker in cluster.brokers:
+        assert "unloading " not in broker.output(), broker.output()[-3000:]
         assert "TLS to broker" not in broker.output(), broker.output()[-3000:]
         assert "TLS handshake" not in broker.output(), broker.output()[-3000:]
+
+
+def test_the_leader_splits_a_bundle_of_another_broker_over_its_https_admin_port(
+    make_cluster: MakeCluster, pki: Pki, tls_bookies: Callable[[int], list[BookieProcess]]
+) -> None:
+    """The load manager's split of a bundle another broker owns (``PUT .../split`` on the
+    owner's admin API) reaches the owner's HTTPS admin port, with the brokers' certificate."""
+    split_fast = {
+        **FAST,
+        "loadBalancerSheddingEnabled": "false",
+        "loadBalancerNamespaceBundleMaxTopics": "2",
+        "loadBalancerNamespaceBundleSplitConditionHitCountThreshold": "1",
+    }
+    cluster = make_cluster(extra={**broker_tls(pki), **split_fast})
+    cluster.bookies = tls_bookies(3)
+    cluster.start()
+    with AdminClient(cluster.brokers[0].web_url) as admin:
+        leader = admin.leader_broker()["brokerId"]
+        before = len(admin.namespaces.bundles("public/default")["boundaries"])
+    # Three topics of one bundle (over the two-topic limit) that a non-leader owns.
+    names = (f"persistent://public/default/tls-split-{i}" for i in itertools.count())
+    first = next(
+        n
+        for n in itertools.islice(names, 300)
+        if not http_lookup(cluster.brokers[0], n).endswith(leader)
+    )
+    topics = [first, *itertools.islice((n for n in names if bundle_of(n) == bundle_of(first)), 2)]
+    client = pulsar.Client(cluster.service_url, operation_timeout_seconds=60)
+    try:
+        for topic in topics:
+            client.create_producer(topic).send(b"load")
+
+        def split() -> bool:
+            with AdminClient(cluster.brokers[0].web_url) as admin:
+                return len(admin.namespaces.bundles("public/default")["boundaries"]) > before
+
+        wait_for(split, within=120, message=f"the leader to split {bundle_of(first)}")
+    finally:
+        client.close()
+
+    # The leader's HTTP client logs each request once answered: to an https:// admin URL.
+    def logs() -> str:
+        return "".join(broker.output() for broker in cluster.brokers)
+
+    wait_for(lambda: "/split?unload=true" in logs(), within=60, message="the split's request log")
+    assert "PUT https://" in logs(), logs()[-3000:]
+    assert "PUT http://" not in logs()
+    assert "TLS to broker" not in logs()
 
 
 @pytest.fixture
@@ -264,6 +364,35 @@ def test_a_broker_trusting_another_ca_cannot_reach_the_other_broker_nor_the_book
     peer = f"TLS to broker {good.service_url} failed"
     wait_for(lambda: _count(wrong.output(), peer) == 1, within=60, message=peer)
     assert "CERTIFICATE_VERIFY_FAILED" in wrong.output()
+
+    # Its admin API neither: a subscription asked of the wrong broker is forwarded to the
+    # controller leader (the good broker) at its HTTPS admin URL - refused, no plain fallback to
+    # its webServiceUrl - and a namespace unload leaves the good broker's bundles where they are.
+    led = "topic://public/default/tls-wrong-ca-led"
+    with AdminClient(good.web_url) as admin:
+        admin.scalable_topics.create(led, segments=1)
+        admin.scalable_topics.create_subscription(led, "first")  # its controller leads it
+    wait_for(lambda: cluster.controller_leader(led) == good.service_url, within=60)
+    with AdminClient(wrong.web_url) as admin, pytest.raises(AdminError) as refused:
+        admin.scalable_topics.create_subscription(led, "never")
+    assert "https://" in str(refused.value), refused.value
+    assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value), refused.value
+    names = (f"persistent://public/default/tls-good-{i}" for i in itertools.count())
+    mine = next(n for n in itertools.islice(names, 200) if http_lookup(good, n) == good.service_url)
+    held = {
+        name
+        for name, owner in cluster.ownership_nodes().items()
+        if owner.native_url == good.service_url
+    }
+    assert bundle_of(mine) in held
+    with AdminClient(wrong.web_url) as admin:
+        admin.namespaces.unload("public/default")
+    nodes = cluster.ownership_nodes()
+    assert all(
+        n in nodes and nodes[n].native_url == good.service_url and not nodes[n].disabled
+        for n in held
+    ), nodes
+    assert _count(wrong.output(), peer) == 1
 
     # A topic the wrong broker owns: its ledger cannot be written, its bookie client is refused.
     names = (f"persistent://public/default/tls-wrong-{i}" for i in itertools.count())

@@ -1,7 +1,8 @@
 """TLS inside the cluster from ``broker.conf`` (:mod:`braid.broker.cluster_tls`, ADR 0066): when
 the internal listener serves HTTPS, which files a call to another broker and to a bookie uses, no
-plain fallback with ``brokerClientTlsEnabled=true``, settings Braid does not have refused by name,
-and a TLS failure logged once per peer. Certificates are made by a test CA at run time."""
+plain fallback with ``brokerClientTlsEnabled=true`` (the other brokers' admin API at their
+``webServiceUrlTls``, which every TLS broker must have), settings Braid does not have refused by
+name, and a TLS failure logged once per peer. Certificates are made by a test CA at run time."""
 
 from __future__ import annotations
 
@@ -12,14 +13,18 @@ from pathlib import Path
 import httpx
 import pytest
 
+from braid.broker.broker_registry import BrokerInfo
 from braid.broker.cluster_tls import (
     PlainPeerRefused,
     bookie_client_context,
+    check_https_admin,
     internal_server_context,
+    peer_admin_url,
     peer_tls,
     standalone_bookie_tls,
 )
 from braid.broker.config import BrokerConfig, InvalidConfig, load_config
+from braid.broker.ownership import OwnerData
 from tests.support.certificates import CertPair, TestCertificateAuthority
 
 pytestmark = pytest.mark.unit
@@ -156,3 +161,56 @@ def test_a_tls_failure_to_a_peer_is_logged_once_until_a_call_succeeds(
     tls.succeeded("pulsar://b1:6650")
     tls.failed("pulsar://b1:6650", wrapped)
     assert len(caplog.records) == 2
+
+
+def test_a_broker_with_tls_calls_the_others_admin_api_at_their_https_url_only(
+    tmp_path: Path, ca: TestCertificateAuthority, server: CertPair
+) -> None:
+    settings = {
+        "brokerClientTlsEnabled": "true",
+        "tlsCertificateFilePath": str(server.cert),
+        "tlsKeyFilePath": str(server.key),
+        "tlsTrustCertsFilePath": str(ca.cert),
+        "webServicePortTls": "0",
+    }
+    tls = peer_tls(config(tmp_path, **settings))
+    assert tls.admin_url("http://b1:8080", "https://b1:8443") == "https://b1:8443"
+    # A peer without an HTTPS admin port: its plain URL, which the client refuses.
+    plain = tls.admin_url("http://b1:8080", None)
+    assert plain == "http://b1:8080"
+    with pytest.raises(PlainPeerRefused):
+        tls.client(plain, timeout_s=1)
+    # Without TLS here: the plain admin URL, as before.
+    assert peer_tls(config(tmp_path)).admin_url("http://b1:8080", "https://b1:8443") == (
+        "http://b1:8080"
+    )
+    assert peer_admin_url(None, "http://b1:8080", "https://b1:8443") == "http://b1:8080"
+
+
+def test_a_broker_with_tls_but_no_https_admin_port_is_refused_at_start_up_naming_the_key(
+    tmp_path: Path, ca: TestCertificateAuthority, server: CertPair
+) -> None:
+    settings = {
+        "brokerClientTlsEnabled": "true",
+        "tlsCertificateFilePath": str(server.cert),
+        "tlsKeyFilePath": str(server.key),
+    }
+    with pytest.raises(InvalidConfig, match="webServicePortTls") as refused:
+        check_https_admin(config(tmp_path, **settings))
+    assert "webServicePortTls" in refused.value.keys
+    check_https_admin(config(tmp_path, **settings, webServicePortTls="0"))
+    check_https_admin(config(tmp_path, **settings, tlsEnabled="true"))  # 8443
+    check_https_admin(config(tmp_path))  # no TLS: plain admin calls
+
+
+def test_a_brokers_https_admin_url_travels_in_its_registry_and_ownership_nodes() -> None:
+    info = BrokerInfo(
+        "b1:6650", "pulsar://b1:6650", "http://b1:8080", web_service_url_tls="https://b1:8443"
+    )
+    assert b'"webServiceUrlTls":"https://b1:8443"' in info.encode()
+    assert BrokerInfo.decode("b1:6650", info.encode()) == info
+    bare = BrokerInfo("b1:6650", "pulsar://b1:6650", "http://b1:8080")
+    assert BrokerInfo.decode("b1:6650", bare.encode()) == bare  # none: stays None
+    owner = OwnerData("pulsar://b1:6650", "http://b1:8080", http_url_tls="https://b1:8443")
+    assert b'"httpUrlTls":"https://b1:8443"' in owner.encode()
+    assert OwnerData.decode(owner.encode()) == owner
