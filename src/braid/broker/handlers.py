@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from braid.broker.applied_policies import AppliedPolicyResolver
+from braid.broker.client_quirks import (
+    client_drops_connection_on_send_error,
+    client_handles_end_of_topic,
+)
 from braid.broker.consumer import Consumer, Delivery, SubType
 from braid.broker.errors import (
     ChecksumMismatch,
@@ -37,7 +40,7 @@ from braid.broker.errors import (
 from braid.broker.non_persistent import NonPersistentTopic
 from braid.broker.non_persistent_subscription import NonPersistentSubscription
 from braid.broker.ownership import AssignedBroker, LookupAnswer
-from braid.broker.producer import PendingReceipt, Producer, client_drops_connection_on_send_error
+from braid.broker.producer import PendingReceipt, Producer
 from braid.broker.registry import CommandChannel, CommandFamily, CommandHandler, CommandType
 from braid.broker.request_limits import LookupLimiter
 from braid.broker.schemas.model import SchemaData
@@ -64,19 +67,6 @@ ServedTopic = PersistentTopic | NonPersistentTopic
 ServedSubscription = Subscription | NonPersistentSubscription
 
 _INT64_MAX = 2**63 - 1
-_CPP_CLIENT_VERSION = re.compile(r"Pulsar-CPP-v(\d+)\.(\d+)")
-
-
-def client_handles_end_of_topic(client_version: str) -> bool:
-    """Whether REACHED_END_OF_TOPIC may be sent to this client.
-
-    The official C++ client (which the PyPI ``pulsar-client`` wraps) up to 4.2 closes the whole
-    connection when it receives the command, so it is withheld from those versions.
-    """
-    match = _CPP_CLIENT_VERSION.search(client_version)
-    if match is None:
-        return True
-    return (int(match.group(1)), int(match.group(2))) > (4, 2)
 
 
 def _signed(value: int) -> int:

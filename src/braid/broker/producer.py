@@ -97,13 +97,6 @@ class PendingReceipt:
         self.txn: TxnId | None = None
 
 
-def client_drops_connection_on_send_error(client_version: str) -> bool:
-    """Whether the client closes its whole connection on a SEND_ERROR other than a checksum one:
-    the official C++ client does (every version, ``Pulsar-CPP-v...``), losing the receipts in
-    flight of its other producers. Its producer is closed instead (module docstring)."""
-    return "Pulsar-CPP-v" in client_version
-
-
 #: Receipt position for a duplicate that was not written again (Pulsar answers ``-1:-1``).
 DUPLICATE_POSITION = Position(-1, -1)
 

@@ -31,7 +31,6 @@ from collections.abc import Awaitable, Callable, Mapping
 
 from braid.broker.applied_policies import AppliedPolicyResolver
 from braid.broker.authorization import AuthorizationService
-from braid.broker.backlog_quota import QuotaMap
 from braid.broker.backlog_quota_manager import BacklogQuotaManager
 from braid.broker.bundles import NamespaceBundle, NamespaceBundles, topic_hash
 from braid.broker.compaction import CompactionStatus
@@ -53,6 +52,7 @@ from braid.broker.errors import (
 from braid.broker.handlers import topic_commands
 from braid.broker.key_sampler import KeyHashSampler
 from braid.broker.limits_monitor import LimitsMonitor
+from braid.broker.namespace_settings import NamespaceSettings
 from braid.broker.non_persistent import NonPersistentTopic, NonPersistentTopics
 from braid.broker.non_persistent_subscription import not_allowed
 from braid.broker.ownership import AssignedBroker, BundleOwnership, LookupAnswer, NotOwner
@@ -63,13 +63,12 @@ from braid.broker.request_limits import LookupLimiter
 from braid.broker.resources import (
     POLICIES_ROOT,
     BrokerResources,
-    NamespaceNotFound,
     NamespacePolicies,
 )
 from braid.broker.schemas.commands import schema_commands
 from braid.broker.schemas.registry import SchemaRegistry
 from braid.broker.schemas.storage import SchemaStorage
-from braid.broker.schemas.topic_schemas import SchemaPolicy, TopicSchemas
+from braid.broker.schemas.topic_schemas import TopicSchemas
 from braid.broker.security_settings import (
     authentication_settings,
     authorization_settings,
@@ -150,9 +149,10 @@ class BrokerService:
         self.commands = CommandRegistry()
         self.commands.register(topic_commands(self, SendValidator(config.max_message_size)))
         #: Topic-level schemas: versions in ledgers, locators in the metadata store.
+        self.namespace_settings = NamespaceSettings(resources, config)
         self.schemas = TopicSchemas(
             SchemaRegistry(SchemaStorage(metadata, ml_factory.storage, clock)),
-            self._schema_policy,
+            self.namespace_settings.schema_policy,
         )
         self.commands.register(schema_commands(self))
         #: Partition counts of partitioned topics (their partitions are ordinary topics).
@@ -185,7 +185,7 @@ class BrokerService:
         )  # fmt: skip
         self.backlog_quotas = BacklogQuotaManager(
             lambda: self._topics,
-            self._namespace_quotas,
+            self.namespace_settings.backlog_quotas,
             self.topic_policies,
             config.backlog_quota_defaults(),
             clock,
@@ -193,7 +193,7 @@ class BrokerService:
         self.limits_monitor = LimitsMonitor(
             lambda: self._topics,
             self.backlog_quotas,
-            self._namespace_ttl,
+            self.namespace_settings.message_ttl,
             clock,
             default_ttl_s=config.ttl_duration_default_in_seconds,
             quota_interval_s=(
@@ -448,42 +448,11 @@ class BrokerService:
 
     async def namespace_policies(self, topic: TopicName) -> NamespacePolicies:
         """The topic's namespace policies; ``TopicNotFound`` naming the namespace if absent."""
-        if not await self.resources.namespace_exists(topic.tenant, topic.namespace):
-            raise TopicNotFound(f"namespace {topic.namespace_name} does not exist")
-        return await self.resources.get_namespace_policies(topic.tenant, topic.namespace)
-
-    async def _schema_policy(self, topic: TopicName) -> SchemaPolicy:
-        """The namespace's schema settings over the broker's defaults."""
-        policies = await self.namespace_policies(topic)
-        return SchemaPolicy(
-            strategy=policies.schema_compatibility_strategy
-            or self.config.schema_compatibility_strategy,
-            allow_auto_update=policies.is_allow_auto_update_schema is not False,
-            validation_enforced=(
-                self.config.is_schema_validation_enforced
-                if policies.schema_validation_enforced is None
-                else policies.schema_validation_enforced
-            ),
-        )
+        return await self.namespace_settings.policies(topic)
 
     async def check_producer_quota(self, topic: str) -> None:
         """Refuse a producer while ``topic`` is over a backlog quota that holds producers."""
         await self.backlog_quotas.check_producer(topic)
-
-    async def _namespace_quotas(self, tenant: str, namespace: str) -> QuotaMap | None:
-        try:
-            return (
-                await self.resources.get_namespace_policies(tenant, namespace)
-            ).backlog_quota_map
-        except NamespaceNotFound:
-            return None
-
-    async def _namespace_ttl(self, tenant: str, namespace: str) -> int | None:
-        try:
-            policies = await self.resources.get_namespace_policies(tenant, namespace)
-        except NamespaceNotFound:
-            return None
-        return policies.message_ttl_in_seconds
 
     async def check_namespace(self, namespace: str) -> NamespaceName:
         """Validate ``tenant/ns`` and check that it exists (``TopicNotFound`` naming it if not)."""

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from braid.broker.client_quirks import client_drops_connection_on_send_error
 from braid.broker.consumer import Consumer, Delivery, SubType
 from braid.broker.errors import ChecksumMismatch, TopicTerminated
-from braid.broker.producer import AccessMode, Producer, client_drops_connection_on_send_error
+from braid.broker.producer import AccessMode, Producer
 from braid.ledger.api import Entry, Position
 
 
