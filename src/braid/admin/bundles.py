@@ -84,10 +84,15 @@ def bundles_router(
             return True, None
         return False, await ownership.owner(bundle)
 
-    async def owner_url(bundle: NamespaceBundle) -> tuple[bool, str | None]:
-        """``(owned here, the owner's web URL)``; ``(False, None)`` when nobody owns it."""
+    async def owner_url(bundle: NamespaceBundle, request: Request) -> tuple[bool, str | None]:
+        """``(owned here, the owner's web URL)``; ``(False, None)`` when nobody owns it. The
+        owner's HTTPS URL for a request that came in over HTTPS (never a downgrade)."""
         here, owner = await owner_of(bundle)
-        return here, None if owner is None else (owner.http_url or None)
+        if owner is None:
+            return here, None
+        if request.url.scheme == "https" and owner.http_url_tls:
+            return here, owner.http_url_tls
+        return here, owner.http_url or None
 
     def redirect(request: Request, owner: str) -> RedirectResponse:
         query = f"?{request.url.query}" if request.url.query else ""
@@ -120,7 +125,7 @@ def bundles_router(
         destinationBroker: Annotated[str | None, Query()] = None,
     ) -> Response:
         target = (await namespace_bundles(tenant, namespace)).bundle(bundle)
-        here, owner = await owner_url(target)
+        here, owner = await owner_url(target, request)
         if not here:
             return Response(status_code=204) if owner is None else redirect(request, owner)
         await unload_here(target, destinationBroker)
@@ -171,7 +176,7 @@ def bundles_router(
         if manager is None or broker.ownership is None:
             await _split_without_owners(resources, broker, bundles, target, unload, default_bundles)
             return Response(status_code=204)
-        here, owner = await owner_url(target)
+        here, owner = await owner_url(target, request)
         if not here and owner is not None:
             return redirect(request, owner)
         if not here:

@@ -76,15 +76,19 @@ def lookup_router(broker: LookupService) -> APIRouter:
             query = f"authoritative={str(answer.authoritative).lower()}" + (
                 f"&listenerName={listenerName}" if listenerName else ""
             )
-            return RedirectResponse(f"{answer.http_url}{request.url.path}?{query}", status_code=307)
+            web = answer.web_url(request.url.scheme == "https")
+            return RedirectResponse(f"{web}{request.url.path}?{query}", status_code=307)
         url = answer.service_url
         web = str(request.base_url).rstrip("/") if answer.local else answer.http_url
-        https = answer.local and request.url.scheme == "https"
+        if answer.local:
+            web_tls = web if request.url.scheme == "https" else ""
+        else:
+            web_tls = answer.http_url_tls
         return {
             "brokerUrl": url,
             "brokerUrlTls": (broker.lookup_url_tls(listener) or "") if answer.local else "",
             "httpUrl": web,
-            "httpUrlTls": web if https else "",
+            "httpUrlTls": web_tls,
             "nativeUrl": url,
             "topic": str(TopicName.parse(name)),
         }

@@ -4,7 +4,8 @@
 A call under ``/admin/v2/{persistent|non-persistent}/{tenant}/{namespace}/{topic}[/...]`` is
 looked up first (:meth:`braid.broker.service.BrokerService.lookup`): served here, it runs here;
 owned by another broker - or an unowned bundle another broker should take - it is answered
-``307 Temporary Redirect`` to the same path and query on that broker's web service URL (with
+``307 Temporary Redirect`` to the same path and query on that broker's web service URL - its
+HTTPS one when the call came in over HTTPS, never a downgrade to plain HTTP - (with
 ``authoritative=true`` added for a broker asked to take the bundle). Calls about a partitioned
 topic's metadata (``/partitions``, ``/partitioned-stats``, ``/partitioned-internalStats``) need
 no owner and run on any broker. A name or namespace the lookup refuses runs here, so the endpoint
@@ -71,7 +72,8 @@ def install_owner_redirect(app: FastAPI, broker: OwnerLookup) -> None:
         query = request.url.query
         if answer.redirect and answer.authoritative and "authoritative=" not in query:
             query = f"{query}&authoritative=true" if query else "authoritative=true"
-        target = f"{answer.http_url.rstrip('/')}{request.url.path}" + (f"?{query}" if query else "")
+        web = answer.web_url(request.url.scheme == "https")
+        target = f"{web.rstrip('/')}{request.url.path}" + (f"?{query}" if query else "")
         log.debug("redirecting %s %s to %s", request.method, request.url.path, target)
         return RedirectResponse(target, status_code=307)
 

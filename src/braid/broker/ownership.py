@@ -142,6 +142,13 @@ class LookupAnswer:
     authoritative: bool
     #: The answer names this broker.
     local: bool
+    #: The same broker's HTTPS web service URL ("" when it has none): where a request that
+    #: came in over HTTPS is redirected, so a redirect never downgrades it to plain HTTP.
+    http_url_tls: str = ""
+
+    def web_url(self, https: bool) -> str:
+        """The web URL to send a client to: the HTTPS one when it came in over HTTPS."""
+        return self.http_url_tls if https and self.http_url_tls else self.http_url
 
 
 def ownership_path(bundle: NamespaceBundle) -> str:
@@ -358,16 +365,19 @@ class BundleOwnership:
                     redirect=True,
                     authoritative=candidate.authoritative,
                     local=False,
+                    http_url_tls=candidate.broker.web_service_url_tls or "",
                 )
         if owner is not None and moving and owner.native_url != me.native_url:
             # Its owner is handing it over, and this broker is the next one: the client's
             # producer/consumer waits here for the release (check_serving).
-            return LookupAnswer(me.native_url, me.http_url, False, True, local=True)
+            return LookupAnswer(
+                me.native_url, me.http_url, False, True, local=True, http_url_tls=me.http_url_tls
+            )
         if owner is None:
             owner = await self.try_acquire(bundle)
         local = owner == me and self.owns(bundle)
         url = owner.native_url if local else _url(owner.native_url, owner.listeners, listener)
-        return LookupAnswer(url, owner.http_url, False, True, local)
+        return LookupAnswer(url, owner.http_url, False, True, local, owner.http_url_tls)
 
     async def _unless_dead(self, bundle: NamespaceBundle, owner: OwnerData) -> OwnerData | None:
         """``owner``, or - when it is dead (a previous incarnation of this broker, or another

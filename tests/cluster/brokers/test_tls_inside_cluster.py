@@ -239,6 +239,23 @@ def test_brokers_and_bookies_speak_tls_inside_the_cluster(
         )
 
     wait_for(moved, within=60, message=f"the other brokers to unload {sorted(remote)}")
+
+    # A client that came in over HTTPS is sent to the owner's HTTPS port, never downgraded.
+    path = "persistent/public/default/tls-redirect"
+    with httpx.Client(timeout=20, verify=trusted, follow_redirects=True) as http:
+        found = http.get(f"{https_admin[caller.service_url]}/lookup/v2/topic/{path}")
+        assert found.status_code == 200, found.text
+        owner_url = found.json()["brokerUrl"]
+        assert owner_url in https_admin, (owner_url, https_admin)
+        other = next(url for svc, url in https_admin.items() if svc != owner_url)
+        answer = http.get(f"{other}/admin/v2/{path}/stats", follow_redirects=False)
+        assert answer.status_code == 307, answer.text
+        assert answer.headers["location"].startswith(f"{https_admin[owner_url]}/admin/v2/"), (
+            answer.headers
+        )
+        looked_up = http.get(f"{other}/lookup/v2/topic/{path}", follow_redirects=False).json()
+        assert looked_up["httpUrlTls"] == https_admin[owner_url], looked_up
+
     for broker in cluster.brokers:
         assert "unloading " not in broker.output(), broker.output()[-3000:]
         assert "TLS to broker" not in broker.output(), broker.output()[-3000:]
