@@ -168,7 +168,9 @@ def test_brokers_and_bookies_speak_tls_inside_the_cluster(
     cluster.start()
 
     # Every broker announces an https internal listener that refuses plain HTTP and TLS
-    # callers without a trusted certificate, and the HTTPS admin URL the others call.
+    # callers without a trusted certificate, and the HTTPS admin URL the others call. A broker
+    # answers /health a moment before it registers: wait for the three entries.
+    wait_for(lambda: len(cluster.registry()) == 3, within=30, message="three registered brokers")
     registry = cluster.registry()
     internal = {b: e["internalUrl"] for b, e in registry.items()}
     assert len(internal) == 3
