@@ -15,6 +15,7 @@ from braid.core.checkpoint import (
     DRAINED,
     LATEST_CURSOR,
     Checkpoint,
+    CursorKind,
     SegmentCursor,
     StartKind,
     checkpoint_cursors,
@@ -22,6 +23,7 @@ from braid.core.checkpoint import (
     plan_restore,
     start_for,
 )
+from braid.core.errors import InvalidInputError
 from braid.core.layout import SegmentLayout
 from braid.core.varint import CorruptEncoding
 
@@ -126,3 +128,86 @@ def test_sentinels_plan_beginning_or_latest() -> None:
     assert start_for(drained, layout, 0) is ALREADY_DRAINED
     assert start_for(drained, layout, 1) is AT_LATEST
     assert start_for(drained, layout, 2) is BEGINNING
+
+
+_MAX = "0..9223372036854775807"
+
+
+@pytest.mark.parametrize(
+    ("bad", "reason"),
+    [
+        ("01", "a serialized Checkpoint has at least 2 bytes, got 1"),
+        ("0201", "unknown Checkpoint format version 2 (this client reads 1)"),
+        ("0103", "unknown checkpoint kind 3"),
+        ("0100000200010001", "checkpoint segments are not in ascending order"),
+        ("0100000100", "checkpoint truncated before a cursor tag"),
+        ("010000010003", "unknown checkpoint cursor tag 3"),
+        ("0100010000ff", "2 unexpected bytes after a checkpoint"),
+        (
+            "010000010000ffffffffffffffffff010000",
+            f"checkpoint cursor out of range: checkpoint ledger id must be an integer in {_MAX}: "
+            "18446744073709551615",
+        ),
+        (
+            "0100ffffffffffffffffff0100",
+            f"checkpoint out of range: checkpoint layout epoch must be an integer in {_MAX}: "
+            "18446744073709551615",
+        ),
+    ],
+)
+def test_a_refused_encoding_says_what_is_wrong(bad: str, reason: str) -> None:
+    with pytest.raises(CorruptEncoding) as caught:
+        Checkpoint.from_bytes(bytes.fromhex(bad))
+    assert str(caught.value) == reason
+
+
+@pytest.mark.parametrize(
+    ("args", "reason"),
+    [
+        (("after",), "cursor kind must be a CursorKind, got 'after'"),
+        ((CursorKind.AFTER, -1), f"checkpoint ledger id must be an integer in {_MAX}: -1"),
+        ((CursorKind.AFTER, True), f"checkpoint ledger id must be an integer in {_MAX}: True"),
+        ((CursorKind.AFTER, 0, -1), f"checkpoint entry id must be an integer in {_MAX}: -1"),
+        ((CursorKind.AFTER, 0, 0.0), f"checkpoint entry id must be an integer in {_MAX}: 0.0"),
+        (
+            (CursorKind.AFTER, 0, 0, -2),
+            "checkpoint batch index must be an integer in -1..2147483647: -2",
+        ),
+        (
+            (CursorKind.AFTER, 0, 0, 2**31),
+            "checkpoint batch index must be an integer in -1..2147483647: 2147483648",
+        ),
+        ((CursorKind.DRAINED, 1, 0), "a drained cursor carries no position"),
+        ((CursorKind.LATEST, 0, 1), "a latest cursor carries no position"),
+    ],
+)
+def test_a_malformed_cursor_is_refused_naming_the_field(
+    args: tuple[object, ...], reason: str
+) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        SegmentCursor(*args)  # type: ignore[arg-type]
+    assert str(caught.value) == reason
+
+
+def test_the_edges_of_each_field_are_accepted() -> None:
+    top = 2**63 - 1
+    assert SegmentCursor.after(top, top, 2**31 - 1).batch_index == 2**31 - 1
+    assert SegmentCursor.after(0, 0, -1).entry_id == 0
+    assert checkpoint_of(top, {top: DRAINED}) == checkpoint_of(top, {top: DRAINED})
+
+
+@pytest.mark.parametrize(
+    ("epoch", "cursors", "reason"),
+    [
+        (-1, {}, f"checkpoint layout epoch must be an integer in {_MAX}: -1"),
+        (1.0, {}, f"checkpoint layout epoch must be an integer in {_MAX}: 1.0"),
+        (0, {-1: DRAINED}, f"checkpoint segment id must be an integer in {_MAX}: -1"),
+        (0, {1: "x"}, "segment 1: 'x' is not a SegmentCursor"),
+    ],
+)
+def test_a_checkpoint_of_bad_parts_is_refused_naming_the_part(
+    epoch: object, cursors: dict[object, object], reason: str
+) -> None:
+    with pytest.raises(InvalidInputError) as caught:
+        checkpoint_of(epoch, cursors)  # type: ignore[arg-type]
+    assert str(caught.value) == reason

@@ -16,6 +16,7 @@ def test_words_are_javas_bitset_long_array() -> None:
     # BitSet.set(0, 3).toLongArray() == [7]; bit 63 makes the word negative; bit 64 opens word 1.
     assert ack_set.all_set(3) == (7,)
     assert ack_set.of_indexes([63]) == (-(2**63),)
+    assert ack_set.of_indexes([62]) == (2**62,)  # only bit 63 is the sign
     assert ack_set.of_indexes([64]) == (0, 1)
     assert ack_set.all_set(0) == ()
     # A consumer acknowledging message 1 of a batch of 3 sends the other two bits.
