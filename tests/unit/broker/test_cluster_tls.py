@@ -44,6 +44,16 @@ def config(tmp_path: Path, **settings: str) -> BrokerConfig:
     return load_config(None, {"dataDir": str(tmp_path / "data"), **settings}, {})
 
 
+def broker_tls(server: CertPair, **extra: str) -> dict[str, str]:
+    """A broker's own certificate with ``brokerClientTlsEnabled`` on, plus ``extra`` keys."""
+    return {
+        "brokerClientTlsEnabled": "true",
+        "tlsCertificateFilePath": str(server.cert),
+        "tlsKeyFilePath": str(server.key),
+        **extra,
+    }
+
+
 def test_a_broker_without_tls_serves_and_calls_in_plain_http(tmp_path: Path) -> None:
     plain = config(tmp_path)
     assert internal_server_context(plain) is None
@@ -58,13 +68,9 @@ def test_a_broker_without_tls_serves_and_calls_in_plain_http(tmp_path: Path) -> 
 def test_broker_client_tls_enabled_makes_the_internal_listener_https_and_refuses_plain_peers(
     tmp_path: Path, ca: TestCertificateAuthority, server: CertPair
 ) -> None:
-    settings = {
-        "brokerClientTlsEnabled": "true",
-        "tlsCertificateFilePath": str(server.cert),
-        "tlsKeyFilePath": str(server.key),
-        "tlsTrustCertsFilePath": str(ca.cert),
-        "tlsRequireTrustedClientCertOnConnect": "true",
-    }
+    settings = broker_tls(
+        server, tlsTrustCertsFilePath=str(ca.cert), tlsRequireTrustedClientCertOnConnect="true"
+    )
     context = internal_server_context(config(tmp_path, **settings))
     assert context is not None
     assert context.verify_mode == ssl.CERT_REQUIRED
@@ -166,13 +172,7 @@ def test_a_tls_failure_to_a_peer_is_logged_once_until_a_call_succeeds(
 def test_a_broker_with_tls_calls_the_others_admin_api_at_their_https_url_only(
     tmp_path: Path, ca: TestCertificateAuthority, server: CertPair
 ) -> None:
-    settings = {
-        "brokerClientTlsEnabled": "true",
-        "tlsCertificateFilePath": str(server.cert),
-        "tlsKeyFilePath": str(server.key),
-        "tlsTrustCertsFilePath": str(ca.cert),
-        "webServicePortTls": "0",
-    }
+    settings = broker_tls(server, tlsTrustCertsFilePath=str(ca.cert), webServicePortTls="0")
     tls = peer_tls(config(tmp_path, **settings))
     assert tls.admin_url("http://b1:8080", "https://b1:8443") == "https://b1:8443"
     # A peer without an HTTPS admin port: its plain URL, which the client refuses.
@@ -190,11 +190,7 @@ def test_a_broker_with_tls_calls_the_others_admin_api_at_their_https_url_only(
 def test_a_broker_with_tls_but_no_https_admin_port_is_refused_at_start_up_naming_the_key(
     tmp_path: Path, ca: TestCertificateAuthority, server: CertPair
 ) -> None:
-    settings = {
-        "brokerClientTlsEnabled": "true",
-        "tlsCertificateFilePath": str(server.cert),
-        "tlsKeyFilePath": str(server.key),
-    }
+    settings = broker_tls(server)
     with pytest.raises(InvalidConfig, match="webServicePortTls") as refused:
         check_https_admin(config(tmp_path, **settings))
     assert "webServicePortTls" in refused.value.keys
