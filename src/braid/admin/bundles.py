@@ -37,7 +37,7 @@ from braid.broker.bundles import InvalidBundles, NamespaceBundle, NamespaceBundl
 from braid.broker.cluster_tls import PeerTls, peer_admin_url, peer_client
 from braid.broker.errors import ServiceNotReady
 from braid.broker.load_manager import BundleSplitConflict, LoadManager
-from braid.broker.ownership import BundleOwnership, OwnerData
+from braid.broker.ownership import BundleOwnership, OwnerData, client_web_url
 from braid.broker.resources import BrokerResources, NamespacePolicies
 from braid.core.names import TopicName
 
@@ -90,9 +90,8 @@ def bundles_router(
         here, owner = await owner_of(bundle)
         if owner is None:
             return here, None
-        if request.url.scheme == "https" and owner.http_url_tls:
-            return here, owner.http_url_tls
-        return here, owner.http_url or None
+        https = request.url.scheme == "https"
+        return here, client_web_url(owner.http_url, owner.http_url_tls, https) or None
 
     def redirect(request: Request, owner: str) -> RedirectResponse:
         query = f"?{request.url.query}" if request.url.query else ""

@@ -148,7 +148,13 @@ class LookupAnswer:
 
     def web_url(self, https: bool) -> str:
         """The web URL to send a client to: the HTTPS one when it came in over HTTPS."""
-        return self.http_url_tls if https and self.http_url_tls else self.http_url
+        return client_web_url(self.http_url, self.http_url_tls, https)
+
+
+def client_web_url(http_url: str, http_url_tls: str, https: bool) -> str:
+    """Where to send a client that came in over HTTPS (``https``) or not: a broker's HTTPS web
+    URL when it has one and the client used HTTPS - a redirect never downgrades a request."""
+    return http_url_tls if https and http_url_tls else http_url
 
 
 def ownership_path(bundle: NamespaceBundle) -> str:
@@ -513,6 +519,7 @@ __all__ = [
     "OwnerData",
     "Placement",
     "RendezvousPlacement",
+    "client_web_url",
     "ownership_path",
     "rendezvous_score",
 ]
