@@ -1,0 +1,174 @@
+"""Where each transaction coordinator is served on a cluster of ``braid broker`` processes (ADR
+0070).
+
+Coordinator *n* is served by the broker that owns the namespace bundle of partition *n* of
+``persistent://pulsar/system/transaction_coordinator_assign`` (:mod:`braid.broker.ownership`): a
+client finds it with a LOOKUP of that partition, as Pulsar's clients do, and the lookup places an
+unowned bundle like any other. :class:`BundleCoordinatorPlacement` answers "does this broker serve
+coordinator *n*?" from the bundle ownership this broker holds (no I/O), and takes an unowned bundle
+for a client sent here.
+
+:class:`CoordinatorKeeper` makes sure no coordinator stays without a broker when no client asks
+(a COMMITTING transaction must still be driven to its end after its broker died): whenever an
+ownership node of ``pulsar/system`` changes, and every :data:`KEEP_INTERVAL_S` anyway, each broker
+looks at every coordinator; one whose bundle nobody owns is taken by the registered broker with the
+highest rendezvous score (every broker computes the same one; the ownership node's CAS settles a
+race), which then loads it from its records. A coordinator whose bundle this broker lost is fenced
+at once (:meth:`~.coordinator.TransactionCoordinators.lose`), from the same ownership notification
+that tells the broker it lost the bundle - before the node's deletion lets another broker take it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from braid.broker.broker_registry import BrokerRegistry, broker_id
+from braid.broker.bundles import NamespaceBundle
+from braid.broker.errors import ServiceNotReady
+from braid.broker.ownership import BundleOwnership, OwnerData, RendezvousPlacement
+from braid.broker.transactions.coordinator import ASSIGN_TOPIC, TransactionCoordinators
+from braid.clock import Clock
+from braid.core.names import TopicName
+from braid.metadata.api import MetadataStore, Notification
+
+log = logging.getLogger(__name__)
+
+#: How often every coordinator's placement is checked even without a notification.
+KEEP_INTERVAL_S = 2.0
+#: Ownership nodes of the assign topic's namespace (Pulsar's path).
+SYSTEM_OWNERSHIP = "/namespace/pulsar/system"
+
+
+def partition_of(tc_id: int) -> str:
+    """The assign topic's partition naming coordinator ``tc_id``."""
+    return f"{ASSIGN_TOPIC}-partition-{tc_id}"
+
+
+class BundleCoordinatorPlacement:
+    """Coordinator *n* is served here while this broker owns assign partition *n*'s bundle."""
+
+    def __init__(self, ownership: BundleOwnership, registry: BrokerRegistry) -> None:
+        self._ownership = ownership
+        self._candidates = RendezvousPlacement(registry)
+        self._registry = registry
+        #: Coordinator -> the bundle of its assign partition (learnt on first use).
+        self._bundles: dict[int, NamespaceBundle] = {}
+
+    def serves(self, tc_id: int) -> bool:
+        bundle = self._bundles.get(tc_id)
+        return bundle is not None and self._ownership.owns(bundle)
+
+    async def bundle(self, tc_id: int) -> NamespaceBundle:
+        bundle = await self._ownership.bundle_of(TopicName.parse(partition_of(tc_id)))
+        self._bundles[tc_id] = bundle
+        return bundle
+
+    def coordinators_in(self, bundle: NamespaceBundle) -> list[int]:
+        """The coordinators whose assign partition is in ``bundle``."""
+        return [tc_id for tc_id, b in self._bundles.items() if b == bundle]
+
+    async def claim(self, tc_id: int) -> bool:
+        bundle = await self.bundle(tc_id)
+        try:
+            await self._ownership.try_acquire(bundle)
+        except ServiceNotReady:
+            return False
+        return self._ownership.owns(bundle)
+
+    async def take_if_candidate(self, tc_id: int) -> bool:
+        """Whether this broker serves ``tc_id`` after taking it if nobody owns it and this broker
+        is the rendezvous candidate among the registered brokers."""
+        bundle = await self.bundle(tc_id)
+        if self._ownership.owns(bundle):
+            return True
+        if await self._ownership.owner(bundle) is not None:
+            return False
+        candidate = await self._candidates.candidate(bundle)
+        if candidate is None or candidate.broker.service_url != self._ownership.me.native_url:
+            return False
+        return await self.claim(tc_id)
+
+    async def owner(self, tc_id: int) -> tuple[str, str] | None:
+        """``(service URL, TLS service URL or "")`` of coordinator ``tc_id``'s broker, or ``None``
+        while it has none (mid-election: unowned, or its owner is handing it over)."""
+        found: OwnerData | None = await self._ownership.owner(await self.bundle(tc_id))
+        if found is None or found.disabled:
+            return None
+        info = await self._registry.get(broker_id(found.native_url))
+        tls = info.service_url_tls if info is not None and info.service_url_tls else ""
+        return found.native_url, tls
+
+
+class CoordinatorKeeper:
+    """Loads the coordinators this broker gains, fences those it loses (module docstring)."""
+
+    def __init__(
+        self,
+        coordinators: TransactionCoordinators,
+        placement: BundleCoordinatorPlacement,
+        store: MetadataStore,
+        clock: Clock,
+        *,
+        interval_s: float = KEEP_INTERVAL_S,
+    ) -> None:
+        self._coordinators = coordinators
+        self._placement = placement
+        self._clock = clock
+        self._interval_s = interval_s
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._unsubscribe: Callable[[], None] = store.register_listener(self._on_notification)
+        #: Called after each pass that may have seen an ownership change (assignment watches).
+        self.on_pass: list[Callable[[], None]] = []
+
+    def start(self) -> None:
+        self._wake.set()
+        self._task = asyncio.ensure_future(self._run())
+
+    def _on_notification(self, event: Notification) -> None:
+        if event.path.startswith(SYSTEM_OWNERSHIP + "/"):
+            self._wake.set()
+
+    def bundle_lost(self, bundle: NamespaceBundle) -> None:
+        """This broker lost ``bundle``: fence its coordinators now."""
+        for tc_id in self._placement.coordinators_in(bundle):
+            self._coordinators.lose(tc_id)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._next_wake()
+            self._wake.clear()
+            await self.keep()
+            for listener in list(self.on_pass):
+                listener()
+
+    async def _next_wake(self) -> None:
+        if self._wake.is_set():
+            return
+        waiter = asyncio.ensure_future(self._wake.wait())
+        sleeper = asyncio.ensure_future(self._clock.sleep(self._interval_s))
+        try:
+            await asyncio.wait({waiter, sleeper}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            sleeper.cancel()
+
+    async def keep(self) -> None:
+        """One pass over every coordinator."""
+        for tc_id in range(self._coordinators.count):
+            try:
+                if await self._placement.take_if_candidate(tc_id):
+                    await self._coordinators.adopt(tc_id)
+                elif tc_id in self._coordinators.loaded():
+                    self._coordinators.lose(tc_id)
+            except Exception as exc:  # the next pass tries again
+                log.warning("placing transaction coordinator %d failed: %s", tc_id, exc)
+
+    async def close(self) -> None:
+        self._unsubscribe()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
