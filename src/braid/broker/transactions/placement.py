@@ -36,7 +36,7 @@ from braid.metadata.api import MetadataStore, Notification
 log = logging.getLogger(__name__)
 
 #: How often every coordinator's placement is checked even without a notification.
-KEEP_INTERVAL_S = 2.0
+KEEP_INTERVAL_S = 5.0
 #: Ownership nodes of the assign topic's namespace (Pulsar's path).
 SYSTEM_OWNERSHIP = "/namespace/pulsar/system"
 
