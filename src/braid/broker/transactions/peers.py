@@ -182,6 +182,13 @@ class PeerConnections:
         request_id = conn.new_request_id()
         return await conn.request(make(request_id), request_id)
 
+    async def ask(self, url: str, make: Callable[[int], pb.BaseCommand], what: str) -> None:
+        """Send ``make(request_id)`` to ``url``; raise :class:`PeerRefused` (``what`` failed)
+        unless the answer carries no error."""
+        refused = refusal(await self.call(url, make), f"{what} at {url}")
+        if refused is not None:
+            raise refused
+
     def close(self) -> None:
         for conn in self._connections.values():
             conn.close()

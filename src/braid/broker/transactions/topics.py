@@ -46,7 +46,7 @@ from braid.broker.transactions.coordinator import (
     TransactionCoordinators,
 )
 from braid.broker.transactions.ids import TxnId
-from braid.broker.transactions.peers import PeerConnections, find_owner, refusal
+from braid.broker.transactions.peers import PeerConnections, find_owner
 from braid.broker.transactions.pending_ack import SubscriptionView, TopicTransactions
 from braid.broker.transactions.placement import BundleCoordinatorPlacement, CoordinatorKeeper
 from braid.clock import Clock
@@ -169,6 +169,18 @@ def ack_in_transaction(
         answer(None)
 
     channel.spawn(run())
+
+
+def _request(
+    message: pb.CommandEndTxnOnPartition | pb.CommandEndTxnOnSubscription,
+) -> Callable[[int], pb.BaseCommand]:
+    """``message`` as the command sent with request id ``rid``."""
+
+    def make(rid: int) -> pb.BaseCommand:
+        message.request_id = rid
+        return commands.wrap(message)
+
+    return make
 
 
 class BrokerTransactions:
@@ -301,21 +313,9 @@ class BrokerTransactions:
             await self.end_on_partition_here(topic, txn, action)
             return
         assert self._peers is not None
-        answer = await self._peers.call(
-            url,
-            lambda rid: commands.wrap(
-                pb.CommandEndTxnOnPartition(
-                    request_id=rid,
-                    txnid_most_bits=txn.most_bits,
-                    txnid_least_bits=txn.least_bits,
-                    topic=topic,
-                    txn_action=action,
-                )
-            ),
-        )
-        refused = refusal(answer, f"ending transaction {txn} on {topic} at {url}")
-        if refused is not None:
-            raise refused
+        end = pb.CommandEndTxnOnPartition(topic=topic, txn_action=action)
+        end.txnid_most_bits, end.txnid_least_bits = txn.most_bits, txn.least_bits
+        await self._peers.ask(url, _request(end), f"ending transaction {txn} on {topic}")
 
     async def end_on_subscription(
         self, topic: str, subscription: str, txn: TxnId, action: pb.TxnAction.ValueType
@@ -326,21 +326,12 @@ class BrokerTransactions:
             await self.end_on_subscription_here(topic, subscription, txn, action)
             return
         assert self._peers is not None
-        answer = await self._peers.call(
-            url,
-            lambda rid: commands.wrap(
-                pb.CommandEndTxnOnSubscription(
-                    request_id=rid,
-                    txnid_most_bits=txn.most_bits,
-                    txnid_least_bits=txn.least_bits,
-                    subscription=pb.Subscription(topic=topic, subscription=subscription),
-                    txn_action=action,
-                )
-            ),
+        end = pb.CommandEndTxnOnSubscription(
+            subscription=pb.Subscription(topic=topic, subscription=subscription), txn_action=action
         )
-        refused = refusal(answer, f"ending transaction {txn} on {topic}/{subscription} at {url}")
-        if refused is not None:
-            raise refused
+        end.txnid_most_bits, end.txnid_least_bits = txn.most_bits, txn.least_bits
+        what = f"ending transaction {txn} on {topic}/{subscription}"
+        await self._peers.ask(url, _request(end), what)
 
     async def end_on_partition_here(
         self, topic: str, txn: TxnId, action: pb.TxnAction.ValueType
