@@ -32,6 +32,7 @@ from braid.core.names import TopicName
 from braid.protocol import commands
 from braid.protocol.events import CommandReceived
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.security.authorization import AuthorizationDenied
 
 log = logging.getLogger(__name__)
 
@@ -186,11 +187,25 @@ class TransactionCommands:
             req.request_id, txn, work, lambda: pb.CommandEndTxnResponse(request_id=req.request_id)
         )
 
+    def _require_broker(self) -> None:
+        """END_TXN_ON_* come from coordinators on brokers: with authentication on, only a super
+        user (the brokers' ``brokerClientAuthenticationPlugin`` role) may send them.
+
+        Raises:
+            AuthorizationDenied: another role.
+        """
+        role = self._channel.auth_role
+        if role is not None and not self._service.authorization.is_super_user(role):
+            raise AuthorizationDenied(
+                f"role {role!r} may not end transactions on topics: only brokers (super users) do"
+            )
+
     def on_end_txn_on_partition(self, event: CommandReceived) -> None:
         req = event.command.endTxnOnPartition
         txn = TxnId.of(req)
 
         async def work(t: BrokerTransactions) -> None:
+            self._require_broker()
             await t.end_on_partition_here(req.topic, txn, req.txn_action)
 
         self._serve(
@@ -206,6 +221,7 @@ class TransactionCommands:
         sub = req.subscription
 
         async def work(t: BrokerTransactions) -> None:
+            self._require_broker()
             await t.end_on_subscription_here(sub.topic, sub.subscription, txn, req.txn_action)
 
         self._serve(
