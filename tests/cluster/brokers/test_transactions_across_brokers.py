@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -28,6 +29,7 @@ from braid.protocol.generated import PulsarApi_pb2 as pb
 from tests.support.broker_cluster import BUNDLES, Cluster, bundle_of
 from tests.support.broker_process import BrokerProcess
 from tests.support.polling import eventually, wait_for
+from tests.support.raw_client import RawClient
 from tests.support.txn_wire import Txn, TxnWire, error_name
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
@@ -138,6 +140,44 @@ def _drain(client: pulsar.Client, topic: str, subscription: str, want: int) -> l
     return got
 
 
+class AssignmentWatch:
+    """A coordinator-assignment watch on ``broker``, kept open in a thread of its own: ``maps``
+    is every map it received (``tc_id -> service URL``), in order."""
+
+    def __init__(self, broker: BrokerProcess) -> None:
+        self.maps: list[dict[int, str]] = []
+        self.parallelism = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run(broker)))
+        self._thread.start()
+
+    async def _run(self, broker: BrokerProcess) -> None:
+        raw = await RawClient.open(broker.host, broker.port)
+        try:
+            await raw.send(commands.wrap(pb.CommandWatchTcAssignments(watch_id=1)))
+            while not self._stop.is_set():
+                try:
+                    cmd = await raw.next_command(_is_update, within=0.5)
+                except TimeoutError:
+                    continue
+                snapshot = cmd.watchTcAssignmentsUpdate.snapshot
+                self.parallelism = snapshot.parallelism
+                self.maps.append({a.tc_id: a.broker_service_url for a in snapshot.assignments})
+        finally:
+            await raw.close()
+
+    def last(self) -> dict[int, str]:
+        return self.maps[-1] if self.maps else {}
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+def _is_update(cmd: pb.BaseCommand) -> bool:
+    return cmd.type == pb.BaseCommand.WATCH_TC_ASSIGNMENTS_UPDATE
+
+
 class Participants:
     """Two produced topics (``a``, ``b``) and an acknowledged one (``s``), on three brokers."""
 
@@ -240,6 +280,23 @@ def test_killing_the_coordinators_broker_ends_open_and_decided_transactions(
     # (b) needs a participant broker other than the coordinator's, and a third that survives.
     down = cluster.by_url(next(u for u in (parts.a_owner, parts.b_owner) if u != tc_url))
     survivor = next(b for b in cluster.brokers if b not in (coordinator, down))
+    watch = AssignmentWatch(survivor)
+    try:
+        _kill_and_recover(cluster, parts, coordinator, down, survivor, watch)
+    finally:
+        watch.stop()
+
+
+def _kill_and_recover(
+    cluster: Cluster,
+    parts: Participants,
+    coordinator: BrokerProcess,
+    down: BrokerProcess,
+    survivor: BrokerProcess,
+    watch: AssignmentWatch,
+) -> None:
+    tc_url = coordinator.service_url
+    wait_for(lambda: watch.last().get(0) == tc_url, within=30, message="the watch names tc 0")
 
     async def begin_both(tc: TxnWire, pa: TxnWire, pb_: TxnWire, sw: TxnWire) -> tuple[Txn, Txn]:
         await tc.connect_coordinator()
@@ -276,6 +333,13 @@ def test_killing_the_coordinators_broker_ends_open_and_decided_transactions(
         message="coordinator 0 on the surviving broker",
     )
     wait_for(lambda: txn_status(cluster, decided) is None, within=90, message="decided txn ended")
+    # The watch on the survivor got the whole map again: every coordinator is the survivor's now.
+    wait_for(
+        lambda: watch.last() == {tc: survivor.service_url for tc in range(watch.parallelism)},
+        within=60,
+        message=lambda: f"every coordinator on the survivor in the watch's map: {watch.last()}",
+    )
+    assert watch.parallelism == 16
 
     assert txn_status(cluster, open_txn) == "OPEN"
 
