@@ -318,6 +318,7 @@ async def _initialize(args: argparse.Namespace) -> list[str]:
                 args.cluster,
                 ClusterData(args.web_service_url, args.broker_service_url),
                 namespace_bundles=args.default_namespace_bundle_number,
+                transaction_coordinators=args.num_transaction_coordinators,
             )
         finally:
             if conf is not store:

@@ -20,7 +20,9 @@ from braid.broker.cluster_metadata import (
 from braid.broker.errors import ServiceNotReady
 from braid.broker.owner_probe import OwnerProbe
 from braid.broker.ownership import BundleOwnership, NotOwner, OwnerData, ownership_path
+from braid.broker.partitions import PartitionedTopics
 from braid.core.names import TopicName
+from braid.core.partitions import InvalidPartitionCount
 from braid.metadata.memory import MemoryBackend, MemoryMetadataStore
 from tests.support.polling import eventually
 
@@ -167,8 +169,15 @@ async def test_cluster_metadata_is_written_once_and_checked_by_brokers() -> None
     with pytest.raises(ClusterNotInitialized, match="initialize-cluster-metadata --cluster c1"):
         await check_initialized(store, "c1", "zk:h:2181/x")
     data = ClusterData("http://h:8080", "pulsar://h:6650")
-    created = await initialize_cluster_metadata(store, store, "c1", data, namespace_bundles=8)
+    created = await initialize_cluster_metadata(
+        store, store, "c1", data, namespace_bundles=8, transaction_coordinators=4
+    )
     assert "/admin/clusters/c1" in created and "/admin/policies/public/default" in created
+    # The transaction coordinators' assign topic, one partition per coordinator (ADR 0070).
+    assign = TopicName.parse("persistent://pulsar/system/transaction_coordinator_assign")
+    assert await PartitionedTopics(store).partitions(assign) == 4
+    with pytest.raises(InvalidPartitionCount):
+        await initialize_cluster_metadata(store, store, "c1", data, transaction_coordinators=0)
     assert await initialize_cluster_metadata(store, store, "c1", data) == []
     assert await check_initialized(store, "c1", "zk:h:2181/x") == data
     got = await store.get("/admin/policies/public/default")
