@@ -13,8 +13,9 @@ the connection's end.
 
 :class:`TcAssignments` is the one owner of the watches of a broker: it rebuilds the map after
 every pass of the coordinator keeper (which runs on every ownership change of ``pulsar/system``)
-and after every change of what this broker serves, and sends it to every watch when it differs
-from the last one sent. On a standalone every coordinator is this broker's.
+and after every change of what this broker serves, and sends it to each watch whose last map
+differs (a new watch has none: it gets the map at once). On a standalone every coordinator is
+this broker's.
 """
 
 from __future__ import annotations
@@ -55,6 +56,16 @@ def update(watch_id: int, snapshot: pb.TcAssignmentsSnapshot) -> pb.BaseCommand:
     return commands.watch_tc_assignments_update(watch_id, snapshot)
 
 
+class _Watch:
+    """One open watch: where to send, and the map it got last."""
+
+    __slots__ = ("send", "sent")
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.sent: pb.TcAssignmentsSnapshot | None = None
+
+
 class TcAssignments:
     """Every coordinator-assignment watch opened on this broker."""
 
@@ -66,12 +77,10 @@ class TcAssignments:
         self._coordinators = coordinators
         self._own_urls = own_urls
         self._placement: BundleCoordinatorPlacement | None = None
-        #: ``(session key, watch id) -> send``.
-        self._watches: dict[tuple[int, int], Send] = {}
-        self._last: pb.TcAssignmentsSnapshot | None = None
+        #: ``(session key, watch id) -> the watch``.
+        self._watches: dict[tuple[int, int], _Watch] = {}
         self._refreshing: asyncio.Task[None] | None = None
         self._again = False
-        self._tasks: set[asyncio.Task[None]] = set()
         coordinators.listeners.append(self.changed)
 
     def place_by(self, placement: BundleCoordinatorPlacement) -> None:
@@ -89,20 +98,8 @@ class TcAssignments:
 
     def watch(self, session: int, watch_id: int, send: Send) -> None:
         """Open a watch: the current map is sent at once, the whole map again on each change."""
-        self._watches[(session, watch_id)] = send
-
-        async def first() -> None:
-            try:
-                snapshot = await self.snapshot()
-            except Exception as exc:  # the next change sends it
-                log.warning("coordinator assignments could not be read: %s", exc)
-                return
-            if (session, watch_id) in self._watches:
-                send(update(watch_id, snapshot))
-
-        task = asyncio.ensure_future(first())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._watches[(session, watch_id)] = _Watch(send)
+        self.changed()
 
     def unwatch(self, session: int, watch_id: int | None = None) -> None:
         """Close one watch, or (``watch_id`` ``None``) every watch of ``session``."""
@@ -115,7 +112,10 @@ class TcAssignments:
         return len(self._watches)
 
     def changed(self) -> None:
-        """Ownership may have changed: rebuild the map, push it if it differs."""
+        """Ownership may have changed: rebuild the map, send it to each watch that has not got
+        this very map yet (nothing to do without watches)."""
+        if not self._watches:
+            return
         if self._refreshing is not None and not self._refreshing.done():
             self._again = True
             return
@@ -129,18 +129,15 @@ class TcAssignments:
             except Exception as exc:  # the next change tries again
                 log.warning("coordinator assignments could not be read: %s", exc)
                 return
-            if snapshot != self._last:
-                self._last = snapshot
-                for (_, watch_id), send in list(self._watches.items()):
-                    send(update(watch_id, snapshot))
+            for (_, watch_id), watch in list(self._watches.items()):
+                if watch.sent != snapshot:
+                    watch.sent = snapshot
+                    watch.send(update(watch_id, snapshot))
             if not self._again:
                 return
 
     async def close(self) -> None:
         self._watches.clear()
-        tasks = list(self._tasks)
         if self._refreshing is not None:
-            tasks.append(self._refreshing)
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+            self._refreshing.cancel()
+            await asyncio.gather(self._refreshing, return_exceptions=True)
