@@ -139,6 +139,23 @@ async def test_a_deleted_ownership_node_is_noticed_by_its_owner(nodes: list[Node
     assert not owner.ownership.owns(bundle)
 
 
+async def test_a_bundle_taken_again_right_after_its_release_stays_owned(
+    nodes: list[Node],
+) -> None:
+    owner = nodes[0]
+    bundle = await owner.ownership.check_serving(TOPIC)
+    await owner.ownership.release(bundle)
+    # Taken again before the deletion's notification is delivered: that notification is about
+    # the released node, not about the new one.
+    assert await owner.ownership.try_acquire(bundle) == owner.me
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert owner.lost == [] and owner.ownership.owns(bundle)
+    # A later deletion of the new node is still noticed.
+    await nodes[1].store.delete(ownership_path(bundle))
+    await eventually(lambda: owner.lost == [bundle.range_name])
+
+
 async def test_a_clean_release_frees_the_bundles(nodes: list[Node]) -> None:
     bundle = await nodes[0].ownership.check_serving(TOPIC)
     await nodes[0].ownership.release_all()

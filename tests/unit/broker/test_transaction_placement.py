@@ -15,7 +15,7 @@ import pytest
 from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.bundles import NamespaceBundle, NamespaceBundles
 from braid.broker.errors import CoordinatorNotFound
-from braid.broker.ownership import BundleOwnership, OwnerData
+from braid.broker.ownership import BundleOwnership, LookupAnswer, OwnerData
 from braid.broker.transactions.assignments import TcAssignments, build_snapshot
 from braid.broker.transactions.coordinator import (
     COORDINATORS_ROOT,
@@ -62,7 +62,11 @@ class Broker:
         self.ownership.close()
 
 
-async def _broker(backend: MemoryBackend, name: str, clock: ManualClock) -> Broker:
+async def _broker(
+    backend: MemoryBackend, name: str, clock: ManualClock, others: dict[str, BundleOwnership]
+) -> Broker:
+    """One "broker" on its own session of ``backend``; ``others`` (URL -> ownership) is how a
+    lookup redirected to another broker reaches that broker's real lookup."""
     store = MemoryMetadataStore.shared(backend)
     registry = BrokerRegistry(store, cluster="c1")
     url = f"pulsar://{name}:6650"
@@ -74,7 +78,19 @@ async def _broker(backend: MemoryBackend, name: str, clock: ManualClock) -> Brok
         store, registry, _bundles_of, on_lost=lost.append, on_session_lost=lambda: None
     )
     ownership.announce(OwnerData(url, f"http://{name}:8080"))
-    placement = BundleCoordinatorPlacement(ownership, registry)
+    others[url] = ownership
+
+    async def lookup(topic: str) -> LookupAnswer:
+        return await ownership.lookup(TopicName.parse(topic), authoritative=False)
+
+    async def follow(url: str, topic: str, authoritative: bool) -> str:
+        answer = await others[url].lookup(TopicName.parse(topic), authoritative=authoritative)
+        assert not answer.redirect or answer.authoritative
+        if answer.redirect:
+            return await follow(answer.service_url, topic, True)
+        return answer.service_url
+
+    placement = BundleCoordinatorPlacement(ownership, registry, lookup, follow)
     coordinators.placement = placement
     keeper = CoordinatorKeeper(coordinators, placement, store, clock)
     ownership._on_lost = keeper.bundle_lost  # what BrokerService.unload_bundle does
@@ -83,9 +99,11 @@ async def _broker(backend: MemoryBackend, name: str, clock: ManualClock) -> Brok
 
 async def _two_brokers(clock: ManualClock) -> tuple[Broker, Broker]:
     backend = MemoryBackend(clock)
-    a, b = await _broker(backend, "a", clock), await _broker(backend, "b", clock)
-    for broker in (a, b):
+    others: dict[str, BundleOwnership] = {}
+    a, b = await _broker(backend, "a", clock, others), await _broker(backend, "b", clock, others)
+    for broker in (a, b):  # a's lookups place some on b: b loads them on its pass
         await broker.keeper.keep()
+    await a.keeper.keep()
     return a, b
 
 
@@ -232,3 +250,36 @@ async def test_a_snapshot_lists_coordinators_in_order_and_leaves_out_those_witho
     ]
     assert not snapshot.assignments[0].HasField("broker_service_url_tls")
     assert TxnId(0, 1).coordinator_id == 0
+
+
+async def test_an_unloaded_coordinator_is_fenced_before_its_bundle_is_free_for_another_broker() -> (
+    None
+):
+    clock = ManualClock()
+    a, b = await _two_brokers(clock)
+    try:
+        first, second = (a, b) if a.served() else (b, a)
+        tc = min(first.served())
+        coordinator = await first.coordinators.acquire(tc)
+        txn = await coordinator.new_transaction(60_000)
+        bundle = await first.placement.bundle(tc)
+
+        assert await first.ownership.begin_unload(bundle)  # the node says "disabled"
+        assert first.coordinators.serving(tc) is None  # no request is served from here now
+        first.keeper.bundle_lost(bundle)  # BrokerService.unload_bundle, before the release
+        assert coordinator.fenced
+        await second.keeper.keep()
+        assert tc not in second.served()  # still held (disabled) by the first broker
+
+        await first.ownership.release(bundle)
+        await second.keeper.keep()  # looked up as a client would: the cluster's placement picks
+        await first.keeper.keep()
+        (owner,) = [x for x in (a, b) if tc in x.served()]
+        moved = await owner.coordinators.acquire(tc)
+        assert moved is not coordinator
+        await moved.add_partitions(txn, ["persistent://t/n/z"])  # recovered, still open
+        await moved.end(txn, ABORT)
+        assert owner.participants.ends == [("persistent://t/n/z", txn, ABORT)]
+    finally:
+        await a.close()
+        await b.close()

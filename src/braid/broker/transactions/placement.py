@@ -11,23 +11,26 @@ for a client sent here.
 :class:`CoordinatorKeeper` makes sure no coordinator stays without a broker when no client asks
 (a COMMITTING transaction must still be driven to its end after its broker died): whenever an
 ownership node of ``pulsar/system`` changes, and every :data:`KEEP_INTERVAL_S` anyway, each broker
-looks at every coordinator; one whose bundle nobody owns is taken by the registered broker with the
-highest rendezvous score (every broker computes the same one; the ownership node's CAS settles a
-race), which then loads it from its records. A coordinator whose bundle this broker lost is fenced
-at once (:meth:`~.coordinator.TransactionCoordinators.lose`), from the same ownership notification
-that tells the broker it lost the bundle - before the node's deletion lets another broker take it.
+looks at every coordinator; one whose bundle nobody owns is looked up as a client would look it up
+(redirects followed over the binary protocol), so the broker the cluster's placement picks takes
+the bundle (the ownership node's CAS settles a race) and loads the coordinator from its records.
+A coordinator whose bundle this broker loses is fenced at once
+(:meth:`~.coordinator.TransactionCoordinators.lose`): by an unload, before the ownership node is
+deleted (so before another broker can take it); by the node's deletion or the end of the session,
+from the notification that tells the broker (a store whose session ended refuses every write, so
+nothing is recorded from here meanwhile; ADR 0070).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from braid.broker.broker_registry import BrokerRegistry, broker_id
 from braid.broker.bundles import NamespaceBundle
 from braid.broker.errors import ServiceNotReady
-from braid.broker.ownership import BundleOwnership, OwnerData, RendezvousPlacement
+from braid.broker.ownership import BundleOwnership, LookupAnswer, OwnerData
 from braid.broker.transactions.coordinator import ASSIGN_TOPIC, TransactionCoordinators
 from braid.clock import Clock
 from braid.core.names import TopicName
@@ -41,6 +44,13 @@ KEEP_INTERVAL_S = 5.0
 SYSTEM_OWNERSHIP = "/namespace/pulsar/system"
 
 
+#: This broker's LOOKUP of a topic (``BrokerService.lookup``).
+Lookup = Callable[[str], Awaitable[LookupAnswer]]
+#: ``(broker URL, topic, authoritative) -> owner URL``: a lookup at another broker, redirects
+#: followed.
+FollowRedirect = Callable[[str, str, bool], Awaitable[str]]
+
+
 def partition_of(tc_id: int) -> str:
     """The assign topic's partition naming coordinator ``tc_id``."""
     return f"{ASSIGN_TOPIC}-partition-{tc_id}"
@@ -49,9 +59,19 @@ def partition_of(tc_id: int) -> str:
 class BundleCoordinatorPlacement:
     """Coordinator *n* is served here while this broker owns assign partition *n*'s bundle."""
 
-    def __init__(self, ownership: BundleOwnership, registry: BrokerRegistry) -> None:
+    def __init__(
+        self,
+        ownership: BundleOwnership,
+        registry: BrokerRegistry,
+        lookup: Lookup,
+        follow: FollowRedirect,
+    ) -> None:
+        """``lookup``: this broker's LOOKUP of a topic; ``follow(url, topic, authoritative)``:
+        the same lookup at the broker a redirect names, redirects followed (:func:`.peers.
+        find_owner`)."""
         self._ownership = ownership
-        self._candidates = RendezvousPlacement(registry)
+        self._lookup = lookup
+        self._follow = follow
         self._registry = registry
         #: Coordinator -> the bundle of its assign partition (learnt on first use).
         self._bundles: dict[int, NamespaceBundle] = {}
@@ -77,18 +97,21 @@ class BundleCoordinatorPlacement:
             return False
         return self._ownership.owns(bundle)
 
-    async def take_if_candidate(self, tc_id: int) -> bool:
-        """Whether this broker serves ``tc_id`` after taking it if nobody owns it and this broker
-        is the rendezvous candidate among the registered brokers."""
+    async def place(self, tc_id: int) -> bool:
+        """Whether this broker serves ``tc_id``, after giving it an owner if it has none - by
+        looking its assign partition up as a client would, redirects followed, so the cluster's
+        own placement (the load manager's, else rendezvous hashing) picks the broker, which takes
+        the bundle. A coordinator whose owner is handing it over is left to that hand-over."""
         bundle = await self.bundle(tc_id)
         if self._ownership.owns(bundle):
             return True
         if await self._ownership.owner(bundle) is not None:
             return False
-        candidate = await self._candidates.candidate(bundle)
-        if candidate is None or candidate.broker.service_url != self._ownership.me.native_url:
-            return False
-        return await self.claim(tc_id)
+        partition = partition_of(tc_id)
+        answer = await self._lookup(partition)
+        if answer.redirect:
+            await self._follow(answer.service_url, partition, answer.authoritative)
+        return self._ownership.owns(bundle)
 
     async def owner(self, tc_id: int) -> tuple[str, str] | None:
         """``(service URL, TLS service URL or "")`` of coordinator ``tc_id``'s broker, or ``None``
@@ -160,7 +183,7 @@ class CoordinatorKeeper:
         """One pass over every coordinator."""
         for tc_id in range(self._coordinators.count):
             try:
-                if await self._placement.take_if_candidate(tc_id):
+                if await self._placement.place(tc_id):
                     await self._coordinators.adopt(tc_id)
                 elif tc_id in self._coordinators.loaded():
                     self._coordinators.lose(tc_id)

@@ -15,6 +15,7 @@ transaction on the receipt.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -226,13 +227,16 @@ class BrokerTransactions:
         """Run as one broker of a cluster: serve the coordinators whose assign partition's
         bundle this broker owns, and end transactions on other brokers' topics at their owner
         (``lookup``: this broker's LOOKUP; ``credentials``: what it presents to the others)."""
-        self.placement = BundleCoordinatorPlacement(ownership, registry)
+        peers = PeerConnections(credentials)
+        self.placement = BundleCoordinatorPlacement(
+            ownership, registry, lookup, functools.partial(find_owner, peers)
+        )
         self.coordinators.placement = self.placement
         self.keeper = CoordinatorKeeper(self.coordinators, self.placement, self._store, self._clock)
         self.keeper.on_pass.append(self.assignments.changed)
         self.assignments.place_by(self.placement)
         self._ownership = ownership
-        self._peers = PeerConnections(credentials)
+        self._peers = peers
         self._lookup = lookup
         self._default_count = default_count
 
