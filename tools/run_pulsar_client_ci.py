@@ -49,15 +49,26 @@ AUTH_TESTS = (
 NEEDS_A_ROUTE = ("test_connect_timeout",)
 
 
+#: The client's other test files that run against a standalone (``run-unit-tests.sh``
+#: upstream), vendored unchanged beside ``pulsar_test.py``: each runs whole.
+OTHER_SUITES = ("schema_test", "asyncio_test", "reader_test", "table_view_test")
+
+
+def suites(names: Sequence[str]) -> set[str]:
+    """The test files ``names`` (unittest names) come from."""
+    return {f"{name.split('.', 1)[0]}.py" for name in names}
+
+
 def every_test() -> list[str]:
-    """Every test of ``pulsar_test.PulsarTest`` but :data:`NEEDS_A_ROUTE`, in file order."""
+    """Every test of ``pulsar_test.PulsarTest`` but :data:`NEEDS_A_ROUTE`, in file order, then
+    :data:`OTHER_SUITES`."""
     names = []
     for line in (UPSTREAM / "pulsar_test.py").read_text().splitlines():
         if line.startswith("    def test_"):
             name = line.split("(", 1)[0].removeprefix("    def ")
             if name not in NEEDS_A_ROUTE:
                 names.append(name)
-    return names
+    return names + list(OTHER_SUITES)
 
 
 ADMIN_URL = "http://localhost:8080"
@@ -176,7 +187,8 @@ def run(work: Path, tests: Sequence[str], start_timeout_s: float) -> int:
     tests_dir = work / "tests"
     shutil.copytree(UPSTREAM / "test-conf", work / "test-conf")
     tests_dir.mkdir()
-    shutil.copy(UPSTREAM / "pulsar_test.py", tests_dir / "pulsar_test.py")
+    for suite in UPSTREAM.glob("*_test.py"):
+        shutil.copy(suite, tests_dir / suite.name)
     shutil.copytree(UPSTREAM / "test-conf", tests_dir / "test-conf")
     secret = work / "data" / "tokens" / "secret.key"
     secret.parent.mkdir(parents=True)
@@ -217,8 +229,8 @@ def run(work: Path, tests: Sequence[str], start_timeout_s: float) -> int:
                 _log(f"PUT /admin/v2/{path} -> {status}")
                 if status == 409:
                     _apply_to_existing(path, body, super_user)
-            names = [f"pulsar_test.PulsarTest.{t}" for t in tests]
-            _log(f"running {len(names)} tests of pulsar_test.py")
+            names = [t if t in OTHER_SUITES else f"pulsar_test.PulsarTest.{t}" for t in tests]
+            _log(f"running {len(names)} tests and suites of {', '.join(sorted(suites(names)))}")
             return subprocess.run(
                 [sys.executable, "-m", "unittest", "-v", *names],
                 cwd=tests_dir,
@@ -266,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--all",
         action="store_true",
         help="run every test of pulsar_test.py but test_connect_timeout (it needs a route to "
-        "192.0.2.1)",
+        "192.0.2.1), then schema_test.py, asyncio_test.py, reader_test.py, table_view_test.py",
     )
     parser.add_argument("--work-dir", type=Path, help="keep the run here (default: a temp dir)")
     parser.add_argument(
