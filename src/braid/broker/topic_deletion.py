@@ -111,6 +111,8 @@ class TopicDeletion:
         loaded = host.forget_topic(str(topic))
         if loaded is not None:
             await loaded.compaction.delete()
+            if loaded.transactions is not None:  # its buffer snapshot and pending acks
+                await loaded.transactions.delete()
             await loaded.close()
         elif not await host.ml_factory.exists(ml_name):
             raise TopicNotFound(f"topic {topic} does not exist")

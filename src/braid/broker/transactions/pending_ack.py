@@ -74,8 +74,17 @@ def _decode(data: bytes) -> tuple[list[Position], Position | None]:
 class PendingAcks:
     """The pending acknowledgements of one subscription (owned by its topic's transactions)."""
 
-    def __init__(self, topic: str, subscription: Subscription, store: MetadataStore) -> None:
+    def __init__(
+        self,
+        topic: str,
+        subscription: Subscription,
+        store: MetadataStore,
+        clock: Callable[[], int] = lambda: 0,
+    ) -> None:
         self._topic = topic
+        self._now_ms = clock
+        self.recover_start_ms = 0
+        self.recover_end_ms = 0
         self.subscription = subscription
         self._store = store
         self._path = _subscription_path(topic, subscription.name)
@@ -95,6 +104,7 @@ class PendingAcks:
 
     async def recover(self) -> None:
         """Read back the pending acks persisted for this subscription."""
+        self.recover_start_ms = self._now_ms()
         for key in await self._store.children(self._path):
             found = await self._store.get(f"{self._path}/{key}")
             if found is None:
@@ -115,6 +125,7 @@ class PendingAcks:
                 self._topic,
                 self.subscription.name,
             )
+        self.recover_end_ms = self._now_ms()
 
     async def acknowledge(self, txn: TxnId, positions: Sequence[Position]) -> None:
         """Hold ``positions`` for ``txn``, durably, before the ACK_RESPONSE.
@@ -211,7 +222,28 @@ class PendingAcks:
         await self._store.delete_recursive(self._path)
 
     def stats(self) -> dict[str, object]:
-        return {"pendingAckedTxns": len(self._by_txn), "pendingAckedMessages": len(self.held)}
+        """Pulsar's ``TransactionPendingAckStats``."""
+        return {
+            "state": "Ready",
+            "lowWaterMarks": None,
+            "ongoingTxnSize": len(self._by_txn.keys() | self._cumulative.keys()),
+            "recoverStartTime": self.recover_start_ms,
+            "recoverEndTime": self.recover_end_ms,
+        }
+
+    def transaction_stats(self, txn: TxnId) -> dict[str, object]:
+        """Pulsar's ``TransactionInPendingAckStats`` of ``txn`` here."""
+        upto = self._cumulative.get(txn)
+        return {"cumulativeAckPosition": None if upto is None else str(upto)}
+
+    def position_state(self, position: Position, batch_index: int | None = None) -> str:
+        """Pulsar's ``PositionInPendingAckStats.State`` of a message on this subscription."""
+        if self.holds(position):
+            return "PendingAck"
+        cursor = self.subscription.cursor
+        if position <= cursor.mark_delete_position or cursor.is_deleted(position):
+            return "MarkDelete"
+        return "NotInPendingAck"
 
     @property
     def sub_type(self) -> int | None:
@@ -271,7 +303,7 @@ class TopicTransactions:
 
     def adopt(self, subscription: Subscription) -> PendingAcks:
         """Give ``subscription`` its pending acks and its dispatchers the transaction view."""
-        pending = PendingAcks(self.topic, subscription, self._store)
+        pending = PendingAcks(self.topic, subscription, self._store, self.buffer.clock.now_ms)
         self.pending[subscription.name] = pending
         subscription.entry_filter = SubscriptionView(self.buffer, pending)
         if subscription.dispatcher is not None:
@@ -286,6 +318,18 @@ class TopicTransactions:
 
     def pending_of(self, subscription: str) -> PendingAcks | None:
         return self.pending.get(subscription)
+
+    async def close(self) -> None:
+        """The topic is unloading (its buffer's snapshot timer stops)."""
+        await self.buffer.close()
+
+    async def delete(self) -> None:
+        """The topic is being deleted: drop its buffer snapshot and every pending ack."""
+        await self.close()
+        if self.buffer.snapshots is not None:
+            await self.buffer.snapshots.delete()
+        for subscription in list(self.pending):
+            await self.forget(subscription)
 
     async def forget(self, subscription: str) -> None:
         """``subscription`` was deleted: drop its pending acks."""

@@ -32,7 +32,8 @@ from braid.broker.resources import (
     TenantInfo,
 )
 from braid.broker.topic import PersistentTopic
-from braid.broker.transactions.buffer import TransactionBuffer
+from braid.broker.transactions.buffer import SnapshotPolicy, TransactionBuffer
+from braid.broker.transactions.buffer_snapshot import BufferSnapshots
 from braid.broker.transactions.coordinator import (
     ASSIGN_TOPIC,
     TransactionCoordinators,
@@ -169,8 +170,10 @@ class BrokerTransactions:
         cluster: str = "standalone",
         coordinators: int = STANDALONE_COORDINATORS,
         max_active: int = 0,
+        snapshot_policy: SnapshotPolicy | None = None,
     ) -> None:
         self._store = store
+        self._snapshot_policy = snapshot_policy or SnapshotPolicy()
         self._clock = clock
         self._load_topic = load_topic
         self._cluster = cluster
@@ -198,7 +201,13 @@ class BrokerTransactions:
 
     async def attach(self, topic: PersistentTopic) -> None:
         """Rebuild ``topic``'s transaction buffer and pending acks (on load)."""
-        buffer = TransactionBuffer(topic.name, topic.ledger, self._clock)
+        buffer = TransactionBuffer(
+            topic.name,
+            topic.ledger,
+            self._clock,
+            BufferSnapshots(self._store, topic.name),
+            self._snapshot_policy,
+        )
         transactions = TopicTransactions(topic.name, buffer, self._store, self._check_participant)
         await transactions.recover(list(topic.subscriptions.values()))
         buffer.listeners.append(topic.wake_dispatchers)
@@ -255,4 +264,8 @@ def broker_transactions(
         load_topic,
         cluster=config.cluster_name,
         max_active=config.max_active_transactions_per_coordinator,
+        snapshot_policy=SnapshotPolicy(
+            config.transaction_buffer_snapshot_max_transaction_count,
+            config.transaction_buffer_snapshot_min_time_in_millis,
+        ),
     )
