@@ -35,6 +35,7 @@ from fastapi import APIRouter, Path, Query
 from braid.admin.path_params import LocalTopicName, Namespace, Tenant
 from braid.broker.errors import TopicNotFound
 from braid.broker.topic import PersistentTopic
+from braid.broker.topic_deletion import TopicDeletion
 from braid.broker.transactions.coordinator import TransactionCoordinator, TxnMeta
 from braid.broker.transactions.ids import TxnId
 from braid.broker.transactions.pending_ack import PendingAcks, TopicTransactions
@@ -61,6 +62,11 @@ class TransactionsBroker(Protocol):
 
     @property
     def clock(self) -> Clock: ...
+
+    @property
+    def deletion(self) -> TopicDeletion:
+        """Which topics are being deleted (their stats are 404 meanwhile)."""
+        ...
 
     async def get_or_create_topic(self, name: str, *, create: bool | None = None) -> object: ...
 
@@ -124,6 +130,8 @@ class _Transactions:
     async def topic(self, tenant: str, namespace: str, topic: str) -> TopicTransactions:
         self.enabled()
         name = str(TopicName(TopicDomain.PERSISTENT, tenant, namespace, topic))
+        if self._broker.deletion.is_deleting(name):
+            raise TopicNotFound(f"topic {name} is being deleted")
         loaded = await self._broker.get_or_create_topic(name, create=False)
         if not isinstance(loaded, PersistentTopic) or loaded.transactions is None:
             raise TopicNotFound(f"topic {name} has no transaction buffer here")
@@ -159,6 +167,8 @@ class _Transactions:
         return _txn_metadata(meta, produced, acked)
 
     async def _loaded(self, topic: str) -> TopicTransactions | None:
+        if self._broker.deletion.is_deleting(topic):
+            return None
         try:
             loaded = await self._broker.get_or_create_topic(topic, create=False)
         except NotFoundError:
