@@ -27,7 +27,7 @@ from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from tests.support.polling import wait_for
 from tests.support.standalone import official_client
-from tests.support.txn_wire import TxnWire, error_name
+from tests.support.txn_wire import Txn, TxnWire, error_name
 
 pytestmark = pytest.mark.timeout(120)
 BATCH_TOPIC = "persistent://public/default/txn-batch-acks"
@@ -172,5 +172,61 @@ async def test_key_shared_acks_in_transactions_abort_redelivers_and_commit_ackno
         consumer = client.subscribe(KEYED_TOPIC, "ks", consumer_type=pulsar.ConsumerType.KeyShared)
         assert _drain(consumer, 1) == ["k1-c"]  # k1-a committed, the others acknowledged
         assert _nothing_more(consumer)
+    finally:
+        client.close()
+
+
+async def _hold_one_message_of_a_batch(process: StandaloneProcess, topic: str) -> Txn:
+    """Produce a batch of four with the official client; hold message 1 in an open txn."""
+    client = official_client(process)
+    try:
+        client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared).close()
+        producer = client.create_producer(
+            topic, batching_enabled=True, batching_max_messages=4,
+            batching_max_publish_delay_ms=60_000,
+        )  # fmt: skip
+        for i in range(4):
+            producer.send_async(f"b{i}".encode(), None)
+        producer.flush()
+    finally:
+        client.close()
+    wire = await TxnWire.open(process.host, process.port)
+    try:
+        await wire.connect_coordinator()
+        txn = await wire.new_txn(ttl_ms=600_000)
+        assert error_name(await wire.add_subscription(txn, topic, "s")) is None
+        await wire.subscribe(topic, "s", 3)
+        batch = (await wire.next_message()).command.message
+        rid = wire.next_id()
+        cmd = commands.ack(3, [_batch_ack(batch, 4, 1)], request_id=rid)
+        cmd.ack.txnid_most_bits, cmd.ack.txnid_least_bits = txn.most, txn.least
+        assert error_name((await wire.request(cmd, rid)).ackResponse) is None
+        return txn
+    finally:
+        await wire.close()
+
+
+async def test_a_held_batch_message_survives_a_sigkill_and_its_commit_acknowledges_it(
+    process: StandaloneProcess,
+) -> None:
+    topic = "persistent://public/default/txn-batch-crash"
+    txn = await _hold_one_message_of_a_batch(process, topic)
+    process.kill()
+    process.restart()
+
+    wire = await TxnWire.open(process.host, process.port)
+    try:
+        await wire.connect_coordinator()
+        await wire.subscribe(topic, "s", 4)
+        again = (await wire.next_message()).command.message
+        assert sorted(ack_set.indexes(again.ack_set, 4)) == [0, 2, 3]  # 1 still held
+        assert error_name(await wire.end(txn, pb.TxnAction.COMMIT)) is None
+    finally:
+        await wire.close()
+    client = official_client(process)
+    try:
+        consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        assert sorted(_drain(consumer, 3)) == ["b0", "b2", "b3"]
+        assert _nothing_more(consumer), "the committed message b1 came back"
     finally:
         client.close()
