@@ -274,7 +274,8 @@ class Dispatcher:
         for consumer in self.consumers:
             taken.extend(consumer.take_pending(positions))
         self._requeue(taken)
-        rest = [p for p in positions if p not in set(taken)]
+        on_books = set(taken)
+        rest = [p for p in positions if p not in on_books]
         self._requeue_released(rest, key_hashes or {})
         self.unblock()
 
