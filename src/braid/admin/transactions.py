@@ -22,8 +22,9 @@
 With ``transactionCoordinatorEnabled=false`` every route answers 503 (Pulsar's answer). The
 coordinator routes answer for the coordinators this broker serves; a topic route runs on the
 topic's owner (:mod:`braid.admin.owner_redirect` redirects it there on ``braid broker``; a topic
-not loaded is loaded; an unknown one, or one being deleted, is 404). With authorization on, these routes need a super user (the table of
-:mod:`braid.admin.authorization` knows no ``/admin/v3`` path).
+not loaded is loaded; an unknown one, or one being deleted, is 404). With authorization on, these
+routes need a super user (the table of :mod:`braid.admin.authorization` knows no ``/admin/v3``
+path).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from urllib.parse import quote
 
 from braid.broker.transactions.ids import TxnId
 from braid.ledger.api import Position
-from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
+from braid.metadata.api import MetadataStore, NodeNotFound
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,6 @@ class BufferSnapshots:
 
 __all__ = [
     "BUFFER_SNAPSHOTS_ROOT",
-    "BadVersion",
     "BufferSnapshot",
     "BufferSnapshots",
     "CorruptSnapshot",
