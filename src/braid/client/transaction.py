@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -318,7 +319,11 @@ def _consume_exception(future: asyncio.Future[Any]) -> None:
 
 def check_timeout(timeout: object) -> float:
     """A transaction timeout in seconds (> 0, at most what NEW_TXN can carry)."""
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout < math.inf  # NaN fails this too
+    ):
         raise InvalidConfigurationError(f"timeout must be seconds > 0, got {timeout!r}")
     if timeout * 1000 >= 1 << 63:
         raise InvalidConfigurationError(f"timeout too large: {timeout!r}")
