@@ -210,10 +210,12 @@ class ConsumerBase:
                 seg.queued += len(messages)
         self._queue.put_many(messages)
 
-    def _purge(self, seg: SegmentSubscriber) -> None:
+    def _purge(self, seg: SegmentSubscriber) -> int:
+        """Drop ``seg``'s messages the application has not taken yet; how many."""
         removed = self._queue.purge(lambda m: delivered_by(m) is seg)
         with self._lock:
             seg.queued -= len(removed)
+        return len(removed)
 
     def _delivered(self, messages: list[Message]) -> None:
         """Bookkeeping for messages the application just took (any thread)."""

@@ -273,7 +273,7 @@ class AsyncStreamConsumer(ConsumerBase):
         Recorded at once and sent grouped (within 100 ms, and on close); never blocks. In
         ``txn``: one cumulative ack per segment goes out at once inside the transaction, held by
         the broker until it ends; a commit applies it (and ``txn.commit()`` waits for the
-        answers), an abort leaves those messages unacknowledged.
+        answers); after an abort the segments' unacknowledged messages are delivered again.
 
         Raises:
             AlreadyClosedError: the consumer is closed.
@@ -305,6 +305,21 @@ class AsyncStreamConsumer(ConsumerBase):
         # Committed: the broker moved the cursors; the plain ack updates the position vector
         # (and the drain bookkeeping) and repeats the same positions, which changes nothing.
         self._call_in_loop(txn.on_commit, lambda: self._acknowledge_token(token))
+        # Aborted: those messages are unacknowledged again; have them delivered again.
+        self._call_in_loop(txn.on_abort, lambda: self._redeliver_after_abort(set(covered)))
+
+    def _redeliver_after_abort(self, sids: set[int]) -> None:
+        """An abort released this consumer's cumulative acks on ``sids`` (loop only): drop
+        their undelivered messages and the deliveries the position vector holds, and have the
+        broker deliver every unacknowledged message of them again (as Pulsar's client does)."""
+        for sid in sids:
+            seg = self._segments.get(sid)
+            if seg is None or self._closed:
+                continue
+            purged = self._purge(seg)
+            with self._lock:
+                self._vector.forget_segment(sid)
+            seg.redeliver_unacknowledged(purged)
 
     def _acknowledge_token(self, token: int) -> None:
         with self._lock:

@@ -181,6 +181,7 @@ class AsyncTransaction:
         self._idle = asyncio.Event()
         self._idle.set()
         self._on_commit: list[Callable[[], None]] = []
+        self._on_abort: list[Callable[[], None]] = []
 
     @property
     def most_bits(self) -> int:
@@ -237,6 +238,10 @@ class AsyncTransaction:
     def on_commit(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` (on the loop) once the transaction has committed."""
         self._on_commit.append(callback)
+
+    def on_abort(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (on the loop) once the transaction has been aborted."""
+        self._on_abort.append(callback)
 
     def add_partition(self, topic: str) -> asyncio.Future[None]:
         """Register ``topic`` as a partition once (ADD_PARTITION_TO_TXN); later calls share the
@@ -303,8 +308,9 @@ class AsyncTransaction:
                 raise
             raise error from exc
         self.lifecycle.ended(commit)
-        callbacks, self._on_commit = self._on_commit, []
-        for callback in callbacks if commit else ():
+        callbacks = self._on_commit if commit else self._on_abort
+        self._on_commit, self._on_abort = [], []
+        for callback in callbacks:
             try:
                 callback()
             except Exception:
