@@ -13,40 +13,18 @@ consumers of the same client library.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 import braid
 from braid.core.names import TopicName
-from tests.integration.client.conftest import ScalableBroker, StepGate
+from tests.integration.client.conftest import ScalableBroker
 from tests.support.broker_stack import BackgroundBroker
 from tests.support.polling import wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
 _names = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScalableBroker]:
-    data_dir: Path = tmp_path_factory.mktemp("braid-client-txn")
-    broker = ScalableBroker(data_dir, StepGate(), transaction_coordinator_enabled=True).start()
-    try:
-        yield broker
-    finally:
-        broker.gate.release()
-        broker.stop()
-
-
-@pytest.fixture
-def client(txn_broker: ScalableBroker) -> Iterator[braid.Client]:
-    c = braid.Client(txn_broker.service_url, operation_timeout=15)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def classic(label: str) -> str:
@@ -82,12 +60,12 @@ def receive_exactly(consumer: braid.StreamConsumer | braid.QueueConsumer, count:
 
 @pytest.mark.parametrize("shape", ["classic", "scalable"])
 def test_committed_sends_appear_only_after_the_commit(
-    txn_broker: ScalableBroker, client: braid.Client, shape: str
+    txn_broker: ScalableBroker, txn_client: braid.Client, shape: str
 ) -> None:
     topic = classic("commit") if shape == "classic" else scalable(txn_broker, "commit")
-    stream = client.subscribe_stream(topic, "reader", initial_position="earliest")
-    producer = client.create_producer(topic)
-    txn = client.new_transaction(timeout=60)
+    stream = txn_client.subscribe_stream(topic, "reader", initial_position="earliest")
+    producer = txn_client.create_producer(topic)
+    txn = txn_client.new_transaction(timeout=60)
     assert txn.state is braid.TransactionState.OPEN
     ids = [producer.send(b"t%d" % i, key=f"k{i}", txn=txn) for i in range(6)]
     assert len(set(ids)) == 6
@@ -103,12 +81,12 @@ def test_committed_sends_appear_only_after_the_commit(
 
 @pytest.mark.parametrize("shape", ["classic", "scalable"])
 def test_aborted_sends_never_appear_and_later_plain_messages_do(
-    txn_broker: ScalableBroker, client: braid.Client, shape: str
+    txn_broker: ScalableBroker, txn_client: braid.Client, shape: str
 ) -> None:
     topic = classic("abort") if shape == "classic" else scalable(txn_broker, "abort")
-    stream = client.subscribe_stream(topic, "reader", initial_position="earliest")
-    producer = client.create_producer(topic)
-    txn = client.new_transaction()
+    stream = txn_client.subscribe_stream(topic, "reader", initial_position="earliest")
+    producer = txn_client.create_producer(topic)
+    txn = txn_client.new_transaction()
     for i in range(4):
         producer.send(b"gone-%d" % i, key=f"k{i}", txn=txn)
     for i in range(4):  # stored after the open transaction's messages: held back too
@@ -122,39 +100,39 @@ def test_aborted_sends_never_appear_and_later_plain_messages_do(
 
 
 def test_a_queue_ack_in_an_aborted_transaction_is_delivered_again(
-    txn_broker: ScalableBroker, client: braid.Client
+    txn_broker: ScalableBroker, txn_client: braid.Client
 ) -> None:
     topic = scalable(txn_broker, "ack-abort")
-    producer = client.create_producer(topic, batching=False)
+    producer = txn_client.create_producer(topic, batching=False)
     for i in range(4):
         producer.send(b"m%d" % i, key=f"k{i}")
-    queue = client.subscribe_queue(topic, "work", initial_position="earliest")
+    queue = txn_client.subscribe_queue(topic, "work", initial_position="earliest")
     got = receive_exactly(queue, 4)
-    txn = client.new_transaction()
+    txn = txn_client.new_transaction()
     for message in got:
         queue.acknowledge(message, txn=txn)
     txn.abort()
     again = receive_exactly(queue, 4)
     assert sorted(m.value for m in again) == sorted(m.value for m in got)
-    txn2 = client.new_transaction()
+    txn2 = txn_client.new_transaction()
     for message in again:
         queue.acknowledge(message, txn=txn2)
     txn2.commit()
     queue.close()
-    queue = client.subscribe_queue(topic, "work")
+    queue = txn_client.subscribe_queue(topic, "work")
     assert drain(queue) == []  # the commit applied the acks
 
 
 def test_a_stream_ack_in_an_aborted_transaction_is_delivered_again(
-    txn_broker: ScalableBroker, client: braid.Client
+    txn_broker: ScalableBroker, txn_client: braid.Client
 ) -> None:
     topic = scalable(txn_broker, "stream-abort")
-    producer = client.create_producer(topic, batching=False)
+    producer = txn_client.create_producer(topic, batching=False)
     for i in range(6):
         producer.send(b"m%d" % i, key=f"k{i}")
-    stream = client.subscribe_stream(topic, "etl", initial_position="earliest")
+    stream = txn_client.subscribe_stream(topic, "etl", initial_position="earliest")
     got = receive_exactly(stream, 6)
-    txn = client.new_transaction()
+    txn = txn_client.new_transaction()
     stream.acknowledge_cumulative(got[-1], txn=txn)
     txn.abort()
     # Delivered again (at least once: one already on its way may come twice, as with Pulsar).
@@ -166,44 +144,44 @@ def test_a_stream_ack_in_an_aborted_transaction_is_delivered_again(
 
     wait_for(all_again, within=30, message="the aborted acks' messages again")
     again.extend(stream.receive_many(10, timeout=0.3))
-    txn2 = client.new_transaction()
+    txn2 = txn_client.new_transaction()
     stream.acknowledge_cumulative(again[-1], txn=txn2)
     txn2.commit()
     stream.close()
-    stream = client.subscribe_stream(topic, "etl")
+    stream = txn_client.subscribe_stream(topic, "etl")
     assert drain(stream) == []
 
 
 def test_consume_transform_produce_commits_the_acks_and_the_outputs_together(
-    txn_broker: ScalableBroker, client: braid.Client
+    txn_broker: ScalableBroker, txn_client: braid.Client
 ) -> None:
     source, sink = scalable(txn_broker, "ctp-in"), scalable(txn_broker, "ctp-out")
-    inputs = client.create_producer(source, batching=False)
+    inputs = txn_client.create_producer(source, batching=False)
     for i in range(5):
         inputs.send(b"in-%d" % i, key=f"k{i}")
-    stream = client.subscribe_stream(source, "etl", initial_position="earliest")
-    out = client.create_producer(sink)
-    reader = client.subscribe_stream(sink, "check", initial_position="earliest")
+    stream = txn_client.subscribe_stream(source, "etl", initial_position="earliest")
+    out = txn_client.create_producer(sink)
+    reader = txn_client.subscribe_stream(sink, "check", initial_position="earliest")
     got = receive_exactly(stream, 5)
-    txn = client.new_transaction()
+    txn = txn_client.new_transaction()
     for message in got:
         out.send_async(message.value.replace(b"in", b"out"), key=message.key, txn=txn)
     stream.acknowledge_cumulative(got[-1], txn=txn)
     txn.commit()  # waits for the sends and the acks
     assert sorted(m.value for m in receive_exactly(reader, 5)) == [b"out-%d" % i for i in range(5)]
     stream.close()
-    stream = client.subscribe_stream(source, "etl")
+    stream = txn_client.subscribe_stream(source, "etl")
     assert drain(stream) == []
 
 
 def test_two_transactions_acknowledging_one_message_conflict(
-    txn_broker: ScalableBroker, client: braid.Client
+    txn_broker: ScalableBroker, txn_client: braid.Client
 ) -> None:
     topic = classic("conflict")
-    client.create_producer(topic, batching=False).send(b"once")
-    queue = client.subscribe_queue(topic, "work", initial_position="earliest")
+    txn_client.create_producer(topic, batching=False).send(b"once")
+    queue = txn_client.subscribe_queue(topic, "work", initial_position="earliest")
     (message,) = receive_exactly(queue, 1)
-    first, second = client.new_transaction(), client.new_transaction()
+    first, second = txn_client.new_transaction(), txn_client.new_transaction()
     queue.acknowledge(message, txn=first)
     queue.acknowledge(message, txn=second)
     with pytest.raises(braid.TransactionErroredError) as refused:
@@ -215,12 +193,12 @@ def test_two_transactions_acknowledging_one_message_conflict(
 
 
 def test_a_transaction_past_its_timeout_is_aborted_by_its_coordinator(
-    txn_broker: ScalableBroker, client: braid.Client
+    txn_broker: ScalableBroker, txn_client: braid.Client
 ) -> None:
     topic = scalable(txn_broker, "timeout")
-    stream = client.subscribe_stream(topic, "reader", initial_position="earliest")
-    producer = client.create_producer(topic)
-    txn = client.new_transaction(timeout=1.0)
+    stream = txn_client.subscribe_stream(topic, "reader", initial_position="earliest")
+    producer = txn_client.create_producer(topic)
+    txn = txn_client.new_transaction(timeout=1.0)
     producer.send(b"late", key="k", txn=txn)
     wait_for(lambda: txn.state is braid.TransactionState.TIMED_OUT, within=30, message="timed out")
     with pytest.raises(braid.TransactionTimedOutError):
@@ -234,15 +212,15 @@ def test_a_transaction_past_its_timeout_is_aborted_by_its_coordinator(
 
 
 def test_ending_a_transaction_twice_is_refused_with_a_typed_error(
-    txn_broker: ScalableBroker, client: braid.Client
+    txn_broker: ScalableBroker, txn_client: braid.Client
 ) -> None:
-    txn = client.new_transaction()
+    txn = txn_client.new_transaction()
     txn.commit()  # nothing in it: still a transaction
     with pytest.raises(braid.TransactionEndedError):
         txn.commit()
     with pytest.raises(braid.TransactionEndedError):
         txn.abort()
-    producer = client.create_producer(classic("ended"))
+    producer = txn_client.create_producer(classic("ended"))
     with pytest.raises(braid.TransactionEndedError):
         producer.send(b"x", txn=txn)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import itertools
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,26 +29,6 @@ pytestmark = pytest.mark.timeout(240)
 
 _names = itertools.count()
 KEYS = [f"key-{i}" for i in range(12)]
-
-
-@pytest.fixture(scope="module")
-def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScalableBroker]:
-    data_dir: Path = tmp_path_factory.mktemp("braid-client-txn-split")
-    broker = ScalableBroker(data_dir, StepGate(), transaction_coordinator_enabled=True).start()
-    try:
-        yield broker
-    finally:
-        broker.gate.release()
-        broker.stop()
-
-
-@pytest.fixture
-def client(txn_broker: ScalableBroker) -> Iterator[braid.Client]:
-    c = braid.Client(txn_broker.service_url, operation_timeout=15)
-    try:
-        yield c
-    finally:
-        c.close()
 
 
 def new_topic(broker: ScalableBroker, label: str) -> tuple[str, TopicName]:
@@ -101,12 +80,12 @@ def send_round(producer: braid.Producer, round_no: int, txn: braid.Transaction) 
 
 
 def test_a_split_during_an_open_transaction_keeps_every_committed_key_in_order(
-    txn_broker: ScalableBroker, client: braid.Client
+    txn_broker: ScalableBroker, txn_client: braid.Client
 ) -> None:
     topic, name = new_topic(txn_broker, "split-commit")
-    stream = client.subscribe_stream(topic, "ordered", initial_position="earliest")
-    producer = client.create_producer(topic)
-    txn = client.new_transaction(timeout=120)
+    stream = txn_client.subscribe_stream(topic, "ordered", initial_position="earliest")
+    producer = txn_client.create_producer(topic)
+    txn = txn_client.new_transaction(timeout=120)
     send_round(producer, 0, txn)
     send_round(producer, 1, txn)
     layout = txn_broker.call(txn_broker.scalable.split(name, 0))
@@ -123,12 +102,12 @@ def test_a_split_during_an_open_transaction_keeps_every_committed_key_in_order(
 
 
 def test_a_split_during_an_aborted_transaction_delivers_none_of_it(
-    txn_broker: ScalableBroker, client: braid.Client
+    txn_broker: ScalableBroker, txn_client: braid.Client
 ) -> None:
     topic, name = new_topic(txn_broker, "split-abort")
-    stream = client.subscribe_stream(topic, "ordered", initial_position="earliest")
-    producer = client.create_producer(topic)
-    txn = client.new_transaction(timeout=120)
+    stream = txn_client.subscribe_stream(topic, "ordered", initial_position="earliest")
+    producer = txn_client.create_producer(topic)
+    txn = txn_client.new_transaction(timeout=120)
     send_round(producer, 0, txn)
     txn_broker.call(txn_broker.scalable.split(name, 0))
     send_round(producer, 1, txn)
@@ -140,12 +119,12 @@ def test_a_split_during_an_aborted_transaction_delivers_none_of_it(
 
 
 def test_a_merge_during_an_open_transaction_keeps_every_committed_key_in_order(
-    txn_broker: ScalableBroker, client: braid.Client
+    txn_broker: ScalableBroker, txn_client: braid.Client
 ) -> None:
     topic, name = new_topic(txn_broker, "merge-commit")
-    stream = client.subscribe_stream(topic, "ordered", initial_position="earliest")
-    producer = client.create_producer(topic)
-    txn = client.new_transaction(timeout=120)
+    stream = txn_client.subscribe_stream(topic, "ordered", initial_position="earliest")
+    producer = txn_client.create_producer(topic)
+    txn = txn_client.new_transaction(timeout=120)
     send_round(producer, 0, txn)
     layout = txn_broker.call(txn_broker.scalable.merge(name, [0, 1]))
     assert len(layout.active_segments) == 1
