@@ -1,4 +1,4 @@
-"""Transactions in Braid's client (``docs/client.md#transactions``; spec: client API §6).
+"""Transactions in Braid's client (``docs/client.md#transactions``).
 
 A transaction groups sends and acknowledgments that take effect together on commit, or not at
 all on abort or timeout. It works on classic topics and across the segments of a scalable topic
