@@ -19,11 +19,11 @@ has written to. This class keeps Pulsar's producer guarantees for that segment:
   (ADR 0055);
 * **fatal refusals** (busy, fenced, not found, unauthorized) fail the segment's messages with
   the typed error and drop the segment producer, so a later send tries again;
-* **transactions** - a message sent in a transaction travels alone in its entry, its SEND and
-  metadata carrying the transaction id; before the first one of a transaction reaches this
+* **transactions** - an entry holds messages of one transaction (or of none), its SEND and
+  metadata carrying the transaction id; before the first message of a transaction reaches this
   segment, the transaction adds the segment's topic as a partition (ADD_PARTITION_TO_TXN), and
   this segment's later messages wait behind it meanwhile, so call order holds. A SEND the broker
-  refuses for its transaction fails that message alone (the transaction is then in error).
+  refuses for its transaction fails that entry's messages (the transaction is then in error).
 
 Sequence ids come from the topic producer's counter when a message enters a batch. What a
 segment producer may ask of its topic producer is :class:`SegmentProducerOwner`: the schema, the
@@ -276,7 +276,7 @@ class SegmentProducer:
             num_messages=count if op.batched else None,
             highest_sequence_id=highest,
         )
-        txn = None if op.batched else op.records[0].txn
+        txn = op.records[0].txn  # every message of an entry is in the same transaction
         if txn is not None:
             cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = txn.txn_id
         return cmd
@@ -300,8 +300,7 @@ class SegmentProducer:
                 ),
             )
             return
-        if record.txn is not None:
-            self._add_transactional(record)
+        if record.txn is not None and not self._in_partition(record):
             return
         if not self.options.batching or record.sent_seq >= 0:
             # A resend after a split or merge goes alone, with its key in the entry's
@@ -315,7 +314,11 @@ class SegmentProducer:
             self._check_bucket(record)
         batch = self._batch
         delayed = record.deliver_at is not None
-        if batch and (delayed or self._batch_bytes + size > self.options.batching_max_bytes):
+        if batch and (
+            delayed
+            or self._batch_bytes + size > self.options.batching_max_bytes
+            or batch[0].txn is not record.txn  # an entry belongs to one transaction, or none
+        ):
             # A delayed message travels alone in its entry (the broker holds whole entries).
             self.flush()
             batch = self._batch
@@ -345,8 +348,10 @@ class SegmentProducer:
         elif self._timer is None:
             self._timer = self.ctx.loop.call_later(self.options.batching_max_delay, self._on_timer)
 
-    def _add_transactional(self, record: PendingMessage) -> None:
-        """Send ``record`` alone, once its transaction has added this segment's topic."""
+    def _in_partition(self, record: PendingMessage) -> bool:
+        """Whether ``record``'s transaction has added this segment's topic; if not yet, the
+        record (and every later one) waits for it, and ``False`` is returned (as when the
+        registration failed: the record has failed with its error)."""
         txn = record.txn
         assert txn is not None
         gate = txn.add_partition(self.route.topic)
@@ -354,15 +359,12 @@ class SegmentProducer:
             self._gated.append(record)
             self._gate = gate
             gate.add_done_callback(self._release_gated)
-            return
+            return False
         error = gate.exception()
         if error is not None:
             self.owner.failed([record], error)
-            return
-        if self._batch:
-            self.flush()
-        self._sequence.assign(record)
-        self._send_single(record)
+            return False
+        return True
 
     def _release_gated(self, gate: asyncio.Future[None]) -> None:
         if gate is not self._gate or self.closed:
@@ -424,6 +426,7 @@ class SegmentProducer:
                 schema_version=self._schema_version,
                 # Only a delayed message's entry has one (it is alone in its entry).
                 deliver_at_time=records[0].deliver_at,
+                txn=None if records[0].txn is None else records[0].txn.txn_id,
             )
             + payload
         )
@@ -510,7 +513,7 @@ class SegmentProducer:
             return
         if isinstance(exc, TransactionConflictError | NotAllowedError):
             op = next((o for o in self._ops if o.first_seq == error.sequence_id), None)
-            if op is not None and not op.batched and op.records[0].txn is not None:
+            if op is not None and op.records[0].txn is not None:
                 # Refused for its transaction (ended, not added here...): that message fails.
                 self._ops.remove(op)
                 self.owner.failed(op.records, exc)

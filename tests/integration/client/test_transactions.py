@@ -17,6 +17,7 @@ import itertools
 import pytest
 
 import braid
+from braid.core.message_id import message_position
 from braid.core.names import TopicName
 from tests.integration.client.conftest import ScalableBroker
 from tests.support.broker_stack import BackgroundBroker
@@ -234,6 +235,10 @@ async def test_the_async_client_commits_a_transaction(txn_broker: ScalableBroker
         futures = [producer.send_async(b"a%d" % i, key=f"k{i}", txn=txn) for i in range(10)]
         await txn.commit()  # waits for the ten sends first
         assert all(f.done() and f.exception() is None for f in futures)
+        # Batched: an entry holds several messages of the one transaction.
+        positions = [message_position(f.result()) for f in futures]
+        entries = {(p.segment_id, p.ledger_id, p.entry_id) for p in positions if p is not None}
+        assert len(entries) < 10
         got = await stream.receive_many(10, timeout=10)
         while len(got) < 10:
             more = await stream.receive_many(10, timeout=10)
