@@ -28,6 +28,7 @@ from collections.abc import Callable
 from braid.broker.entries import CorruptEntry, parse_metadata
 from braid.broker.errors import InvalidTxnStatus
 from braid.broker.transactions.ids import TxnId
+from braid.broker.transactions.sealed import SealedOutcomes
 from braid.clock import Clock
 from braid.ledger.api import Entry, ManagedLedger, Position
 from braid.protocol.frames import encode_message_body
@@ -88,6 +89,9 @@ class TransactionBuffer:
         #: Whether this topic ever held a transactional entry or marker (else dispatch skips the
         #: per-entry check entirely).
         self.used = False
+        #: Where outcomes go once the ledger is terminated (a sealed segment takes no marker:
+        #: ADR 0069); set by the broker before :meth:`recover`.
+        self.sealed: SealedOutcomes | None = None
 
     # -- load ----------------------------------------------------------------------------------
 
@@ -107,6 +111,10 @@ class TransactionBuffer:
             if tail >= last:
                 break
             position = self.ledger.next_position(tail)
+        if self._open and self.sealed is not None and self.ledger.is_terminated:
+            # Ended after the seal: the outcome is recorded instead of a marker (ADR 0069).
+            for txn, aborted in (await self.sealed.outcomes(list(self._open))).items():
+                self._ended(txn, aborted)
         if self.used:
             log.info(
                 "transaction buffer of %s recovered from %d entries: %d open, %d aborted",
@@ -175,7 +183,10 @@ class TransactionBuffer:
         if txn in (self._aborted if aborting else self._committed):
             return
         self.used = True
-        await self.ledger.append(marker_entry(txn, action, self._clock.now_ms()))
+        if self.sealed is not None and self.ledger.is_terminated:
+            await self.sealed.record(txn, aborting)  # a sealed ledger takes no marker (ADR 0069)
+        else:
+            await self.ledger.append(marker_entry(txn, action, self._clock.now_ms()))
         self._ended(txn, aborting)
         self._notify()
 

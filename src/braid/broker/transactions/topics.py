@@ -39,6 +39,7 @@ from braid.broker.transactions.coordinator import (
 )
 from braid.broker.transactions.ids import TxnId
 from braid.broker.transactions.pending_ack import SubscriptionView, TopicTransactions
+from braid.broker.transactions.sealed import SealedOutcomes
 from braid.clock import Clock
 from braid.core.errors import BraidError
 from braid.core.names import TopicName
@@ -199,6 +200,7 @@ class BrokerTransactions:
     async def attach(self, topic: PersistentTopic) -> None:
         """Rebuild ``topic``'s transaction buffer and pending acks (on load)."""
         buffer = TransactionBuffer(topic.name, topic.ledger, self._clock)
+        buffer.sealed = SealedOutcomes(self._store, topic.name)
         transactions = TopicTransactions(topic.name, buffer, self._store, self._check_participant)
         await transactions.recover(list(topic.subscriptions.values()))
         buffer.listeners.append(topic.wake_dispatchers)
