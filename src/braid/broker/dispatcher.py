@@ -29,7 +29,7 @@ import asyncio
 import enum
 import logging
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from braid.broker.consumer import Consumer, Delivery, SubType
@@ -192,6 +192,10 @@ class Dispatcher:
         #: The subscription's transactions (max read position, markers, aborted entries,
         #: pending acks), when the broker runs a transaction coordinator.
         self.entry_filter: EntryFilter | None = None
+        #: Called after entries the filter skipped (markers, aborted) were acknowledged: the
+        #: subscription's cursor moved without a consumer's ack (it may have drained a sealed
+        #: topic that ends with them).
+        self.on_skipped: Callable[[], None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -313,6 +317,8 @@ class Dispatcher:
                     skipped.append(entry.position)
             if skipped:
                 await self._cursor.delete(skipped)
+                if self.on_skipped is not None:
+                    self.on_skipped()
             if admitted or not entries:
                 return admitted
 

@@ -22,7 +22,9 @@ so a crash loses nothing that was acknowledged. A snapshot is taken when
 last one (before the END_TXN_ON_PARTITION answer), or ``transactionBufferSnapshotMinTimeInMillis``
 after the last one when any ended meanwhile; an aborted transaction whose marker's ledger was
 trimmed is then forgotten. An end for a transaction already ended here is answered again without a
-second marker.
+second marker. A terminated ledger (a sealed segment) takes no marker: the outcome is recorded by
+:class:`~braid.broker.transactions.sealed.SealedOutcomes` (ADR 0069), the ledger's last entry
+standing for the marker's position.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from braid.broker.entries import CorruptEntry, parse_metadata
 from braid.broker.errors import InvalidTxnStatus
 from braid.broker.transactions.buffer_snapshot import BufferSnapshot, BufferSnapshots
 from braid.broker.transactions.ids import TxnId
+from braid.broker.transactions.sealed import SealedOutcomes
 from braid.clock import Clock, TimerHandle
 from braid.ledger.api import Entry, ManagedLedger, Position
 from braid.metadata.api import BadVersion
@@ -127,6 +130,9 @@ class TransactionBuffer:
         #: Whether this topic ever held a transactional entry or marker (else dispatch skips the
         #: per-entry check entirely).
         self.used = False
+        #: Where outcomes go once the ledger is terminated (a sealed segment takes no marker:
+        #: ADR 0069); set by the broker before :meth:`recover`.
+        self.sealed: SealedOutcomes | None = None
         #: Entries the last load replayed, and whether it started from a snapshot.
         self.replayed_entries = 0
         self.recovered_from_snapshot = False
@@ -178,6 +184,12 @@ class TransactionBuffer:
                 break
             position = self.ledger.next_position(tail)
         self.replayed_entries = replayed
+        if self._open and self.sealed is not None and self.ledger.is_terminated:
+            # Ended after the seal: the outcome is recorded instead of a marker (ADR 0069); the
+            # sealed ledger's last entry stands for the marker's position.
+            end = self.ledger.last_confirmed_position
+            for txn, aborted in (await self.sealed.outcomes(list(self._open))).items():
+                self._ended(txn, aborted, end)
         self.recover_end_ms = self.clock.now_ms()
         if self.used:
             log.info(
@@ -249,7 +261,11 @@ class TransactionBuffer:
         if txn in (self._aborted if aborting else self._committed):
             return
         self.used = True
-        position = await self.ledger.append(marker_entry(txn, action, self.clock.now_ms()))
+        if self.sealed is not None and self.ledger.is_terminated:
+            await self.sealed.record(txn, aborting)  # a sealed ledger takes no marker (ADR 0069)
+            position = self.ledger.last_confirmed_position  # stands for the marker's
+        else:
+            position = await self.ledger.append(marker_entry(txn, action, self.clock.now_ms()))
         self._ended(txn, aborting, position)
         self._notify()
         self._ended_since_snapshot += 1

@@ -40,6 +40,7 @@ from braid.broker.transactions.coordinator import (
 )
 from braid.broker.transactions.ids import TxnId
 from braid.broker.transactions.pending_ack import SubscriptionView, TopicTransactions
+from braid.broker.transactions.sealed import SealedOutcomes
 from braid.clock import Clock
 from braid.core.errors import BraidError
 from braid.core.names import TopicName
@@ -207,6 +208,7 @@ class BrokerTransactions:
             BufferSnapshots(self._store, topic.name),
             self._snapshot_policy,
         )
+        buffer.sealed = SealedOutcomes(self._store, topic.name)
         transactions = TopicTransactions(topic.name, buffer, self._store, self._check_participant)
         await transactions.recover(list(topic.subscriptions.values()))
         buffer.listeners.append(topic.wake_dispatchers)
