@@ -171,11 +171,15 @@ class TransactionCoordinator:
         self._closed = False
         #: Transactions aborted at their deadline (for stats and tests).
         self.timed_out = 0
+        #: When the last :meth:`recover` started and ended (ms; 0 before it ran).
+        self.recover_start_ms = 0
+        self.recover_end_ms = 0
 
     # -- recovery ------------------------------------------------------------------------------
 
     async def recover(self) -> None:
         """Load every recorded transaction; re-arm OPEN ones' deadlines, finish ending ones."""
+        self.recover_start_ms = self._clock.now_ms()
         found = await self._store.get(f"{self._root}/sequence")
         if found is not None:
             self._next_sequence = self._sequence_end = int(found[0])
@@ -195,6 +199,7 @@ class TransactionCoordinator:
                 self._spawn(self._finish_later(meta.txn, action, 0.0))
         if self._txns:
             log.info("coordinator %d recovered %d transactions", self.tc_id, len(self._txns))
+        self.recover_end_ms = self._clock.now_ms()
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -434,6 +439,21 @@ class TransactionCoordinator:
             counts[meta.status.value] += 1
         return {"coordinatorId": self.tc_id, "transactions": counts, "timedOut": self.timed_out}
 
+    # -- read accessors (the admin API's /admin/v3/transactions) -------------------------------
+
+    def transaction(self, txn: TxnId) -> TxnMeta | None:
+        """``txn`` as recorded here (``None``: unknown, or ended)."""
+        return self._txns.get(txn)
+
+    def transactions(self) -> list[TxnMeta]:
+        """Every transaction open or ending here, by id."""
+        return [self._txns[txn] for txn in sorted(self._txns)]
+
+    @property
+    def sequence(self) -> int:
+        """The highest sequence (``leastBits``) handed out or reserved here (-1: none yet)."""
+        return self._next_sequence - 1
+
     @property
     def fenced(self) -> bool:
         """Closed or fenced: it answers nothing and drives nothing any more."""
@@ -603,6 +623,10 @@ class TransactionCoordinators:
 
     def stats(self) -> list[dict[str, object]]:
         return [c.stats() for c in self._coordinators.values()]
+
+    def served(self) -> list[TransactionCoordinator]:
+        """The coordinators served here (loaded, not fenced), by id (the admin API reads them)."""
+        return [c for tc_id in sorted(self._coordinators) if (c := self.serving(tc_id)) is not None]
 
     async def close(self) -> None:
         for coordinator in self._coordinators.values():
