@@ -1,6 +1,7 @@
 """Transactions with token authentication and authorization on: a transaction belongs to the role
 that began it - another role may not add to it or end it (``AuthorizationError``), a super user
-may (Pulsar's ownership check)."""
+may (Pulsar's ownership check); END_TXN_ON_PARTITION / END_TXN_ON_SUBSCRIPTION, which coordinators
+send to the brokers of the topics, only a super user may send (ADR 0070)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from urllib.parse import urlparse
 
 import pytest
 
+from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from braid.security import tokens
 from tests.support.broker_stack import BackgroundBroker
@@ -66,5 +68,41 @@ def test_another_role_may_not_end_a_transaction_but_a_super_user_may(
         finally:
             for wire in (alice, mallory, root):
                 await wire.close()
+
+    asyncio.run(scenario())
+
+
+def test_only_a_super_user_may_end_a_transaction_on_a_topic(secured: BackgroundBroker) -> None:
+    url = urlparse(secured.service_url)
+
+    async def send(role: str, cmd: pb.BaseCommand) -> pb.BaseCommand:
+        token = tokens.create_token(role, secret_key=SECRET)
+        wire = await TxnWire.open(url.hostname or "127.0.0.1", url.port or 6650, token=token)
+        try:
+            return await wire.request(cmd, 77)
+        finally:
+            await wire.close()
+
+    on_partition = commands.wrap(
+        pb.CommandEndTxnOnPartition(
+            request_id=77, txnid_most_bits=0, txnid_least_bits=99, topic=TOPIC, txn_action=1
+        )
+    )
+    on_subscription = commands.wrap(
+        pb.CommandEndTxnOnSubscription(
+            request_id=77,
+            txnid_most_bits=0,
+            txnid_least_bits=99,
+            subscription=pb.Subscription(topic=TOPIC, subscription="s"),
+            txn_action=1,
+        )
+    )
+
+    async def scenario() -> None:
+        for cmd in (on_partition, on_subscription):
+            refused = await send("mallory", cmd)
+            assert error_name(commands.inner(refused)) == "AuthorizationError", refused
+            served = await send("root", cmd)
+            assert error_name(commands.inner(served)) != "AuthorizationError", served
 
     asyncio.run(scenario())

@@ -9,7 +9,9 @@ cluster on the same stores, changes nothing it wrote before):
   ``/admin/clusters/global`` marker, the tenants ``public`` and ``pulsar`` (``TenantInfo`` allowing
   the cluster; an existing tenant gets the cluster added, with CAS), the namespaces
   ``public/default`` and ``pulsar/system`` with ``bundles`` cut into ``--default-namespace-bundles``
-  bundles (Pulsar writes 16) and ``replication_clusters`` naming the cluster;
+  bundles (Pulsar writes 16) and ``replication_clusters`` naming the cluster, and the partitioned
+  topic ``persistent://pulsar/system/transaction_coordinator_assign`` with one partition per
+  transaction coordinator (``--num-transaction-coordinators``, Pulsar's default 16; ADR 0070);
 * in the **metadata store**: the roots ``/namespace`` (bundle ownership), ``/loadbalance/brokers``
   (the broker registry) and ``/managed-ledgers``.
 
@@ -24,8 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from braid.broker.bundles import bundles_data
+from braid.broker.partitions import metadata_path
 from braid.broker.resources import POLICIES_ROOT
+from braid.broker.transactions.coordinator import ASSIGN_TOPIC
 from braid.core.errors import IllegalStateError
+from braid.core.names import TopicName
+from braid.core.partitions import check_partition_count
 from braid.metadata.api import BadVersion, MetadataStore
 
 #: Root of the clusters' data (configuration store).
@@ -36,6 +42,8 @@ LOCAL_ROOTS = ("/namespace", "/loadbalance/brokers", "/managed-ledgers")
 DEFAULT_NAMESPACES = (("public", "default"), ("pulsar", "system"))
 #: Bundles of those namespaces unless told otherwise (Pulsar's default).
 DEFAULT_NAMESPACE_BUNDLES = 16
+#: Transaction coordinators (partitions of the assign topic) unless told otherwise (Pulsar's).
+DEFAULT_TRANSACTION_COORDINATORS = 16
 
 _CAS_ATTEMPTS = 20
 
@@ -106,8 +114,14 @@ async def initialize_cluster_metadata(
     data: ClusterData,
     *,
     namespace_bundles: int = DEFAULT_NAMESPACE_BUNDLES,
+    transaction_coordinators: int = DEFAULT_TRANSACTION_COORDINATORS,
 ) -> list[str]:
-    """Write the cluster's metadata (see the module docstring); returns the paths created."""
+    """Write the cluster's metadata (see the module docstring); returns the paths created.
+
+    Raises:
+        InvalidPartitionCount: ``transaction_coordinators`` is not a valid partition count.
+    """
+    check_partition_count(transaction_coordinators)
     created: list[str] = []
 
     async def create(target: MetadataStore, path: str, doc: Any) -> None:
@@ -130,6 +144,8 @@ async def initialize_cluster_metadata(
         }
         await create(configuration_store, path, policies)
         await _add_to_list(configuration_store, path, "replication_clusters", cluster)
+    assign = metadata_path(TopicName.parse(ASSIGN_TOPIC))
+    await create(store, assign, {"partitions": transaction_coordinators, "properties": {}})
     return created
 
 
@@ -159,6 +175,7 @@ __all__ = [
     "CLUSTERS_ROOT",
     "DEFAULT_NAMESPACES",
     "DEFAULT_NAMESPACE_BUNDLES",
+    "DEFAULT_TRANSACTION_COORDINATORS",
     "LOCAL_ROOTS",
     "ClusterData",
     "ClusterNotInitialized",

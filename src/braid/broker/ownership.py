@@ -35,8 +35,10 @@ and a deleted ledger's fence outlives it) refuses the old owner's writes meanwhi
 
 **Unloading** (ADR 0050): the owner marks its node ``disabled`` (:meth:`begin_unload`) - it stops
 serving the bundle's topics at once and lookups stop sending clients to it - closes the topics,
-then deletes the node (:meth:`release`). A broker asked to serve a topic whose bundle's owner is
-unloading waits (bounded) for the node to go rather than refusing the client at once. A topic is
+then deletes the node (:meth:`release`); that deletion's notification, when it comes after the
+broker took the bundle again, is not mistaken for the loss of the new node. A broker asked to
+serve a topic whose bundle's owner is unloading waits (bounded) for the node to go rather than
+refusing the client at once. A topic is
 served only if its bundle, re-read after the lock is taken, is still the one locked: a bundle
 split meanwhile is released again (the split's CAS on the namespace policies comes before the
 parent's node is deleted, so a lock taken after that sees the new boundaries).
@@ -267,6 +269,10 @@ class BundleOwnership:
         self._on_session_lost = on_session_lost
         #: Owned bundles -> version of the ownership node this broker created.
         self._owned: dict[NamespaceBundle, int] = {}
+        #: Ownership nodes this broker deleted itself (:meth:`release`) whose DELETED notification
+        #: has not arrived yet: that notification is about the released node, not about one this
+        #: broker may have taken again meanwhile.
+        self._released: dict[str, int] = {}
         self._session_lost = False
         self._unsubscribe = [
             store.register_listener(self._on_notification),
@@ -486,9 +492,24 @@ class BundleOwnership:
         version = self._owned.pop(bundle, None)
         self._unloading.discard(bundle)
         if version is not None and not self._session_lost:
-            with contextlib.suppress(NodeNotFound, BadVersion):
-                await self._store.delete(ownership_path(bundle), version)
+            path = ownership_path(bundle)
+            self._released[path] = self._released.get(path, 0) + 1
+            try:
+                await self._store.delete(path, version)
+            except (NodeNotFound, BadVersion):
+                self._forget_release(path)  # not ours to delete: no notification of ours
             log.info("released bundle %s", bundle)
+
+    def _forget_release(self, path: str) -> bool:
+        """Consume one pending release of ``path``; ``False`` when there was none."""
+        pending = self._released.get(path, 0)
+        if pending == 0:
+            return False
+        if pending == 1:
+            del self._released[path]
+        else:
+            self._released[path] = pending - 1
+        return True
 
     async def acquire_new(self, bundle: NamespaceBundle) -> bool:
         """Take ``bundle`` (a split's child) if nobody holds its node; ``True`` when taken."""
@@ -519,8 +540,10 @@ class BundleOwnership:
         for waiter in self._node_waiters.pop(event.path, ()):
             if not waiter.done():
                 waiter.set_result(None)
-        if event.type is not NotificationType.DELETED or not self._owned:
+        if event.type is not NotificationType.DELETED:
             return
+        if self._forget_release(event.path) or not self._owned:
+            return  # the node this broker released, even if it took the bundle again since
         for bundle in list(self._owned):
             if ownership_path(bundle) == event.path:
                 # Our node is gone (deleted by an operator, or the session behind it ended).
@@ -530,6 +553,9 @@ class BundleOwnership:
                 self._on_lost(bundle)
 
     def _on_session(self, event: SessionEvent) -> None:
+        if event is SessionEvent.RECONNECTED:
+            self._released.clear()  # notifications of the time apart are not replayed
+            return
         if event is not SessionEvent.SESSION_LOST or self._session_lost:
             return
         self._session_lost = True

@@ -216,8 +216,14 @@ class BrokerService:
         )  # fmt: skip
         #: Pulsar's transactions (ADRs 0064, 0065); ``None`` unless transactionCoordinatorEnabled.
         self.transactions = broker_transactions(
-            config, metadata, clock, lambda name: self.get_or_create_topic(name, create=False)
+            config,
+            metadata,
+            clock,
+            lambda name: self.get_or_create_topic(name, create=False),
+            lambda: (self.lookup_url(), self.lookup_url_tls() or ""),
         )
+        if self.transactions is not None:  # CommandWatchTcAssignments is served
+            self.feature_flags.supports_tc_metadata_discovery = True
         self.commands.register(transaction_commands(self))
 
     # -- server --------------------------------------------------------------------------------
@@ -337,7 +343,10 @@ class BrokerService:
     def unload_bundle(
         self, bundle: NamespaceBundle, assigned: AssignedBroker | None = None
     ) -> list[asyncio.Task[None]]:
-        """Unload every loaded topic of ``bundle`` now (to ``assigned``, if named)."""
+        """Unload every loaded topic of ``bundle`` now (to ``assigned``, if named); fence the
+        transaction coordinators it held."""
+        if self.transactions is not None:
+            self.transactions.bundle_lost(bundle)
         return self.non_persistent.unload_bundle(bundle, assigned) + [
             self.unload_topic(topic, "bundle unloaded", assigned)
             for name, topic in list(self._topics.items())

@@ -193,6 +193,12 @@ class BrokerServer(StandaloneServer):
         )
         broker.ownership = ownership
         self._route_cursor_promotes(ownership, registry)
+        if broker.transactions is not None:  # coordinators by assign-partition ownership
+            from braid.broker.security_settings import broker_client_credentials
+
+            broker.transactions.serve_on_cluster(
+                ownership, registry, broker.lookup, broker_client_credentials(self.config)
+            )
 
     def _route_cursor_promotes(self, ownership: BundleOwnership, registry: BrokerRegistry) -> None:
         """PIP-470: a switch orchestrated here re-attributes each cursor on the broker owning
@@ -240,6 +246,8 @@ class BrokerServer(StandaloneServer):
         )
         await super()._after_registered(registry)
         self.load_manager.start()
+        if self.broker.transactions is not None:
+            self.broker.transactions.start_keeper()
         # The last closer registered runs first: clients move before anything else stops.
         self._closers.append(("bundle hand-over", self._hand_over))
 
@@ -310,6 +318,7 @@ async def _initialize(args: argparse.Namespace) -> list[str]:
                 args.cluster,
                 ClusterData(args.web_service_url, args.broker_service_url),
                 namespace_bundles=args.default_namespace_bundle_number,
+                transaction_coordinators=args.num_transaction_coordinators,
             )
         finally:
             if conf is not store:

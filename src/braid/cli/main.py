@@ -216,7 +216,8 @@ def _add_broker_parsers(commands: Any) -> None:
         help="prepare a metadata store for a cluster of brokers",
         description="Write a cluster's metadata as Pulsar's initialize-cluster-metadata does: "
         "the cluster's URLs, the public and pulsar tenants, the public/default and pulsar/system "
-        "namespaces cut into bundles, and the roots brokers use. Safe to run again (nothing it "
+        "namespaces cut into bundles, the transaction coordinators' assign topic, and the roots "
+        "brokers use. Safe to run again (nothing it "
         "wrote before changes).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -236,6 +237,13 @@ def _add_broker_parsers(commands: Any) -> None:
         type=int,
         default=16,
         help="bundles of public/default and pulsar/system (default 16, as Pulsar)",
+    )
+    init.add_argument(
+        "--num-transaction-coordinators",
+        type=int,
+        default=16,
+        help="partitions of persistent://pulsar/system/transaction_coordinator_assign, one per "
+        "transaction coordinator (default 16, as Pulsar)",
     )
     _add_log_level(init)
 

@@ -21,7 +21,9 @@ from braid.broker.cluster_metadata import (
 from braid.broker.errors import ServiceNotReady
 from braid.broker.owner_probe import OwnerProbe
 from braid.broker.ownership import BundleOwnership, NotOwner, OwnerData, ownership_path
+from braid.broker.partitions import PartitionedTopics
 from braid.core.names import TopicName
+from braid.core.partitions import InvalidPartitionCount
 from braid.metadata.memory import MemoryBackend, MemoryMetadataStore
 from tests.support.polling import eventually
 
@@ -138,6 +140,23 @@ async def test_a_deleted_ownership_node_is_noticed_by_its_owner(nodes: list[Node
     assert not owner.ownership.owns(bundle)
 
 
+async def test_a_bundle_taken_again_right_after_its_release_stays_owned(
+    nodes: list[Node],
+) -> None:
+    owner = nodes[0]
+    bundle = await owner.ownership.check_serving(TOPIC)
+    await owner.ownership.release(bundle)
+    # Taken again before the deletion's notification is delivered: that notification is about
+    # the released node, not about the new one.
+    assert await owner.ownership.try_acquire(bundle) == owner.me
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert owner.lost == [] and owner.ownership.owns(bundle)
+    # A later deletion of the new node is still noticed.
+    await nodes[1].store.delete(ownership_path(bundle))
+    await eventually(lambda: owner.lost == [bundle.range_name])
+
+
 async def test_a_clean_release_frees_the_bundles(nodes: list[Node]) -> None:
     bundle = await nodes[0].ownership.check_serving(TOPIC)
     await nodes[0].ownership.release_all()
@@ -168,8 +187,15 @@ async def test_cluster_metadata_is_written_once_and_checked_by_brokers() -> None
     with pytest.raises(ClusterNotInitialized, match="initialize-cluster-metadata --cluster c1"):
         await check_initialized(store, "c1", "zk:h:2181/x")
     data = ClusterData("http://h:8080", "pulsar://h:6650")
-    created = await initialize_cluster_metadata(store, store, "c1", data, namespace_bundles=8)
+    created = await initialize_cluster_metadata(
+        store, store, "c1", data, namespace_bundles=8, transaction_coordinators=4
+    )
     assert "/admin/clusters/c1" in created and "/admin/policies/public/default" in created
+    # The transaction coordinators' assign topic, one partition per coordinator (ADR 0070).
+    assign = TopicName.parse("persistent://pulsar/system/transaction_coordinator_assign")
+    assert await PartitionedTopics(store).partitions(assign) == 4
+    with pytest.raises(InvalidPartitionCount):
+        await initialize_cluster_metadata(store, store, "c1", data, transaction_coordinators=0)
     assert await initialize_cluster_metadata(store, store, "c1", data) == []
     assert await check_initialized(store, "c1", "zk:h:2181/x") == data
     got = await store.get("/admin/policies/public/default")

@@ -1,4 +1,4 @@
-"""Pulsar's transactions on the broker (ADRs 0064, 0065).
+"""Pulsar's transactions on the broker (ADRs 0064, 0065, 0070).
 
 * :mod:`.ids` - the transaction id (``mostBits`` = coordinator id, ``leastBits`` = its sequence).
 * :mod:`.coordinator` - the transaction coordinator (TC): one per partition of
@@ -10,7 +10,13 @@
   an aborted transaction's entries or a marker.
 * :mod:`.pending_ack` - a subscription's pending acknowledgements: an ack inside a transaction is
   held (persisted, never redelivered, refused to other transactions) until the transaction ends.
-* :mod:`.commands` - the binary-protocol commands (TC_CLIENT_CONNECT, NEW_TXN, ADD_*, END_TXN*).
+* :mod:`.commands` - the binary-protocol commands (TC_CLIENT_CONNECT, NEW_TXN, ADD_*, END_TXN*,
+  WATCH_TC_ASSIGNMENTS*).
+* :mod:`.placement` - on a cluster, coordinator *n* served by the owner of assign partition *n*'s
+  bundle; the keeper that loads gained coordinators and fences lost ones (ADR 0070).
+* :mod:`.peers` - the broker's binary-protocol connections to other brokers (END_TXN_ON_* at a
+  topic's owner).
+* :mod:`.assignments` - the coordinator-assignment watch of scalable-topic clients.
 
 Everything here is off unless ``transactionCoordinatorEnabled=true`` (Pulsar's default is off).
 """

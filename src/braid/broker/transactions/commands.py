@@ -3,8 +3,12 @@
 TC_CLIENT_CONNECT_REQUEST (a client's handshake with coordinator ``tc_id``), NEW_TXN,
 ADD_PARTITION_TO_TXN, ADD_SUBSCRIPTION_TO_TXN, END_TXN, END_TXN_ON_PARTITION and
 END_TXN_ON_SUBSCRIPTION are each answered with their own response command, the error (if any) in
-its ``error``/``message`` fields as Pulsar does. With ``transactionCoordinatorEnabled=false`` every
-one is refused with an ``ERROR`` ``NotAllowedError`` "transactions are not enabled" (Pulsar's
+its ``error``/``message`` fields as Pulsar does. A coordinator command for a coordinator another
+broker serves is ``TransactionCoordinatorNotFound`` (the client looks it up again); an
+END_TXN_ON_* for a topic another broker serves is ``ServiceNotReady`` (the coordinator's broker
+looks it up again, ADR 0070). WATCH_TC_ASSIGNMENTS / WATCH_TC_ASSIGNMENTS_CLOSE open and close a
+coordinator-assignment watch (:mod:`.assignments`). With ``transactionCoordinatorEnabled=false``
+every one is refused with an ``ERROR`` ``NotAllowedError`` "transactions are not enabled" (Pulsar's
 answer). The session keeps no state: a transaction belongs to its coordinator, not to a
 connection (a client may end it over another connection).
 """
@@ -28,6 +32,7 @@ from braid.core.names import TopicName
 from braid.protocol import commands
 from braid.protocol.events import CommandReceived
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.security.authorization import AuthorizationDenied
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +80,13 @@ class TransactionCommands:
         self._service = service
 
     async def close(self) -> None:
-        return None
+        transactions = self._service.transactions
+        if transactions is not None:
+            transactions.assignments.unwatch(id(self))
 
-    def _coordinator(self, t: BrokerTransactions, txn: TxnId) -> TransactionCoordinator:
+    async def _coordinator(self, t: BrokerTransactions, txn: TxnId) -> TransactionCoordinator:
         """``txn``'s coordinator, once this connection's role may act on ``txn``."""
-        coordinator = t.coordinators.of(txn)
+        coordinator = await t.coordinators.acquire(txn.coordinator_id)
         role = self._channel.auth_role
         super_user = self._service.authorization.is_super_user(role)
         coordinator.check_owner(txn, role, super_user)
@@ -119,7 +126,7 @@ class TransactionCommands:
         req = event.command.tcClientConnectRequest
 
         async def work(t: BrokerTransactions) -> None:
-            t.coordinators.get(req.tc_id)
+            await t.coordinators.acquire(req.tc_id)
 
         self._serve(
             req.request_id,
@@ -132,7 +139,7 @@ class TransactionCommands:
         req = event.command.newTxn
 
         async def work(t: BrokerTransactions) -> TxnId:
-            coordinator = t.coordinators.get(req.tc_id)
+            coordinator = await t.coordinators.acquire(req.tc_id)
             return await coordinator.new_transaction(req.txn_ttl_millis, self._channel.auth_role)
 
         self._serve(
@@ -145,7 +152,7 @@ class TransactionCommands:
 
         async def work(t: BrokerTransactions) -> None:
             partitions = [_full_name(p) for p in req.partitions]
-            await self._coordinator(t, txn).add_partitions(txn, partitions)
+            await (await self._coordinator(t, txn)).add_partitions(txn, partitions)
 
         self._serve(
             req.request_id,
@@ -160,7 +167,7 @@ class TransactionCommands:
 
         async def work(t: BrokerTransactions) -> None:
             subs = [(_full_name(s.topic), s.subscription) for s in req.subscription]
-            await self._coordinator(t, txn).add_subscriptions(txn, subs)
+            await (await self._coordinator(t, txn)).add_subscriptions(txn, subs)
 
         self._serve(
             req.request_id,
@@ -174,18 +181,32 @@ class TransactionCommands:
         txn = TxnId.of(req)
 
         async def work(t: BrokerTransactions) -> None:
-            await self._coordinator(t, txn).end(txn, req.txn_action)
+            await (await self._coordinator(t, txn)).end(txn, req.txn_action)
 
         self._serve(
             req.request_id, txn, work, lambda: pb.CommandEndTxnResponse(request_id=req.request_id)
         )
+
+    def _require_broker(self) -> None:
+        """END_TXN_ON_* come from coordinators on brokers: with authentication on, only a super
+        user (the brokers' ``brokerClientAuthenticationPlugin`` role) may send them.
+
+        Raises:
+            AuthorizationDenied: another role.
+        """
+        role = self._channel.auth_role
+        if role is not None and not self._service.authorization.is_super_user(role):
+            raise AuthorizationDenied(
+                f"role {role!r} may not end transactions on topics: only brokers (super users) do"
+            )
 
     def on_end_txn_on_partition(self, event: CommandReceived) -> None:
         req = event.command.endTxnOnPartition
         txn = TxnId.of(req)
 
         async def work(t: BrokerTransactions) -> None:
-            await t.end_on_partition(req.topic, txn, req.txn_action)
+            self._require_broker()
+            await t.end_on_partition_here(req.topic, txn, req.txn_action)
 
         self._serve(
             req.request_id,
@@ -200,7 +221,8 @@ class TransactionCommands:
         sub = req.subscription
 
         async def work(t: BrokerTransactions) -> None:
-            await t.end_on_subscription(sub.topic, sub.subscription, txn, req.txn_action)
+            self._require_broker()
+            await t.end_on_subscription_here(sub.topic, sub.subscription, txn, req.txn_action)
 
         self._serve(
             req.request_id,
@@ -208,6 +230,27 @@ class TransactionCommands:
             work,
             lambda: pb.CommandEndTxnOnSubscriptionResponse(request_id=req.request_id),
         )
+
+    def on_watch_tc_assignments(self, event: CommandReceived) -> None:
+        watch_id = event.command.watchTcAssignments.watch_id
+        transactions = self._service.transactions
+        if transactions is None:
+            self._channel.send(
+                commands.watch_tc_assignments_update(
+                    watch_id,
+                    error=ServerError.NotAllowedError,
+                    message="transactions are not enabled (transactionCoordinatorEnabled=false)",
+                )
+            )
+            return
+        transactions.assignments.watch(id(self), watch_id, self._channel.send)
+
+    def on_watch_tc_assignments_close(self, event: CommandReceived) -> None:
+        transactions = self._service.transactions
+        if transactions is not None:
+            transactions.assignments.unwatch(
+                id(self), event.command.watchTcAssignmentsClose.watch_id
+            )
 
 
 def transaction_commands(service: TransactionService) -> CommandFamily[TransactionCommands]:
@@ -220,6 +263,8 @@ def transaction_commands(service: TransactionService) -> CommandFamily[Transacti
         _T.END_TXN: TransactionCommands.on_end_txn,
         _T.END_TXN_ON_PARTITION: TransactionCommands.on_end_txn_on_partition,
         _T.END_TXN_ON_SUBSCRIPTION: TransactionCommands.on_end_txn_on_subscription,
+        _T.WATCH_TC_ASSIGNMENTS: TransactionCommands.on_watch_tc_assignments,
+        _T.WATCH_TC_ASSIGNMENTS_CLOSE: TransactionCommands.on_watch_tc_assignments_close,
     }
     return CommandFamily(
         name="transactions",

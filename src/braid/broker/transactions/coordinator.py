@@ -14,6 +14,15 @@ afterwards is ``TransactionNotFound``, as in Pulsar). A transaction still OPEN a
 (NEW_TXN's ``txn_ttl_millis`` from its start, on the injected clock) is aborted by the
 coordinator. After a restart (:meth:`TransactionCoordinator.recover`), OPEN transactions continue
 with their original deadline and COMMITTING/ABORTING ones are driven to their recorded end.
+
+**Placement** (ADR 0070). A broker serves coordinator *n* only while its
+:class:`CoordinatorPlacement` says so (on a cluster: while it owns the bundle of assign partition
+*n*; :mod:`.placement`). :class:`TransactionCoordinators` loads a coordinator - reads its records -
+when the broker gains it and *fences* it when the broker loses it: a fenced coordinator answers
+every request with ``TransactionCoordinatorNotFound`` (the client looks it up again) and drives
+nothing more. A coordinator that meets a record version it did not write (another broker took it
+over meanwhile) fences itself the same way, so a stale driver can at most repeat an outcome
+already recorded - participants end a transaction idempotently.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ import asyncio
 import enum
 import json
 import logging
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, TypeVar
 
@@ -36,7 +45,7 @@ from braid.broker.errors import (
 )
 from braid.broker.transactions.ids import TxnId
 from braid.clock import Clock, TimerHandle
-from braid.metadata.api import MetadataStore, NodeNotFound
+from braid.metadata.api import BadVersion, MetadataStore, NodeNotFound
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from braid.security.authorization import AuthorizationDenied
 
@@ -51,8 +60,10 @@ COORDINATORS_ROOT = "/transactions/coordinators"
 DEFAULT_TIMEOUT_MS = 60_000
 #: Sequence numbers reserved per CAS of the sequence node.
 _SEQUENCE_BLOCK = 100
-#: Delay before an end that failed part-way (a topic not loadable yet) is tried again.
-_END_RETRY_S = 1.0
+#: Delay before an end that failed part-way (a participant unreachable, a topic moving) is tried
+#: again; doubled after each failure up to :data:`END_RETRY_MAX_S`.
+END_RETRY_FIRST_S = 0.2
+END_RETRY_MAX_S = 5.0
 
 
 class TxnStatus(enum.Enum):
@@ -234,7 +245,9 @@ class TransactionCoordinator:
 
     async def _end(self, txn: TxnId, action: pb.TxnAction.ValueType, *, retry: bool) -> None:
         target = TxnStatus.COMMITTING if action == pb.TxnAction.COMMIT else TxnStatus.ABORTING
+        self._check_serving()
         async with self._lock(txn):
+            self._check_serving()
             meta = self._txns.get(txn)
             if meta is None:
                 raise TransactionNotFound(
@@ -253,8 +266,8 @@ class TransactionCoordinator:
             try:
                 await self._finish(meta, action)
             except Exception:
-                if retry:  # the outcome is recorded: finish it in the background, as Pulsar
-                    self._spawn(self._finish_later(txn, action, _END_RETRY_S))
+                if retry and not self._closed:  # the outcome is recorded: finish it later
+                    self._spawn(self._finish_later(txn, action, END_RETRY_FIRST_S))
                 raise
 
     def check_owner(self, txn: TxnId, role: str | None, super_user: bool) -> None:
@@ -306,38 +319,75 @@ class TransactionCoordinator:
             await self._participants.end_on_partition(topic, meta.txn, action)
         for topic, subscription in meta.subscriptions:
             await self._participants.end_on_subscription(topic, subscription, meta.txn, action)
+        self._check_serving()
         try:
             await self._store.delete(
                 f"{self._root}/txns/{meta.txn.key}", self._versions.get(meta.txn)
             )
         except NodeNotFound:
             pass
+        except BadVersion as exc:
+            raise self._stale(meta.txn, exc) from exc
         self._txns.pop(meta.txn, None)
         self._versions.pop(meta.txn, None)
         self._locks.pop(meta.txn, None)
 
     async def _finish_later(self, txn: TxnId, action: pb.TxnAction.ValueType, delay: float) -> None:
-        """Drive an ending transaction to its end, retrying while a participant fails."""
+        """Drive an ending transaction to its end, retrying (backing off) while a participant
+        fails, until it ends or this coordinator is fenced (its next owner drives it then)."""
+        backoff = END_RETRY_FIRST_S
         while not self._closed:
             if delay:
                 await self._clock.sleep(delay)
             try:
-                if txn in self._txns:
+                if txn in self._txns and not self._closed:
                     await self._end(txn, action, retry=False)
                 return
-            except (TransactionNotFound, InvalidTxnStatus):
+            except (TransactionNotFound, InvalidTxnStatus, CoordinatorNotFound):
                 return
             except Exception as exc:
-                log.warning("ending transaction %s failed (%s); retrying", txn, exc)
-                delay = _END_RETRY_S
+                log.warning(
+                    "ending transaction %s failed (%s); retrying in %.1fs", txn, exc, backoff
+                )
+                delay, backoff = backoff, min(backoff * 2, END_RETRY_MAX_S)
 
     async def _write(self, meta: TxnMeta, *, create: bool = False) -> None:
+        self._check_serving()
         expected = -1 if create else self._versions[meta.txn]
-        stat = await self._store.put(f"{self._root}/txns/{meta.txn.key}", meta.encode(), expected)
+        try:
+            stat = await self._store.put(
+                f"{self._root}/txns/{meta.txn.key}", meta.encode(), expected
+            )
+        except (BadVersion, NodeNotFound) as exc:
+            if create:
+                raise
+            raise self._stale(meta.txn, exc) from exc
         self._txns[meta.txn] = meta
         self._versions[meta.txn] = stat.version
 
+    def _check_serving(self) -> None:
+        if self._closed:
+            raise CoordinatorNotFound(
+                f"transaction coordinator {self.tc_id} is not served by this broker any more; "
+                "look it up again"
+            )
+
+    def _stale(self, txn: TxnId, exc: Exception) -> CoordinatorNotFound:
+        """Another broker changed ``txn``'s record: it drives this coordinator now; stop."""
+        log.warning(
+            "coordinator %d: record of transaction %s changed elsewhere (%s); fencing this "
+            "coordinator here",
+            self.tc_id,
+            txn,
+            exc,
+        )
+        self.fence()
+        return CoordinatorNotFound(
+            f"transaction coordinator {self.tc_id} moved to another broker; look it up again"
+        )
+
     async def _next_id(self) -> int:
+        self._check_serving()
         async with self._sequence_lock:
             if self._next_sequence >= self._sequence_end:
                 path = f"{self._root}/sequence"
@@ -404,17 +454,54 @@ class TransactionCoordinator:
         """The highest sequence (``leastBits``) handed out or reserved here (-1: none yet)."""
         return self._next_sequence - 1
 
-    async def close(self) -> None:
+    @property
+    def fenced(self) -> bool:
+        """Closed or fenced: it answers nothing and drives nothing any more."""
+        return self._closed
+
+    def fence(self) -> None:
+        """Stop at once (this broker lost the coordinator): no timer fires and no end is driven
+        from here any more; every later request is ``TransactionCoordinatorNotFound``."""
+        if self._closed:
+            return
         self._closed = True
         for txn in list(self._timers):
             self._cancel_timeout(txn)
         for task in list(self._tasks):
-            task.cancel()
+            if task is not asyncio.current_task():
+                task.cancel()
+
+    async def close(self) -> None:
+        self.fence()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
 
+class CoordinatorPlacement(Protocol):
+    """Which coordinators this broker serves (ADR 0070)."""
+
+    def serves(self, tc_id: int) -> bool:
+        """Whether this broker serves coordinator ``tc_id`` now (no I/O)."""
+        ...
+
+    async def claim(self, tc_id: int) -> bool:
+        """Whether this broker serves ``tc_id``, taking it if nobody does (a client was sent
+        here by a lookup)."""
+        ...
+
+
+class ServeEverything:
+    """A broker alone on its metadata store (``braid standalone``) serves every coordinator."""
+
+    def serves(self, tc_id: int) -> bool:
+        return True
+
+    async def claim(self, tc_id: int) -> bool:
+        return True
+
+
 class TransactionCoordinators:
-    """The coordinators this broker serves, by id."""
+    """The coordinators this broker serves, by id: loaded (recovered from their records) when the
+    broker gains one, fenced and dropped when it loses one."""
 
     def __init__(
         self,
@@ -424,23 +511,43 @@ class TransactionCoordinators:
         *,
         count: int,
         max_active: int = 0,
+        placement: CoordinatorPlacement | None = None,
     ) -> None:
-        self._coordinators = {
-            tc_id: TransactionCoordinator(tc_id, store, participants, clock, max_active=max_active)
-            for tc_id in range(count)
-        }
-
-    @property
-    def count(self) -> int:
-        return len(self._coordinators)
+        self._store = store
+        self._participants = participants
+        self._clock = clock
+        self._max_active = max_active
+        #: How many coordinators the cluster has (the assign topic's partitions).
+        self.count = count
+        self.placement: CoordinatorPlacement = placement or ServeEverything()
+        self._coordinators: dict[int, TransactionCoordinator] = {}
+        self._loading: dict[int, asyncio.Future[TransactionCoordinator]] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+        #: Called after each change of what this broker serves (the assignment watches).
+        self.listeners: list[Callable[[], None]] = []
 
     async def start(self) -> None:
-        for coordinator in self._coordinators.values():
-            await coordinator.recover()
+        """Load every coordinator this broker serves already (all of them on a standalone)."""
+        for tc_id in range(self.count):
+            if self.placement.serves(tc_id):
+                await self._load(tc_id)
+
+    def _check_range(self, tc_id: int) -> None:
+        if not 0 <= tc_id < self.count:
+            raise CoordinatorNotFound(
+                f"transaction coordinator {tc_id} does not exist (there are {self.count})"
+            )
+
+    def serving(self, tc_id: int) -> TransactionCoordinator | None:
+        """Coordinator ``tc_id`` if it is loaded here and this broker still serves it."""
+        coordinator = self._coordinators.get(tc_id)
+        if coordinator is None or coordinator.fenced or not self.placement.serves(tc_id):
+            return None
+        return coordinator
 
     def get(self, tc_id: int) -> TransactionCoordinator:
-        """The coordinator ``tc_id``, or :class:`CoordinatorNotFound`."""
-        coordinator = self._coordinators.get(tc_id)
+        """The loaded coordinator ``tc_id``, or :class:`CoordinatorNotFound`."""
+        coordinator = self.serving(tc_id)
         if coordinator is None:
             raise CoordinatorNotFound(f"transaction coordinator {tc_id} is not served here")
         return coordinator
@@ -448,12 +555,78 @@ class TransactionCoordinators:
     def of(self, txn: TxnId) -> TransactionCoordinator:
         return self.get(txn.coordinator_id)
 
+    async def acquire(self, tc_id: int) -> TransactionCoordinator:
+        """Coordinator ``tc_id``, loaded if this broker serves it (or takes it now).
+
+        Raises:
+            CoordinatorNotFound: no such coordinator, or another broker serves it.
+        """
+        self._check_range(tc_id)
+        coordinator = self.serving(tc_id)
+        if coordinator is not None:
+            return coordinator
+        if not await self.placement.claim(tc_id):
+            raise CoordinatorNotFound(
+                f"transaction coordinator {tc_id} is served by another broker; look it up again"
+            )
+        return await self._load(tc_id)
+
+    async def _load(self, tc_id: int) -> TransactionCoordinator:
+        """Load (recover) ``tc_id`` once; concurrent callers share the load."""
+        coordinator = self._coordinators.get(tc_id)
+        if coordinator is not None and not coordinator.fenced:
+            return coordinator
+        loading = self._loading.get(tc_id)
+        if loading is None:
+            loading = asyncio.ensure_future(self._recover(tc_id))
+            self._loading[tc_id] = loading
+            loading.add_done_callback(lambda _f: self._loading.pop(tc_id, None))
+        return await asyncio.shield(loading)
+
+    async def _recover(self, tc_id: int) -> TransactionCoordinator:
+        coordinator = TransactionCoordinator(
+            tc_id, self._store, self._participants, self._clock, max_active=self._max_active
+        )
+        await coordinator.recover()
+        if not self.placement.serves(tc_id):  # lost while its records were read
+            await coordinator.close()
+            raise CoordinatorNotFound(f"transaction coordinator {tc_id} moved while loading")
+        self._coordinators[tc_id] = coordinator
+        log.info("serving transaction coordinator %d", tc_id)
+        self._changed()
+        return coordinator
+
+    async def adopt(self, tc_id: int) -> None:
+        """This broker serves ``tc_id`` now: load it if it is not loaded."""
+        if self.placement.serves(tc_id) and self.serving(tc_id) is None:
+            await self._load(tc_id)
+
+    def lose(self, tc_id: int) -> None:
+        """This broker no longer serves ``tc_id``: fence it at once (before anyone else can have
+        loaded it, when the loss is learnt from the ownership node's deletion)."""
+        coordinator = self._coordinators.pop(tc_id, None)
+        if coordinator is not None:
+            coordinator.fence()
+            log.warning("transaction coordinator %d is no longer served here", tc_id)
+            closing = asyncio.ensure_future(coordinator.close())
+            self._closing.add(closing)
+            closing.add_done_callback(self._closing.discard)
+            self._changed()
+
+    def loaded(self) -> list[int]:
+        """Ids of the coordinators loaded here."""
+        return sorted(self._coordinators)
+
+    def _changed(self) -> None:
+        for listener in list(self.listeners):
+            listener()
+
     def stats(self) -> list[dict[str, object]]:
         return [c.stats() for c in self._coordinators.values()]
 
     def served(self) -> list[TransactionCoordinator]:
-        """The coordinators served here, by id (the admin API reads them)."""
-        return [self._coordinators[tc_id] for tc_id in sorted(self._coordinators)]
+        """The coordinators served here (loaded, not fenced), by id (the admin API reads them)."""
+        return [c for tc_id in sorted(self._coordinators) if (c := self.serving(tc_id)) is not None]
 
     async def close(self) -> None:
         for coordinator in self._coordinators.values():

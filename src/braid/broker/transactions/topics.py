@@ -4,7 +4,10 @@ transaction, and attaching a topic's transaction buffer and pending acks when it
 :class:`BrokerTransactions` is built by the broker when ``transactionCoordinatorEnabled`` is on. It
 owns the coordinators (:mod:`.coordinator`), makes sure the assign topic exists with one partition
 per coordinator (as Pulsar's ``initialize-cluster-metadata`` and standalone do), and ends a
-transaction on a topic or subscription of this broker for the coordinators. The per-message paths
+transaction on a topic or subscription for the coordinators: here when this broker serves it,
+else over the binary protocol at the topic's owner, found by LOOKUP (:mod:`.peers`; on a cluster,
+set up by :meth:`BrokerTransactions.serve_on_cluster`, which also places the coordinators by
+bundle ownership, :mod:`.placement`; ADR 0070). The per-message paths
 (:func:`publish_in_transaction`, the pending-ack path of an ACK) add no task or future per message:
 a transactional SEND goes through the topic's ordinary append-callback pipeline with its
 transaction on the receipt.
@@ -12,16 +15,21 @@ transaction on the receipt.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 
+from braid.broker.broker_registry import BrokerRegistry
+from braid.broker.bundles import NamespaceBundle
 from braid.broker.config import BrokerConfig
 from braid.broker.errors import (
+    CoordinatorNotFound,
     InvalidMessage,
     NotSupported,
     TransactionsDisabled,
     to_server_error,
 )
+from braid.broker.ownership import BundleOwnership, LookupAnswer
 from braid.broker.partitions import PartitionedTopicExists, PartitionedTopics
 from braid.broker.producer import PendingReceipt
 from braid.broker.registry import CommandChannel
@@ -32,6 +40,7 @@ from braid.broker.resources import (
     TenantInfo,
 )
 from braid.broker.topic import PersistentTopic
+from braid.broker.transactions.assignments import TcAssignments
 from braid.broker.transactions.buffer import SnapshotPolicy, TransactionBuffer
 from braid.broker.transactions.buffer_snapshot import BufferSnapshots
 from braid.broker.transactions.coordinator import (
@@ -39,7 +48,9 @@ from braid.broker.transactions.coordinator import (
     TransactionCoordinators,
 )
 from braid.broker.transactions.ids import TxnId
+from braid.broker.transactions.peers import PeerConnections, find_owner
 from braid.broker.transactions.pending_ack import SubscriptionView, TopicTransactions
+from braid.broker.transactions.placement import BundleCoordinatorPlacement, CoordinatorKeeper
 from braid.broker.transactions.sealed import SealedOutcomes
 from braid.clock import Clock
 from braid.core.errors import BraidError
@@ -48,12 +59,16 @@ from braid.ledger.api import Position
 from braid.metadata.api import MetadataStore
 from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from braid.security.credentials import ClientCredentials
 
 log = logging.getLogger(__name__)
 
 _SHARED_TYPES = (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared)
 #: Coordinators a standalone broker creates (the assign topic's partitions), as Pulsar's standalone.
 STANDALONE_COORDINATORS = 1
+#: Coordinators the first broker of a cluster creates when the assign topic does not exist yet
+#: (Pulsar's ``initialize-cluster-metadata --num-transaction-coordinators`` default).
+CLUSTER_COORDINATORS = 16
 
 
 def publish_in_transaction(
@@ -158,6 +173,18 @@ def ack_in_transaction(
     channel.spawn(run())
 
 
+def _request(
+    message: pb.CommandEndTxnOnPartition | pb.CommandEndTxnOnSubscription,
+) -> Callable[[int], pb.BaseCommand]:
+    """``message`` as the command sent with request id ``rid``."""
+
+    def make(rid: int) -> pb.BaseCommand:
+        message.request_id = rid
+        return commands.wrap(message)
+
+    return make
+
+
 class BrokerTransactions:
     """This broker's coordinators and its topics' side of transactions."""
 
@@ -167,6 +194,7 @@ class BrokerTransactions:
         clock: Clock,
         load_topic: Callable[[str], Awaitable[PersistentTopic]],
         *,
+        own_urls: Callable[[], tuple[str, str]] = lambda: ("", ""),
         cluster: str = "standalone",
         coordinators: int = STANDALONE_COORDINATORS,
         max_active: int = 0,
@@ -177,9 +205,53 @@ class BrokerTransactions:
         self._clock = clock
         self._load_topic = load_topic
         self._cluster = cluster
+        self._default_count = coordinators
         self.coordinators = TransactionCoordinators(
             store, self, clock, count=coordinators, max_active=max_active
         )
+        #: Set by :meth:`serve_on_cluster` (``braid broker``); ``None`` on a standalone.
+        self.placement: BundleCoordinatorPlacement | None = None
+        self.keeper: CoordinatorKeeper | None = None
+        self._ownership: BundleOwnership | None = None
+        self._peers: PeerConnections | None = None
+        self._lookup: Callable[[str], Awaitable[LookupAnswer]] | None = None
+        #: The coordinator-assignment watches (WATCH_TC_ASSIGNMENTS).
+        self.assignments = TcAssignments(self.coordinators, own_urls)
+
+    def serve_on_cluster(
+        self,
+        ownership: BundleOwnership,
+        registry: BrokerRegistry,
+        lookup: Callable[[str], Awaitable[LookupAnswer]],
+        credentials: ClientCredentials | None,
+        *,
+        default_count: int = CLUSTER_COORDINATORS,
+    ) -> None:
+        """Run as one broker of a cluster: serve the coordinators whose assign partition's
+        bundle this broker owns, and end transactions on other brokers' topics at their owner
+        (``lookup``: this broker's LOOKUP; ``credentials``: what it presents to the others)."""
+        peers = PeerConnections(credentials)
+        self.placement = BundleCoordinatorPlacement(
+            ownership, registry, lookup, functools.partial(find_owner, peers)
+        )
+        self.coordinators.placement = self.placement
+        self.keeper = CoordinatorKeeper(self.coordinators, self.placement, self._store, self._clock)
+        self.keeper.on_pass.append(self.assignments.changed)
+        self.assignments.place_by(self.placement)
+        self._ownership = ownership
+        self._peers = peers
+        self._lookup = lookup
+        self._default_count = default_count
+
+    def start_keeper(self) -> None:
+        """Begin placing coordinators (once the broker is registered and owns bundles)."""
+        if self.keeper is not None:
+            self.keeper.start()
+
+    def bundle_lost(self, bundle: NamespaceBundle) -> None:
+        """The broker lost ``bundle``: fence the coordinators it held."""
+        if self.keeper is not None:
+            self.keeper.bundle_lost(bundle)
 
     async def start(self, partitioned: PartitionedTopics, resources: BrokerResources) -> None:
         """Create ``pulsar/system`` and the assign topic if missing, then recover every
@@ -193,10 +265,14 @@ class BrokerTransactions:
             await resources.create_namespace(assign.tenant, assign.namespace)
         except NamespaceAlreadyExists:
             pass
-        try:
-            await partitioned.create(assign, self.coordinators.count)
-        except PartitionedTopicExists:
-            pass
+        count = await partitioned.partitions(assign)
+        if count == 0:
+            try:
+                await partitioned.create(assign, self._default_count)
+            except PartitionedTopicExists:
+                pass
+            count = await partitioned.partitions(assign)
+        self.coordinators.count = count
         await self.coordinators.start()
 
     async def attach(self, topic: PersistentTopic) -> None:
@@ -218,25 +294,73 @@ class BrokerTransactions:
     def _check_participant(
         self, txn: TxnId, topic: str, subscription: str | None
     ) -> BraidError | None:
-        try:
-            coordinator = self.coordinators.of(txn)
-        except BraidError as exc:
-            return exc
+        coordinator = self.coordinators.serving(txn.coordinator_id)
+        if coordinator is None:
+            if self.placement is not None:
+                # Served by another broker: as in Pulsar, the topic does not ask it (ADR 0070).
+                return None
+            return CoordinatorNotFound(
+                f"transaction coordinator {txn.coordinator_id} is not served here"
+            )
         return coordinator.check_participant(txn, topic, subscription)
 
     # -- the coordinators' participant ---------------------------------------------------------
 
+    async def _remote_owner(self, topic: str) -> str | None:
+        """The service URL of the other broker serving ``topic``; ``None`` when it is this one."""
+        if self._lookup is None or self._peers is None or self._ownership is None:
+            return None
+        answer = await self._lookup(topic)
+        if answer.local:
+            return None
+        url = answer.service_url
+        if answer.redirect:
+            url = await find_owner(self._peers, url, topic, answer.authoritative)
+        return None if url == self._ownership.me.native_url else url
+
     async def end_on_partition(
         self, topic: str, txn: TxnId, action: pb.TxnAction.ValueType
     ) -> None:
+        """END_TXN_ON_PARTITION wherever ``topic`` is served (for the coordinators)."""
+        url = await self._remote_owner(topic)
+        if url is None:
+            await self.end_on_partition_here(topic, txn, action)
+            return
+        assert self._peers is not None
+        end = pb.CommandEndTxnOnPartition(topic=topic, txn_action=action)
+        end.txnid_most_bits, end.txnid_least_bits = txn.most_bits, txn.least_bits
+        await self._peers.ask(url, _request(end), f"ending transaction {txn} on {topic}")
+
+    async def end_on_subscription(
+        self, topic: str, subscription: str, txn: TxnId, action: pb.TxnAction.ValueType
+    ) -> None:
+        """END_TXN_ON_SUBSCRIPTION wherever ``topic`` is served (for the coordinators)."""
+        url = await self._remote_owner(topic)
+        if url is None:
+            await self.end_on_subscription_here(topic, subscription, txn, action)
+            return
+        assert self._peers is not None
+        end = pb.CommandEndTxnOnSubscription(
+            subscription=pb.Subscription(topic=topic, subscription=subscription), txn_action=action
+        )
+        end.txnid_most_bits, end.txnid_least_bits = txn.most_bits, txn.least_bits
+        what = f"ending transaction {txn} on {topic}/{subscription}"
+        await self._peers.ask(url, _request(end), what)
+
+    async def end_on_partition_here(
+        self, topic: str, txn: TxnId, action: pb.TxnAction.ValueType
+    ) -> None:
+        """Write ``txn``'s marker on ``topic``, served by this broker (``NotOwner`` else)."""
         loaded = await self._load_topic(topic)
         if loaded.transactions is None:
             raise TransactionsDisabled(f"topic {topic} has no transaction buffer")
         await loaded.transactions.buffer.end(txn, action)
 
-    async def end_on_subscription(
+    async def end_on_subscription_here(
         self, topic: str, subscription: str, txn: TxnId, action: pb.TxnAction.ValueType
     ) -> None:
+        """Apply or release ``txn``'s pending acks on a subscription of a topic this broker
+        serves (``NotOwner`` else)."""
         loaded = await self._load_topic(topic)
         if loaded.transactions is None:
             raise TransactionsDisabled(f"topic {topic} has no transaction buffer")
@@ -247,7 +371,12 @@ class BrokerTransactions:
         await pending.end(txn, action)
 
     async def close(self) -> None:
+        await self.assignments.close()
+        if self.keeper is not None:
+            await self.keeper.close()
         await self.coordinators.close()
+        if self._peers is not None:
+            self._peers.close()
 
 
 def broker_transactions(
@@ -255,6 +384,7 @@ def broker_transactions(
     store: MetadataStore,
     clock: Clock,
     load_topic: Callable[[str], Awaitable[PersistentTopic]],
+    own_urls: Callable[[], tuple[str, str]] = lambda: ("", ""),
 ) -> BrokerTransactions | None:
     """The broker's transactions, or ``None`` while ``transactionCoordinatorEnabled`` is off."""
     if not config.transaction_coordinator_enabled:
@@ -263,6 +393,7 @@ def broker_transactions(
         store,
         clock,
         load_topic,
+        own_urls=own_urls,
         cluster=config.cluster_name,
         max_active=config.max_active_transactions_per_coordinator,
         snapshot_policy=SnapshotPolicy(
