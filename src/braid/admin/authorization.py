@@ -83,6 +83,7 @@ _LOOKUP_READS = frozenset(
         "partitioned-stats",
         "partitioned-internalStats",
         "lastMessageId",
+        "positions",
         "autoScaleDecisions",
         "schema",
         "schemas",
