@@ -15,10 +15,11 @@ in one local[2] SparkSession, times three streaming reads of the same rows, each
 3. **parquet**: ``readStream.format("parquet")`` of the same rows written once by Spark (the
    source's own columns).
 
-Each round runs the three queries in that order; ``--repeat`` rounds, the best query of each kind
-counts (the first pays Python-worker start-up). Per query it reports the wall time split into
-**start-up** (everything but reading: starting Spark's per-query Python planning process, offsets,
-planning, commits; wall time minus the ``addBatch`` phases) and the **read** phase (the
+Each round runs the three queries, the first round in that order and each later one starting with
+the next kind (no kind always runs after the same one); ``--repeat`` rounds, the best query of
+each kind counts (the first pays Python-worker start-up). Per query it reports the wall time split
+into **start-up** (everything but reading: starting Spark's per-query Python planning process,
+offsets, planning, commits; wall time minus the ``addBatch`` phases) and the **read** phase (the
 ``addBatch`` phases: the tasks reading the rows into the sink), and with ``--verbose`` the CPU
 seconds of the Spark JVM, its Python processes and the broker (steadier than wall time on a
 shared machine). ``--event-times`` gives every message its own event time (no two metadata
@@ -26,7 +27,7 @@ alike); ``--installed-pyspark`` runs Spark's Python processes without ``pyspark.
 path. Results go to docs/benchmarks.md.
 
 Run: ``.venv/bin/python bench/spark_bench.py [--rows 200000] [--size 100] [--segments 2]
-[--repeat 3] [--event-times] [--verbose] [--installed-pyspark]``
+[--repeat 3] [--event-times] [--verbose] [--installed-pyspark] [--probe]``
 """
 
 from __future__ import annotations
@@ -452,8 +453,12 @@ def main() -> None:
             "parquet": lambda: spark.readStream.schema(SCHEMA).parquet(str(parquet)),
         }
         runs = []
+        kinds = list(sources)
         for i in range(args.repeat):
-            for kind, load in sources.items():
+            # Each round starts with another kind (braid, ceiling, parquet, braid, ...): the
+            # query after another pays for what that one left behind (JVM garbage, busy cores).
+            for kind in kinds[i % len(kinds) :] + kinds[: i % len(kinds)]:
+                load = sources[kind]
                 run = timed_stream(
                     kind, load(), work / f"cp-{kind}-{i}", args.verbose, roots, probe_log
                 )
