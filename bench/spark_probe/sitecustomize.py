@@ -77,6 +77,12 @@ def _timed(name: str, fn: Any) -> Any:
 
 def _install_planner_probe() -> None:
     import pyspark.sql.datasource_internal as internal
+    import pyspark.worker_util as worker_util
+
+    # The runner's steps before the first data source call (imported by name when the runner
+    # module loads, after this): receiving and unpickling the data source, the job's files.
+    for name in ("check_python_version", "setup_spark_files", "read_command"):
+        setattr(worker_util, name, _timed(name, getattr(worker_util, name)))
 
     original = internal._streamReader
 
