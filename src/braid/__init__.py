@@ -27,6 +27,7 @@ if _typing.TYPE_CHECKING:
         AsyncQueueConsumer,
         AsyncSegmentReader,
         AsyncStreamConsumer,
+        AsyncTransaction,
         CheckpointConsumer,
         Client,
         Message,
@@ -36,6 +37,8 @@ if _typing.TYPE_CHECKING:
         Schema,
         SegmentReader,
         StreamConsumer,
+        Transaction,
+        TransactionState,
     )
     from braid.client.auth import (
         AuthenticationBasic,
@@ -71,6 +74,10 @@ if _typing.TYPE_CHECKING:
         TimeoutError,
         TopicTerminatedError,
         TransactionConflictError,
+        TransactionEndedError,
+        TransactionErroredError,
+        TransactionStateError,
+        TransactionTimedOutError,
     )
     from braid.core.checkpoint import Checkpoint
     from braid.core.message_id import MessageId
@@ -85,6 +92,7 @@ _EXPORTS = {
     "AsyncQueueConsumer": "braid.client",
     "AsyncSegmentReader": "braid.client",
     "AsyncStreamConsumer": "braid.client",
+    "AsyncTransaction": "braid.client",
     "AuthenticationBasic": "braid.client.auth",
     "AuthenticationError": "braid.client.errors",
     "AuthenticationTLS": "braid.client.auth",
@@ -126,7 +134,13 @@ _EXPORTS = {
     "StreamConsumer": "braid.client",
     "TimeoutError": "braid.client.errors",
     "TopicTerminatedError": "braid.client.errors",
+    "Transaction": "braid.client",
     "TransactionConflictError": "braid.client.errors",
+    "TransactionEndedError": "braid.client.errors",
+    "TransactionErroredError": "braid.client.errors",
+    "TransactionState": "braid.client",
+    "TransactionStateError": "braid.client.errors",
+    "TransactionTimedOutError": "braid.client.errors",
 }
 
 
@@ -156,6 +170,7 @@ __all__ = [
     "AsyncQueueConsumer",
     "AsyncSegmentReader",
     "AsyncStreamConsumer",
+    "AsyncTransaction",
     "AuthenticationBasic",
     "AuthenticationError",
     "AuthenticationTLS",
@@ -197,6 +212,12 @@ __all__ = [
     "StreamConsumer",
     "TimeoutError",
     "TopicTerminatedError",
+    "Transaction",
     "TransactionConflictError",
+    "TransactionEndedError",
+    "TransactionErroredError",
+    "TransactionState",
+    "TransactionStateError",
+    "TransactionTimedOutError",
     "__version__",
 ]

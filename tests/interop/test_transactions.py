@@ -488,22 +488,3 @@ def test_a_cumulative_ack_in_a_transaction_is_refused_on_a_shared_subscription(
         assert error_name(refused) == "NotAllowedError", refused
 
     _run(txn_broker, scenario)
-
-
-def test_acks_in_a_transaction_are_refused_on_key_shared_for_now(
-    txn_broker: BackgroundBroker, official: pulsar.Client
-) -> None:
-    topic = _topic("key-shared")
-    official.subscribe(topic, "sub", consumer_type=pulsar.ConsumerType.KeyShared).close()
-    official.create_producer(topic).send(b"m0", partition_key="k")
-
-    async def scenario(wire: TxnWire) -> None:
-        await wire.connect_coordinator()
-        await wire.subscribe(topic, "sub", 8, pb.CommandSubscribe.Key_Shared)
-        message = await wire.next_message()
-        txn = await wire.new_txn()
-        await wire.add_subscription(txn, topic, "sub")
-        refused = await wire.ack(8, message.command.message.message_id, txn)
-        assert error_name(refused) == "NotAllowedError" and "Key_Shared" in refused.message
-
-    _run(txn_broker, scenario)

@@ -37,6 +37,9 @@ SCANNED_DIRS = ("src", "tests", "docs", "bench", "tools", "examples", "conf")
 SCANNED_FILES = ("README.md", "CHANGELOG.md", "Makefile", "pyproject.toml")
 _BINARY_SUFFIXES = {".so", ".pyc", ".png", ".jpg", ".gz", ".zip", ".jar", ".db", ".parquet", ".pem"}
 _SKIPPED_PARTS = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis"}
+#: Files vendored unchanged from another project (tools/pulsar_client_ci/README.md): their
+#: references are to that project's tree, and we do not edit them.
+_VENDORED = ROOT / "tools" / "pulsar_client_ci" / "upstream"
 
 _URL = re.compile(r"[a-z][a-z0-9+.-]*://\S+")
 _MD_REF = re.compile(r"(?<![\w./-])((?:\.\.?/)*[\w][\w./-]*\.md)(#[\w-]+)?(?![\w-])")
@@ -73,6 +76,7 @@ def _text_files() -> Iterator[Path]:
                 # build output of `pip install -e .` (git-ignored): a copy of README, not a source
                 and not any(part.endswith(".egg-info") for part in path.parts)
                 and path.resolve() != this
+                and _VENDORED not in path.parents
             ):
                 yield path
 

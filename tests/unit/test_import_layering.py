@@ -73,6 +73,7 @@ _ADMIN_CLIENT = {
     "braid.admin.client_tenants",
     "braid.admin.client_topic_admin",
     "braid.admin.client_topics",
+    "braid.admin.client_transactions",
     "braid.admin.client_transport",
 }
 _PURE = {"core", "protocol"}

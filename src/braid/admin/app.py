@@ -51,6 +51,7 @@ from braid.admin.tenants import tenants_router
 from braid.admin.topic_operations import TopicOperationsBroker, topic_operations_router
 from braid.admin.topic_settings import PolicyResolver, topic_settings_router
 from braid.admin.topics import topics_router
+from braid.admin.transactions import TransactionsBroker, transactions_router
 from braid.broker.authorization import AuthorizationService
 from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.cluster_metadata import ClusterData
@@ -73,7 +74,12 @@ from braid.storage.autorecovery.metrics import AutoRecoveryCollector
 
 
 class TopicAdmin(
-    TopicOperationsBroker, PartitionAdmin, LookupService, NonPersistentAdmin, Protocol
+    TopicOperationsBroker,
+    PartitionAdmin,
+    LookupService,
+    NonPersistentAdmin,
+    TransactionsBroker,
+    Protocol,
 ):
     """What the admin API needs from the broker (``BrokerService`` provides it)."""
 
@@ -222,6 +228,8 @@ def create_app(
     if bookies is not None:
         v2.include_router(bookies_router(bookies))
     app.include_router(v2)
+    own_service_url = f"pulsar://{config.advertised_address}:{config.broker_service_port}"
+    app.include_router(transactions_router(broker, own_service_url))  # /admin/v3/transactions
     app.include_router(lookup_router(broker))
     mount_console(app, broker.topics, scalable)  # /console: braid.admin.console
 

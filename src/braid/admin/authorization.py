@@ -19,7 +19,9 @@ Pulsar's:
 * anyone authenticated: the OpenAPI document and ``GET /admin/v2/clusters``.
 
 A refusal is ``403 {"reason": ...}`` with Pulsar's wording, decided from the names in the path
-and the tenant's and namespace's policies only - never from whether the topic exists.
+and the tenant's and namespace's policies only - never from whether the topic or the namespace
+exists. A topic path in a tenant that does not exist is ``404 "Tenant does not exist"``, as
+Pulsar answers it (ADR 0054).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from braid.broker.authorization import (
     SUPER_USER_REQUIRED,
     TENANT_ADMIN_REQUIRED,
     AuthorizationService,
+    TenantMissing,
 )
 from braid.core.names import InvalidTopicName, NamespaceName, TopicDomain, TopicName
 from braid.security.api import Identity
@@ -162,7 +165,15 @@ class AuthorizationMiddleware:
         identity = scope.get("state", {}).get("identity")
         role = identity.role if isinstance(identity, Identity) else None
         method = scope.get("method", "GET")
-        refusal = await self._refusal(role, required_access(method, path))
+        try:
+            refusal = await self._refusal(role, required_access(method, path))
+        except TenantMissing as missing:
+            log.info("refusing %s %s to role %r: %s", method, path, role, missing)
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            await reason(404, str(missing))(scope, receive, send)
+            return
         if refusal is None:
             await self._app(scope, receive, send)
             return

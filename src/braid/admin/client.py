@@ -38,7 +38,7 @@ body; another server's bare 409 is a conflict); 400/412/422
 
 Each group is a module of its own (``braid.admin.client_tenants``, ``client_namespaces``,
 ``client_topics``, ``client_schemas``, ``client_scalable``, ``client_bookie_clusters``,
-``client_backlog``) over one
+``client_backlog``, ``client_transactions``) over one
 transport (``client_transport``); every name is importable from here. They import only
 :mod:`httpx` and :mod:`braid.core` (no FastAPI, no broker), so scripts and the CLI load them
 quickly.
@@ -80,6 +80,7 @@ from braid.admin.client_scalable import (
 from braid.admin.client_schemas import Schemas
 from braid.admin.client_tenants import Tenants
 from braid.admin.client_topics import Topics
+from braid.admin.client_transactions import Transactions
 from braid.admin.client_transport import _Http
 from braid.core.errors import InvalidInputError
 from braid.security.credentials import ClientCredentials
@@ -168,6 +169,7 @@ class AdminClient:
         self.bookie_clusters = BookieClusters(http)
         self.bookies = Bookies(http)
         self.backlog = BacklogPolicies(http)
+        self.transactions = Transactions(http)
 
     def health(self) -> dict[str, Any]:
         """``GET /health``: the process answers (``{"status": "ok"}``)."""
@@ -238,4 +240,5 @@ __all__ = [
     "Schemas",
     "Tenants",
     "Topics",
+    "Transactions",
 ]

@@ -8,8 +8,10 @@ owned by another broker - or an unowned bundle another broker should take - it i
 HTTPS one when the call came in over HTTPS, never a downgrade to plain HTTP - (with
 ``authoritative=true`` added for a broker asked to take the bundle). Calls about a partitioned
 topic's metadata (``/partitions``, ``/partitioned-stats``, ``/partitioned-internalStats``) need
-no owner and run on any broker. A name or namespace the lookup refuses runs here, so the endpoint
-answers with its own error. Only brokers with bundle ownership (``braid broker``) install this.
+no owner and run on any broker. The ``/admin/v3/transactions`` routes about a topic's transaction
+buffer or a subscription's pending acks are redirected the same way. A name or namespace the
+lookup refuses runs here, so the endpoint answers with its own error. Only brokers with bundle
+ownership (``braid broker``) install this.
 """
 
 from __future__ import annotations
@@ -33,6 +35,12 @@ _TOPIC_PATH = re.compile(
 )
 #: Sub-resources about a partitioned topic's metadata, which any broker serves.
 _ANY_BROKER = frozenset({"partitions", "partitioned-stats", "partitioned-internalStats"})
+#: ``/admin/v3/transactions`` routes about a persistent topic's buffer or pending acks.
+_TRANSACTION_TOPIC_PATH = re.compile(
+    r"^/admin/v3/transactions/(?:transactionInBufferStats|transactionInPendingAckStats|"
+    r"transactionBufferStats|pendingAckStats|positionStatsInPendingAck)/"
+    r"(?P<tenant>[^/]+)/(?P<namespace>[^/]+)/(?P<topic>[^/]+)(?:/.*)?$"
+)
 
 
 class OwnerLookup(Protocol):
@@ -45,7 +53,10 @@ def topic_of_path(path: str) -> str | None:
     """The topic an admin path is about, when it needs the topic's owner; else ``None``."""
     match = _TOPIC_PATH.match(path)
     if match is None:
-        return None
+        txn = _TRANSACTION_TOPIC_PATH.match(path)
+        if txn is None:
+            return None
+        return f"persistent://{txn['tenant']}/{txn['namespace']}/{txn['topic']}"
     rest = (match["rest"] or "").strip("/").split("/", 1)[0]
     if rest in _ANY_BROKER:
         return None

@@ -9,9 +9,12 @@ topic or a namespace (through the connection's ``authorize``) and every admin re
 :mod:`braid.admin.authorization`) asks it.
 
 Invariants: with authorization disabled every check passes. Enabled, a check reads only the
-tenant and the namespace the request names, never the topic, and a missing tenant or namespace
-is refused exactly like a missing grant - so a refusal never tells whether a topic (or
-namespace) exists. Permission changes are compare-and-swap updates of the namespace policies.
+tenant and the namespace the request names, never the topic, and a missing namespace is refused
+exactly like a missing grant - so a refusal never tells whether a topic or a namespace exists.
+A topic operation in a tenant that does not exist is answered as Pulsar answers it (its
+``validateTenantAdminAccess``): :class:`TenantMissing`, ``TopicNotFound`` on the wire and 404
+over HTTP, which clients (and the official client's own tests) rely on (ADR 0054). Permission
+changes are compare-and-swap updates of the namespace policies.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from braid.broker.errors import TopicNotFound
 from braid.broker.resources import (
     BrokerResources,
     NamespaceNotFound,
@@ -48,6 +52,13 @@ _REFUSALS = {
 SUPER_USER_REQUIRED = "This operation requires super-user access"
 TENANT_ADMIN_REQUIRED = _REFUSALS[TopicOperation.ADMIN]
 GET_TOPICS_REFUSED = "Client is not authorized to list the topics of this namespace"
+#: Pulsar's text when a topic operation names a tenant that does not exist.
+TENANT_MISSING = "Tenant does not exist"
+
+
+class TenantMissing(TopicNotFound):
+    """A topic operation named a tenant that does not exist (Pulsar: ``TopicNotFound`` /
+    404 "Tenant does not exist" before any grant is looked at)."""
 
 
 def auth_policies_of(policies: NamespacePolicies) -> AuthPolicies:
@@ -102,14 +113,18 @@ class AuthorizationService:
         topic: TopicName,
         subscription: str | None = None,
     ) -> bool:
-        """Whether ``role`` may do ``operation`` on ``topic``."""
+        """Whether ``role`` may do ``operation`` on ``topic``.
+
+        Raises:
+            TenantMissing: the topic's tenant does not exist (and ``role`` is no super user).
+        """
         if not self.enabled or self.policy.is_super_user(role):
             return True
         if role is None:
             return False
         admins = await self._admin_roles(topic.tenant)
         if admins is None:
-            return False
+            raise TenantMissing(TENANT_MISSING)
         if self.policy.is_tenant_admin(role, admins):
             return True
         auth = await self._auth_policies(topic.tenant, topic.namespace)

@@ -143,6 +143,11 @@ class BrokerConfig:
     transaction_coordinator_enabled: bool = False
     #: Open transactions one coordinator may hold (0: no limit), as Pulsar's key.
     max_active_transactions_per_coordinator: int = 0
+    #: A topic's transaction buffer snapshot (ADR 0071): taken after this many transactions
+    #: ended on it, or this long after the last one when any ended meanwhile (Pulsar's keys and
+    #: defaults).
+    transaction_buffer_snapshot_max_transaction_count: int = 1000
+    transaction_buffer_snapshot_min_time_in_millis: int = 5000
     allow_auto_topic_creation: bool = True
     #: Whether ``DELETE`` of a namespace / tenant with ``force=true`` may delete what it holds
     #: (Pulsar's keys and defaults; a forced delete is 405 while off).

@@ -127,6 +127,16 @@ KEYS: tuple[_Key, ...] = (
         "max_active_transactions_per_coordinator",
         _parse_int(0),
     ),
+    _Key(
+        "transactionBufferSnapshotMaxTransactionCount",
+        "transaction_buffer_snapshot_max_transaction_count",
+        _parse_int(1),
+    ),
+    _Key(
+        "transactionBufferSnapshotMinTimeInMillis",
+        "transaction_buffer_snapshot_min_time_in_millis",
+        _parse_int(0),
+    ),
     _Key("forceDeleteNamespaceAllowed", "force_delete_namespace_allowed", _parse_bool),
     _Key("forceDeleteTenantAllowed", "force_delete_tenant_allowed", _parse_bool),
     _Key("defaultRetentionTimeInMinutes", "default_retention_time_in_minutes", _parse_int(-1)),

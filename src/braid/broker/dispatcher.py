@@ -29,7 +29,7 @@ import asyncio
 import enum
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from braid.broker.consumer import Consumer, Delivery, SubType
@@ -87,6 +87,11 @@ class EntryFilter(Protocol):
 
     def verdict(self, entry: Entry) -> EntryVerdict:
         """Whether ``entry`` is delivered, skipped for good or held."""
+        ...
+
+    def batch_mask(self, position: Position, count: int) -> ack_set.AckSet | None:
+        """The messages of the batch entry at ``position`` (of ``count``) that no pending
+        acknowledgement holds, as ack-set words (``None``: none is held)."""
         ...
 
 
@@ -187,6 +192,10 @@ class Dispatcher:
         #: The subscription's transactions (max read position, markers, aborted entries,
         #: pending acks), when the broker runs a transaction coordinator.
         self.entry_filter: EntryFilter | None = None
+        #: Called after entries the filter skipped (markers, aborted) were acknowledged: the
+        #: subscription's cursor moved without a consumer's ack (it may have drained a sealed
+        #: topic that ends with them).
+        self.on_skipped: Callable[[], None] | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -257,11 +266,28 @@ class Dispatcher:
         for pos in positions:
             self._redeliveries[pos] = self._redeliveries.get(pos, 0) + 1
 
-    def requeue(self, positions: Sequence[Position]) -> None:
-        """Deliver ``positions`` again (an aborted transaction released its acks of them)."""
-        if positions:
-            self._requeue(positions)
-            self.unblock()
+    def requeue(
+        self, positions: Sequence[Position], key_hashes: Mapping[Position, int] | None = None
+    ) -> None:
+        """Deliver ``positions`` again (an aborted transaction released its acks of them), taking
+        them off any consumer's books first (a batch entry part of which was held);
+        ``key_hashes`` are their sticky-key hashes (Key_Shared keeps each key's order with them)."""
+        if not positions:
+            return
+        taken: list[Position] = []
+        for consumer in self.consumers:
+            taken.extend(consumer.take_pending(positions))
+        self._requeue(taken)
+        on_books = set(taken)
+        rest = [p for p in positions if p not in on_books]
+        self._requeue_released(rest, key_hashes or {})
+        self.unblock()
+
+    def _requeue_released(
+        self, positions: Sequence[Position], key_hashes: Mapping[Position, int]
+    ) -> None:
+        """Requeue positions no consumer has on its books (their hashes given, when known)."""
+        self._requeue(positions)
 
     async def _read_new(self, max_entries: int) -> list[Entry]:
         """Read the next entries from the cursor, as the subscription's :class:`EntryFilter`
@@ -291,6 +317,8 @@ class Dispatcher:
                     skipped.append(entry.position)
             if skipped:
                 await self._cursor.delete(skipped)
+                if self.on_skipped is not None:
+                    self.on_skipped()
             if admitted or not entries:
                 return admitted
 
@@ -350,6 +378,14 @@ class Dispatcher:
             remaining = self._cursor.batch_deleted_indexes(entry.position)
             if remaining is not None:
                 words = remaining if not words else ack_set.intersect(words, remaining)
+            # Messages a transaction's pending acknowledgement holds are not delivered.
+            mask = (
+                None
+                if self.entry_filter is None
+                else self.entry_filter.batch_mask(entry.position, count)
+            )
+            if mask is not None:
+                words = ack_set.intersect(words or ack_set.all_set(count), mask)
         messages = ack_set.cardinality(words, count) if words else count
         return Delivery(entry, self._redeliveries.get(entry.position, 0), max(messages, 1), words)
 
@@ -590,6 +626,13 @@ class SharedDispatcher(Dispatcher):
         """The sticky hash of a delivered position (Key_Shared knows it)."""
         return None
 
+    def _requeue_released(
+        self, positions: Sequence[Position], key_hashes: Mapping[Position, int]
+    ) -> None:
+        super()._requeue(positions)
+        for pos in positions:
+            self.replay.add(pos, key_hashes.get(pos))
+
     def reset_books(self) -> None:
         super().reset_books()
         self.replay.clear()
@@ -647,6 +690,9 @@ class SharedDispatcher(Dispatcher):
         # Acknowledged while we read (the consumer that had it acked it, then left): not again.
         entries = [e for e in entries if e.position in self._replay_reading]
         self._replay_reading = set()
+        entry_filter = self.entry_filter
+        if entry_filter is not None:  # held by a pending ack now: back when its txn aborts
+            entries = [e for e in entries if entry_filter.verdict(e) is not EntryVerdict.HOLD]
         return entries
 
     def _held_for_later(self, entry: Entry, meta: pb.MessageMetadata | None) -> bool:

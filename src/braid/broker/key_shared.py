@@ -41,6 +41,7 @@ from braid.broker.sticky_keys import (
 from braid.clock import Clock
 from braid.core.hashing import sticky_key_hash
 from braid.ledger.api import Entry, ManagedCursor, ManagedLedger, Position
+from braid.protocol.generated import PulsarApi_pb2 as pb
 
 _NONE_KEY_HASH = sticky_key_hash(NONE_KEY)
 
@@ -123,6 +124,15 @@ class KeySharedDispatcher(SharedDispatcher):
     def _hash_of_pending(self, position: Position) -> int | None:
         return self._pending.hash_of(position)
 
+    def key_hash(self, entry: Entry) -> int:
+        """The hash ``entry`` is routed by (its sticky key's, or its bucket's)."""
+        return self._key_hash(entry, _metadata(entry))
+
+    def _key_hash(self, entry: Entry, meta: pb.MessageMetadata | None) -> int:
+        if self._buckets is not None:
+            return entry_bucket(meta, self._buckets, entry.position)
+        return sticky_hash_of(meta) if meta is not None else _NONE_KEY_HASH
+
     def reset_books(self) -> None:
         super().reset_books()
         self._pending.clear()
@@ -148,15 +158,11 @@ class KeySharedDispatcher(SharedDispatcher):
         batches: dict[int, tuple[Consumer, list[Delivery]]] = {}
         held: set[int] = set()
         delivered = 0
-        buckets = self._buckets
         for entry in entries:
             meta = _metadata(entry)
             if self._held_for_later(entry, meta):
                 continue
-            if buckets is not None:
-                key_hash = entry_bucket(meta, buckets, entry.position)
-            else:
-                key_hash = sticky_hash_of(meta) if meta is not None else _NONE_KEY_HASH
+            key_hash = self._key_hash(entry, meta)
             if self.in_order and (
                 key_hash in held or (not from_replay and self.replay.holds_hash(key_hash))
             ):

@@ -190,7 +190,9 @@ LostListener = Callable[[NamespaceBundle], object]
 
 #: How long a broker asked for a topic waits for the bundle's unloading owner to let go.
 UNLOAD_WAIT_S = 10.0
-_UNLOAD_POLL_S = 0.05
+#: A wait for an ownership node to change wakes on the store's notification for the node; it
+#: also reads the node again this often, in case a notification was lost with a reconnection.
+_NODE_RECHECK_S = 1.0
 #: Beyond the metadata session timeout, how long a lookup waits for a dead owner's node to go
 #: (ZooKeeper expires sessions on its tick: up to one tick late).
 DEAD_OWNER_MARGIN_S = 2.0
@@ -248,6 +250,8 @@ class BundleOwnership:
         self.dead_owner_wait_s = dead_owner_wait_s
         #: Bundle -> the wait for its dead owner's node to go, shared by concurrent lookups.
         self._dead_waits: dict[NamespaceBundle, asyncio.Future[OwnerData | None]] = {}
+        #: Ownership node path -> futures resolved by the next notification about that node.
+        self._node_waiters: dict[str, list[asyncio.Future[None]]] = {}
         self._registry = registry
         #: Who takes unowned bundles (the load manager sets its own).
         self.placement: Placement = placement or RendezvousPlacement(registry)
@@ -418,8 +422,7 @@ class BundleOwnership:
         # Ends too when the node turns out to be this broker's own (taken by a concurrent
         # lookup whose write had not returned yet when this one read it).
         while current == owner and not self.holds(bundle) and loop.time() < deadline:
-            await asyncio.sleep(_UNLOAD_POLL_S)
-            current = await self.owner(bundle)
+            current = await self._next_owner(bundle, deadline, lambda now: now == owner)
         return current
 
     async def _await_release(self, bundle: NamespaceBundle, owner: OwnerData) -> OwnerData:
@@ -428,9 +431,38 @@ class BundleOwnership:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + UNLOAD_WAIT_S
         while owner.disabled and loop.time() < deadline:
-            await asyncio.sleep(_UNLOAD_POLL_S)
+            await self._next_owner(bundle, deadline, lambda now: now is not None and now.disabled)
             owner = await self.try_acquire(bundle)
         return owner
+
+    async def _next_owner(
+        self,
+        bundle: NamespaceBundle,
+        deadline: float,
+        unchanged: Callable[[OwnerData | None], bool],
+    ) -> OwnerData | None:
+        """The bundle's owner: at once when it no longer satisfies ``unchanged``, else after its
+        ownership node next changes (a store notification), or as read again after
+        :data:`_NODE_RECHECK_S` or at ``deadline``, whichever comes first. The waiter is
+        registered before the node is read, so a change in between is not lost."""
+        loop = asyncio.get_running_loop()
+        path = ownership_path(bundle)
+        changed: asyncio.Future[None] = loop.create_future()
+        self._node_waiters.setdefault(path, []).append(changed)
+        try:
+            before = await self.owner(bundle)
+            if not unchanged(before):
+                return before
+            timeout = min(_NODE_RECHECK_S, max(0.0, deadline - loop.time()))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(changed), timeout)
+            return before if not changed.done() else await self.owner(bundle)
+        finally:
+            waiters = self._node_waiters.get(path)
+            if waiters is not None and changed in waiters:
+                waiters.remove(changed)
+                if not waiters:
+                    del self._node_waiters[path]
 
     async def begin_unload(self, bundle: NamespaceBundle) -> bool:
         """Stop serving ``bundle`` and mark its node ``disabled`` (lookups then send clients to
@@ -482,9 +514,12 @@ class BundleOwnership:
         self._unsubscribe = []
 
     def _on_notification(self, event: Notification) -> None:
-        if event.type is not NotificationType.DELETED or not self._owned:
-            return
         if not event.path.startswith(OWNERSHIP_ROOT + "/"):
+            return
+        for waiter in self._node_waiters.pop(event.path, ()):
+            if not waiter.done():
+                waiter.set_result(None)
+        if event.type is not NotificationType.DELETED or not self._owned:
             return
         for bundle in list(self._owned):
             if ownership_path(bundle) == event.path:

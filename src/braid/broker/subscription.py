@@ -122,6 +122,7 @@ class Subscription:
             self.cursor.rewind()
             current = self._new_dispatcher(consumer)
             current.entry_filter = self.entry_filter
+            current.on_skipped = self._cursor_moved
             self.dispatcher = current
             current.start()
         current.add_consumer(consumer)

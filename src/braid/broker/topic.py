@@ -520,6 +520,8 @@ class PersistentTopic:
         for sub in list(self.subscriptions.values()):
             await sub.close(assigned)
         await self.compaction.close()
+        if self.transactions is not None:
+            await self.transactions.close()
         if self.dedup is not None:
             try:
                 await self.dedup.close()

@@ -111,6 +111,10 @@ class TopicDeletion:
         loaded = host.forget_topic(str(topic))
         if loaded is not None:
             await loaded.compaction.delete()
+            if loaded.transactions is not None:
+                if loaded.transactions.buffer.sealed is not None:
+                    await loaded.transactions.buffer.sealed.forget()  # ADR 0069
+                await loaded.transactions.delete()  # its buffer snapshot and pending acks
             await loaded.close()
         elif not await host.ml_factory.exists(ml_name):
             raise TopicNotFound(f"topic {topic} does not exist")

@@ -33,6 +33,7 @@ from braid.cli import (
     admin_scalable,
     admin_tenants,
     admin_topics,
+    admin_transactions,
 )
 from braid.cli import admin_commands as cmd
 from braid.cli.admin_parser import (
@@ -62,6 +63,7 @@ command groups:
   topics           classic persistent:// topics, partitioned or not
   schemas          a topic's schema versions: get, upload, delete
   bookie-clusters  storage clusters: register, precheck, switch, status, rollback, cleanup
+  transactions     transaction coordinators, one transaction, buffers, pending acks (/admin/v3)
   health           is a broker answering at --url?
 
 Run `braid admin <group> --help` for the commands of a group.
@@ -112,6 +114,7 @@ def add_admin_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     admin_bookie_clusters.add_bookie_clusters_group(builder.group, command)
     admin_bookies.add_bookies_group(builder.group, command)
     admin_brokers.add_brokers_group(builder.group, command)
+    admin_transactions.add_transactions_group(builder.group, command)
     health = builder.groups.add_parser(
         "health",
         help="check that a broker answers at --url (and reaches its metadata store)",

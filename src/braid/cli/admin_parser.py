@@ -212,6 +212,18 @@ _DURATION = re.compile(r"(\d+)(ms|s|m|h|d|w)")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000}
 
 
+def duration_ms(text: str) -> int:
+    """A duration as milliseconds: ``250ms``, ``1s``, ``10m``, ``5h``, ``3d``, ``1w``; a bare
+    number is seconds (pulsar-admin's ``RelativeTimeUtil``)."""
+    text = text.strip()
+    if text.isdigit():
+        return int(text) * 1000
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected a duration (1s, 10m, 5h, 3d), got {text!r}")
+    return int(match.group(1)) * _UNIT_MS[match.group(2)]
+
+
 def parse_time(text: str, now_ms: int | None = None) -> int:
     """A point in time as epoch milliseconds: ``1735689600000`` (epoch ms), ``10m`` / ``2h`` /
     ``1d`` (that long ago; units ms s m h d w), or ISO-8601 ``2025-01-01T12:00:00Z`` (without

@@ -7,7 +7,8 @@ docs/client.md and docs/decisions/0022-client-layout-driven.md.
 
 Module map: ``async_client`` / ``blocking`` (the two facades), ``producer`` and
 ``segment_producer`` (routing, per-segment producers, reroute), ``stream_consumer``,
-``queue_consumer``, ``checkpoint_consumer`` (on ``consumer_base`` and ``segment_consumer``),
+``queue_consumer``, ``checkpoint_consumer``, ``transaction`` (with ``transaction_coordinator``
+and ``transaction_acks``) (on ``consumer_base`` and ``segment_consumer``),
 ``segment_reader`` and ``columns`` (one segment read as column chunks, ADR 0031),
 ``layout_source`` (DAG watch or synthetic layout), ``assignment_session`` (controller
 registration), ``connection`` / ``pool`` / ``lookup`` (transport), ``message``, ``schema``
@@ -24,6 +25,7 @@ from braid.client.blocking import (
     QueueConsumer,
     SegmentReader,
     StreamConsumer,
+    Transaction,
 )
 from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
 from braid.client.columns import MessageColumns
@@ -34,6 +36,7 @@ from braid.client.queue_consumer import AsyncQueueConsumer
 from braid.client.schema import Schema
 from braid.client.segment_reader import AsyncSegmentReader
 from braid.client.stream_consumer import AsyncStreamConsumer
+from braid.client.transaction import AsyncTransaction, TransactionState
 
 __all__ = [
     "AsyncCheckpointConsumer",
@@ -42,6 +45,7 @@ __all__ = [
     "AsyncQueueConsumer",
     "AsyncSegmentReader",
     "AsyncStreamConsumer",
+    "AsyncTransaction",
     "CheckpointConsumer",
     "Client",
     "DeadLetterPolicy",
@@ -52,4 +56,6 @@ __all__ = [
     "Schema",
     "SegmentReader",
     "StreamConsumer",
+    "Transaction",
+    "TransactionState",
 ]

@@ -28,6 +28,8 @@ from braid.client.schema import Schema, check_schema
 from braid.client.segment_reader import AsyncSegmentReader, start_cursor
 from braid.client.settings import ClientSettings, parse_service_url
 from braid.client.stream_consumer import AsyncStreamConsumer
+from braid.client.transaction import DEFAULT_TIMEOUT, AsyncTransaction, check_timeout
+from braid.client.transaction_coordinator import CoordinatorClient
 from braid.core.checkpoint import Checkpoint, SegmentCursor
 from braid.core.message_id import MessageId
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -119,6 +121,7 @@ class AsyncClient:
         self._producers: set[AsyncProducer] = set()
         self._consumers: set[ConsumerBase] = set()
         self._readers: set[AsyncSegmentReader] = set()
+        self._coordinators: CoordinatorClient | None = None
         self._closed = False
         self._close_task: asyncio.Future[None] | None = None
 
@@ -341,6 +344,24 @@ class AsyncClient:
             raise
         self._readers.add(reader)
         return reader
+
+    # -- transactions -------------------------------------------------------------------------
+
+    async def new_transaction(self, timeout: float = DEFAULT_TIMEOUT) -> AsyncTransaction:  # noqa: ASYNC109
+        """Begin a transaction that its coordinator aborts unless it is committed within
+        ``timeout`` seconds (``docs/client.md#transactions``).
+
+        Raises:
+            NotAllowedError: the broker runs no transaction coordinator.
+            InvalidConfigurationError: ``timeout`` is not a positive number of seconds.
+        """
+        ctx, _sources = self._context()
+        seconds = check_timeout(timeout)
+        if self._coordinators is None:
+            self._coordinators = CoordinatorClient(ctx)
+        opened = ctx.loop.time()  # before NEW_TXN: the client's deadline is never the later
+        txn_id = await self._coordinators.new_txn(int(seconds * 1000))
+        return AsyncTransaction(ctx, self._coordinators, txn_id, seconds, opened)
 
     async def _started(self, consumer: C) -> C:
         try:

@@ -135,6 +135,7 @@ def entry_metadata(
     entry_hash_range: tuple[int, int] | None = None,
     schema_version: bytes | None = None,
     deliver_at_time: int | None = None,
+    txn: tuple[int, int] | None = None,
 ) -> bytes:
     """``[u32 metadataSize][MessageMetadata]`` of one entry.
 
@@ -142,6 +143,7 @@ def entry_metadata(
     time belong on the outer metadata only for an unbatched message. ``schema_version`` is the
     version PRODUCER_SUCCESS gave the producer (every message of an entry shares it).
     ``deliver_at_time``: a delayed message's time (it travels alone in its entry).
+    ``txn``: ``(mostBits, leastBits)`` of the transaction the entry is sent in.
     """
     parts = [
         name_field,
@@ -163,6 +165,9 @@ def entry_metadata(
         parts.append(_field_bytes(_SCHEMA_VERSION_TAG, schema_version))
     if deliver_at_time is not None:
         parts.append(b"\x98\x01" + varint(deliver_at_time))
+    if txn is not None:
+        parts.append(b"\xb0\x01" + varint(txn[1]))  # txnid_least_bits = 22
+        parts.append(b"\xb8\x01" + varint(txn[0]))  # txnid_most_bits = 23
     if highest_sequence_id is not None:
         parts.append(b"\xc0\x01" + varint(highest_sequence_id))
     if entry_hash_range is not None:

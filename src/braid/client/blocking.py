@@ -38,6 +38,7 @@ from braid.client.producer import AsyncProducer
 from braid.client.queue_consumer import AsyncQueueConsumer
 from braid.client.segment_reader import AsyncSegmentReader
 from braid.client.stream_consumer import AsyncStreamConsumer
+from braid.client.transaction import DEFAULT_TIMEOUT, AsyncTransaction, TransactionState
 from braid.core.checkpoint import Checkpoint, SegmentCursor
 from braid.core.message_id import MessageId
 
@@ -170,6 +171,11 @@ class Client:
             self._run(self._async.create_segment_reader(topic, segment_id, start, **options)),
         )
 
+    def new_transaction(self, timeout: float = DEFAULT_TIMEOUT) -> Transaction:
+        """Begin a transaction its coordinator aborts unless committed within ``timeout``
+        seconds (as ``AsyncClient.new_transaction``)."""
+        return Transaction(self, self._run(self._async.new_transaction(timeout)))
+
     def close(self) -> None:
         """Close everything the client created, then its loop thread. Idempotent."""
         with self._lock:
@@ -186,6 +192,41 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Transaction:
+    """Blocking view of an :class:`~braid.client.transaction.AsyncTransaction` (thread-safe);
+    pass it as ``txn=`` to ``Producer.send`` and the consumers' acknowledgments."""
+
+    def __init__(self, client: Client, txn: AsyncTransaction) -> None:
+        self._client = client
+        self.async_transaction = txn
+
+    @property
+    def txn_id(self) -> tuple[int, int]:
+        """``(mostBits, leastBits)``, as the coordinator numbered it."""
+        return self.async_transaction.txn_id
+
+    @property
+    def state(self) -> TransactionState:
+        return self.async_transaction.state
+
+    def commit(self) -> None:
+        """Wait for the transaction's sends and acknowledgments, then commit it (raises the
+        typed error: ``TransactionEndedError``, ``TransactionTimedOutError``,
+        ``TransactionErroredError``, ``TransactionConflictError``)."""
+        self._client._run(self.async_transaction.commit())
+
+    def abort(self) -> None:
+        """Abort it (allowed while open or errored)."""
+        self._client._run(self.async_transaction.abort())
+
+    def __repr__(self) -> str:
+        return repr(self.async_transaction)
+
+
+def _txn(txn: Transaction | AsyncTransaction | None) -> AsyncTransaction | None:
+    return txn.async_transaction if isinstance(txn, Transaction) else txn
 
 
 class Producer:
@@ -228,9 +269,11 @@ class Producer:
         *,
         deliver_after: datetime.timedelta | float | None = None,
         deliver_at: int | None = None,
+        txn: Transaction | AsyncTransaction | None = None,
     ) -> MessageId:
         """Publish and wait until stored; returns the message id (raises the typed error).
-        ``deliver_after`` / ``deliver_at``: delayed delivery, as ``AsyncProducer.send``."""
+        ``deliver_after`` / ``deliver_at``: delayed delivery, ``txn``: a transaction, as
+        ``AsyncProducer.send``."""
         return self.send_async(
             value,
             key,
@@ -239,6 +282,7 @@ class Producer:
             sequence_id,
             deliver_after=deliver_after,
             deliver_at=deliver_at,
+            txn=txn,
         ).result()
 
     def send_async(
@@ -251,6 +295,7 @@ class Producer:
         *,
         deliver_after: datetime.timedelta | float | None = None,
         deliver_at: int | None = None,
+        txn: Transaction | AsyncTransaction | None = None,
     ) -> concurrent.futures.Future[MessageId]:
         """Queue a message (call order = publish order); the future gets its id.
 
@@ -258,11 +303,11 @@ class Producer:
         complete the future).
         """
         future: SharedConditionFuture[MessageId] = SharedConditionFuture(self._futures)
-        if deliver_after is None and deliver_at is None:
+        if deliver_after is None and deliver_at is None and txn is None:
             self._submit((future, value, key, properties, event_time, sequence_id), 1)
         else:
             item = (future, value, key, properties, event_time, sequence_id, deliver_after)
-            self._submit((*item, deliver_at), 1)
+            self._submit((*item, deliver_at, _txn(txn)), 1)
         return future
 
     def send_many(
@@ -322,8 +367,8 @@ class Producer:
         for item in items:
             if len(item) == 6:
                 submit(*item)
-            elif len(item) == 8:
-                submit(*item[:6], deliver_after=item[6], deliver_at=item[7])
+            elif len(item) == 9:
+                submit(*item[:6], deliver_after=item[6], deliver_at=item[7], txn=item[8])
             else:
                 submit_many(*item)
 
@@ -423,9 +468,12 @@ class StreamConsumer(_Subscriber):
 
     _consumer: AsyncStreamConsumer
 
-    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
-        """Acknowledge this message and everything delivered before it (never blocks)."""
-        self._consumer.acknowledge_cumulative(message)
+    def acknowledge_cumulative(
+        self, message: Message | MessageId, txn: Transaction | AsyncTransaction | None = None
+    ) -> None:
+        """Acknowledge this message and everything delivered before it (never blocks; in
+        ``txn``: applied if it commits)."""
+        self._consumer.acknowledge_cumulative(message, _txn(txn))
 
 
 class QueueConsumer(_Subscriber):
@@ -433,9 +481,11 @@ class QueueConsumer(_Subscriber):
 
     _consumer: AsyncQueueConsumer
 
-    def acknowledge(self, message: Message | MessageId) -> None:
-        """Acknowledge one message (never blocks)."""
-        self._consumer.acknowledge(message)
+    def acknowledge(
+        self, message: Message | MessageId, txn: Transaction | AsyncTransaction | None = None
+    ) -> None:
+        """Acknowledge one message (never blocks; in ``txn``: applied if it commits)."""
+        self._consumer.acknowledge(message, _txn(txn))
 
     def negative_acknowledge(self, message: Message | MessageId) -> None:
         """Ask for one message to be redelivered later (or dead-lettered: see the policy)."""
@@ -509,4 +559,5 @@ __all__ = [
     "QueueConsumer",
     "SegmentReader",
     "StreamConsumer",
+    "Transaction",
 ]

@@ -23,7 +23,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from braid.client.context import ClientContext
-from braid.client.errors import AlreadyClosedError, InvalidConfigurationError, NotFoundError
+from braid.client.errors import (
+    AlreadyClosedError,
+    IllegalStateError,
+    InvalidConfigurationError,
+    NotFoundError,
+)
 from braid.client.layout_source import LayoutSource, LayoutSources
 from braid.client.message import Message, count_by_owner, delivered_by, position_of
 from braid.client.receive_queue import ReceiveQueue
@@ -34,6 +39,8 @@ from braid.client.segment_consumer import (
     SegmentSubscriber,
     SubscriptionSpec,
 )
+from braid.client.transaction import AsyncTransaction
+from braid.client.transaction_acks import acknowledge_in_transaction
 from braid.core.checkpoint import SegmentCursor
 from braid.core.message_id import MessageId, message_position
 from braid.core.topic_layout import SegmentRoute, TopicLayout
@@ -203,10 +210,12 @@ class ConsumerBase:
                 seg.queued += len(messages)
         self._queue.put_many(messages)
 
-    def _purge(self, seg: SegmentSubscriber) -> None:
+    def _purge(self, seg: SegmentSubscriber) -> int:
+        """Drop ``seg``'s messages the application has not taken yet; how many."""
         removed = self._queue.purge(lambda m: delivered_by(m) is seg)
         with self._lock:
             seg.queued -= len(removed)
+        return len(removed)
 
     def _delivered(self, messages: list[Message]) -> None:
         """Bookkeeping for messages the application just took (any thread)."""
@@ -248,6 +257,26 @@ class ConsumerBase:
 
     def _segment_drained(self, seg: SegmentSubscriber) -> None:
         """Subclass hook: every message of an ended segment reached the application."""
+
+    def _ack_in_transaction(
+        self,
+        seg: SegmentSubscriber | None,
+        txn: AsyncTransaction,
+        position: tuple[int, int, int, int],
+        *,
+        cumulative: bool,
+    ) -> None:
+        """Acknowledge ``position`` on ``seg`` inside ``txn`` (an operation ``commit`` waits
+        for; its failure puts the transaction in error). Any thread; never blocks.
+
+        Raises:
+            TransactionStateError: ``txn`` is not open.
+        """
+        txn.check_open("acknowledge in")
+        if seg is None:
+            raise IllegalStateError("the message's segment is no longer attached to this consumer")
+        ack = acknowledge_in_transaction(seg, txn, position, cumulative=cumulative)
+        self._call_in_loop(txn.track, ack)
 
     def _call_in_loop(self, fn: Any, *args: Any) -> None:
         if self._on_loop_thread():

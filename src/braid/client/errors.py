@@ -96,6 +96,25 @@ class TransactionConflictError(BraidError):
     """A transaction operation conflicts or cannot proceed."""
 
 
+class TransactionStateError(TransactionConflictError):
+    """The transaction is not in a state that allows the operation (``Transaction.state`` says
+    which); the subclasses name why."""
+
+
+class TransactionEndedError(TransactionStateError):
+    """The transaction was committed or aborted already (or is being ended)."""
+
+
+class TransactionTimedOutError(TransactionStateError):
+    """The transaction's timeout passed: its coordinator aborts it, so it can no longer commit
+    (an abort still succeeds)."""
+
+
+class TransactionErroredError(TransactionStateError):
+    """A send or acknowledgment inside the transaction failed (its error is the ``__cause__``):
+    the transaction cannot commit, only abort."""
+
+
 class CryptoError(BraidError):
     """Encryption or decryption failed."""
 
@@ -220,6 +239,10 @@ __all__ = [
     "TimeoutError",
     "TopicTerminatedError",
     "TransactionConflictError",
+    "TransactionEndedError",
+    "TransactionErroredError",
+    "TransactionStateError",
+    "TransactionTimedOutError",
     "error_for_code",
     "is_transient",
 ]

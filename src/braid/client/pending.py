@@ -1,9 +1,10 @@
 """A message on its way to the broker, and how its sender learns the outcome.
 
 :class:`PendingMessage` carries what a send needs to be (re)routed and (re)encoded - value,
-key, properties, event time, an explicit sequence id, a delayed delivery time - plus its call
-number (the order of the ``send`` calls, which every re-route preserves), the sequence id it was
-already sent with if a split or merge sealed its segment before the receipt, and its completion.
+key, properties, event time, an explicit sequence id, a delayed delivery time, its transaction -
+plus its call number (the order of the ``send`` calls, which every re-route preserves), the
+sequence id it was already sent with if a split or merge sealed its segment before the receipt,
+and its completion.
 A completion is one of
 
 * an ``asyncio.Future`` (``AsyncProducer.send_async``),
@@ -24,9 +25,12 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from braid.core.message_id import MessageId
+
+if TYPE_CHECKING:
+    from braid.client.transaction import AsyncTransaction
 
 _INVALID_STATE = (asyncio.InvalidStateError, concurrent.futures.InvalidStateError)
 _DONE = (FINISHED, CANCELLED, CANCELLED_AND_NOTIFIED)
@@ -109,6 +113,7 @@ class PendingMessage:
         "properties",
         "sent_seq",
         "seq",
+        "txn",
         "value",
     )
 
@@ -142,10 +147,14 @@ class PendingMessage:
         self.origin_hash = -1
         #: ``deliver_at_time`` (ms since the epoch) of a delayed message, else ``None``.
         self.deliver_at: int | None = None
+        #: The transaction it is sent in (told once when it is resolved), else ``None``.
+        self.txn: AsyncTransaction | None = None
 
 
 def succeed(message: PendingMessage, message_id: MessageId) -> None:
     """Resolve ``message``'s completion with its id."""
+    if message.txn is not None:
+        _settle_txn(message, None)
     completion = message.completion
     if completion is None:
         return
@@ -157,6 +166,8 @@ def succeed(message: PendingMessage, message_id: MessageId) -> None:
 
 def fail(message: PendingMessage, error: BaseException) -> None:
     """Fail ``message``'s completion with ``error``."""
+    if message.txn is not None:
+        _settle_txn(message, error)
     completion = message.completion
     if completion is None:
         return
@@ -164,6 +175,13 @@ def fail(message: PendingMessage, error: BaseException) -> None:
         completion.fail(error)
     else:
         _set_exception(completion, error)
+
+
+def _settle_txn(message: PendingMessage, error: BaseException | None) -> None:
+    """Tell the message's transaction its send was answered (once: the link is dropped)."""
+    txn, message.txn = message.txn, None
+    if txn is not None:
+        txn.op_finished(error)
 
 
 def _set_result(future: Any, value: Any) -> None:

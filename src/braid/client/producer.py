@@ -52,10 +52,11 @@ from braid.client.errors import (
 )
 from braid.client.layout_source import LayoutSource, LayoutSources
 from braid.client.pending import PendingMessage, SendGroup, fail
-from braid.client.producer_options import ProducerOptions
+from braid.client.producer_options import ProducerOptions, check_fields
 from braid.client.schema import Schema
 from braid.client.segment_producer import SegmentProducer, generated_name
 from braid.client.sequence_ids import SequenceIds
+from braid.client.transaction import AsyncTransaction
 from braid.core.errors import BraidError, DeadlineExceededError, InvalidInputError
 from braid.core.message_id import MessageId
 from braid.core.routing import SegmentRouter
@@ -238,12 +239,14 @@ class AsyncProducer:
         *,
         deliver_after: datetime.timedelta | float | None = None,
         deliver_at: int | None = None,
+        txn: AsyncTransaction | None = None,
     ) -> asyncio.Future[MessageId]:
         """Queue a message now (call order = publish order); the future gets its id.
 
         ``deliver_after`` (a timedelta or seconds) / ``deliver_at`` (ms since the epoch): a
         Queue (Shared) subscription gets the message no earlier
-        (:mod:`braid.client.delayed_delivery`).
+        (:mod:`braid.client.delayed_delivery`). ``txn``: send it in that transaction (it is
+        stored now, delivered only once the transaction commits).
 
         Never raises: a closed producer, a full queue (``ProducerQueueFullError``) or an invalid
         argument fail the returned future.
@@ -259,6 +262,7 @@ class AsyncProducer:
             check_space=True,
             deliver_after=deliver_after,
             deliver_at=deliver_at,
+            txn=txn,
         )
         return fut
 
@@ -272,13 +276,15 @@ class AsyncProducer:
         *,
         deliver_after: datetime.timedelta | float | None = None,
         deliver_at: int | None = None,
+        txn: AsyncTransaction | None = None,
     ) -> MessageId:
         """Publish a message and wait until it is stored; returns its id (``deliver_after`` /
-        ``deliver_at``: as :meth:`send_async`).
+        ``deliver_at``, ``txn``: as :meth:`send_async`).
 
         Raises:
             TimeoutError: not stored within ``send_timeout``.
             TopicTerminatedError: the topic accepts no more messages.
+            TransactionStateError: ``txn`` is not open; TransactionConflictError: refused in it.
             AlreadyClosedError, ProducerBusyError, ...: see the error model.
         """
         await self.wait_for_space()
@@ -290,6 +296,7 @@ class AsyncProducer:
             sequence_id,
             deliver_after=deliver_after,
             deliver_at=deliver_at,
+            txn=txn,
         )
 
     async def send_many(
@@ -321,6 +328,7 @@ class AsyncProducer:
         check_space: bool = False,
         deliver_after: Any = None,
         deliver_at: Any = None,
+        txn: AsyncTransaction | None = None,
     ) -> None:
         """Queue one message with ``completion`` (a future of either kind); never raises."""
         try:
@@ -331,12 +339,17 @@ class AsyncProducer:
                     f"{len(self._unresolved)} messages are pending on {self.topic} "
                     f"(max_pending_messages={self._options.max_pending_messages})"
                 )
+            if txn is not None:
+                txn.check_open("send in")
             when = None
             if deliver_after is not None or deliver_at is not None:
                 when = delivery_time(deliver_after, deliver_at)  # before the record is counted
             record = self._record(value, key, properties, event_time, sequence_id, completion, -1)
             if when is not None:
                 record.deliver_at = when
+            if txn is not None:
+                record.txn = txn
+                txn.op_started()
         except BraidError as exc:
             if not completion.done():
                 completion.set_exception(exc)
@@ -415,7 +428,7 @@ class AsyncProducer:
             and event_time is None
             and sequence_id is None
         ):
-            value, properties = self._check_fields(value, key, properties, event_time, sequence_id)
+            value, properties = check_fields(value, key, properties, event_time, sequence_id)
         call_no = self._call_no
         self._call_no = call_no + 1
         record = PendingMessage(
@@ -433,38 +446,6 @@ class AsyncProducer:
         if len(self._unresolved) >= self._options.max_pending_messages:
             self._space.clear()
         return record
-
-    @staticmethod
-    def _check_fields(
-        value: Any, key: Any, properties: Any, event_time: Any, sequence_id: Any
-    ) -> tuple[bytes, dict[str, str] | None]:
-        if type(value) is not bytes:
-            if not isinstance(value, bytearray | memoryview):
-                raise InvalidInputError(
-                    f"a message value must be bytes, got {type(value).__name__}"
-                )
-            value = bytes(value)
-        if key is not None and type(key) is not str:
-            raise InvalidInputError(
-                f"a message key must be a str or None, got {type(key).__name__}"
-            )
-        if properties is not None:
-            if not isinstance(properties, Mapping) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
-            ):
-                raise InvalidInputError("message properties must map str to str")
-            properties = dict(properties) or None
-        if event_time is not None and (
-            isinstance(event_time, bool) or not isinstance(event_time, int) or event_time < 0
-        ):
-            raise InvalidInputError(
-                f"event_time must be milliseconds since the epoch: {event_time!r}"
-            )
-        if sequence_id is not None and (
-            isinstance(sequence_id, bool) or not isinstance(sequence_id, int) or sequence_id < 0
-        ):
-            raise InvalidInputError(f"sequence_id must be a non-negative int: {sequence_id!r}")
-        return value, properties
 
     async def wait_for_space(self) -> None:
         """Wait until fewer than ``max_pending_messages`` messages are pending."""

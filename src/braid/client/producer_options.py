@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from braid.client.errors import InvalidConfigurationError
 from braid.client.schema import Schema, check_schema
+from braid.core.errors import InvalidInputError
 from braid.protocol.generated import PulsarApi_pb2 as pb
 
 ACCESS_MODES: dict[str, int] = {
@@ -110,4 +113,35 @@ def _positive_int(name: str, value: object) -> None:
         raise InvalidConfigurationError(f"{name} must be a positive integer: {value!r}")
 
 
-__all__ = ["ACCESS_MODES", "COMPRESSIONS", "ProducerOptions"]
+def check_fields(
+    value: Any, key: Any, properties: Any, event_time: Any, sequence_id: Any
+) -> tuple[bytes, dict[str, str] | None]:
+    """A message's value and properties as sent (bytes, a plain dict or ``None``).
+
+    Raises:
+        InvalidInputError: a field of the wrong type or range.
+    """
+    if type(value) is not bytes:
+        if not isinstance(value, bytearray | memoryview):
+            raise InvalidInputError(f"a message value must be bytes, got {type(value).__name__}")
+        value = bytes(value)
+    if key is not None and type(key) is not str:
+        raise InvalidInputError(f"a message key must be a str or None, got {type(key).__name__}")
+    if properties is not None:
+        if not isinstance(properties, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in properties.items()
+        ):
+            raise InvalidInputError("message properties must map str to str")
+        properties = dict(properties) or None
+    if event_time is not None and (
+        isinstance(event_time, bool) or not isinstance(event_time, int) or event_time < 0
+    ):
+        raise InvalidInputError(f"event_time must be milliseconds since the epoch: {event_time!r}")
+    if sequence_id is not None and (
+        isinstance(sequence_id, bool) or not isinstance(sequence_id, int) or sequence_id < 0
+    ):
+        raise InvalidInputError(f"sequence_id must be a non-negative int: {sequence_id!r}")
+    return value, properties
+
+
+__all__ = ["ACCESS_MODES", "COMPRESSIONS", "ProducerOptions", "check_fields"]

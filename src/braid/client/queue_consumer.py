@@ -32,6 +32,7 @@ from braid.client.layout_source import LayoutSource, LayoutSources
 from braid.client.message import Message, delivered_by, position_of
 from braid.client.schema import Schema
 from braid.client.segment_consumer import SegmentConsumer, SubscriptionSpec
+from braid.client.transaction import AsyncTransaction
 from braid.core.errors import BraidError
 from braid.core.message_id import MessageId, message_position
 from braid.core.topic_layout import TopicLayout
@@ -124,14 +125,27 @@ class AsyncQueueConsumer(ConsumerBase):
             seg = self._segments.pop(sid)
             self._ctx.spawn(seg.close(), f"detaching pruned segment {sid} of {self.topic}")
 
-    def acknowledge(self, message: Message | MessageId) -> None:
-        """Acknowledge one message (grouped and sent shortly; never blocks).
+    def acknowledge(
+        self, message: Message | MessageId, txn: AsyncTransaction | None = None
+    ) -> None:
+        """Acknowledge one message (grouped and sent shortly; never blocks). In ``txn``: held
+        by the broker until the transaction ends (a commit applies it, an abort delivers the
+        message again); sent at once, and ``txn.commit()`` waits for its answer.
 
         Raises:
             AlreadyClosedError: the consumer is closed.
             InvalidConfigurationError: not a message or id of this consumer.
+            TransactionStateError: ``txn`` is not open.
         """
         self._check_open()
+        if txn is not None:
+            if self._retry is not None and self._retry_owns(message, self._key(message)):
+                self._retry.acknowledge(message, txn)
+                return
+            seg, position = self._segment_of(message)
+            self._ack_in_transaction(seg, txn, position, cumulative=False)
+            self._forget(message)
+            return
         key = self._forget(message)
         if key is not None and self._exhausted:
             self._exhausted.pop(key, None)

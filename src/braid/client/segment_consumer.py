@@ -496,6 +496,20 @@ class SegmentSubscriber:
             with contextlib.suppress(Exception):
                 conn.send(commands.redeliver_unacknowledged_messages(self.consumer_id, ids))
 
+    def redeliver_unacknowledged(self, purged: int) -> None:
+        """Ask the broker for every unacknowledged message of this consumer again (loop only;
+        Pulsar's ``redeliverUnacknowledgedMessages``), after the parent dropped the ``purged``
+        ones it still held: their permits are granted again. Not attached: the re-attach
+        redelivers them anyway."""
+        conn = self.conn
+        if conn is None or not self.ready:
+            return
+        self._drop_held()
+        with contextlib.suppress(Exception):
+            conn.send(commands.redeliver_unacknowledged_messages(self.consumer_id))
+        if purged:
+            self._permits_back(purged)
+
     # -- broker events ------------------------------------------------------------------------
 
     def on_active_change(self, active: bool) -> None:

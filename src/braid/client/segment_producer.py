@@ -18,7 +18,12 @@ has written to. This class keeps Pulsar's producer guarantees for that segment:
   is resent alone, so the successor's deduplication drops it if the sealed segment stored it
   (ADR 0055);
 * **fatal refusals** (busy, fenced, not found, unauthorized) fail the segment's messages with
-  the typed error and drop the segment producer, so a later send tries again.
+  the typed error and drop the segment producer, so a later send tries again;
+* **transactions** - an entry holds messages of one transaction (or of none), its SEND and
+  metadata carrying the transaction id; before the first message of a transaction reaches this
+  segment, the transaction adds the segment's topic as a partition (ADD_PARTITION_TO_TXN), and
+  this segment's later messages wait behind it meanwhile, so call order holds. A SEND the broker
+  refuses for its transaction fails that entry's messages (the transaction is then in error).
 
 Sequence ids come from the topic producer's counter when a message enters a batch. What a
 segment producer may ask of its topic producer is :class:`SegmentProducerOwner`: the schema, the
@@ -46,7 +51,9 @@ from braid.client.context import ClientContext
 from braid.client.errors import (
     AlreadyClosedError,
     MessageTooLargeError,
+    NotAllowedError,
     TopicTerminatedError,
+    TransactionConflictError,
     error_for_code,
     is_transient,
 )
@@ -167,6 +174,9 @@ class SegmentProducer:
         self._stamp = entry_buckets and not route.legacy
         self._bucketed = self._stamp and bool(route.entry_bucket_splits)
         self._idle_waiters: list[asyncio.Future[None]] = []
+        #: Messages waiting (in call order) for a transaction to add this segment's topic.
+        self._gated: list[PendingMessage] = []
+        self._gate: asyncio.Future[None] | None = None
 
     # -- life ---------------------------------------------------------------------------------
 
@@ -260,17 +270,24 @@ class SegmentProducer:
     def _send_command(self, op: _Op) -> pb.BaseCommand:
         count = len(op.records)
         highest = op.last_seq if op.last_seq != op.first_seq + count - 1 else None
-        return commands.send(
+        cmd = commands.send(
             self.producer_id,
             op.first_seq,
             num_messages=count if op.batched else None,
             highest_sequence_id=highest,
         )
+        txn = op.records[0].txn  # every message of an entry is in the same transaction
+        if txn is not None:
+            cmd.send.txnid_most_bits, cmd.send.txnid_least_bits = txn.txn_id
+        return cmd
 
     # -- sending ------------------------------------------------------------------------------
 
     def add(self, record: PendingMessage) -> None:
         """Queue ``record`` (in call order) into the current batch, or until ready."""
+        if self._gated:
+            self._gated.append(record)  # behind a transaction adding this segment
+            return
         if not self.ready:
             self._unsent.append(record)
             return
@@ -282,6 +299,8 @@ class SegmentProducer:
                     f"message of {size} bytes exceeds the broker's limit of {self._max_size}"
                 ),
             )
+            return
+        if record.txn is not None and not self._in_partition(record):
             return
         if not self.options.batching or record.sent_seq >= 0:
             # A resend after a split or merge goes alone, with its key in the entry's
@@ -295,7 +314,11 @@ class SegmentProducer:
             self._check_bucket(record)
         batch = self._batch
         delayed = record.deliver_at is not None
-        if batch and (delayed or self._batch_bytes + size > self.options.batching_max_bytes):
+        if batch and (
+            delayed
+            or self._batch_bytes + size > self.options.batching_max_bytes
+            or batch[0].txn is not record.txn  # an entry belongs to one transaction, or none
+        ):
             # A delayed message travels alone in its entry (the broker holds whole entries).
             self.flush()
             batch = self._batch
@@ -324,6 +347,32 @@ class SegmentProducer:
             self.flush()
         elif self._timer is None:
             self._timer = self.ctx.loop.call_later(self.options.batching_max_delay, self._on_timer)
+
+    def _in_partition(self, record: PendingMessage) -> bool:
+        """Whether ``record``'s transaction has added this segment's topic; if not yet, the
+        record (and every later one) waits for it, and ``False`` is returned (as when the
+        registration failed: the record has failed with its error)."""
+        txn = record.txn
+        assert txn is not None
+        gate = txn.add_partition(self.route.topic)
+        if not gate.done():
+            self._gated.append(record)
+            self._gate = gate
+            gate.add_done_callback(self._release_gated)
+            return False
+        error = gate.exception()
+        if error is not None:
+            self.owner.failed([record], error)
+            return False
+        return True
+
+    def _release_gated(self, gate: asyncio.Future[None]) -> None:
+        if gate is not self._gate or self.closed:
+            return
+        self._gate = None
+        gated, self._gated = self._gated, []
+        for record in gated:
+            self.add(record)
 
     def _check_bucket(self, record: PendingMessage) -> None:
         """Keep an entry to one entry bucket, and track its effective hash range."""
@@ -377,6 +426,7 @@ class SegmentProducer:
                 schema_version=self._schema_version,
                 # Only a delayed message's entry has one (it is alone in its entry).
                 deliver_at_time=records[0].deliver_at,
+                txn=None if records[0].txn is None else records[0].txn.txn_id,
             )
             + payload
         )
@@ -399,6 +449,7 @@ class SegmentProducer:
                 event_time=record.event_time,
                 schema_version=self._schema_version,
                 deliver_at_time=record.deliver_at,
+                txn=None if record.txn is None else record.txn.txn_id,
             )
             + payload
         )
@@ -460,6 +511,15 @@ class SegmentProducer:
         if isinstance(exc, TopicTerminatedError):
             self._segment_gone(exc)
             return
+        if isinstance(exc, TransactionConflictError | NotAllowedError):
+            op = next((o for o in self._ops if o.first_seq == error.sequence_id), None)
+            if op is not None and op.records[0].txn is not None:
+                # Refused for its transaction (ended, not added here...): that message fails.
+                self._ops.remove(op)
+                self.owner.failed(op.records, exc)
+                if not self._ops:
+                    self._wake_idle()
+                return
         log.warning("send on %s failed (%s): re-creating the producer", self.route.topic, exc)
         self._reattach(close_on_broker=True)
 
@@ -501,9 +561,10 @@ class SegmentProducer:
         for record in sent:
             record.sent_seq = record.seq
             record.origin_hash = origin_hash
-        records = sent + self._batch + self._unsent
+        records = sent + self._batch + self._unsent + self._gated
         self._ops.clear()
         self._batch, self._parts, self._batch_bytes, self._unsent = [], [], 0, []
+        self._gated, self._gate = [], None
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -558,7 +619,7 @@ class SegmentProducer:
     @property
     def idle(self) -> bool:
         """Whether nothing is waiting for a receipt."""
-        return not (self._ops or self._batch or self._unsent)
+        return not (self._ops or self._batch or self._unsent or self._gated)
 
     async def close(self) -> None:
         """Stop; tell the broker (best effort). Pending messages are the owner's to settle."""

@@ -48,6 +48,7 @@ from braid.client.segment_consumer import (
     SegmentSubscriber,
     SubscriptionSpec,
 )
+from braid.client.transaction import AsyncTransaction
 from braid.core.consumer_assignment import AssignedSegment, AssignmentDiff
 from braid.core.message_id import MessageId, message_position
 from braid.core.position_vector import PositionVector
@@ -264,19 +265,65 @@ class AsyncStreamConsumer(ConsumerBase):
     def _record_deliveries(self, messages: list[Message]) -> None:
         stamp_delivery_tokens(messages, self._vector.delivered)
 
-    def acknowledge_cumulative(self, message: Message | MessageId) -> None:
+    def acknowledge_cumulative(
+        self, message: Message | MessageId, txn: AsyncTransaction | None = None
+    ) -> None:
         """Acknowledge this message and everything delivered before it, in every segment.
 
-        Recorded at once and sent grouped (within 100 ms, and on close); never blocks.
+        Recorded at once and sent grouped (within 100 ms, and on close); never blocks. In
+        ``txn``: one cumulative ack per segment goes out at once inside the transaction, held by
+        the broker until it ends; a commit applies it (and ``txn.commit()`` waits for the
+        answers); after an abort the segments' unacknowledged messages are delivered again.
 
         Raises:
             AlreadyClosedError: the consumer is closed.
             InvalidConfigurationError: not a message or id delivered by this consumer.
+            TransactionStateError: ``txn`` is not open.
         """
         self._check_open()
+        if txn is not None:
+            self._acknowledge_in_transaction(message, txn)
+            return
+        with self._lock:
+            token = self._token_of(message)
+        if token is not None:
+            self._acknowledge_token(token)
+
+    def _acknowledge_in_transaction(
+        self, message: Message | MessageId, txn: AsyncTransaction
+    ) -> None:
         with self._lock:
             token = self._token_of(message)
             if token is None or token <= self._ack_token:
+                return  # already covered by a cumulative ack
+            covered = self._vector.last_up_to(token)
+        txn.check_open("acknowledge in")
+        for sid, position in covered.items():
+            seg = self._segments.get(sid) or self._draining.get(sid)
+            if seg is not None:
+                self._ack_in_transaction(seg, txn, position, cumulative=True)
+        # Committed: the broker moved the cursors; the plain ack updates the position vector
+        # (and the drain bookkeeping) and repeats the same positions, which changes nothing.
+        self._call_in_loop(txn.on_commit, lambda: self._acknowledge_token(token))
+        # Aborted: those messages are unacknowledged again; have them delivered again.
+        self._call_in_loop(txn.on_abort, lambda: self._redeliver_after_abort(set(covered)))
+
+    def _redeliver_after_abort(self, sids: set[int]) -> None:
+        """An abort released this consumer's cumulative acks on ``sids`` (loop only): drop
+        their undelivered messages and the deliveries the position vector holds, and have the
+        broker deliver every unacknowledged message of them again (as Pulsar's client does)."""
+        for sid in sids:
+            seg = self._segments.get(sid)
+            if seg is None or self._closed:
+                continue
+            purged = self._purge(seg)
+            with self._lock:
+                self._vector.forget_segment(sid)
+            seg.redeliver_unacknowledged(purged)
+
+    def _acknowledge_token(self, token: int) -> None:
+        with self._lock:
+            if token <= self._ack_token:
                 return  # already covered by a later cumulative ack
             self._ack_token = token
             urgent = self._ends_a_segment()

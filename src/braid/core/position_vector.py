@@ -78,6 +78,17 @@ class PositionVector(Generic[P]):
             del positions[:index]
         return result
 
+    def last_up_to(self, token: int) -> dict[int, P]:
+        """Like :meth:`ack_up_to` without forgetting anything: the last position delivered at
+        or before ``token`` in each segment (an acknowledgment inside a transaction, applied
+        only if the transaction commits)."""
+        result: dict[int, P] = {}
+        for segment_id, tokens in self._tokens.items():
+            index = bisect.bisect_right(tokens, token)
+            if index:
+                result[segment_id] = self._positions[segment_id][index - 1]
+        return result
+
     def token_of(self, segment_id: int, position: P) -> int | None:
         """The token of a delivered, not yet covered ``position`` of ``segment_id`` (``None``
         if it is not pending). Positions must compare in delivery order (they do within a

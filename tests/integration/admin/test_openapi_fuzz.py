@@ -20,6 +20,7 @@ is slow, not wrong, and the REST layer's limits on it are pinned by
 
 from __future__ import annotations
 
+import os
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -70,6 +71,25 @@ _KNOWN: dict[str, st.SearchStrategy[Any]] = {
 _ADJACENT_IDS = st.integers(0, 6).flatmap(
     lambda first: st.integers(2, 4).map(lambda n: list(range(first, first + n)))
 )
+
+
+@pytest.fixture(scope="module")
+def standalone_subprocess(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[StandaloneProcess]:
+    """The module's ``braid standalone``, with ``transactionCoordinatorEnabled=true`` so the
+    ``/admin/v3/transactions`` routes are fuzzed past their 503 "not enabled" answer."""
+    root = tmp_path_factory.mktemp("standalone")
+    process = StandaloneProcess.start_on_free_ports(
+        root / "data",
+        log_path=root / "standalone.log",
+        env={**os.environ, "BRAID_transactionCoordinatorEnabled": "true"},
+    )
+    try:
+        yield process
+    finally:
+        if process.running:
+            process.stop()
 
 
 @pytest.fixture(scope="module")

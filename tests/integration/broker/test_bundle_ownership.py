@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from braid.broker import ownership as ownership_module
 from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.bundles import NamespaceBundles
 from braid.broker.cluster_metadata import (
@@ -215,7 +216,11 @@ async def _probing_nodes(first_port: int, wait_s: float) -> tuple[Node, Node]:
     return first, second
 
 
-async def test_a_lookup_waits_for_a_dead_owners_session_instead_of_naming_it() -> None:
+async def test_a_lookup_waits_for_a_dead_owners_session_instead_of_naming_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Only the store's notification about the node can end the wait in time: no re-read.
+    monkeypatch.setattr(ownership_module, "_NODE_RECHECK_S", 3600.0)
     async with _Listening() as port:
         pass  # closed: nothing listens there any more, connections are refused
     dead, asked = await _probing_nodes(port, wait_s=60)

@@ -9,6 +9,7 @@ import asyncio
 
 import pytest
 
+from braid.broker import ownership as ownership_module
 from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.bundles import NamespaceBundle, NamespaceBundles
 from braid.broker.errors import UnknownListener
@@ -75,8 +76,10 @@ async def nodes() -> list[Node]:
 
 
 async def test_a_bundle_being_unloaded_is_served_by_nobody_and_handed_to_the_next_owner(
-    nodes: list[Node],
+    nodes: list[Node], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Only the store's notification of the release can end the next owner's wait in time.
+    monkeypatch.setattr(ownership_module, "_NODE_RECHECK_S", 3600.0)
     old, new = nodes
     bundle = await old.ownership.check_serving(TOPIC)
     assert await old.ownership.begin_unload(bundle)

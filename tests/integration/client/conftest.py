@@ -176,3 +176,25 @@ def sclient(scalable_broker: ScalableBroker) -> Iterator[braid.Client]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture(scope="session")
+def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScalableBroker]:
+    """A scalable-topic broker with ``transactionCoordinatorEnabled=true``."""
+    data_dir: Path = tmp_path_factory.mktemp("braid-client-txn")
+    broker = ScalableBroker(data_dir, StepGate(), transaction_coordinator_enabled=True).start()
+    try:
+        yield broker
+    finally:
+        broker.gate.release()
+        broker.stop()
+
+
+@pytest.fixture
+def txn_client(txn_broker: ScalableBroker) -> Iterator[braid.Client]:
+    """A blocking client of :func:`txn_broker`."""
+    c = braid.Client(txn_broker.service_url, operation_timeout=15)
+    try:
+        yield c
+    finally:
+        c.close()

@@ -75,8 +75,21 @@ def test_documented_signatures() -> None:
         "sequence_id",
         "deliver_after",  # keyword-only: delayed delivery
         "deliver_at",
+        "txn",  # keyword-only: a transaction
     ]
     assert send["deliver_after"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert send["txn"].kind is inspect.Parameter.KEYWORD_ONLY and send["txn"].default is None
+    for client in (braid.Client, braid.AsyncClient):
+        assert inspect.signature(client.new_transaction).parameters["timeout"].default == 60.0
+    for cls, ack in (
+        (braid.StreamConsumer, "acknowledge_cumulative"),
+        (braid.AsyncStreamConsumer, "acknowledge_cumulative"),
+        (braid.QueueConsumer, "acknowledge"),
+        (braid.AsyncQueueConsumer, "acknowledge"),
+    ):
+        assert inspect.signature(getattr(cls, ack)).parameters["txn"].default is None
+    for cls in (braid.Transaction, braid.AsyncTransaction):
+        assert {"commit", "abort", "state"} <= set(dir(cls))
     queue = inspect.signature(braid.AsyncClient.subscribe_queue).parameters
     assert {"ack_timeout", "dead_letter_policy", "retry_enable"} <= set(queue)
     assert "reconsume_later" in dir(braid.QueueConsumer)

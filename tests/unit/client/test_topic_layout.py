@@ -6,6 +6,7 @@ import pytest
 
 from braid.core.errors import InvalidInputError
 from braid.core.layout import SegmentLayout
+from braid.core.names import TopicName
 from braid.core.segment_info import CorruptLayout
 from braid.core.topic_layout import (
     LayoutTracker,
@@ -103,14 +104,67 @@ def test_managed_segments_are_named_by_descriptor() -> None:
 
 def test_routes_must_match_segments() -> None:
     dag = SegmentLayout.initial(2)
-    with pytest.raises(CorruptLayout):
+    with pytest.raises(CorruptLayout) as missing:
         TopicLayout(TOPIC, dag, {0: SegmentRoute(0, "segment://t/ns/orders/0000-7fff-0")})
-    with pytest.raises(CorruptLayout):
+    assert str(missing.value) == (
+        "layout of topic://t/ns/orders: segments without a route [1], routes without a segment []"
+    )
+    one = SegmentLayout.initial(1)
+    with pytest.raises(CorruptLayout) as extra:
         TopicLayout(
-            TOPIC, SegmentLayout.initial(1), {0: SegmentRoute(0, "topic://x/y/z", legacy=True)}
+            TOPIC,
+            one,
+            {
+                0: SegmentRoute(0, "segment://t/ns/orders/0000-ffff-0"),
+                5: SegmentRoute(5, "segment://t/ns/orders/0000-ffff-5"),
+            },
         )
-    with pytest.raises(CorruptLayout):
-        TopicLayout(TOPIC, SegmentLayout.initial(1), {0: SegmentRoute(0, "persistent://x/y/z")})
+    assert str(extra.value) == (
+        "layout of topic://t/ns/orders: segments without a route [], routes without a segment [5]"
+    )
+    with pytest.raises(CorruptLayout) as keyed:
+        TopicLayout(TOPIC, one, {0: SegmentRoute(3, "segment://t/ns/orders/0000-ffff-3")})
+    assert str(keyed.value) == "route keyed 0 names segment 3"
+    with pytest.raises(CorruptLayout) as legacy:
+        TopicLayout(TOPIC, one, {0: SegmentRoute(0, "topic://x/y/z", legacy=True)})
+    assert str(legacy.value) == (
+        "legacy segment 0 of topic://t/ns/orders wraps 'topic://x/y/z', "
+        "which is not a persistent:// topic"
+    )
+    with pytest.raises(CorruptLayout) as neither:
+        TopicLayout(TOPIC, one, {0: SegmentRoute(0, "persistent://x/y/z")})
+    assert str(neither.value) == (
+        "segment 0 of topic://t/ns/orders is neither legacy nor a segment:// topic"
+    )
+
+
+def test_a_layouts_routes_cannot_be_changed_after_construction() -> None:
+    routes = {0: SegmentRoute(0, "segment://t/ns/orders/0000-ffff-0")}
+    layout = TopicLayout(TOPIC, SegmentLayout.initial(1), routes)
+    routes[1] = SegmentRoute(1, "segment://t/ns/orders/0000-ffff-1")
+    assert set(layout.routes) == {0}  # a copy, not the caller's dict
+    with pytest.raises(TypeError):
+        layout.routes[1] = routes[1]  # type: ignore[index]
+
+
+def test_unknown_segments_are_refused_by_name() -> None:
+    layout = managed(SegmentLayout.initial(1))
+    with pytest.raises(CorruptLayout) as route:
+        layout.route(9)
+    assert str(route.value) == "segment 9 is not in the layout of topic://t/ns/orders"
+    with pytest.raises(CorruptLayout) as name:
+        segment_topic_name(TOPIC, SegmentLayout.initial(1), 9)
+    assert str(name.value) == "segment 9 is not in the layout of topic://t/ns/orders"
+    with pytest.raises(CorruptLayout) as bad:
+        segment_topic_name("persistent://t/ns/orders", SegmentLayout.initial(1), 0)
+    assert str(bad.value).startswith(
+        "segment 0 of persistent://t/ns/orders has no segment:// name: "
+    )
+
+
+def test_a_synthetic_layout_takes_a_parsed_name_too() -> None:
+    parsed = TopicName.parse("persistent://t/ns/p")
+    assert TopicLayout.synthetic(parsed, 3) == TopicLayout.synthetic("persistent://t/ns/p", 3)
 
 
 def test_tracker_applies_only_strictly_newer_epochs() -> None:
@@ -126,8 +180,12 @@ def test_tracker_applies_only_strictly_newer_epochs() -> None:
 
 def test_tracker_refuses_another_topics_layout() -> None:
     tracker = LayoutTracker(TopicLayout.synthetic("a"))
-    with pytest.raises(InvalidInputError):
+    with pytest.raises(InvalidInputError) as other:
         tracker.offer(TopicLayout.synthetic("b", epoch=5))
+    assert str(other.value) == (
+        "layout for persistent://public/default/b offered to the tracker of "
+        "persistent://public/default/a"
+    )
 
 
 def test_entry_buckets_are_advertised_only_by_a_managed_segment_with_boundaries() -> None:

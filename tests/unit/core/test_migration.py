@@ -450,3 +450,53 @@ def test_a_partition_belongs_to_its_partitioned_topic_and_a_plain_topic_to_itsel
 
     assert source("persistent://t/ns/orders-partition-3") == "persistent://t/ns/orders"
     assert source("persistent://t/ns/orders") == "persistent://t/ns/orders"
+
+
+def test_partition_zero_belongs_to_its_partitioned_topic_too() -> None:
+    assert str(source_of(TopicName.parse("persistent://t/ns/o-partition-0"))) == (
+        "persistent://t/ns/o"
+    )
+
+
+def test_a_record_path_keeps_the_characters_pulsar_allows_in_names_readable() -> None:
+    assert record_path("persistent://t/ns/a@b:c=d,e+f~g") == (
+        "/admin/scalable-migrations/t/ns/a@b:c=d,e+f~g"
+    )
+    assert record_path("persistent://t/ns/a%b") == "/admin/scalable-migrations/t/ns/a%25b"
+
+
+def test_status_reports_the_phase_what_is_done_and_what_is_left() -> None:
+    state = with_termination_begun(with_segments_created(new_migration("t/ns/o", 3, 0)))
+    state = with_failure(with_partition_terminated(state, 1, 7, 9), "bookie gone")
+    assert state.status() == {
+        "source": "persistent://t/ns/o",
+        "target": "topic://t/ns/o",
+        "phase": "TERMINATING",
+        "partitions": 3,
+        "partitionsTerminated": 1,
+        "partitionsLeft": [0, 2],
+        "segments": 3,
+        "subscriptions": {},
+        "canRollBack": False,
+        "failure": "bookie gone",
+    }
+    synced = with_subscriptions_synced(
+        with_partition_terminated(with_partition_terminated(state, 0, 1, 1), 2, 1, 2),
+        {"audit": QUEUE, "billing": STREAM},
+    )
+    report = synced.status()
+    assert report["partitionsLeft"] == [] and report["partitionsTerminated"] == 3
+    assert report["subscriptions"] == {"audit": QUEUE.value, "billing": STREAM.value}
+
+
+def test_a_rollback_clears_the_failure_of_the_last_attempt() -> None:
+    failed = with_failure(with_segments_created(new_migration("t/ns/o", 2, 0)), "timeout")
+    rolling = with_rollback_requested(failed)
+    assert rolling.failure is None
+    assert with_rolled_back(with_failure(rolling, "again")).failure is None
+    with pytest.raises(MigrationPastNoReturn) as late:
+        with_rollback_requested(with_termination_begun(failed))
+    assert str(late.value) == (
+        "migration of persistent://t/ns/o is TERMINATING: partitions are being or have been "
+        "terminated, so it can only go forward"
+    )

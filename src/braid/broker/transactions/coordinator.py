@@ -160,11 +160,15 @@ class TransactionCoordinator:
         self._closed = False
         #: Transactions aborted at their deadline (for stats and tests).
         self.timed_out = 0
+        #: When the last :meth:`recover` started and ended (ms; 0 before it ran).
+        self.recover_start_ms = 0
+        self.recover_end_ms = 0
 
     # -- recovery ------------------------------------------------------------------------------
 
     async def recover(self) -> None:
         """Load every recorded transaction; re-arm OPEN ones' deadlines, finish ending ones."""
+        self.recover_start_ms = self._clock.now_ms()
         found = await self._store.get(f"{self._root}/sequence")
         if found is not None:
             self._next_sequence = self._sequence_end = int(found[0])
@@ -184,6 +188,7 @@ class TransactionCoordinator:
                 self._spawn(self._finish_later(meta.txn, action, 0.0))
         if self._txns:
             log.info("coordinator %d recovered %d transactions", self.tc_id, len(self._txns))
+        self.recover_end_ms = self._clock.now_ms()
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -384,6 +389,21 @@ class TransactionCoordinator:
             counts[meta.status.value] += 1
         return {"coordinatorId": self.tc_id, "transactions": counts, "timedOut": self.timed_out}
 
+    # -- read accessors (the admin API's /admin/v3/transactions) -------------------------------
+
+    def transaction(self, txn: TxnId) -> TxnMeta | None:
+        """``txn`` as recorded here (``None``: unknown, or ended)."""
+        return self._txns.get(txn)
+
+    def transactions(self) -> list[TxnMeta]:
+        """Every transaction open or ending here, by id."""
+        return [self._txns[txn] for txn in sorted(self._txns)]
+
+    @property
+    def sequence(self) -> int:
+        """The highest sequence (``leastBits``) handed out or reserved here (-1: none yet)."""
+        return self._next_sequence - 1
+
     async def close(self) -> None:
         self._closed = True
         for txn in list(self._timers):
@@ -430,6 +450,10 @@ class TransactionCoordinators:
 
     def stats(self) -> list[dict[str, object]]:
         return [c.stats() for c in self._coordinators.values()]
+
+    def served(self) -> list[TransactionCoordinator]:
+        """The coordinators served here, by id (the admin API reads them)."""
+        return [self._coordinators[tc_id] for tc_id in sorted(self._coordinators)]
 
     async def close(self) -> None:
         for coordinator in self._coordinators.values():

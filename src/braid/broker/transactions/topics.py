@@ -32,13 +32,15 @@ from braid.broker.resources import (
     TenantInfo,
 )
 from braid.broker.topic import PersistentTopic
-from braid.broker.transactions.buffer import TransactionBuffer
+from braid.broker.transactions.buffer import SnapshotPolicy, TransactionBuffer
+from braid.broker.transactions.buffer_snapshot import BufferSnapshots
 from braid.broker.transactions.coordinator import (
     ASSIGN_TOPIC,
     TransactionCoordinators,
 )
 from braid.broker.transactions.ids import TxnId
 from braid.broker.transactions.pending_ack import SubscriptionView, TopicTransactions
+from braid.broker.transactions.sealed import SealedOutcomes
 from braid.clock import Clock
 from braid.core.errors import BraidError
 from braid.core.names import TopicName
@@ -103,8 +105,9 @@ def ack_in_transaction(
     positions: Sequence[Position],
 ) -> None:
     """An ACK carrying a transaction id: held as a pending ack until the transaction ends, and
-    answered (when it asks) with an ACK_RESPONSE naming the transaction. Only individual acks
-    of whole entries may be in a transaction (a cumulative or batch-index one is refused)."""
+    answered (when it asks) with an ACK_RESPONSE naming the transaction. Individual acks (of
+    whole entries or, with an ``ack_set``, of messages of batch entries) on every subscription
+    type, and cumulative ones of one whole entry on Exclusive/Failover."""
     txn = TxnId.of(req)
 
     def answer(error: BaseException | None) -> None:
@@ -128,14 +131,12 @@ def ack_in_transaction(
         answer(TransactionsDisabled("transactions are not enabled for this subscription"))
         return
     cumulative = req.ack_type == pb.CommandAck.Cumulative
-    if any(any(mid.ack_set) for mid in req.message_id):
-        answer(NotSupported("batch-index acks may not be in a transaction yet"))
-        return
-    if pending.sub_type == pb.CommandSubscribe.Key_Shared:
-        # An abort would hand a key's message back without its sticky hash: not yet.
-        answer(NotSupported("acks in a transaction are not supported on Key_Shared yet"))
-        return
-    if cumulative and (len(positions) != 1 or pending.sub_type in _SHARED_TYPES):
+    batch_acks = [
+        (Position(mid.ledgerId, mid.entryId), tuple(mid.ack_set))
+        for mid in req.message_id
+        if any(mid.ack_set)
+    ]
+    if cumulative and (batch_acks or len(positions) != 1 or pending.sub_type in _SHARED_TYPES):
         answer(NotSupported("a cumulative ack names one message, on Exclusive or Failover"))
         return
     refused = transactions.check(txn, subscription) if transactions is not None else None
@@ -148,7 +149,7 @@ def ack_in_transaction(
             if cumulative:
                 await pending.acknowledge_cumulative(txn, positions[0])
             else:
-                await pending.acknowledge(txn, positions)
+                await pending.acknowledge(txn, positions, batch_acks)
         except Exception as exc:
             answer(exc)
             return
@@ -169,8 +170,10 @@ class BrokerTransactions:
         cluster: str = "standalone",
         coordinators: int = STANDALONE_COORDINATORS,
         max_active: int = 0,
+        snapshot_policy: SnapshotPolicy | None = None,
     ) -> None:
         self._store = store
+        self._snapshot_policy = snapshot_policy or SnapshotPolicy()
         self._clock = clock
         self._load_topic = load_topic
         self._cluster = cluster
@@ -198,7 +201,14 @@ class BrokerTransactions:
 
     async def attach(self, topic: PersistentTopic) -> None:
         """Rebuild ``topic``'s transaction buffer and pending acks (on load)."""
-        buffer = TransactionBuffer(topic.name, topic.ledger, self._clock)
+        buffer = TransactionBuffer(
+            topic.name,
+            topic.ledger,
+            self._clock,
+            BufferSnapshots(self._store, topic.name),
+            self._snapshot_policy,
+        )
+        buffer.sealed = SealedOutcomes(self._store, topic.name)
         transactions = TopicTransactions(topic.name, buffer, self._store, self._check_participant)
         await transactions.recover(list(topic.subscriptions.values()))
         buffer.listeners.append(topic.wake_dispatchers)
@@ -255,4 +265,8 @@ def broker_transactions(
         load_topic,
         cluster=config.cluster_name,
         max_active=config.max_active_transactions_per_coordinator,
+        snapshot_policy=SnapshotPolicy(
+            config.transaction_buffer_snapshot_max_transaction_count,
+            config.transaction_buffer_snapshot_min_time_in_millis,
+        ),
     )
