@@ -15,10 +15,11 @@ in one local[2] SparkSession, times three streaming reads of the same rows, each
 3. **parquet**: ``readStream.format("parquet")`` of the same rows written once by Spark (the
    source's own columns).
 
-Each round runs the three queries in that order; ``--repeat`` rounds, the best query of each kind
-counts (the first pays Python-worker start-up). Per query it reports the wall time split into
-**start-up** (everything but reading: starting Spark's per-query Python planning process, offsets,
-planning, commits; wall time minus the ``addBatch`` phases) and the **read** phase (the
+Each round runs the three queries, the first round in that order and each later one starting with
+the next kind (no kind always runs after the same one); ``--repeat`` rounds, the best query of
+each kind counts (the first pays Python-worker start-up). Per query it reports the wall time split
+into **start-up** (everything but reading: starting Spark's per-query Python planning process,
+offsets, planning, commits; wall time minus the ``addBatch`` phases) and the **read** phase (the
 ``addBatch`` phases: the tasks reading the rows into the sink), and with ``--verbose`` the CPU
 seconds of the Spark JVM, its Python processes and the broker (steadier than wall time on a
 shared machine). ``--event-times`` gives every message its own event time (no two metadata
@@ -26,12 +27,13 @@ alike); ``--installed-pyspark`` runs Spark's Python processes without ``pyspark.
 path. Results go to docs/benchmarks.md.
 
 Run: ``.venv/bin/python bench/spark_bench.py [--rows 200000] [--size 100] [--segments 2]
-[--repeat 3] [--event-times] [--verbose] [--installed-pyspark]``
+[--repeat 3] [--event-times] [--verbose] [--installed-pyspark] [--probe]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -134,12 +136,14 @@ def timed_stream(
     checkpoint: Path,
     verbose: bool = False,
     cpu_roots: list[int] | None = None,
+    probe_log: Path | None = None,
 ) -> Run:
     """One AvailableNow query into ``noop``: its wall time, read phase and (with ``verbose``)
     CPU seconds; ``verbose`` also prints Spark's phase times per batch."""
     roots = cpu_roots or []
     jvm, broker = roots[0], (roots[1] if len(roots) > 1 else None)
     cpu_before = _cpu_ticks(jvm, broker) if verbose else {}
+    window_start = time.time()
     started = time.perf_counter()
     query = (
         reader.writeStream.format("noop")  # type: ignore[attr-defined]
@@ -149,6 +153,8 @@ def timed_stream(
     )
     query.awaitTermination()
     elapsed = time.perf_counter() - started
+    if probe_log is not None:
+        _print_probe(kind, probe_log, window_start, time.time())
     parts = None
     if verbose:
         after = _cpu_ticks(jvm, broker)
@@ -273,6 +279,54 @@ class CeilingStreamReader(DataSourceStreamReader):
         pass
 
 
+def _print_probe(kind: str, log: Path, since: float, until: float) -> None:
+    """What ``--probe`` saw of Spark's Python processes during one query
+    (bench/spark_probe/sitecustomize.py): the processes started, and the planner's calls."""
+    events = []
+    if log.exists():
+        for line in log.read_text().splitlines():
+            event = json.loads(line)
+            if since <= event["t"] <= until:
+                events.append(event)
+    for e in events:
+        if e["ev"] == "start":
+            module = e["argv"][1] if e["argv"][:1] == ["-m"] else " ".join(e["argv"])
+            print(
+                f"  probe {kind}: process {e['pid']} {module}: started "
+                f"+{e['started'] - since:.3f} s, interpreter up after {e['t'] - e['started']:.3f} s"
+            )
+    starts = {e["pid"]: e for e in events if e["ev"] == "start"}
+    for e in events:
+        if e["ev"] != "call":
+            continue
+        begun = e["t"] - e["wall"]
+        origin = starts.get(e["pid"])
+        age = f", process age {begun - origin['started']:.3f} s" if origin else ""
+        print(
+            f"  probe {kind}: {e['name']:<30} at +{begun - since:.3f} s: "
+            f"wall {e['wall'] * 1000:7.1f} ms, cpu {e['cpu'] * 1000:6.1f} ms "
+            f"(process cpu {e['process_cpu']:.2f} s, "
+            f"{e['modules']} modules{age})"
+        )
+
+
+def _probe_python(work: Path, base: str) -> tuple[str, Path]:
+    """A ``python`` wrapper that runs ``base`` with bench/spark_probe first on ``PYTHONPATH``
+    (its sitecustomize logs what Spark's Python processes do), and the log it writes."""
+    log = work / "probe.jsonl"
+    probe_dir = Path(__file__).resolve().parent / "spark_probe"
+    wrapper = work / "python-probe"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'PYTHONPATH="{probe_dir}:$PYTHONPATH"\n'
+        f'BRAID_SPARK_PROBE_LOG="{log}"\n'
+        "export PYTHONPATH BRAID_SPARK_PROBE_LOG\n"
+        f'exec "{base}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper), log
+
+
 def _python_without_pyspark_zip(work: Path) -> str:
     """A ``python`` wrapper that drops Spark's ``pyspark.zip`` from ``PYTHONPATH``.
 
@@ -350,12 +404,21 @@ def main() -> None:
     parser.add_argument(
         "--verbose", action="store_true", help="print each run's time, CPU seconds and phase times"
     )
+    parser.add_argument(
+        "--probe",
+        action="store_true",
+        help="log what Spark's Python processes do per query (bench/spark_probe): the processes "
+        "started, and every stream-reader call of the planning process with its wall and CPU "
+        "time (measurement: adds a little start-up to every process)",
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="braid-spark-bench-"))
     process = StandaloneProcess.start_on_free_ports(work / "data", log_path=work / "braid.log")
-    os.environ["PYSPARK_PYTHON"] = (
-        _python_without_pyspark_zip(work) if args.installed_pyspark else sys.executable
-    )
+    python = _python_without_pyspark_zip(work) if args.installed_pyspark else sys.executable
+    probe_log = None
+    if args.probe:
+        python, probe_log = _probe_python(work, python)
+    os.environ["PYSPARK_PYTHON"] = python
     spark = (
         SparkSession.builder.master("local[2]")
         .config("spark.ui.enabled", "false")
@@ -390,9 +453,15 @@ def main() -> None:
             "parquet": lambda: spark.readStream.schema(SCHEMA).parquet(str(parquet)),
         }
         runs = []
+        kinds = list(sources)
         for i in range(args.repeat):
-            for kind, load in sources.items():
-                run = timed_stream(kind, load(), work / f"cp-{kind}-{i}", args.verbose, roots)
+            # Each round starts with another kind (braid, ceiling, parquet, braid, ...): the
+            # query after another pays for what that one left behind (JVM garbage, busy cores).
+            for kind in kinds[i % len(kinds) :] + kinds[: i % len(kinds)]:
+                load = sources[kind]
+                run = timed_stream(
+                    kind, load(), work / f"cp-{kind}-{i}", args.verbose, roots, probe_log
+                )
                 if run.rows != args.rows:
                     raise RuntimeError(f"{kind} read {run.rows} rows, expected {args.rows}")
                 runs.append(run)

@@ -86,6 +86,7 @@ _LOOKUP_READS = frozenset(
         "partitioned-stats",
         "partitioned-internalStats",
         "lastMessageId",
+        "positions",
         "autoScaleDecisions",
         "schema",
         "schemas",

@@ -64,6 +64,12 @@ class ScalableTopics:
         result: dict[str, Any] = self._http.call("GET", self._path(topic))
         return result
 
+    def positions(self, topic: str | TopicName) -> dict[str, Any]:
+        """The segment DAG with the last stored entry (``[ledger, entry]``) of each active
+        segment, of one layout epoch (``GET .../positions``; ADR 0072)."""
+        result: dict[str, Any] = self._http.call("GET", f"{self._path(topic)}/positions")
+        return result
+
     def stats(self, topic: str | TopicName) -> dict[str, Any]:
         """The DAG with per-segment stats, the subscriptions with their consumers and
         assignments, and the controller (leader, operation in flight)."""

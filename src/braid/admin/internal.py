@@ -190,6 +190,13 @@ def _segments_router(segments: SegmentAdmin) -> APIRouter:
         stats = await segments.stats(_segment(tenant, namespace, topic, descriptor))
         return {"stats": stats}
 
+    @router.get(base + "/last-confirmed")
+    async def last_confirmed(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str
+    ) -> dict[str, Any]:
+        last = await segments.last_confirmed(_segment(tenant, namespace, topic, descriptor))
+        return {"lastConfirmed": None if last is None else list(last)}
+
     @router.get(base + "/sequence-ids")
     async def sequence_ids(
         tenant: Tenant, namespace: Namespace, topic: LocalTopicName, descriptor: str

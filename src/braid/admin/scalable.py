@@ -168,6 +168,16 @@ def _topics_router(
         return Response(status_code=204)
 
     @router.get(
+        "/scalable/{tenant}/{namespace}/{topic}/positions",
+        tags=["scalable topics"],
+        summary="The segment DAG and each active segment's last stored entry, of one epoch",
+    )
+    async def positions_scalable(
+        tenant: Tenant, namespace: Namespace, topic: LocalTopicName
+    ) -> Any:
+        return await service.read_snapshot(_topic_name(tenant, namespace, topic))
+
+    @router.get(
         "/scalable/{tenant}/{namespace}/{topic}/stats",
         tags=["scalable topics"],
         summary="Aggregated stats: the DAG with per-segment stats, subscriptions, consumers",

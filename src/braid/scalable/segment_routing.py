@@ -287,6 +287,16 @@ class RoutedSegmentAdmin:
 
         return await self._route(segment, lambda: self.local.stats(segment), there)
 
+    async def last_confirmed(self, segment: SegmentTopic) -> tuple[int, int] | None:
+        async def there(url: str) -> tuple[int, int] | None:
+            doc = await self._internal.call(url, "GET", _segment_path(segment) + "/last-confirmed")
+            last = doc.get("lastConfirmed") if isinstance(doc, dict) else None
+            if isinstance(last, list) and len(last) == 2:
+                return int(last[0]), int(last[1])
+            return None
+
+        return await self._route(segment, lambda: self.local.last_confirmed(segment), there)
+
     async def _where(self, segment: SegmentTopic) -> str | None:
         """The service URL of the broker that serves ``segment`` or will take its bundle;
         ``None`` for this broker.

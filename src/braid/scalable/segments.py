@@ -117,6 +117,12 @@ class SegmentAdmin(Protocol):
         """
         ...
 
+    async def last_confirmed(self, segment: SegmentTopic) -> tuple[int, int] | None:
+        """``(ledger, entry)`` of the segment's last stored entry - where a reader started at
+        "latest" starts after (its cursor's mark-delete position) - or ``None`` when nothing is
+        stored or the segment topic does not exist."""
+        ...
+
 
 class LocalSegmentAdmin:
     """:class:`SegmentAdmin` over the broker running in this process."""
@@ -216,6 +222,14 @@ class LocalSegmentAdmin:
         topic = await self._broker.get_or_create_topic(str(segment), create=False)
         if topic.dedup is not None:
             await topic.dedup.inherit(inherited)
+
+    async def last_confirmed(self, segment: SegmentTopic) -> tuple[int, int] | None:
+        try:
+            topic = await self._broker.get_or_create_topic(str(segment), create=False)
+        except TopicNotFound:
+            return None
+        last = topic.ledger.last_confirmed_position
+        return None if last.ledger_id < 0 or last.entry_id < 0 else (last.ledger_id, last.entry_id)
 
 
 __all__ = ["LocalSegmentAdmin", "SegmentAdmin", "SegmentTopic"]

@@ -72,6 +72,7 @@ from braid.scalable.leader_operations import (
 from braid.scalable.leader_router import LeaderRouter
 from braid.scalable.load_reporter import SegmentLoadReporter
 from braid.scalable.migration import MigrationExecutor, MigrationInProgress
+from braid.scalable.read_snapshot import read_snapshot
 from braid.scalable.resources import (
     ScalableTopicAlreadyExists,
     ScalableTopicNotFound,
@@ -455,6 +456,11 @@ class ScalableTopicService:
 
     async def get_layout(self, topic: TopicName) -> SegmentLayout:
         return (await self.resources.require_layout(topic)).layout
+
+    async def read_snapshot(self, topic: TopicName) -> dict[str, Any]:
+        """The DAG and each active segment's last stored entry, of one epoch
+        (:mod:`braid.scalable.read_snapshot`)."""
+        return await read_snapshot(self.resources, self._segments, topic)
 
     async def list_topics(self, tenant: str, namespace: str) -> list[str]:
         return [str(t) for t in await self.resources.list_topics(tenant, namespace)]

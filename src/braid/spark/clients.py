@@ -18,12 +18,54 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import sys
 import threading
 
-import httpx
 
-from braid.admin.client import AdminClient
-from braid.client import Client
+def _import_httpx_lean() -> None:
+    """Import httpx (the admin client's transport) without what the connector never uses.
+
+    Spark starts fresh Python processes (a streaming write's planner, the first task of each
+    worker), so import time counts (docs/benchmarks.md, the Spark section):
+
+    * ``import httpx`` imports ``httpx._main`` (click, rich, pygments: ~60 ms) for the ``httpx``
+      console command only. A ``None`` in ``sys.modules`` makes that import fail, which httpx
+      handles by defining a stub ``httpx.main`` (it says to install ``httpx[cli]``).
+    * in Spark's own Python processes (``pyspark.worker_util`` is loaded: the planning process
+      and the executors' workers, which run the connector's synchronous HTTP calls only),
+      ``httpcore`` is imported without ``trio``: httpcore imports trio, when it is installed,
+      for async code running under trio (0.3-0.9 s), and handles its absence.
+
+    The ``None`` entries are removed afterwards, so later explicit imports work as usual.
+    """
+    if "httpx" in sys.modules:
+        return
+    blocked = ["httpx._main"]
+    if "pyspark.worker_util" in sys.modules and "httpcore" not in sys.modules:
+        blocked.append("trio")
+    blocked = [name for name in blocked if name not in sys.modules]
+    for name in blocked:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        import httpx  # noqa: F401
+
+        if "trio" in blocked:
+            import httpcore  # noqa: F401
+    except ImportError:  # httpx missing: the admin client reports it where it is used
+        pass
+    finally:
+        for name in blocked:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
+
+
+_import_httpx_lean()
+
+# After the lean import above (E402): httpx is then already loaded, without what it skipped.
+import httpx  # noqa: E402
+
+from braid.admin.client import AdminClient  # noqa: E402
+from braid.client import Client  # noqa: E402
 
 _lock = threading.Lock()
 _clients: dict[tuple[int, str], Client] = {}

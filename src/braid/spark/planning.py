@@ -136,6 +136,28 @@ def plan_next(
     return Plan(TopicProgress(snapshot.epoch, end), tuple(sorted(lost)))
 
 
+def reached(start: SourceOffset, target: SourceOffset) -> bool:
+    """Whether ``start`` is at or past ``target`` in every segment the target names, and names
+    no undrained segment the target does not.
+
+    Then :func:`plan_next` with that target plans nothing more, whatever the topic looks like
+    now: a segment the target names is capped at the target, one it does not name is not read,
+    and no segment of ``start`` can be lost (one missing from the target - deleted before the
+    target was taken - makes this false, so the caller plans and reports the loss).
+    """
+    for topic, goal in target.topics.items():
+        progress = start.topic(topic)
+        for sid, cap in goal.segments.items():
+            if progress.get(sid).rank() < cap.rank():
+                return False
+    for topic, progress in start.topics.items():
+        goal = target.topic(topic)
+        for sid, at in progress.segments.items():
+            if not at.drained and sid not in goal.segments:
+                return False
+    return True
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentRange:
     """Read one segment from just after ``start`` through ``end`` (to its end when drained),
@@ -197,5 +219,6 @@ __all__ = [
     "budget_rounds",
     "plan_next",
     "plan_ranges",
+    "reached",
     "reaches",
 ]

@@ -42,9 +42,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from braid.core.checkpoint import CursorKind, checkpoint_cursors
 from braid.core.errors import NotFoundError
-from braid.spark.clients import admin_client, shared_client
 from braid.spark.errors import BraidDataLossError
 from braid.spark.offsets import (
     BEGINNING,
@@ -60,12 +58,21 @@ from braid.spark.options import (
     StartKind,
     source_options,
 )
-from braid.spark.planning import SegmentRange, TopicSnapshot, budget_rounds, plan_next, plan_ranges
+from braid.spark.planning import (
+    SegmentRange,
+    TopicSnapshot,
+    budget_rounds,
+    plan_next,
+    plan_ranges,
+    reached,
+)
 from braid.spark.schema import SCHEMA
 from braid.spark.topology import Topology, is_scalable
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from braid.client import Client
 
 log = logging.getLogger(__name__)
 
@@ -82,19 +89,28 @@ class BraidPartition(InputPartition):
 
 
 class _Driver:
-    """The driver's clients and topology reader, created on first use (never pickled)."""
+    """The driver's topology reader, created on first use (never pickled). The client (and with
+    it the client library) is imported only when something needs it - a classic topic, a
+    ``maxRecordsPerTrigger`` budget: planning a ``topic://`` topic reads the admin API only
+    (Spark starts a new planning process per query, ADR 0072)."""
 
     def __init__(self, options: SourceOptions) -> None:
-        self.admin = admin_client(options.admin_url)
-        self.client = shared_client(options.service_url)
-        self.topology = Topology(self.client, self.admin)
+        self._service_url = options.service_url
+        self.topology = Topology(options.admin_url, self.client)
+
+    def client(self) -> Client:
+        from braid.spark.clients import shared_client
+
+        return shared_client(self._service_url)
 
     def close(self) -> None:
-        self.admin.close()
+        """Nothing to release: the shared client is closed when the process exits."""
 
 
 def _segment_exists_via(admin_url: str) -> Any:
     def segment_exists(topic: str, segment_id: int) -> bool:
+        from braid.spark.clients import admin_client
+
         if not is_scalable(topic):
             return True
         with admin_client(admin_url) as admin:
@@ -111,6 +127,7 @@ def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordB
     """The rows of one range as Arrow batches (executor side)."""
     # Imported here: Spark starts a fresh Python process to plan every streaming query on the
     # driver, and planning needs no Arrow (docs/benchmarks.md, the Spark section).
+    from braid.spark.clients import shared_client
     from braid.spark.rows import MessageIdArrays, to_record_batch
     from braid.spark.segment_reader import SegmentRangeReader
 
@@ -178,6 +195,8 @@ class _ReaderBase:
             if position.kind is StartKind.LATEST:
                 topics[topic] = snap.everything()
             elif position.kind is StartKind.CHECKPOINT:
+                from braid.core.checkpoint import CursorKind, checkpoint_cursors
+
                 checkpoint = position.checkpoint
                 assert checkpoint is not None
                 cursors = checkpoint_cursors(checkpoint) or {}
@@ -264,7 +283,13 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         try:
-            return self._latest(SourceOffset.from_json(start), limit).to_json()
+            begin = SourceOffset.from_json(start)
+            if self._target is not None and reached(begin, self._target):
+                # Trigger.AvailableNow read everything up to its target: no batch can read more
+                # (planning caps every segment at the target), so no snapshot is needed to say
+                # "no new data" - the query's last call, and now free of broker round trips.
+                return begin.to_json()
+            return self._latest(begin, limit).to_json()
         finally:
             self._fresh.clear()  # the next trigger looks again
 
@@ -302,7 +327,7 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
         ranges = plan_ranges(start, end)
         if not ranges:
             return end
-        client = self.driver.client
+        client = self.driver.client()
         capped: dict[tuple[str, int], SegmentProgress] = {}
         readers = [
             SegmentRangeReader(

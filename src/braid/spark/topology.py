@@ -1,46 +1,34 @@
 """The driver's view of a topic: its segment DAG and the newest position of each segment.
 
-:class:`Topology` builds :class:`~braid.spark.planning.TopicSnapshot` values with the public
-client and admin APIs only:
+:class:`Topology` builds :class:`~braid.spark.planning.TopicSnapshot` values:
 
-* the DAG of a ``topic://`` topic from the admin API (``scalable_topics.get``, validated by
-  :func:`~braid.core.layout_codec.layout_from_metadata`);
-* the newest stored position of every active segment from a checkpoint consumer started at
-  ``Checkpoint.latest()``, which pins each active segment's reader to its last message when it
-  is created, and whose ``checkpoint()`` reports those positions (whole entries) without reading
-  anything;
-* a ``persistent://`` topic is a layout of legacy segments with no DAG: its segments are the
-  ones the checkpoint reports plus those already recorded in the query's offsets (a classic
-  topic never loses a segment).
+* a ``topic://`` topic: one admin REST read, ``GET /admin/v2/scalable/.../positions``
+  (:mod:`braid.scalable.read_snapshot`): the DAG and the last stored entry of every active
+  segment, of one layout epoch (the broker takes it again when a split or merge lands in
+  between). Over ``http.client`` (:mod:`braid.spark.admin_reads`): the planning process imports
+  neither the client, its protocol nor ``httpx`` (ADR 0072);
+* a ``persistent://`` topic is a layout of legacy segments with no DAG: the newest position
+  from a checkpoint consumer started at ``Checkpoint.latest()`` (which pins each segment's
+  reader to its last message when it is created, and whose ``checkpoint()`` reports those
+  positions without reading anything); its segments are the ones the checkpoint reports plus
+  those already recorded in the query's offsets (a classic topic never loses a segment).
 
-Fetch order matters, and the two must agree: the DAG, then positions, then the DAG's epoch again.
-A split or merge in between would seal a segment the snapshot calls active and leave out its
-children: the checkpoint reports the sealed segment ``DRAINED`` (no position), so the snapshot
-would say it holds nothing - a ``Trigger.AvailableNow`` target or a batch query's end would then
-stop short of its data. When the epoch moved, the snapshot is taken again
-(:data:`SNAPSHOT_ATTEMPTS` times, then :class:`TopologyChanging`, retriable).
+A position is a whole entry, ``(ledger, entry, WHOLE_ENTRY)``: where a reader started at "latest"
+starts after, the same in both paths.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from braid.admin.client import AdminClient
-from braid.client import Client
-from braid.core.checkpoint import Checkpoint, CursorKind, checkpoint_cursors
-from braid.core.errors import ServiceUnavailableError
-from braid.core.layout import SegmentLayout
-from braid.core.layout_codec import layout_from_metadata
 from braid.core.names import TopicDomain, TopicName
-from braid.spark.offsets import Position
+from braid.spark.admin_reads import AdminReadError, get_json, scalable_path
+from braid.spark.offsets import WHOLE_ENTRY, InvalidOffset, Position, check_position
 from braid.spark.planning import SegmentView, TopicSnapshot
 
-#: Snapshots of a scalable topic taken before giving up on a DAG that keeps changing.
-SNAPSHOT_ATTEMPTS = 10
-
-
-class TopologyChanging(ServiceUnavailableError):
-    """The topic's DAG changed while every snapshot of it was taken (retriable)."""
+if TYPE_CHECKING:
+    from braid.client import Client
 
 
 def is_scalable(topic: str) -> bool:
@@ -49,19 +37,24 @@ def is_scalable(topic: str) -> bool:
 
 
 class Topology:
-    """Snapshots of topics through one client and one admin client (driver side)."""
+    """Snapshots of topics: ``topic://`` ones from the admin API at ``admin_url``, classic ones
+    through the client ``client()`` returns (created on first use: only a classic topic needs
+    it)."""
 
-    def __init__(self, client: Client, admin: AdminClient) -> None:
+    def __init__(self, admin_url: str, client: Callable[[], Client]) -> None:
+        self._admin_url = admin_url
         self._client = client
-        self._admin = admin
 
-    def layout(self, topic: str) -> SegmentLayout:
-        """The segment DAG of a ``topic://`` topic (raises ``NotFoundError`` if it is gone)."""
-        return layout_from_metadata(self._admin.scalable_topics.get(topic))
+    def read_snapshot(self, topic: str) -> dict[str, Any]:
+        """The broker's read snapshot of a ``topic://`` topic (``NotFoundError`` if it is gone)."""
+        doc: dict[str, Any] = get_json(self._admin_url, scalable_path(topic) + "/positions")
+        return doc
 
     def latest_positions(self, topic: str) -> dict[int, Position]:
-        """The newest stored position of every active segment with data."""
-        with self._client.create_checkpoint_consumer(
+        """The newest stored position of every segment with data, from a checkpoint consumer."""
+        from braid.core.checkpoint import Checkpoint, CursorKind, checkpoint_cursors
+
+        with self._client().create_checkpoint_consumer(
             topic, start=Checkpoint.latest(), receiver_queue_size=1
         ) as reader:
             cursors = checkpoint_cursors(reader.checkpoint()) or {}
@@ -74,32 +67,39 @@ class Topology:
     def snapshot(self, topic: str, known: Iterable[int] = ()) -> TopicSnapshot:
         """The topic's DAG and newest positions now (``known``: segment ids already recorded)."""
         if is_scalable(topic):
-            layout, latest = self._consistent_positions(topic)
-            views = {
-                sid: SegmentView(sid, tuple(info.parent_ids), not info.is_active)
-                for sid, info in layout.segments.items()
-            }
-            positions = {
-                sid: p for sid, p in latest.items() if sid in views and not views[sid].sealed
-            }
-            return TopicSnapshot(topic, layout.epoch, views, positions)
+            return snapshot_from_json(topic, self.read_snapshot(topic))
         latest = self.latest_positions(topic)
         ids = set(latest) | set(known) or {0}
         return TopicSnapshot(topic, 0, {sid: SegmentView(sid) for sid in ids}, latest)
 
-    def _consistent_positions(self, topic: str) -> tuple[SegmentLayout, dict[int, Position]]:
-        """The DAG and the newest positions, taken while the DAG's epoch did not move."""
-        layout = self.layout(topic)
-        for _ in range(SNAPSHOT_ATTEMPTS):
-            latest = self.latest_positions(topic)
-            after = self.layout(topic)
-            if after.epoch == layout.epoch:
-                return layout, latest
-            layout = after
-        raise TopologyChanging(
-            f"{topic}: the segment DAG changed during each of {SNAPSHOT_ATTEMPTS} snapshots "
-            f"(epoch now {layout.epoch}); retry"
-        )
+
+def snapshot_from_json(topic: str, doc: Mapping[str, Any]) -> TopicSnapshot:
+    """A :class:`TopicSnapshot` from the ``positions`` answer (checked strictly).
+
+    Raises:
+        AdminReadError: the answer does not have the documented shape.
+    """
+    try:
+        epoch = doc["epoch"]
+        segments = doc["segments"]
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or not isinstance(segments, dict):
+            raise TypeError("epoch must be an integer and segments an object")
+        views: dict[int, SegmentView] = {}
+        latest: dict[int, Position] = {}
+        for key, entry in segments.items():
+            sid = int(key)
+            parents = tuple(int(p) for p in entry["parentIds"])
+            active = entry["active"]
+            if not isinstance(active, bool):
+                raise TypeError(f"segment {key}: active must be true or false")
+            views[sid] = SegmentView(sid, parents, not active)
+            last = entry.get("lastConfirmed")
+            if active and last is not None:
+                ledger, entry_id = last
+                latest[sid] = check_position([ledger, entry_id, WHOLE_ENTRY], f"segment {key}")
+        return TopicSnapshot(topic, epoch, views, latest)
+    except (KeyError, TypeError, ValueError, InvalidOffset) as exc:
+        raise AdminReadError(f"{topic}: unexpected positions answer ({exc!r})") from exc
 
 
-__all__ = ["SNAPSHOT_ATTEMPTS", "Topology", "TopologyChanging", "is_scalable"]
+__all__ = ["Topology", "is_scalable", "snapshot_from_json"]

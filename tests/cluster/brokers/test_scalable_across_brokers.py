@@ -28,7 +28,9 @@ from typing import Any
 import httpx
 import pytest
 
+import braid
 from braid.admin import AdminClient
+from braid.core.checkpoint import Checkpoint, CursorKind, checkpoint_cursors
 from braid.core.layout import SegmentLayout
 from braid.core.layout_codec import layout_from_metadata
 from braid.core.names import SegmentTopicName, TopicName
@@ -175,6 +177,39 @@ def test_segments_spread_over_brokers_and_split_and_merge_across_them(cluster: C
     finally:
         load.close()
     check(report)
+    check_read_snapshot(cluster, topic, layout)
+
+
+def check_read_snapshot(cluster: Cluster, topic: str, layout: SegmentLayout) -> None:
+    """Every broker answers ``GET .../positions`` alike, each segment's last entry fetched from
+    its owner: the positions a client reader started at "latest" starts after."""
+    answers = []
+    for broker in cluster.brokers:
+        with AdminClient(broker.web_url) as admin:
+            answers.append(admin.scalable_topics.positions(topic))
+    assert all(a == answers[0] for a in answers), answers
+    snapshot = answers[0]
+    assert snapshot["epoch"] == layout.epoch
+    with (
+        braid.Client(cluster.service_url, operation_timeout=60) as client,
+        client.create_checkpoint_consumer(topic, start=Checkpoint.latest()) as reader,
+    ):
+        cursors = checkpoint_cursors(reader.checkpoint()) or {}
+    active = {s.segment_id for s in layout.active_segments}
+    reference = {
+        str(sid): [c.ledger_id, c.entry_id]
+        for sid, c in cursors.items()
+        if c.kind is CursorKind.AFTER and sid in active
+    }
+    found = {
+        sid: s["lastConfirmed"]
+        for sid, s in snapshot["segments"].items()
+        if s["lastConfirmed"] is not None
+    }
+    assert found == reference
+    assert {sid for sid, s in snapshot["segments"].items() if s["active"]} == {
+        str(sid) for sid in active
+    }
 
 
 @pytest.mark.parametrize("operation", ["split", "merge"])

@@ -59,6 +59,7 @@ async def test_the_segments_table_runs_on_the_owner(
     assert seek.status_code == 204
     stats = (await internal.get(f"{segment}/stats")).json()["stats"]
     assert stats["terminated"] is True and "audit" in stats["subscriptions"]
+    assert (await internal.get(f"{segment}/last-confirmed")).json() == {"lastConfirmed": None}
     assert (await internal.delete(f"{segment}/subscriptions/audit")).status_code == 204
 
     spare = f"{BASE}/0000-ffff-5"
@@ -66,6 +67,7 @@ async def test_the_segments_table_runs_on_the_owner(
     assert (await internal.delete(spare)).status_code == 204
     assert (await internal.get(spare)).json() == {"exists": False, "terminated": False}
     assert (await internal.get(f"{spare}/stats")).json() == {"stats": None}
+    assert (await internal.get(f"{spare}/last-confirmed")).json() == {"lastConfirmed": None}
     missing = await internal.post(f"{spare}/terminate")
     assert missing.status_code == 404
     bad = await internal.put(f"{BASE}/zz")

@@ -1,16 +1,14 @@
-"""The Spark driver's topic snapshot against a real ``braid standalone``: the DAG and the newest
-positions describe one epoch, even when a split lands between fetching the two.
+"""The Spark driver's topic snapshot against a real ``braid standalone``: one admin REST read
+(``GET .../positions``, no client library in the planning process) gives the positions a client
+reader started at "latest" would start after, and the DAG of the same epoch.
 
-Found by ``bench/spark_bench.py``: a ``Trigger.AvailableNow`` query read 318,600 of 600,000 rows
-and ended without an error after the auto-scaler split a segment. A snapshot that took the DAG
-before the split and the positions after it saw the split segment as active with no position (the
-checkpoint reports a sealed segment drained), so the query's target said it held nothing and its
-children were not in the snapshot at all. No Spark is needed to show it: the snapshot is the
-driver's.
+No Spark is needed: the snapshot is the driver's. (The race of a split between the DAG and the
+positions is the broker's to handle: tests/integration/scalable/test_read_snapshot.py.)
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,12 +17,13 @@ import pytest
 import braid
 from braid.admin.client import AdminClient
 from braid.cli.process import StandaloneProcess
-from braid.spark.offsets import BEGINNING, DRAINED
-from braid.spark.topology import Position, Topology
+from braid.core.errors import NotFoundError, ServiceUnavailableError
+from braid.spark.offsets import BEGINNING, DRAINED, SegmentProgress
+from braid.spark.topology import Topology
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
-TOPIC = "topic://public/default/snapshot-race"
+TOPIC = "topic://public/default/snapshot"
 
 
 @pytest.fixture
@@ -39,44 +38,52 @@ def standalone(tmp_path: Path) -> Iterator[StandaloneProcess]:
             process.stop()
 
 
-class SplitOnce(Topology):
-    """The real topology, with a real split of segment 0 sent through the admin API between the
-    first DAG fetch and the positions fetch: the interleaving the bench met by chance."""
-
-    def __init__(self, client: braid.Client, admin: AdminClient) -> None:
-        super().__init__(client, admin)
-        self.admin = admin
-        self.split_done = False
-
-    def latest_positions(self, topic: str) -> dict[int, Position]:
-        if not self.split_done:
-            self.split_done = True
-            self.admin.scalable_topics.split(topic, 0)
-        return super().latest_positions(topic)
-
-
-def test_a_split_between_the_dag_and_the_positions_does_not_shorten_the_snapshot(
+def test_the_rest_snapshot_has_the_positions_a_latest_reader_starts_after(
     standalone: StandaloneProcess,
 ) -> None:
     with (
         AdminClient(standalone.web_url) as admin,
         braid.Client(standalone.service_url, operation_timeout=30) as client,
     ):
-        admin.scalable_topics.create(TOPIC, segments=1)
+        admin.scalable_topics.create(TOPIC, segments=3)
         with client.create_producer(TOPIC) as producer:
-            for i in range(50):
-                producer.send(f"before-{i}".encode(), key=f"k{i}")
-        topology = SplitOnce(client, admin)
+            producer.send_many([b"x"] * 40, keys=[f"k{i}" for i in range(40)])  # batched entries
+            for i in range(10):
+                producer.send(f"single-{i}".encode(), key=f"k{i}")
+        topology = Topology(standalone.web_url, lambda: client)
 
         snapshot = topology.snapshot(TOPIC)
+        reference = topology.latest_positions(TOPIC)  # a checkpoint consumer at latest
 
-        assert topology.split_done
-        # The snapshot is of the epoch after the split: segment 0 sealed (read to its end), its
-        # two children present - not segment 0 "active and empty".
-        assert snapshot.epoch == 1
-        assert snapshot.segments[0].sealed
-        children = sorted(sid for sid, view in snapshot.segments.items() if view.parents == (0,))
+        assert admin.scalable_topics.positions(TOPIC) == topology.read_snapshot(TOPIC)
+        assert snapshot.epoch == 0 and set(snapshot.segments) == {0, 1, 2}
+        assert dict(snapshot.latest) == reference
+        assert reference  # the keys spread over the segments: some hold data
+
+        admin.scalable_topics.split(TOPIC, 0)
+        after = topology.snapshot(TOPIC)
+
+        assert after.epoch == 1 and after.segments[0].sealed
+        children = sorted(sid for sid, view in after.segments.items() if view.parents == (0,))
         assert len(children) == 2
-        target = snapshot.everything()
-        assert target.segments[0] == DRAINED
+        target = after.everything()
+        assert target.segments[0] == DRAINED  # read to its end, whatever it holds
         assert all(target.segments[c] == BEGINNING for c in children)  # nothing written yet
+        assert target.segments[1] == (
+            SegmentProgress(reference[1]) if 1 in reference else BEGINNING
+        )
+
+
+def test_a_missing_topic_and_an_unreachable_admin_url_are_typed_errors(
+    standalone: StandaloneProcess,
+) -> None:
+    def no_client() -> braid.Client:
+        raise AssertionError("a topic:// snapshot needs no client")
+
+    with pytest.raises(NotFoundError, match="nope"):
+        Topology(standalone.web_url, no_client).snapshot("topic://public/default/nope")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening: connections are refused
+        with pytest.raises(ServiceUnavailableError):
+            Topology(f"http://127.0.0.1:{port}", no_client).snapshot(TOPIC)

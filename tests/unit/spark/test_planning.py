@@ -22,6 +22,7 @@ from braid.spark.planning import (
     beyond,
     plan_next,
     plan_ranges,
+    reached,
     reaches,
 )
 
@@ -106,6 +107,30 @@ def test_a_segment_deleted_before_it_was_read_is_lost() -> None:
     assert 6 not in plan.end.segments
     skipped = plan_next(start, snap, skip_lost=True)
     assert skipped.lost == (5,) and skipped.end.segments[5] == DRAINED
+
+
+def test_a_reached_target_plans_nothing_more_and_an_unreached_one_plans_a_move() -> None:
+    snap = _split_then_merge()
+    target = snap.everything()
+    goal = SourceOffset({T: target})
+    start = TopicProgress(0, {})
+    for _ in range(20):
+        end = plan_next(start, snap, target).end
+        if reached(SourceOffset({T: start}), goal):
+            assert end == start  # what the shortcut answers without a snapshot
+            break
+        assert end != start
+        start = end
+    else:
+        raise AssertionError("the target was never reached")
+    assert start.segments[3] == SegmentProgress((3, 0, WHOLE_ENTRY))
+
+
+def test_a_start_naming_a_segment_the_target_lacks_has_not_reached_it() -> None:
+    target = SourceOffset({T: TopicProgress(1, {1: DRAINED})})
+    gone = SourceOffset({T: TopicProgress(0, {0: BEGINNING, 1: DRAINED})})
+    assert not reached(gone, target)  # planning must look: 0 was deleted unread
+    assert reached(SourceOffset({T: TopicProgress(0, {0: DRAINED, 1: DRAINED})}), target)
 
 
 def test_progress_never_moves_backwards() -> None:
