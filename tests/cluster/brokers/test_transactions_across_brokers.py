@@ -233,6 +233,16 @@ def _fill_s(cluster: Cluster, topic: str, count: int) -> None:
         client.close()
 
 
+async def _commit_at(broker: BrokerProcess, txn: Txn) -> None:
+    """Commit ``txn`` through coordinator 0 on ``broker``."""
+    tc = await _open(broker)
+    try:
+        await tc.connect_coordinator()
+        assert error_name(await tc.end(txn, pb.TxnAction.COMMIT)) is None
+    finally:
+        await tc.close()
+
+
 def _coordinator_ready(cluster: Cluster) -> str:
     wait_for(lambda: coordinator_owner(cluster) is not None, within=60, message="coordinator 0")
     owner = coordinator_owner(cluster)
@@ -345,15 +355,7 @@ def _kill_and_recover(
 
     assert txn_status(cluster, open_txn) == "OPEN"
 
-    async def commit_open() -> None:
-        tc = await _open(survivor)
-        try:
-            await tc.connect_coordinator()
-            assert error_name(await tc.end(open_txn, pb.TxnAction.COMMIT)) is None
-        finally:
-            await tc.close()
-
-    _run(commit_open())
+    _run(_commit_at(survivor, open_txn))
     assert txn_status(cluster, open_txn) is None
     client = pulsar.Client(survivor.service_url, operation_timeout_seconds=60)
     try:
@@ -442,15 +444,7 @@ def test_the_coordinator_admin_routes_answer_for_the_whole_cluster_from_any_brok
     assert _json(elsewhere, "/slowTransactions/600000") == {}
     assert _admin(elsewhere, "/coordinatorStats?coordinatorId=16").status_code == 404
 
-    async def commit() -> None:
-        tc = await _open(tc_broker)
-        try:
-            await tc.connect_coordinator()
-            assert error_name(await tc.end(txn, pb.TxnAction.COMMIT)) is None
-        finally:
-            await tc.close()
-
-    _run(commit())
+    _run(_commit_at(tc_broker, txn))
     assert _admin(elsewhere, path).status_code == 404
     assert _json(elsewhere, "/coordinatorStats")["0"]["ongoingTxnSize"] == 0  # type: ignore[index]
 
