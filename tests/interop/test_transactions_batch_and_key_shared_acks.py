@@ -5,6 +5,10 @@
   while one acknowledging another message of the batch is not; the batch is redelivered meanwhile
   without the held messages; after one abort and one commit the official client gets exactly the
   messages nobody committed;
+* **cumulative batch-index acks** (Exclusive) - a transaction holds the entries before a batch and
+  the batch's messages up to the one acknowledged; another transaction's cumulative ack conflicts;
+  an abort releases them, a commit moves the mark-delete position and acknowledges the batch's
+  messages up to it (the official client gets only the rest);
 * **Key_Shared** - an ack in a transaction holds its message; an abort redelivers it (ahead of a
   newer message of its key), a commit acknowledges it for good.
 
@@ -18,6 +22,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pulsar
 import pytest
 
@@ -228,5 +233,88 @@ async def test_a_held_batch_message_survives_a_sigkill_and_its_commit_acknowledg
         consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
         assert sorted(_drain(consumer, 3)) == ["b0", "b2", "b3"]
         assert _nothing_more(consumer), "the committed message b1 came back"
+    finally:
+        client.close()
+
+
+def _cumulative_batch_ack(message: pb.CommandMessage, count: int, index: int) -> pb.MessageIdData:
+    """The MessageIdData a client sends to acknowledge a batch cumulatively up to ``index``:
+    the messages after it are left set (unacknowledged)."""
+    mid = pb.MessageIdData(ledgerId=message.message_id.ledgerId, entryId=message.message_id.entryId)
+    mid.ack_set.extend(ack_set.of_indexes(range(index + 1, count)))
+    return mid
+
+
+async def test_a_cumulative_batch_index_ack_in_a_transaction_holds_up_to_its_message(
+    process: StandaloneProcess,
+) -> None:
+    topic = "persistent://public/default/txn-cumulative-batch-acks"
+    exclusive = pulsar.ConsumerType.Exclusive
+    client = official_client(process)
+    try:
+        client.subscribe(topic, "s", consumer_type=exclusive).close()
+        client.create_producer(topic, batching_enabled=False).send(b"w0")
+        producer = client.create_producer(
+            topic, batching_enabled=True, batching_max_messages=4,
+            batching_max_publish_delay_ms=60_000,
+        )  # fmt: skip
+        for i in range(4):
+            producer.send_async(f"b{i}".encode(), None)
+        producer.flush()
+        client.create_producer(topic, batching_enabled=False).send(b"w1")
+
+        wire = await TxnWire.open(process.host, process.port)
+        try:
+            await wire.connect_coordinator()
+            first, second, third, fourth = [await wire.new_txn() for _ in range(4)]
+            for txn in (first, second, third, fourth):
+                assert error_name(await wire.add_subscription(txn, topic, "s")) is None
+            await wire.subscribe(topic, "s", 3, sub_type=pb.CommandSubscribe.Exclusive)
+            whole = (await wire.next_message()).command.message
+            batch = (await wire.next_message()).command.message
+            later = (await wire.next_message()).command.message
+
+            async def ack_up_to(index: int | None, txn: Txn) -> str | None:
+                mid = whole.message_id if index is None else _cumulative_batch_ack(batch, 4, index)
+                return error_name(await wire.ack(3, mid, txn, cumulative=True))
+
+            # `fourth` holds b3 alone: a cumulative ack past the batch conflicts with it.
+            assert error_name(await wire.ack(3, _batch_ack(batch, 4, 3), fourth)) is None
+            assert error_name(await wire.ack(3, later.message_id, second, cumulative=True)) == (
+                "TransactionConflict"
+            )
+            assert await ack_up_to(1, first) is None  # w0, b0 and b1 held by `first`
+            assert await ack_up_to(0, second) == "TransactionConflict"
+            assert await ack_up_to(None, second) == "TransactionConflict"
+            where = (
+                f"{process.web_url}/admin/v3/transactions/positionStatsInPendingAck/public/default"
+            )
+            entry = f"{batch.message_id.ledgerId}/{batch.message_id.entryId}"
+            async with httpx.AsyncClient(timeout=30) as http:
+                states = [
+                    (
+                        await http.get(
+                            f"{where}/{topic.rsplit('/', 1)[1]}/s/{entry}?batchIndex={i}"
+                        )
+                    ).json()
+                    for i in range(4)
+                ]
+            assert [s["state"] for s in states] == [
+                "PendingAck", "PendingAck", "NotInPendingAck", "PendingAck",
+            ]  # fmt: skip
+
+            for txn in (fourth, first):  # released
+                assert error_name(await wire.end(txn, pb.TxnAction.ABORT)) is None
+            assert await ack_up_to(2, second) is None
+            assert error_name(await wire.end(second, pb.TxnAction.COMMIT)) is None
+            # b0..b2 are acknowledged now: a cumulative ack up to b1 conflicts with the cursor.
+            assert await ack_up_to(1, third) == "TransactionConflict"
+            assert error_name(await wire.end(third, pb.TxnAction.ABORT)) is None
+        finally:
+            await wire.close()
+
+        consumer = client.subscribe(topic, "s", consumer_type=exclusive)
+        assert _drain(consumer, 2) == ["b3", "w1"]  # w0 mark-deleted, b0..b2 acked
+        assert _nothing_more(consumer)
     finally:
         client.close()

@@ -51,6 +51,7 @@ from braid.admin.tenants import tenants_router
 from braid.admin.topic_operations import TopicOperationsBroker, topic_operations_router
 from braid.admin.topic_settings import PolicyResolver, topic_settings_router
 from braid.admin.topics import topics_router
+from braid.admin.transaction_peers import TransactionPeers
 from braid.admin.transactions import TransactionsBroker, transactions_router
 from braid.broker.authorization import AuthorizationService
 from braid.broker.broker_registry import BrokerRegistry
@@ -61,6 +62,7 @@ from braid.broker.load_manager import LoadManager
 from braid.broker.partitions import PARTITIONABLE
 from braid.broker.resources import BrokerResources
 from braid.broker.schemas.topic_schemas import TopicSchemas
+from braid.broker.security_settings import broker_client_credentials
 from braid.broker.topic_policies import TopicPolicies
 from braid.clock import Clock, SystemClock
 from braid.clusters.service import StorageClusterService
@@ -229,7 +231,10 @@ def create_app(
         v2.include_router(bookies_router(bookies))
     app.include_router(v2)
     own_service_url = f"pulsar://{config.advertised_address}:{config.broker_service_port}"
-    app.include_router(transactions_router(broker, own_service_url))  # /admin/v3/transactions
+    peers = TransactionPeers(
+        registry, tls=peer_tls, credentials=lambda: broker_client_credentials(config)
+    )
+    app.include_router(transactions_router(broker, own_service_url, peers))  # /admin/v3/...
     app.include_router(lookup_router(broker))
     mount_console(app, broker.topics, scalable)  # /console: braid.admin.console
 

@@ -44,7 +44,7 @@ class Transactions:
         self._http = http
 
     def coordinators(self) -> dict[str, Any]:
-        """The coordinators served by the broker: ``{id: {"id", "brokerServiceUrl"}}``."""
+        """The cluster's coordinators: ``{id: {"id", "brokerServiceUrl"}}``."""
         result: dict[str, Any] = self._http.call("GET", f"{_ROOT}/coordinators")
         return result
 

@@ -181,7 +181,7 @@ def add_transactions_group(group: GroupAdder, command: CommandAdder) -> None:
         commands,
         "list-coordinators",
         tx_coordinators,
-        "list the transaction coordinators this broker serves",
+        "list the transaction coordinators of the cluster and the broker serving each",
     )
     _coordinator(
         command(

@@ -3,7 +3,8 @@ the owner of its assign partition's bundle, produces to topics owned by two brok
 acknowledges on a third reach them over the binary protocol, and a SIGKILL of the coordinator's
 broker - with a transaction open, or right after END_TXN's decision is recorded while a participant
 broker is down - ends every transaction as decided on every participant. Visibility is checked
-with the official client: exactly the committed messages, once each.
+with the official client: exactly the committed messages, once each. The coordinator admin routes
+answer for the whole cluster from any broker (ADR 0071).
 
 The transactional side speaks the Java client's commands (:mod:`tests.support.txn_wire`), each
 connection to the broker serving what it talks to, as a client's lookups would pick.
@@ -17,6 +18,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+import httpx
 import pulsar
 import pytest
 
@@ -231,6 +233,16 @@ def _fill_s(cluster: Cluster, topic: str, count: int) -> None:
         client.close()
 
 
+async def _commit_at(broker: BrokerProcess, txn: Txn) -> None:
+    """Commit ``txn`` through coordinator 0 on ``broker``."""
+    tc = await _open(broker)
+    try:
+        await tc.connect_coordinator()
+        assert error_name(await tc.end(txn, pb.TxnAction.COMMIT)) is None
+    finally:
+        await tc.close()
+
+
 def _coordinator_ready(cluster: Cluster) -> str:
     wait_for(lambda: coordinator_owner(cluster) is not None, within=60, message="coordinator 0")
     owner = coordinator_owner(cluster)
@@ -343,15 +355,7 @@ def _kill_and_recover(
 
     assert txn_status(cluster, open_txn) == "OPEN"
 
-    async def commit_open() -> None:
-        tc = await _open(survivor)
-        try:
-            await tc.connect_coordinator()
-            assert error_name(await tc.end(open_txn, pb.TxnAction.COMMIT)) is None
-        finally:
-            await tc.close()
-
-    _run(commit_open())
+    _run(_commit_at(survivor, open_txn))
     assert txn_status(cluster, open_txn) is None
     client = pulsar.Client(survivor.service_url, operation_timeout_seconds=60)
     try:
@@ -365,6 +369,84 @@ def _kill_and_recover(
             consumer.receive(timeout_millis=2_000)
     finally:
         client.close()
+
+
+def _admin(broker: BrokerProcess, path: str, *, follow: bool = True) -> httpx.Response:
+    with httpx.Client(base_url=broker.web_url, timeout=60, follow_redirects=follow) as http:
+        return http.get(f"/admin/v3/transactions{path}")
+
+
+def _json(broker: BrokerProcess, path: str) -> dict[str, object]:
+    response = _admin(broker, path)
+    assert response.status_code == 200, (path, response.status_code, response.text)
+    found = response.json()
+    assert isinstance(found, dict)
+    return found
+
+
+def test_the_coordinator_admin_routes_answer_for_the_whole_cluster_from_any_broker(
+    cluster_txn: Cluster,
+) -> None:
+    cluster = cluster_txn
+    parts = Participants(cluster, "txa")
+    _fill_s(cluster, parts.s, 2)
+    tc_url = _coordinator_ready(cluster)
+    tc_broker = cluster.by_url(tc_url)
+    elsewhere = next(b for b in cluster.brokers if b is not tc_broker)
+    # Every broker lists all 16 coordinators, each with the broker ZooKeeper says serves it.
+    wait_for(
+        lambda: all(len(_json(b, "/coordinators")) == 16 for b in cluster.brokers),
+        within=60,
+        message=lambda: f"16 coordinators listed: {_json(elsewhere, '/coordinators')}",
+    )
+    listed = _json(elsewhere, "/coordinators")
+    for broker in cluster.brokers:
+        assert _json(broker, "/coordinators") == listed
+    for tc_id in (0, 5, 15):
+        assert listed[str(tc_id)] == {
+            "id": tc_id,
+            "brokerServiceUrl": coordinator_owner(cluster, tc_id),
+        }
+
+    async def begin(tc: TxnWire, pa: TxnWire, pb_: TxnWire, sw: TxnWire) -> Txn:
+        await tc.connect_coordinator()
+        ids = await _consume_s(sw, parts.s, 2)
+        return await parts.begin(tc, pa, pb_, sw, "m", acks=ids[:1])
+
+    urls = [tc_url, parts.a_owner, parts.b_owner, parts.s_owner]
+    txn = _run(_with_wires(cluster, urls, begin))
+
+    # The transaction's metadata, asked of a broker not serving coordinator 0: a redirect there.
+    path = f"/transactionMetadata/{txn.most}/{txn.least}"
+    moved = _admin(elsewhere, path, follow=False)
+    assert moved.status_code == 307
+    assert (
+        moved.headers["location"] == f"{tc_broker.web_url.rstrip('/')}/admin/v3/transactions{path}"
+    )
+    meta = _json(elsewhere, path)
+    assert meta["status"] == "OPEN"
+    produced = meta["producedPartitions"]
+    assert isinstance(produced, dict) and set(produced) == {parts.a, parts.b}
+    # Each produced partition's stats come from the broker owning it (all three differ).
+    for topic in (parts.a, parts.b):
+        assert produced[topic]["startPosition"] is not None, produced
+        assert produced[topic]["aborted"] is False
+    assert meta["ackedPartitions"] == {parts.s: {"sub": {"cumulativeAckPosition": None}}}
+
+    stats = _json(elsewhere, "/coordinatorStats")
+    assert sorted(stats, key=int) == [str(n) for n in range(16)]
+    assert stats["0"]["ongoingTxnSize"] == 1  # type: ignore[index]
+    one = _json(elsewhere, "/coordinatorStats?coordinatorId=0")
+    assert one["ongoingTxnSize"] == 1
+    assert _admin(elsewhere, "/coordinatorStats?coordinatorId=0", follow=False).status_code == 307
+    slow = _json(elsewhere, "/slowTransactions/0")
+    assert list(slow) == [f"({txn.most},{txn.least})"]
+    assert _json(elsewhere, "/slowTransactions/600000") == {}
+    assert _admin(elsewhere, "/coordinatorStats?coordinatorId=16").status_code == 404
+
+    _run(_commit_at(tc_broker, txn))
+    assert _admin(elsewhere, path).status_code == 404
+    assert _json(elsewhere, "/coordinatorStats")["0"]["ongoingTxnSize"] == 0  # type: ignore[index]
 
 
 def _end_txn(txn: Txn, action: pb.TxnAction.ValueType) -> pb.BaseCommand:

@@ -77,7 +77,7 @@ async def _broker(
     ownership = BundleOwnership(
         store, registry, _bundles_of, on_lost=lost.append, on_session_lost=lambda: None
     )
-    ownership.announce(OwnerData(url, f"http://{name}:8080"))
+    ownership.announce(OwnerData(url, f"http://{name}:8080", http_url_tls=f"https://{name}:8443"))
     others[url] = ownership
 
     async def lookup(topic: str) -> LookupAnswer:
@@ -280,6 +280,21 @@ async def test_an_unloaded_coordinator_is_fenced_before_its_bundle_is_free_for_a
         await moved.add_partitions(txn, ["persistent://t/n/z"])  # recovered, still open
         await moved.end(txn, ABORT)
         assert owner.participants.ends == [("persistent://t/n/z", txn, ABORT)]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_a_coordinators_web_url_is_its_owners_keeping_https_for_an_https_request() -> None:
+    clock = ManualClock()
+    a, b = await _two_brokers(clock)
+    try:
+        tc = min(b.served())
+        assert await a.placement.web_url(tc, https=False) == "http://b:8080"
+        assert await a.placement.web_url(tc, https=True) == "https://b:8443"
+        b.store.expire()  # nobody owns it until a pass places it again
+        await eventually(lambda: not b.served())
+        assert await a.placement.web_url(tc, https=False) is None
     finally:
         await a.close()
         await b.close()

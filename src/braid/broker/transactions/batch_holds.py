@@ -67,6 +67,10 @@ class BatchIndexHolds:
                 )
         return None
 
+    def positions(self) -> list[Position]:
+        """The batch entries some of whose messages a transaction holds."""
+        return list(self._holds)
+
     def held_by_others(self, txn: TxnId, position: Position) -> TxnId | None:
         """Another transaction holding any index of ``position``, if one does."""
         for other in self._holds.get(position, {}):

@@ -9,7 +9,10 @@ rule). When the transaction ends on the subscription (END_TXN_ON_SUBSCRIPTION): 
 the acks to the cursor, an abort releases them and the messages are delivered again. A topic
 loaded after a crash reads the nodes back (:meth:`PendingAcks.recover`), so an acknowledged pending
 ack is never lost. A cumulative acknowledgement in a transaction (Exclusive/Failover) holds
-everything up to its message; a commit moves the mark-delete position there. A batch-index
+everything up to its message; a commit moves the mark-delete position there. One naming a message
+of a batch entry (an ``ack_set``) holds the entries before it whole and that entry's messages up
+to it per index; its commit moves the mark-delete position before the entry and acknowledges
+those messages with the cursor's batch-index delete. A batch-index
 acknowledgement (PIP-54 ``ack_set``) holds single messages of a batch entry
 (:mod:`.batch_holds`; conflicts are per index); the entry's other messages are still delivered.
 On Key_Shared, an abort hands the released messages back with their sticky-key hashes, so a newer
@@ -247,34 +250,75 @@ class PendingAcks:
         if dispatcher is not None and positions:
             dispatcher.on_acked(positions)
 
-    async def acknowledge_cumulative(self, txn: TxnId, position: Position) -> None:
+    async def acknowledge_cumulative(
+        self, txn: TxnId, position: Position, ack_set_words: Sequence[int] | None = None
+    ) -> None:
         """Hold everything up to ``position`` for ``txn`` (a cumulative ack in a transaction,
-        Exclusive/Failover), durably, before the ACK_RESPONSE.
+        Exclusive/Failover), durably, before the ACK_RESPONSE. With ``ack_set_words`` (PIP-54
+        words of a batch entry at ``position``: the bits left set are the messages *not*
+        acknowledged) the entries before ``position`` are held whole and, of ``position``, the
+        messages the words acknowledge - per index (:mod:`.batch_holds`), committed with the
+        cursor's batch-index delete. Without ``acknowledgmentAtBatchIndexLevelEnabled`` the
+        words are ignored, as a non-transactional cumulative ack's are: the entries before it
+        are held.
 
         Raises:
             TransactionConflict: acknowledged already, or another transaction holds an ack there.
         """
         where = f"{self._topic}/{self.subscription.name}"
+        partial = ack_set_words is not None
+        upto: Position | None = position
+        if partial:
+            # The batch is acknowledged in part: everything before it is acknowledged whole.
+            upto = Position(position.ledger_id, position.entry_id - 1)
+            if position.entry_id == 0:  # nothing before it in its ledger (as without a txn)
+                upto = None
         async with self._lock:
-            if position <= self.subscription.cursor.mark_delete_position:
+            mark = self.subscription.cursor.mark_delete_position
+            if upto is not None and upto <= mark and (not partial or upto < mark):
                 raise TransactionConflict(f"message {position} of {where} is acknowledged already")
-            for other, upto in self._cumulative.items():
+            for other, held_upto in self._cumulative.items():
                 if other != txn:
                     raise TransactionConflict(
-                        f"transaction {other} holds a cumulative ack up to {upto} on {where}"
+                        f"transaction {other} holds a cumulative ack up to {held_upto} on {where}"
                     )
-            for held, holder in self.held.items():
-                if holder != txn and held <= position:
-                    raise TransactionConflict(
-                        f"message {held} of {where} is acknowledged by transaction {holder}"
-                    )
-            upto = max(position, self._cumulative.get(txn, position))
-            record = _Record(frozenset(self._by_txn.get(txn, ())), upto, self.batches.of(txn))
+            if upto is not None:
+                self._check_nothing_held_up_to(txn, upto, where)
+            wanted: dict[Position, tuple[int, frozenset[int]]] = {}
+            if ack_set_words is not None and self.subscription.settings.batch_index_ack:
+                wanted = await self._batch_acks(txn, [(position, ack_set_words)])
+            previous = self._cumulative.get(txn)
+            if upto is not None and previous is not None:
+                upto = max(upto, previous)
+            elif upto is None:
+                upto = previous
+            batches = self.batches.of(txn)
+            for at, (count, acked) in wanted.items():
+                batches[at] = (count, batches.get(at, (count, frozenset()))[1] | acked)
+            record = _Record(frozenset(self._by_txn.get(txn, ())), upto, batches)
             await self._persist(txn, record)
-            self._cumulative[txn] = upto
+            if upto is not None:
+                self._cumulative[txn] = upto
+            for at, (count, acked) in wanted.items():
+                self.batches.add(txn, at, count, acked)
         dispatcher = self.subscription.dispatcher
-        if dispatcher is not None:
-            dispatcher.on_acked_up_to(position)
+        if dispatcher is not None and upto is not None:
+            dispatcher.on_acked_up_to(upto)
+
+    def _check_nothing_held_up_to(self, txn: TxnId, upto: Position, where: str) -> None:
+        """Refuse a cumulative ack up to ``upto`` when another transaction holds any message at
+        or before it (a whole entry, or messages of a batch)."""
+        for held, holder in self.held.items():
+            if holder != txn and held <= upto:
+                raise TransactionConflict(
+                    f"message {held} of {where} is acknowledged by transaction {holder}"
+                )
+        for at in self.batches.positions():
+            other = self.batches.held_by_others(txn, at)
+            if at <= upto and other is not None:
+                raise TransactionConflict(
+                    f"messages of batch {at} of {where} are acknowledged by transaction {other}"
+                )
 
     async def _persist(self, txn: TxnId, record: _Record) -> None:
         path = f"{self._path}/{txn.key}"

@@ -30,7 +30,7 @@ from collections.abc import Awaitable, Callable
 from braid.broker.broker_registry import BrokerRegistry, broker_id
 from braid.broker.bundles import NamespaceBundle
 from braid.broker.errors import ServiceNotReady
-from braid.broker.ownership import BundleOwnership, LookupAnswer, OwnerData
+from braid.broker.ownership import BundleOwnership, LookupAnswer, OwnerData, client_web_url
 from braid.broker.transactions.coordinator import ASSIGN_TOPIC, TransactionCoordinators
 from braid.clock import Clock
 from braid.core.names import TopicName
@@ -122,6 +122,15 @@ class BundleCoordinatorPlacement:
         info = await self._registry.get(broker_id(found.native_url))
         tls = info.service_url_tls if info is not None and info.service_url_tls else ""
         return found.native_url, tls
+
+    async def web_url(self, tc_id: int, https: bool) -> str | None:
+        """The admin (web service) URL of coordinator ``tc_id``'s broker - its HTTPS one for a
+        request that came in over HTTPS (``https``), never a downgrade - or ``None`` while it has
+        none."""
+        found: OwnerData | None = await self._ownership.owner(await self.bundle(tc_id))
+        if found is None or found.disabled:
+            return None
+        return client_web_url(found.http_url, found.http_url_tls, https) or None
 
 
 class CoordinatorKeeper:

@@ -122,7 +122,8 @@ def ack_in_transaction(
     """An ACK carrying a transaction id: held as a pending ack until the transaction ends, and
     answered (when it asks) with an ACK_RESPONSE naming the transaction. Individual acks (of
     whole entries or, with an ``ack_set``, of messages of batch entries) on every subscription
-    type, and cumulative ones of one whole entry on Exclusive/Failover."""
+    type, and cumulative ones of one message (a whole entry, or with an ``ack_set`` a batch
+    entry's messages up to it) on Exclusive/Failover."""
     txn = TxnId.of(req)
 
     def answer(error: BaseException | None) -> None:
@@ -151,7 +152,7 @@ def ack_in_transaction(
         for mid in req.message_id
         if any(mid.ack_set)
     ]
-    if cumulative and (batch_acks or len(positions) != 1 or pending.sub_type in _SHARED_TYPES):
+    if cumulative and (len(req.message_id) != 1 or pending.sub_type in _SHARED_TYPES):
         answer(NotSupported("a cumulative ack names one message, on Exclusive or Failover"))
         return
     refused = transactions.check(txn, subscription) if transactions is not None else None
@@ -162,7 +163,11 @@ def ack_in_transaction(
     async def run() -> None:
         try:
             if cumulative:
-                await pending.acknowledge_cumulative(txn, positions[0])
+                (mid,) = req.message_id
+                words = batch_acks[0][1] if batch_acks else None
+                await pending.acknowledge_cumulative(
+                    txn, Position(mid.ledgerId, mid.entryId), words
+                )
             else:
                 await pending.acknowledge(txn, positions, batch_acks)
         except Exception as exc:
