@@ -6,7 +6,10 @@ broker is down - ends every transaction as decided on every participant. Visibil
 with the official client: exactly the committed messages, once each.
 
 The transactional side speaks the Java client's commands (:mod:`tests.support.txn_wire`), each
-connection to the broker serving what it talks to, as a client's lookups would pick.
+connection to the broker serving what it talks to, as a client's lookups would pick. Braid's own
+client rides along the kill: it finds coordinator 0 through the assignment watch, and the snapshot
+after the kill retargets its handler to the survivor (no lookup), where its open transaction
+commits.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from typing import TypeVar
 import pulsar
 import pytest
 
+import braid
 from braid.broker.bundles import NamespaceBundles
 from braid.broker.ownership import OwnerData
 from braid.core.names import TopicName
@@ -281,9 +285,12 @@ def test_killing_the_coordinators_broker_ends_open_and_decided_transactions(
     down = cluster.by_url(next(u for u in (parts.a_owner, parts.b_owner) if u != tc_url))
     survivor = next(b for b in cluster.brokers if b not in (coordinator, down))
     watch = AssignmentWatch(survivor)
+    # Braid's client, asking the survivor: it finds coordinators through the watch.
+    client = braid.Client(survivor.service_url, operation_timeout=60)
     try:
-        _kill_and_recover(cluster, parts, coordinator, down, survivor, watch)
+        _kill_and_recover(cluster, parts, coordinator, down, survivor, watch, client)
     finally:
+        client.close()
         watch.stop()
 
 
@@ -294,9 +301,16 @@ def _kill_and_recover(
     down: BrokerProcess,
     survivor: BrokerProcess,
     watch: AssignmentWatch,
+    client: braid.Client,
 ) -> None:
     tc_url = coordinator.service_url
     wait_for(lambda: watch.last().get(0) == tc_url, within=30, message="the watch names tc 0")
+    braid_txn = client.new_transaction(timeout=300)  # round-robin starts at coordinator 0
+    assert braid_txn.txn_id[0] == 0
+    coordinators = client.async_client._coordinators
+    assert coordinators is not None
+    assert coordinators.discovery == "watch"
+    assert coordinators._handlers[0][0] == tc_url
 
     async def begin_both(tc: TxnWire, pa: TxnWire, pb_: TxnWire, sw: TxnWire) -> tuple[Txn, Txn]:
         await tc.connect_coordinator()
@@ -353,6 +367,12 @@ def _kill_and_recover(
 
     _run(commit_open())
     assert txn_status(cluster, open_txn) is None
+    # Braid's client: its handler of coordinator 0 was retargeted to the survivor by a snapshot,
+    # never by a lookup.
+    braid_txn.commit()
+    assert braid_txn.state is braid.TransactionState.COMMITTED
+    assert coordinators._handlers[0][0] == survivor.service_url
+    assert coordinators.lookups == 0
     client = pulsar.Client(survivor.service_url, operation_timeout_seconds=60)
     try:
         for topic in (parts.a, parts.b):
