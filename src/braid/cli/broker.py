@@ -197,7 +197,11 @@ class BrokerServer(StandaloneServer):
             from braid.broker.security_settings import broker_client_credentials
 
             broker.transactions.serve_on_cluster(
-                ownership, registry, broker.lookup, broker_client_credentials(self.config)
+                ownership,
+                registry,
+                broker.lookup,
+                broker_client_credentials(self.config),
+                tls=self._peer_tls,
             )
 
     def _route_cursor_promotes(self, ownership: BundleOwnership, registry: BrokerRegistry) -> None:
