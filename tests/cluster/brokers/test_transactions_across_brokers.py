@@ -3,7 +3,10 @@ the owner of its assign partition's bundle, produces to topics owned by two brok
 acknowledges on a third reach them over the binary protocol, and a SIGKILL of the coordinator's
 broker - with a transaction open, or right after END_TXN's decision is recorded while a participant
 broker is down - ends every transaction as decided on every participant. Visibility is checked
-with the official client: exactly the committed messages, once each.
+with the official client: exactly the committed messages, once each. The commit-and-abort scenario
+runs twice: with plain connections between brokers, and with TLS between brokers configured
+(``brokerClientTlsEnabled``, mutual TLS), where the coordinator reaches the participants at their
+``pulsar+ssl://`` URLs only.
 
 The transactional side speaks the Java client's commands (:mod:`tests.support.txn_wire`), each
 connection to the broker serving what it talks to, as a client's lookups would pick. Braid's own
@@ -18,6 +21,7 @@ import asyncio
 import json
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pulsar
@@ -32,6 +36,7 @@ from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from tests.support.broker_cluster import BUNDLES, Cluster, bundle_of
 from tests.support.broker_process import BrokerProcess
+from tests.support.certificates import TestCertificateAuthority
 from tests.support.polling import eventually, wait_for
 from tests.support.raw_client import RawClient
 from tests.support.txn_wire import Txn, TxnWire, error_name
@@ -242,10 +247,17 @@ def _coordinator_ready(cluster: Cluster) -> str:
     return owner
 
 
+@pytest.mark.parametrize("between_brokers", ["plain", "tls"])
 def test_a_transaction_across_three_brokers_commits_and_aborts_exactly(
-    cluster_txn: Cluster,
+    make_cluster: Callable[..., Cluster], tmp_path: Path, between_brokers: str
 ) -> None:
-    cluster = cluster_txn
+    extra = SETTINGS if between_brokers == "plain" else {**SETTINGS, **tls_settings(tmp_path)}
+    cluster = make_cluster(extra=extra)
+    cluster.start()
+    if between_brokers == "tls":  # the coordinators reach each other at these URLs
+        wait_for(lambda: len(cluster.registry()) == 3, within=30, message="three brokers")
+        tls_urls = [e.get("pulsarServiceUrlTls") for e in cluster.registry().values()]
+        assert all(str(u).startswith("pulsar+ssl://") for u in tls_urls), tls_urls
     parts = Participants(cluster, "txm")
     _fill_s(cluster, parts.s, 4)
     tc_url = _coordinator_ready(cluster)
@@ -400,6 +412,26 @@ def _end_txn(txn: Txn, action: pb.TxnAction.ValueType) -> pb.BaseCommand:
 
 async def _await(condition: Callable[[], bool]) -> None:
     await eventually(lambda: asyncio.to_thread(condition), within=30, interval=0.02)
+
+
+def tls_settings(tmp_path: Path) -> dict[str, str]:
+    """broker.conf: TLS between brokers (Pulsar's keys) - a pulsar+ssl:// port and an HTTPS admin
+    port with mutual TLS, ``brokerClientTlsEnabled`` with the brokers' client certificate - so a
+    coordinator ends transactions on the other brokers over pulsar+ssl://."""
+    ca = TestCertificateAuthority(tmp_path / "pki")
+    server, client = ca.issue("server", server=True), ca.issue("broker")
+    return {
+        "tlsCertificateFilePath": str(server.cert),
+        "tlsKeyFilePath": str(server.key),
+        "tlsTrustCertsFilePath": str(ca.cert),
+        "tlsRequireTrustedClientCertOnConnect": "true",
+        "brokerServicePortTls": "0",
+        "webServicePortTls": "0",
+        "brokerClientTlsEnabled": "true",
+        "brokerClientTrustCertsFilePath": str(ca.cert),
+        "brokerClientCertificateFilePath": str(client.cert),
+        "brokerClientKeyFilePath": str(client.key),
+    }
 
 
 @pytest.fixture
