@@ -99,7 +99,7 @@ class TcAssignmentWatch:
         first = self._first = self._ctx.loop.create_future()
         self._conn = conn
         conn.register_tc_watch(self._watch_id, self)
-        conn.send(commands.watch_tc_assignments(self._watch_id))
+        conn.send(commands.wrap(pb.CommandWatchTcAssignments(watch_id=self._watch_id)))
         timeout = self._ctx.settings.operation_timeout
         try:
             async with asyncio.timeout(timeout):
@@ -216,7 +216,7 @@ class TcAssignmentWatch:
         if conn is not None and not conn.closed:
             conn.unregister_tc_watch(self._watch_id)
             with contextlib.suppress(Exception):
-                conn.send(commands.watch_tc_assignments_close(self._watch_id))
+                conn.send(commands.wrap(pb.CommandWatchTcAssignmentsClose(watch_id=self._watch_id)))
 
 
 __all__ = ["TcAssignmentWatch"]

@@ -725,16 +725,6 @@ def watch_scalable_topics_update(
     return wrap(r)
 
 
-def watch_tc_assignments(watch_id: int) -> pb.BaseCommand:
-    """WATCH_TC_ASSIGNMENTS: open the coordinator-assignment watch ``watch_id``."""
-    return wrap(pb.CommandWatchTcAssignments(watch_id=watch_id))
-
-
-def watch_tc_assignments_close(watch_id: int) -> pb.BaseCommand:
-    """WATCH_TC_ASSIGNMENTS_CLOSE: end the coordinator-assignment watch ``watch_id``."""
-    return wrap(pb.CommandWatchTcAssignmentsClose(watch_id=watch_id))
-
-
 def watch_tc_assignments_update(
     watch_id: int,
     snapshot: pb.TcAssignmentsSnapshot | None = None,
@@ -801,8 +791,6 @@ __all__ = [
     "watch_scalable_topics",
     "watch_scalable_topics_close",
     "watch_scalable_topics_update",
-    "watch_tc_assignments",
-    "watch_tc_assignments_close",
     "watch_tc_assignments_update",
     "wrap",
 ]
