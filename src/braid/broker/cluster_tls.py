@@ -19,6 +19,10 @@ bookie client - each context made here, from ``broker.conf`` (Pulsar's keys), in
   and split, a namespace unload): with TLS configured, at the ``webServiceUrlTls`` the peer
   registers (:meth:`PeerTls.admin_url`); a peer without an HTTPS admin port is refused, and a
   ``braid broker`` with TLS configured must have one (:func:`check_https_admin`).
+* **Transactions' binary calls** (:mod:`braid.broker.transactions.peers`): with TLS configured a
+  coordinator reaches another broker at the ``pulsar+ssl://`` URL it registered, through
+  :attr:`PeerTls.context`; a ``braid broker`` with transactions and TLS configured must have a TLS
+  binary port (:func:`check_tls_transaction_port`).
 * **Bookies** (:func:`bookie_client_context`): with ``bookkeeperTLSClientAuthentication=true``
   (Pulsar's switch for TLS to bookies) every bookie is reached over TLS, trusting
   ``bookkeeperTLSTrustCertsFilePath`` and presenting ``bookkeeperTLSCertificateFilePath``/
@@ -198,6 +202,29 @@ def check_https_admin(config: BrokerConfig) -> None:
         )
 
 
+def check_tls_transaction_port(config: BrokerConfig) -> None:
+    """A ``braid broker`` with transactions and TLS configured has a ``pulsar+ssl://`` port: the
+    other brokers' coordinators end transactions on its topics there only (no plain fallback).
+
+    Raises:
+        InvalidConfig: ``transactionCoordinatorEnabled=true`` and TLS configured (a TLS port, or
+            ``brokerClientTlsEnabled=true``) without ``brokerServicePortTls``.
+    """
+    if (
+        config.transaction_coordinator_enabled
+        and internal_tls_settings(config) is not None
+        and config.tls_broker_port is None
+    ):
+        raise InvalidConfig(
+            None,
+            "",
+            "this broker has TLS configured and transactions enabled, so the other brokers end "
+            "transactions on its topics over pulsar+ssl:// only: set brokerServicePortTls (or "
+            "tlsEnabled=true for port 6651)",
+            keys=("brokerServicePortTls", "brokerClientTlsEnabled"),
+        )
+
+
 def bookie_client_context(config: BrokerConfig) -> ssl.SSLContext | None:
     """The context the broker reaches bookies with (``None``: plain TCP).
 
@@ -279,6 +306,7 @@ __all__ = [
     "PlainPeerRefused",
     "bookie_client_context",
     "check_https_admin",
+    "check_tls_transaction_port",
     "internal_server_context",
     "internal_tls_settings",
     "peer_admin_url",

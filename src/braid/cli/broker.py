@@ -40,7 +40,7 @@ import sys
 from typing import IO, TYPE_CHECKING, Any
 
 from braid.broker.broker_registry import BrokerRegistry
-from braid.broker.cluster_tls import check_https_admin, peer_tls
+from braid.broker.cluster_tls import check_https_admin, check_tls_transaction_port, peer_tls
 from braid.broker.config import BrokerConfig
 from braid.broker.resources import BrokerResources
 from braid.broker.service import BrokerService
@@ -93,6 +93,7 @@ class BrokerServer(StandaloneServer):
         #: made here so a file that does not load stops the start-up.
         self._peer_tls = peer_tls(self.config)
         check_https_admin(self.config)
+        check_tls_transaction_port(self.config)
         self._segments: RoutedSegmentAdmin | None = None
         self.internal: AdminServer | None = None
 
@@ -197,7 +198,11 @@ class BrokerServer(StandaloneServer):
             from braid.broker.security_settings import broker_client_credentials
 
             broker.transactions.serve_on_cluster(
-                ownership, registry, broker.lookup, broker_client_credentials(self.config)
+                ownership,
+                registry,
+                broker.lookup,
+                broker_client_credentials(self.config),
+                tls=self._peer_tls,
             )
 
     def _route_cursor_promotes(self, ownership: BundleOwnership, registry: BrokerRegistry) -> None:

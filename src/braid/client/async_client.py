@@ -391,6 +391,8 @@ class AsyncClient:
         await asyncio.gather(*(r.close() for r in readers), return_exceptions=True)
         if self._sources is not None:
             await self._sources.close()
+        if self._coordinators is not None:
+            await self._coordinators.close()
         if self._ctx is not None:
             await self._ctx.close()
 

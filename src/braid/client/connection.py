@@ -7,9 +7,9 @@ events out); this module owns the socket. A :class:`BrokerConnection` has
 * a map of request id -> future for every request/response exchange, each with a timeout, all
   failed with :class:`~braid.client.errors.NotConnectedError` when the connection goes;
 * handler tables for the long-lived parties multiplexed on it - per-segment producers and
-  consumers (by producer/consumer id), DAG-watch sessions (by session id) and controller
-  registrations (by consumer id) - each told once when the connection is lost, so it can
-  reconnect on its own schedule;
+  consumers (by producer/consumer id), DAG-watch sessions (by session id), controller
+  registrations (by consumer id) and coordinator-assignment watches (by watch id) - each
+  told once when the connection is lost, so it can reconnect on its own schedule;
 * a keep-alive tick that lets the state machine ping and time out a silent broker.
 
 Writes are coalesced: commands queue in the state machine and one ``transport.write`` per loop
@@ -80,6 +80,13 @@ class RegistrationHandler(Protocol):
     def on_connection_lost(self) -> None: ...
 
 
+class TcWatchHandler(Protocol):
+    """A coordinator-assignment watch (``docs/client.md#transactions``)."""
+
+    def on_tc_assignments_update(self, update: pb.CommandWatchTcAssignmentsUpdate) -> None: ...
+    def on_connection_lost(self) -> None: ...
+
+
 class BrokerConnection:
     """A connected, handshaken connection to one broker (create with :meth:`open`)."""
 
@@ -102,6 +109,10 @@ class BrokerConnection:
         self.protocol_version = connected.protocol_version
         self.max_message_size = connected.max_message_size or (5 * 1024 * 1024)
         self.supports_scalable_topics = bool(connected.feature_flags.supports_scalable_topics)
+        #: The broker serves the coordinator-assignment watch (WATCH_TC_ASSIGNMENTS).
+        self.supports_tc_metadata_discovery = bool(
+            connected.feature_flags.supports_tc_metadata_discovery
+        )
         self._request_ids = itertools.count(1)
         self._pending: dict[int, asyncio.Future[pb.BaseCommand]] = {}
         self._waiting: dict[int, Callable[[], None]] = {}
@@ -109,6 +120,7 @@ class BrokerConnection:
         self._consumers: dict[int, ConsumerHandler] = {}
         self._sessions: dict[int, SessionHandler] = {}
         self._registrations: dict[int, RegistrationHandler] = {}
+        self._tc_watches: dict[int, TcWatchHandler] = {}
         self._closed = False
         self.close_reason: str | None = None
         self._flush_scheduled = False
@@ -226,6 +238,12 @@ class BrokerConnection:
 
     def unregister_registration(self, consumer_id: int) -> None:
         self._registrations.pop(consumer_id, None)
+
+    def register_tc_watch(self, watch_id: int, handler: TcWatchHandler) -> None:
+        self._tc_watches[watch_id] = handler
+
+    def unregister_tc_watch(self, watch_id: int) -> None:
+        self._tc_watches.pop(watch_id, None)
 
     # -- sending ------------------------------------------------------------------------------
 
@@ -354,6 +372,10 @@ class BrokerConnection:
             session = self._sessions.get(cmd.scalableTopicUpdate.session_id)
             if session is not None:
                 session.on_layout_update(cmd.scalableTopicUpdate)
+        elif t == _T.WATCH_TC_ASSIGNMENTS_UPDATE:
+            watch = self._tc_watches.get(cmd.watchTcAssignmentsUpdate.watch_id)
+            if watch is not None:
+                watch.on_tc_assignments_update(cmd.watchTcAssignmentsUpdate)
         elif t == _T.AUTH_CHALLENGE:
             self._answer_challenge(cmd.authChallenge)
         elif t == _T.SCALABLE_TOPIC_ASSIGNMENT_UPDATE:
@@ -452,13 +474,21 @@ class BrokerConnection:
                 fut.set_exception(
                     NotConnectedError(f"connection to {self.address.url} lost: {reason}")
                 )
-        parties: list[ProducerHandler | ConsumerHandler | SessionHandler | RegistrationHandler]
+        parties: list[
+            ProducerHandler
+            | ConsumerHandler
+            | SessionHandler
+            | RegistrationHandler
+            | TcWatchHandler
+        ]
         parties = [
             *self._producers.values(),
             *self._consumers.values(),
             *self._sessions.values(),
             *self._registrations.values(),
+            *self._tc_watches.values(),
         ]
+        self._tc_watches.clear()
         self._producers.clear()
         self._consumers.clear()
         self._sessions.clear()

@@ -3,11 +3,17 @@ the owner of its assign partition's bundle, produces to topics owned by two brok
 acknowledges on a third reach them over the binary protocol, and a SIGKILL of the coordinator's
 broker - with a transaction open, or right after END_TXN's decision is recorded while a participant
 broker is down - ends every transaction as decided on every participant. Visibility is checked
-with the official client: exactly the committed messages, once each. The coordinator admin routes
-answer for the whole cluster from any broker (ADR 0071).
+with the official client: exactly the committed messages, once each. The commit-and-abort scenario
+runs twice: with plain connections between brokers, and with TLS between brokers configured
+(``brokerClientTlsEnabled``, mutual TLS), where the coordinator reaches the participants at their
+``pulsar+ssl://`` URLs only. The coordinator admin routes answer for the whole cluster from any
+broker (ADR 0071).
 
 The transactional side speaks the Java client's commands (:mod:`tests.support.txn_wire`), each
-connection to the broker serving what it talks to, as a client's lookups would pick.
+connection to the broker serving what it talks to, as a client's lookups would pick. Braid's own
+client rides along the kill: it finds coordinator 0 through the assignment watch, and the snapshot
+after the kill retargets its handler to the survivor (no lookup), where its open transaction
+commits.
 """
 
 from __future__ import annotations
@@ -16,12 +22,14 @@ import asyncio
 import json
 import threading
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
 import httpx
 import pulsar
 import pytest
 
+import braid
 from braid.broker.bundles import NamespaceBundles
 from braid.broker.ownership import OwnerData
 from braid.core.names import TopicName
@@ -30,6 +38,7 @@ from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from tests.support.broker_cluster import BUNDLES, Cluster, bundle_of
 from tests.support.broker_process import BrokerProcess
+from tests.support.certificates import TestCertificateAuthority
 from tests.support.polling import eventually, wait_for
 from tests.support.raw_client import RawClient
 from tests.support.txn_wire import Txn, TxnWire, error_name
@@ -250,10 +259,17 @@ def _coordinator_ready(cluster: Cluster) -> str:
     return owner
 
 
+@pytest.mark.parametrize("between_brokers", ["plain", "tls"])
 def test_a_transaction_across_three_brokers_commits_and_aborts_exactly(
-    cluster_txn: Cluster,
+    make_cluster: Callable[..., Cluster], tmp_path: Path, between_brokers: str
 ) -> None:
-    cluster = cluster_txn
+    extra = SETTINGS if between_brokers == "plain" else {**SETTINGS, **tls_settings(tmp_path)}
+    cluster = make_cluster(extra=extra)
+    cluster.start()
+    if between_brokers == "tls":  # the coordinators reach each other at these URLs
+        wait_for(lambda: len(cluster.registry()) == 3, within=30, message="three brokers")
+        tls_urls = [e.get("pulsarServiceUrlTls") for e in cluster.registry().values()]
+        assert all(str(u).startswith("pulsar+ssl://") for u in tls_urls), tls_urls
     parts = Participants(cluster, "txm")
     _fill_s(cluster, parts.s, 4)
     tc_url = _coordinator_ready(cluster)
@@ -293,9 +309,12 @@ def test_killing_the_coordinators_broker_ends_open_and_decided_transactions(
     down = cluster.by_url(next(u for u in (parts.a_owner, parts.b_owner) if u != tc_url))
     survivor = next(b for b in cluster.brokers if b not in (coordinator, down))
     watch = AssignmentWatch(survivor)
+    # Braid's client, asking the survivor: it finds coordinators through the watch.
+    client = braid.Client(survivor.service_url, operation_timeout=60)
     try:
-        _kill_and_recover(cluster, parts, coordinator, down, survivor, watch)
+        _kill_and_recover(cluster, parts, coordinator, down, survivor, watch, client)
     finally:
+        client.close()
         watch.stop()
 
 
@@ -306,9 +325,16 @@ def _kill_and_recover(
     down: BrokerProcess,
     survivor: BrokerProcess,
     watch: AssignmentWatch,
+    client: braid.Client,
 ) -> None:
     tc_url = coordinator.service_url
     wait_for(lambda: watch.last().get(0) == tc_url, within=30, message="the watch names tc 0")
+    braid_txn = client.new_transaction(timeout=300)  # round-robin starts at coordinator 0
+    assert braid_txn.txn_id[0] == 0
+    coordinators = client.async_client._coordinators
+    assert coordinators is not None
+    assert coordinators.discovery == "watch"
+    assert coordinators._handlers[0][0] == tc_url
 
     async def begin_both(tc: TxnWire, pa: TxnWire, pb_: TxnWire, sw: TxnWire) -> tuple[Txn, Txn]:
         await tc.connect_coordinator()
@@ -357,6 +383,12 @@ def _kill_and_recover(
 
     _run(_commit_at(survivor, open_txn))
     assert txn_status(cluster, open_txn) is None
+    # Braid's client: its handler of coordinator 0 was retargeted to the survivor by a snapshot,
+    # never by a lookup.
+    braid_txn.commit()
+    assert braid_txn.state is braid.TransactionState.COMMITTED
+    assert coordinators._handlers[0][0] == survivor.service_url
+    assert coordinators.lookups == 0
     client = pulsar.Client(survivor.service_url, operation_timeout_seconds=60)
     try:
         for topic in (parts.a, parts.b):
@@ -462,6 +494,26 @@ def _end_txn(txn: Txn, action: pb.TxnAction.ValueType) -> pb.BaseCommand:
 
 async def _await(condition: Callable[[], bool]) -> None:
     await eventually(lambda: asyncio.to_thread(condition), within=30, interval=0.02)
+
+
+def tls_settings(tmp_path: Path) -> dict[str, str]:
+    """broker.conf: TLS between brokers (Pulsar's keys) - a pulsar+ssl:// port and an HTTPS admin
+    port with mutual TLS, ``brokerClientTlsEnabled`` with the brokers' client certificate - so a
+    coordinator ends transactions on the other brokers over pulsar+ssl://."""
+    ca = TestCertificateAuthority(tmp_path / "pki")
+    server, client = ca.issue("server", server=True), ca.issue("broker")
+    return {
+        "tlsCertificateFilePath": str(server.cert),
+        "tlsKeyFilePath": str(server.key),
+        "tlsTrustCertsFilePath": str(ca.cert),
+        "tlsRequireTrustedClientCertOnConnect": "true",
+        "brokerServicePortTls": "0",
+        "webServicePortTls": "0",
+        "brokerClientTlsEnabled": "true",
+        "brokerClientTrustCertsFilePath": str(ca.cert),
+        "brokerClientCertificateFilePath": str(client.cert),
+        "brokerClientKeyFilePath": str(client.key),
+    }
 
 
 @pytest.fixture

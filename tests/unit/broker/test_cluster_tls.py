@@ -18,6 +18,7 @@ from braid.broker.cluster_tls import (
     PlainPeerRefused,
     bookie_client_context,
     check_https_admin,
+    check_tls_transaction_port,
     internal_server_context,
     peer_admin_url,
     peer_tls,
@@ -197,6 +198,19 @@ def test_a_broker_with_tls_but_no_https_admin_port_is_refused_at_start_up_naming
     check_https_admin(config(tmp_path, **settings, webServicePortTls="0"))
     check_https_admin(config(tmp_path, **settings, tlsEnabled="true"))  # 8443
     check_https_admin(config(tmp_path))  # no TLS: plain admin calls
+
+
+def test_a_broker_with_tls_and_transactions_but_no_tls_binary_port_is_refused_at_start_up(
+    tmp_path: Path, ca: TestCertificateAuthority, server: CertPair
+) -> None:
+    settings = broker_tls(server, transactionCoordinatorEnabled="true")
+    with pytest.raises(InvalidConfig, match="brokerServicePortTls") as refused:
+        check_tls_transaction_port(config(tmp_path, **settings))
+    assert "brokerServicePortTls" in refused.value.keys
+    check_tls_transaction_port(config(tmp_path, **settings, brokerServicePortTls="0"))
+    check_tls_transaction_port(config(tmp_path, **settings, tlsEnabled="true"))  # 6651
+    check_tls_transaction_port(config(tmp_path, **broker_tls(server)))  # no transactions
+    check_tls_transaction_port(config(tmp_path, transactionCoordinatorEnabled="true"))  # no TLS
 
 
 def test_a_brokers_https_admin_url_travels_in_its_registry_and_ownership_nodes() -> None:

@@ -9,6 +9,16 @@ nothing of the client's), so this is the broker's own small client over the sans
 coordinator of the broker, requests matched by ``request_id``, closed and forgotten on any error
 (the next request reconnects). It presents ``brokerClientAuthenticationPlugin``'s credentials.
 
+A peer is named by its ``pulsar://`` service URL everywhere (ownership records, lookups, the
+coordinator-assignment map); only the dialling differs. With TLS between brokers configured
+(:class:`~braid.broker.cluster_tls.PeerTls` ``required``: ``brokerClientTlsEnabled=true``, or this
+broker serving TLS), a peer is reached at the ``pulsar+ssl://`` URL it registered
+(``pulsarServiceUrlTls``), with the broker's TLS client settings
+(``brokerClientTrustCertsFilePath``, ``brokerClientCertificateFilePath``/
+``brokerClientKeyFilePath``, host-name verification as configured); a peer without a TLS
+listener is refused - no plain fallback - and a failed handshake is logged once per peer, as for
+the brokers' HTTPS calls.
+
 :func:`find_owner` is LOOKUP as a client does it: ask, follow redirects (``authoritative`` as told),
 until a broker says *Connect*.
 """
@@ -19,8 +29,10 @@ import asyncio
 import functools
 import itertools
 import logging
-from collections.abc import Callable
+import ssl
+from collections.abc import Awaitable, Callable
 
+from braid.broker.cluster_tls import PeerTls
 from braid.broker.errors import ServiceNotReady
 from braid.protocol import commands
 from braid.protocol.connection import ClientConnection
@@ -63,21 +75,35 @@ class PeerConnection:
         self._task = asyncio.ensure_future(self._read_loop())
 
     @classmethod
-    async def open(cls, url: str, credentials: ClientCredentials | None) -> PeerConnection:
-        """Connect to ``pulsar://host:port`` and handshake.
+    async def open(
+        cls,
+        url: str,
+        credentials: ClientCredentials | None,
+        tls: ssl.SSLContext | None = None,
+    ) -> PeerConnection:
+        """Connect to ``pulsar://host:port`` (or, with ``tls``, ``pulsar+ssl://host:port``) and
+        handshake.
 
         Raises:
-            PeerRefused: unreachable, or the peer refused the handshake.
+            PeerRefused: unreachable, the TLS handshake failed, or the peer refused the
+                handshake.
         """
         scheme, _, rest = url.partition("://")
         host, _, port = rest.rstrip("/").rpartition(":")
-        if scheme != "pulsar" or not host or not port.isdigit():
-            raise PeerRefused(f"cannot reach peer broker {url!r}: not a pulsar://host:port URL")
+        want = "pulsar+ssl" if tls is not None else "pulsar"
+        if scheme != want or not host or not port.isdigit():
+            raise PeerRefused(f"cannot reach peer broker {url!r}: not a {want}://host:port URL")
+        host = host.strip("[]")
         loop = asyncio.get_running_loop()
         writer: asyncio.StreamWriter | None = None
         try:
             async with asyncio.timeout(PEER_TIMEOUT_S):
-                reader, writer = await asyncio.open_connection(host.strip("[]"), int(port))
+                reader, writer = await asyncio.open_connection(
+                    host,
+                    int(port),
+                    ssl=tls,
+                    server_hostname=host if tls is not None else None,
+                )
                 proto = ClientConnection(
                     _VERSION,
                     created_at=loop.time(),
@@ -159,22 +185,66 @@ class PeerConnection:
             self._task.cancel()
 
 
-class PeerConnections:
-    """One connection per peer broker URL, opened on first use, replaced once closed."""
+#: The ``pulsar+ssl://`` URL a peer registered for its ``pulsar://`` one (``None``: it has none).
+TlsUrlOf = Callable[[str], Awaitable[str | None]]
 
-    def __init__(self, credentials: ClientCredentials | None = None) -> None:
+
+class PeerConnections:
+    """One connection per peer broker URL, opened on first use, replaced once closed.
+
+    ``tls`` (this broker's :func:`~braid.broker.cluster_tls.peer_tls`) and ``tls_url_of`` (the
+    broker registry's ``pulsarServiceUrlTls`` of a peer): with ``tls.required`` every peer is
+    dialled over TLS (see the module doc).
+    """
+
+    def __init__(
+        self,
+        credentials: ClientCredentials | None = None,
+        *,
+        tls: PeerTls | None = None,
+        tls_url_of: TlsUrlOf | None = None,
+    ) -> None:
+        if tls is not None and tls.required and tls_url_of is None:
+            raise ValueError("TLS between brokers needs the peers' pulsar+ssl:// URLs")
         self._credentials = credentials
+        self._tls = tls if tls is not None and tls.required else None
+        self._tls_url_of = tls_url_of
         self._connections: dict[str, PeerConnection] = {}
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def get(self, url: str) -> PeerConnection:
+        """The open connection to the peer whose service URL is ``url`` (made if needed).
+
+        Raises:
+            PeerRefused: unreachable, refused, or (TLS configured) it has no TLS listener.
+        """
         lock = self._locks.setdefault(url, asyncio.Lock())
         async with lock:
             conn = self._connections.get(url)
             if conn is None or conn.closed:
-                conn = await PeerConnection.open(url, self._credentials)
+                conn = await self._open(url)
                 self._connections[url] = conn
             return conn
+
+    async def _open(self, url: str) -> PeerConnection:
+        tls = self._tls
+        if tls is None:
+            return await PeerConnection.open(url, self._credentials)
+        assert self._tls_url_of is not None
+        dial = url if url.startswith("pulsar+ssl://") else await self._tls_url_of(url)
+        if not dial:
+            raise PeerRefused(
+                f"peer broker {url} has no TLS (pulsar+ssl) listener and this broker has TLS "
+                "configured (brokerClientTlsEnabled=true or a TLS port): no plain fallback; give "
+                "it brokerServicePortTls"
+            )
+        try:
+            conn = await PeerConnection.open(dial, self._credentials, tls.context)
+        except PeerRefused as exc:
+            tls.failed(dial, exc)
+            raise
+        tls.succeeded(dial)
+        return conn
 
     async def call(self, url: str, make: Callable[[int], pb.BaseCommand]) -> pb.BaseCommand:
         """Send the command ``make(request_id)`` to ``url``; its answer."""

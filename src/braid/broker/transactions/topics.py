@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from braid.broker.broker_registry import BrokerRegistry
 from braid.broker.bundles import NamespaceBundle
+from braid.broker.cluster_tls import PeerTls
 from braid.broker.config import BrokerConfig
 from braid.broker.errors import (
     CoordinatorNotFound,
@@ -230,12 +231,15 @@ class BrokerTransactions:
         lookup: Callable[[str], Awaitable[LookupAnswer]],
         credentials: ClientCredentials | None,
         *,
+        tls: PeerTls | None = None,
         default_count: int = CLUSTER_COORDINATORS,
     ) -> None:
         """Run as one broker of a cluster: serve the coordinators whose assign partition's
         bundle this broker owns, and end transactions on other brokers' topics at their owner
-        (``lookup``: this broker's LOOKUP; ``credentials``: what it presents to the others)."""
-        peers = PeerConnections(credentials)
+        (``lookup``: this broker's LOOKUP; ``credentials``: what it presents to the others;
+        ``tls``: how it reaches them when TLS between brokers is configured - at their
+        ``pulsar+ssl://`` URLs from the registry)."""
+        peers = PeerConnections(credentials, tls=tls, tls_url_of=registry.service_url_tls)
         self.placement = BundleCoordinatorPlacement(
             ownership, registry, lookup, functools.partial(find_owner, peers)
         )
