@@ -30,8 +30,7 @@ from braid.cli.process import StandaloneProcess
 from braid.core import ack_set
 from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
-from tests.support.polling import wait_for
-from tests.support.standalone import official_client
+from tests.support.standalone import nothing_more, official_client, receive_texts
 from tests.support.txn_wire import Txn, TxnWire, error_name
 
 pytestmark = pytest.mark.timeout(120)
@@ -57,30 +56,6 @@ def _batch_ack(message: pb.CommandMessage, count: int, index: int) -> pb.Message
     mid = pb.MessageIdData(ledgerId=message.message_id.ledgerId, entryId=message.message_id.entryId)
     mid.ack_set.extend(ack_set.of_indexes(i for i in range(count) if i != index))
     return mid
-
-
-def _drain(consumer: pulsar.Consumer, want: int) -> list[str]:
-    got: list[str] = []
-
-    def more() -> bool:
-        try:
-            message = consumer.receive(timeout_millis=200)
-        except pulsar.Timeout:
-            return len(got) >= want
-        got.append(message.data().decode())
-        consumer.acknowledge(message)
-        return len(got) >= want
-
-    wait_for(more, within=30, message=lambda: f"{want} messages, got {got}")
-    return got
-
-
-def _nothing_more(consumer: pulsar.Consumer) -> bool:
-    try:
-        consumer.receive(timeout_millis=700)
-    except pulsar.Timeout:
-        return True
-    return False
 
 
 async def test_batch_index_acks_in_transactions_hold_single_messages_of_a_batch(
@@ -131,8 +106,8 @@ async def test_batch_index_acks_in_transactions_hold_single_messages_of_a_batch(
             await wire.close()
 
         consumer = client.subscribe(BATCH_TOPIC, "s", consumer_type=pulsar.ConsumerType.Shared)
-        assert sorted(_drain(consumer, 3)) == ["b0", "b1", "b3"]
-        assert _nothing_more(consumer), "the committed message b2 came back"
+        assert sorted(receive_texts(consumer, 3)) == ["b0", "b1", "b3"]
+        assert nothing_more(consumer), "the committed message b2 came back"
     finally:
         client.close()
 
@@ -175,8 +150,8 @@ async def test_key_shared_acks_in_transactions_abort_redelivers_and_commit_ackno
             await wire.close()
 
         consumer = client.subscribe(KEYED_TOPIC, "ks", consumer_type=pulsar.ConsumerType.KeyShared)
-        assert _drain(consumer, 1) == ["k1-c"]  # k1-a committed, the others acknowledged
-        assert _nothing_more(consumer)
+        assert receive_texts(consumer, 1) == ["k1-c"]  # k1-a committed, the others acknowledged
+        assert nothing_more(consumer)
     finally:
         client.close()
 
@@ -231,8 +206,8 @@ async def test_a_held_batch_message_survives_a_sigkill_and_its_commit_acknowledg
     client = official_client(process)
     try:
         consumer = client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
-        assert sorted(_drain(consumer, 3)) == ["b0", "b2", "b3"]
-        assert _nothing_more(consumer), "the committed message b1 came back"
+        assert sorted(receive_texts(consumer, 3)) == ["b0", "b2", "b3"]
+        assert nothing_more(consumer), "the committed message b1 came back"
     finally:
         client.close()
 
@@ -314,7 +289,7 @@ async def test_a_cumulative_batch_index_ack_in_a_transaction_holds_up_to_its_mes
             await wire.close()
 
         consumer = client.subscribe(topic, "s", consumer_type=exclusive)
-        assert _drain(consumer, 2) == ["b3", "w1"]  # w0 mark-deleted, b0..b2 acked
-        assert _nothing_more(consumer)
+        assert receive_texts(consumer, 2) == ["b3", "w1"]  # w0 mark-deleted, b0..b2 acked
+        assert nothing_more(consumer)
     finally:
         client.close()

@@ -20,8 +20,7 @@ import pytest
 
 from braid.cli.process import StandaloneProcess
 from braid.protocol.generated import PulsarApi_pb2 as pb
-from tests.support.polling import wait_for
-from tests.support.standalone import official_client
+from tests.support.standalone import nothing_more, official_client, receive_texts
 from tests.support.txn_wire import Txn, TxnWire, error_name
 
 T = TypeVar("T")
@@ -51,30 +50,6 @@ def _run(process: StandaloneProcess, scenario: Callable[[TxnWire], Awaitable[T]]
             await wire.close()
 
     return asyncio.run(main())
-
-
-def _drain(consumer: pulsar.Consumer, want: int) -> list[str]:
-    got: list[str] = []
-
-    def more() -> bool:
-        try:
-            message = consumer.receive(timeout_millis=200)
-        except pulsar.Timeout:
-            return len(got) >= want
-        got.append(message.data().decode())
-        consumer.acknowledge(message)
-        return len(got) >= want
-
-    wait_for(more, within=30, message=lambda: f"{want} messages, got {got}")
-    return got
-
-
-def _nothing_more(consumer: pulsar.Consumer) -> bool:
-    try:
-        consumer.receive(timeout_millis=700)
-    except pulsar.Timeout:
-        return True
-    return False
 
 
 def test_sigkill_mid_transaction_then_restart_keeps_every_outcome(
@@ -121,8 +96,8 @@ def test_sigkill_mid_transaction_then_restart_keeps_every_outcome(
     client = official_client(process)
     try:
         reads = client.subscribe(TOPIC, "reads", initial_position=pulsar.InitialPosition.Earliest)
-        assert _drain(reads, 2) == ["m0", "m1"]
-        assert _nothing_more(reads), "a message of the open transaction (or behind it) leaked"
+        assert receive_texts(reads, 2) == ["m0", "m1"]
+        assert nothing_more(reads), "a message of the open transaction (or behind it) leaked"
 
         async def after_restart(wire: TxnWire) -> None:
             for txn in (open_txn, acking):
@@ -130,13 +105,11 @@ def test_sigkill_mid_transaction_then_restart_keeps_every_outcome(
                 assert error_name(response) is None, response
 
         _run(process, after_restart)
-        assert _drain(reads, 3) == ["open-0", "open-1", "after"]
-        assert _nothing_more(reads), "an aborted message or a duplicate was delivered"
+        assert receive_texts(reads, 3) == ["open-0", "open-1", "after"]
+        assert nothing_more(reads), "an aborted message or a duplicate was delivered"
 
         acks = client.subscribe(TOPIC, "acks", consumer_type=pulsar.ConsumerType.Shared)
-        assert sorted(_drain(acks, 4)) == ["after", "m1", "open-0", "open-1"]
-        assert _nothing_more(acks), (
-            "the message acknowledged in the committed transaction came back"
-        )
+        assert sorted(receive_texts(acks, 4)) == ["after", "m1", "open-0", "open-1"]
+        assert nothing_more(acks), "the message acknowledged in the committed transaction came back"
     finally:
         client.close()

@@ -28,6 +28,7 @@ import pytest
 
 from braid.broker.config import BrokerConfig
 from braid.cli.process import StandaloneProcess, StandaloneStartError, free_port
+from tests.support.polling import wait_for
 
 __all__ = [
     "StandaloneProcess",
@@ -60,6 +61,32 @@ def official_client(process: StandaloneProcess) -> pulsar.Client:
         operation_timeout_seconds=30,
         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
     )
+
+
+def receive_texts(consumer: pulsar.Consumer, want: int) -> list[str]:
+    """Receive and acknowledge until ``want`` messages came (30 s bound); their texts in order."""
+    got: list[str] = []
+
+    def more() -> bool:
+        try:
+            message = consumer.receive(timeout_millis=200)
+        except pulsar.Timeout:
+            return len(got) >= want
+        got.append(message.data().decode())
+        consumer.acknowledge(message)
+        return len(got) >= want
+
+    wait_for(more, within=30, message=lambda: f"{want} messages, got {got}")
+    return got
+
+
+def nothing_more(consumer: pulsar.Consumer) -> bool:
+    """Whether no further message arrives within 0.7 s."""
+    try:
+        consumer.receive(timeout_millis=700)
+    except pulsar.Timeout:
+        return True
+    return False
 
 
 def produce(process: StandaloneProcess, topic: str, payloads: list[str]) -> None:
