@@ -36,8 +36,9 @@ from braid.client.errors import (
     error_for_code,
     is_transient,
 )
+from braid.client.first_update import await_first_update
 from braid.client.lookup import partition_count
-from braid.core.errors import DeadlineExceededError, InvalidInputError
+from braid.core.errors import InvalidInputError
 from braid.core.names import TopicDomain, TopicName
 from braid.core.topic_layout import LayoutTracker, TopicLayout
 from braid.protocol import commands
@@ -192,22 +193,17 @@ class DagWatchLayoutSource(LayoutSource):
                 f"{conn.address.url} does not advertise scalable-topic support"
             )
         self._session_id = self.ctx.next_id()
-        self._first = self.ctx.loop.create_future()
+        first = self._first = self.ctx.loop.create_future()
         self._conn = conn
-        conn.register_session(self._session_id, self)
-        conn.send(commands.scalable_topic_lookup(self._session_id, str(self.name)))
-        try:
-            async with asyncio.timeout(self.ctx.settings.operation_timeout):
-                await self._first
-        except TimeoutError:
-            conn.unregister_session(self._session_id)
-            raise DeadlineExceededError(
-                f"no layout for {self.name} from {conn.address.url} "
-                f"within {self.ctx.settings.operation_timeout:g}s"
-            ) from None
-        except BaseException:
-            conn.unregister_session(self._session_id)
-            raise
+        session_id = self._session_id
+        conn.register_session(session_id, self)
+        conn.send(commands.scalable_topic_lookup(session_id, str(self.name)))
+        await await_first_update(
+            first,
+            self.ctx.settings.operation_timeout,
+            lambda: conn.unregister_session(session_id),
+            f"layout for {self.name} from {conn.address.url}",
+        )
 
     # -- SessionHandler ------------------------------------------------------------------------
 

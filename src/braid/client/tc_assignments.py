@@ -36,6 +36,7 @@ from braid.client.errors import (
     error_for_code,
     is_transient,
 )
+from braid.client.first_update import await_first_update
 from braid.core.errors import DeadlineExceededError
 from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
@@ -100,18 +101,13 @@ class TcAssignmentWatch:
         self._conn = conn
         conn.register_tc_watch(self._watch_id, self)
         conn.send(commands.wrap(pb.CommandWatchTcAssignments(watch_id=self._watch_id)))
-        timeout = self._ctx.settings.operation_timeout
-        try:
-            async with asyncio.timeout(timeout):
-                await first
-        except TimeoutError:
-            conn.unregister_tc_watch(self._watch_id)
-            raise DeadlineExceededError(
-                f"no coordinator assignments from {conn.address.url} within {timeout:g}s"
-            ) from None
-        except BaseException:
-            conn.unregister_tc_watch(self._watch_id)
-            raise
+        watch_id = self._watch_id
+        await await_first_update(
+            first,
+            self._ctx.settings.operation_timeout,
+            lambda: conn.unregister_tc_watch(watch_id),
+            f"coordinator assignments from {conn.address.url}",
+        )
 
     # -- TcWatchHandler ------------------------------------------------------------------------
 
