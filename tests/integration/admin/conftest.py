@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -58,14 +57,3 @@ def standalone_subprocess(
 def admin_client(standalone_subprocess: StandaloneProcess) -> Iterator[AdminClient]:
     with AdminClient(standalone_subprocess.web_url) as client:
         yield client
-
-
-@pytest.fixture(autouse=True)
-def _keep_logging() -> Iterator[None]:
-    """``braid.cli.main.main`` configures the root logger for a process; put the test run's back
-    afterwards (the CLI tests call it in-process)."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
