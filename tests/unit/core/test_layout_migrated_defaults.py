@@ -39,7 +39,7 @@ def test_replacing_properties_or_the_policy_keeps_the_entry_bucket_count() -> No
 
 
 def test_a_migration_of_no_topic_is_refused() -> None:
-    with pytest.raises(InvalidInputError, match="^a migration needs at least one classic topic$"):
+    with pytest.raises(InvalidInputError, match=r"^a migration needs at least one classic topic$"):
         SegmentLayout.migrated([], 2)
 
 

@@ -39,7 +39,7 @@ from braid.core.varint import CorruptEncoding, decode_uvarint, encode_uvarint
             MessagePosition(0, 0, 0, 0, -1),
             rf"message id batch size must be an integer in 0\.\.{MAX_INT}: -1",
         ),
-        (MessagePosition(True, 0, 0), "message id segment id must be an integer .*: True"),  # type: ignore[arg-type]
+        (MessagePosition(True, 0, 0), "message id segment id must be an integer .*: True"),
         (MessagePosition(0, "1", 0), "message id ledger id must be an integer .*: '1'"),  # type: ignore[arg-type]
     ],
 )
@@ -63,7 +63,7 @@ def test_a_varint_out_of_range_is_refused_with_its_value() -> None:
 
 
 def test_corrupt_varints_name_the_byte_offset() -> None:
-    with pytest.raises(CorruptEncoding, match="varint truncated at byte 4$"):
+    with pytest.raises(CorruptEncoding, match=r"varint truncated at byte 4$"):
         decode_uvarint(b"\x00\x00\x80\x80", 2)
     with pytest.raises(CorruptEncoding, match="varint ending at byte 4 is not canonical"):
         decode_uvarint(b"\x00\x00\x80\x00", 2)
@@ -72,7 +72,7 @@ def test_corrupt_varints_name_the_byte_offset() -> None:
 
 
 def test_a_truncated_message_id_names_where_it_ends() -> None:
-    with pytest.raises(CorruptEncoding, match="varint truncated at byte 3$"):
+    with pytest.raises(CorruptEncoding, match=r"varint truncated at byte 3$"):
         MessageId.from_bytes(b"\x01\x00\x05")
 
 

@@ -62,7 +62,8 @@ def test_a_zero_threshold_makes_any_change_material() -> None:
 def test_the_histogram_is_kept_as_a_tuple_of_floats_and_none_or_empty_as_no_histogram() -> None:
     load = SegmentLoad(1.0, 2.0, 3.0, 4.0, modified_ms=5, key_hash_buckets=[1, 2])  # type: ignore[arg-type]
     assert load.key_hash_buckets == (1.0, 2.0)
-    for nothing in ([], None):
+    nothings: list[object] = [[], None]
+    for nothing in nothings:
         empty = SegmentLoad(1.0, 2.0, 3.0, 4.0, modified_ms=5, key_hash_buckets=nothing)  # type: ignore[arg-type]
         assert empty.key_hash_buckets == ()
         assert "keyHashBuckets" not in empty.to_json()
