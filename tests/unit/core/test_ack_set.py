@@ -56,8 +56,8 @@ def test_words_outside_int64_are_refused(word: object) -> None:
 
 
 def test_negative_batch_index_is_refused() -> None:
-    with pytest.raises(InvalidInputError):
-        ack_set.of_indexes([-1])
+    with pytest.raises(InvalidInputError, match="batch index -3 is negative"):
+        ack_set.of_indexes([0, 5, -3])
 
 
 @pytest.mark.parametrize("word", [-(2**63), -1, 0, 2**63 - 1])

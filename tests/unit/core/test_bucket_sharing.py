@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from braid.core.assignment import compute_assignment
+from braid.core.assignment import ConsumerAssignment, SubscriptionAssignment, compute_assignment
 from braid.core.autoscale_evaluator import (
     AutoScaleState,
     NoAction,
@@ -114,3 +114,19 @@ def test_only_segments_given_to_two_consumers_count_as_shared() -> None:
     assert assignment.as_dict() == {"a": (0,), "b": (1,), "c": (2,), "d": (0,)}
     assert shared_segments(assignment) == {0}
     assert shared_segments({"a": (0, 1), "b": (2,)}) == frozenset()
+
+
+def test_sharing_counts_consumers_already_sharing_a_segment_and_keeps_the_layout_epoch() -> None:
+    layout = SegmentLayout.initial(2, entry_buckets=2).split_segment(0)  # epoch 1: 2, 3, 1
+    given_ = SubscriptionAssignment(
+        layout.epoch,
+        (
+            ConsumerAssignment("a", (2,)),
+            ConsumerAssignment("b", (2,)),  # 2 already has two sharers: full at two buckets
+            ConsumerAssignment("c", (3, 1)),
+            ConsumerAssignment("d", ()),
+        ),
+    )
+    got = share_buckets(given_, layout)
+    assert got.layout_epoch == 1
+    assert got.as_dict() == {"a": (2,), "b": (2,), "c": (3, 1), "d": (3,)}

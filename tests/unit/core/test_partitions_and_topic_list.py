@@ -119,3 +119,10 @@ def test_a_partition_index_that_is_not_a_natural_number_is_refused_naming_it(
         partition_name("orders", index)  # type: ignore[arg-type]
     assert str(refused.value) == f"a partition index is an integer >= 0, got {index!r}"
     assert partition_name("orders", 0) == "orders-partition-0"
+
+
+def test_a_topic_named_only_like_a_partition_suffix_is_matched_as_itself() -> None:
+    # "-partition-3" has no partitioned topic before the suffix: it is a topic of its own.
+    topics = ["persistent://public/default/-partition-3", "persistent://public/default/x"]
+    assert filter_topics(topics, compile_pattern("public/default/-partition-3")) == [topics[0]]
+    assert filter_topics(topics, compile_pattern("public/default/")) == []

@@ -57,3 +57,26 @@ def test_a_zero_threshold_makes_any_change_material() -> None:
     last = SegmentLoad(100.0, 100.0, 100.0, 100.0, modified_ms=0)
     assert is_material_change(last, SegmentLoad(100.5, 100, 100, 100, modified_ms=1), 0)
     assert not is_material_change(last, SegmentLoad(100, 100, 100, 100, modified_ms=1), 0.0)
+
+
+def test_the_histogram_is_kept_as_a_tuple_of_floats_and_none_or_empty_as_no_histogram() -> None:
+    load = SegmentLoad(1.0, 2.0, 3.0, 4.0, modified_ms=5, key_hash_buckets=[1, 2])  # type: ignore[arg-type]
+    assert load.key_hash_buckets == (1.0, 2.0)
+    nothings: list[object] = [[], None]
+    for nothing in nothings:
+        empty = SegmentLoad(1.0, 2.0, 3.0, 4.0, modified_ms=5, key_hash_buckets=nothing)  # type: ignore[arg-type]
+        assert empty.key_hash_buckets == ()
+        assert "keyHashBuckets" not in empty.to_json()
+
+
+def test_a_bad_histogram_in_a_load_record_is_named_with_the_field_and_value() -> None:
+    with pytest.raises(
+        InvalidAutoScalePolicy,
+        match=r"^load keyHashBuckets: a key-hash bucket weight must be >= 0, got -1$",
+    ):
+        SegmentLoad(1.0, 2.0, 3.0, 4.0, modified_ms=5, key_hash_buckets=(3, -1))
+    doc = {"msgRateIn": 1, "bytesRateIn": 2, "msgRateOut": 3, "bytesRateOut": 4}
+    with pytest.raises(
+        InvalidAutoScalePolicy, match=r"^SegmentLoadStats keyHashBuckets must be a list, got 'x'$"
+    ):
+        SegmentLoad.from_json({**doc, "keyHashBuckets": "x"}, 0)
