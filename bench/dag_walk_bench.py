@@ -26,7 +26,12 @@ Targets (issue 28): hand-over p50 <= 5 ms; a 1,000-segment walk at >= 25 % of th
 **Floor**: at the end, the time from a Stream consumer's subscribe call to its first message on a
 loaded 2-segment topic (a registration, an assignment push and an attach), p50 over
 ``--floor-rounds``: the scale of one round of controller work and one attach on this machine at
-this moment, to read the hand-over figures against.
+this moment, to read the hand-over figures against. Two more floors, in the same run, bound what
+a hand-over can reach here: **durable write**, one compare-and-swap of a metadata node on a SQLite
+store in the data directory (what persisting the cumulative ack that drains a segment costs: a
+child is handed out only once that write is durable), and **FLOW -> message**, the time from a
+FLOW to the first MESSAGE on a consumer already subscribed and served once (raw protocol, no
+client library on the path): the last hops of every hand-over.
 
 Run: ``.venv/bin/python bench/dag_walk_bench.py [--sizes 10,100,1000] [--per-segment 100]``
 """
@@ -51,6 +56,11 @@ from braid.admin import AdminClient
 from braid.cli.process import StandaloneProcess
 from braid.core.hashing import hash16
 from braid.core.message_id import message_position
+from braid.metadata.sqlite import SqliteMetadataStore
+from braid.protocol import commands
+from braid.protocol.connection import ClientConnection
+from braid.protocol.events import CommandReceived, ServerConnected
+from braid.protocol.generated import PulsarApi_pb2 as pb
 
 NAMESPACE = "public/default"
 SUBSCRIPTION = "walk"
@@ -243,6 +253,96 @@ async def _floor(client: braid.AsyncClient, name: str, rounds: int) -> list[floa
     return times
 
 
+async def _durable_writes(directory: Path, rounds: int) -> list[float]:
+    """Milliseconds per compare-and-swap of one metadata node on a SQLite store in
+    ``directory`` (``synchronous=FULL``, as the standalone's store)."""
+    store = await SqliteMetadataStore.open(str(directory / "floor.db"))
+    try:
+        stat = await store.put("/floor", b"0" * 64)
+        times = []
+        for _ in range(rounds):
+            began = time.perf_counter()
+            stat = await store.put("/floor", os.urandom(64), stat.version)
+            times.append((time.perf_counter() - began) * 1000)
+        return times
+    finally:
+        await store.close()
+
+
+class _Raw:
+    """One protocol connection without a client library: FLOW -> MESSAGE on the wire."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader, self._writer = reader, writer
+        self._proto = ClientConnection("braid-dag-walk-bench", created_at=0.0)
+        self._commands: list[pb.BaseCommand] = []
+        self.connected = False
+
+    async def send(self, cmd: pb.BaseCommand | None = None) -> None:
+        if cmd is not None:
+            self._proto.send(cmd)
+        data = self._proto.data_to_send()
+        if data:
+            self._writer.write(data)
+            await self._writer.drain()
+
+    async def next(self, kind: int | None) -> pb.BaseCommand | None:
+        """The next command of ``kind`` (``None``: wait for the handshake)."""
+        async with asyncio.timeout(30):
+            while True:
+                if kind is None and self.connected:
+                    return None
+                for i, cmd in enumerate(self._commands):
+                    if cmd.type == kind:
+                        return self._commands.pop(i)
+                data = await self._reader.read(1 << 20)
+                if not data:
+                    raise ConnectionError("the broker closed the connection")
+                for event in self._proto.receive_data(data, 0.0):
+                    if isinstance(event, ServerConnected):
+                        self.connected = True
+                    elif isinstance(event, CommandReceived):
+                        self._commands.append(event.command)
+                await self.send()
+
+
+async def _flow_floor(client: braid.AsyncClient, url: str, rounds: int) -> list[float]:
+    """Milliseconds from a FLOW to the first MESSAGE, on a consumer subscribed and served once
+    (the first FLOW of each round is not timed)."""
+    topic = "persistent://public/default/dag-walk-flow-floor"
+    producer = await client.create_producer(topic, batching=False)
+    await asyncio.gather(*[producer.send_async(b"m") for _ in range(2 * rounds)])
+    await producer.close()
+    host, port = url.removeprefix("pulsar://").rsplit(":", 1)
+    reader, writer = await asyncio.open_connection(host, int(port))
+    raw = _Raw(reader, writer)
+    try:
+        await raw.send()
+        await raw.next(None)
+        await raw.send(
+            commands.subscribe(
+                topic,
+                "floor",
+                pb.CommandSubscribe.Exclusive,
+                1,
+                1,
+                initial_position=pb.CommandSubscribe.Earliest,
+            )
+        )
+        await raw.next(pb.BaseCommand.SUCCESS)
+        times = []
+        for _ in range(rounds):
+            await raw.send(commands.flow(1, 1))
+            await raw.next(pb.BaseCommand.MESSAGE)
+            began = time.perf_counter()
+            await raw.send(commands.flow(1, 1))
+            await raw.next(pb.BaseCommand.MESSAGE)
+            times.append((time.perf_counter() - began) * 1000)
+        return times
+    finally:
+        writer.close()
+
+
 async def _run(args: argparse.Namespace, process: StandaloneProcess) -> None:
     pool = KeyPool()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -276,6 +376,8 @@ async def _run(args: argparse.Namespace, process: StandaloneProcess) -> None:
             floor_name = f"topic://{NAMESPACE}/floor"
             admin.scalable_topics.create(floor_name, segments=2)
             floor = await _floor(client, floor_name, args.floor_rounds)
+            flow_floor = await _flow_floor(client, process.service_url, args.floor_rounds)
+    durable = await _durable_writes(args.root, args.floor_rounds)
     print()
     print(
         f"{'segments':>8} {'shape':<7} {'msgs':>7} {'walk s':>7} {'walk/s':>8} {'flat/s':>8} "
@@ -299,6 +401,13 @@ async def _run(args: argparse.Namespace, process: StandaloneProcess) -> None:
         f"floor: subscribe to first message on a loaded 2-segment topic p50 "
         f"{_pct(floor, 0.5):.2f} ms, p99 {_pct(floor, 0.99):.2f} ms over {len(floor)} rounds"
     )
+    print(
+        f"floor: one durable metadata write (the drain's cursor write) p50 "
+        f"{_pct(durable, 0.5):.2f} ms, p99 {_pct(durable, 0.99):.2f} ms; FLOW -> first message "
+        f"on a subscribed consumer p50 {_pct(flow_floor, 0.5):.2f} ms, p99 "
+        f"{_pct(flow_floor, 0.99):.2f} ms ({len(flow_floor)} rounds)"
+    )
+    print("load average: {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     for size, shape, count, _dag, walk, flat_walk, _, _ in rows:
         if size == max(sizes):
             ratio = walk.rate / flat_walk.rate
@@ -327,6 +436,7 @@ def main() -> None:
     process = StandaloneProcess.start_on_free_ports(
         root / "data", log_path=root / "sa.log", env={**os.environ, **env}
     )
+    args.root = root
     try:
         asyncio.run(_run(args, process))
     finally:

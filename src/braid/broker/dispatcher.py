@@ -8,7 +8,9 @@ and hands entries to consumers that have permits. The subscription type picks th
   orders them; when it changes, consumers are told (ACTIVE_CONSUMER_CHANGE) and the cursor is
   rewound so the new active consumer gets everything still unacknowledged, in order. A consumer
   that subscribed with ``read_compacted`` reads the compacted ledger up to the compaction horizon
-  first (:mod:`braid.broker.compaction`), then the topic after it.
+  first (:mod:`braid.broker.compaction`), then the topic after it. A consumer attached without
+  permits (a segment a Stream consumer opened ahead) has its first entries read ahead, once, and
+  its first FLOW is answered from memory; nothing is sent before that FLOW.
 * :class:`SharedDispatcher` (Shared): entries are spread round-robin over consumers with permits;
   entries to deliver again (negative acks, a departed consumer's unacknowledged entries, entries
   held back) sit in a :class:`ReplayQueue` served before new entries. Entries whose
@@ -420,6 +422,10 @@ class SingleActiveDispatcher(Dispatcher):
         # next read is the first since the consumer started or the cursor was rewound.
         self._compacted_from: Position | None = None
         self._first_read = True
+        # Read ahead for a consumer attached without permits: the entries at its read position,
+        # read once (the cursor is past them) and delivered by its first FLOW.
+        self._ahead: list[Entry] = []
+        self._ahead_for: Consumer | None = None
 
     @property
     def active_consumer(self) -> Consumer | None:
@@ -484,21 +490,31 @@ class SingleActiveDispatcher(Dispatcher):
         self._rewind_pending = False
         self._compacted_from = None
         self._first_read = True
+        self._ahead = []  # the cursor was reset: what was read ahead is not next any more
 
     async def _dispatch_once(self) -> bool:
         if self._rewind_pending:
             self._rewind_pending = False
+            self._ahead = []
             self._cursor.rewind()
             self._compacted_from = None
             self._first_read = True
         consumer = self._active
-        if consumer is None or consumer.permits <= 0:
+        if consumer is None:
             return False
+        if consumer.permits <= 0:
+            await self._read_ahead(consumer)
+            return False
+        if self._ahead and consumer.read_compacted:
+            await self._unread_ahead()  # it reads from its compaction horizon instead
         start = self._compacted_start(consumer)
         if start is not None:
             return await self._dispatch_compacted(consumer, start)
         self._first_read = False
-        entries = await self._read_new(self._entries_for(consumer.permits))
+        ahead = self._take_ahead()
+        if ahead is None:
+            await self._unread_ahead()
+        entries = ahead or await self._read_new(self._entries_for(consumer.permits))
         if not entries:
             self._check_end_of_topic()
             return False
@@ -511,14 +527,52 @@ class SingleActiveDispatcher(Dispatcher):
         budget = consumer.permits
         for entry in entries:
             if budget <= 0:
-                # Batches used the permits up: read the rest again when the client asks for more.
-                await self._cursor.seek(entry.position)
+                # The permits are used up: the rest waits for the client's next FLOW.
+                if ahead:
+                    self._ahead = entries[len(deliveries) :]
+                else:
+                    await self._cursor.seek(entry.position)
                 break
             delivery = self._delivery(entry, _metadata(entry))
             budget -= delivery.messages
             deliveries.append(delivery)
         consumer.deliver(deliveries)
         return True
+
+    # -- reading ahead of the first FLOW (a segment opened ahead, ADR 0043) --------------------
+
+    async def _read_ahead(self, consumer: Consumer) -> None:
+        """Read the first entries for a consumer attached without permits (once per consumer),
+        so that its first FLOW is answered from memory: nothing is sent before that FLOW."""
+        if self._ahead or self._ahead_for is consumer or consumer.read_compacted:
+            return
+        self._ahead_for = consumer
+        entries = await self._read_new(self._read_batch)
+        if consumer is not self._active or self._rewind_pending:
+            self._ahead = entries
+            await self._unread_ahead()
+            return
+        self._ahead = entries
+
+    def _take_ahead(self) -> list[Entry] | None:
+        """The entries read ahead, still to deliver (``[]``: none were read); ``None`` when one
+        of them changed meanwhile (acknowledged by an expiry, or a transaction's verdict): read
+        them again."""
+        entries, self._ahead = self._ahead, []
+        entry_filter = self.entry_filter
+        for entry in entries:
+            if self._cursor.is_deleted(entry.position) or (
+                entry_filter is not None and entry_filter.verdict(entry) is not EntryVerdict.DELIVER
+            ):
+                self._ahead = entries
+                return None
+        return entries
+
+    async def _unread_ahead(self) -> None:
+        """Put the cursor back on the first entry read ahead, to read it again."""
+        entries, self._ahead = self._ahead, []
+        if entries:
+            await self._cursor.seek(entries[0].position)
 
     # -- reading the compacted ledger (read_compacted consumers) -------------------------------
 
