@@ -14,11 +14,12 @@ stops the broker with SIGTERM and removes the data dir.
 
 from __future__ import annotations
 
+import os
 import signal
 import tempfile
-import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -115,29 +116,45 @@ def console_url(web_url: str) -> str:
     return f"{web_url}/console/topic/{tenant}/{namespace}/{topic}"
 
 
-def wait_until_interrupted() -> None:
-    """Block until Ctrl+C (SIGINT) or SIGTERM: ``--keep``'s wait, so either stops the broker."""
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+@contextmanager
+def stop_signals() -> Iterator[Callable[[], None]]:
+    """While the block runs, Ctrl+C (SIGINT) and SIGTERM are caught; the function it yields
+    blocks until one of them has arrived - also one that arrived before it was called.
+
+    ``--keep`` enters this before it prints its "press Ctrl+C" line, so a signal sent the moment
+    that line appears is neither lost nor raised as a KeyboardInterrupt outside the wait (which
+    ended the demo with exit status -2). The handler only writes a byte to a pipe: it takes no
+    lock that the code it interrupts might hold (``Event.set`` from a handler can deadlock).
+    """
+    read_fd, write_fd = os.pipe()
+
+    def on_signal(signum: int, frame: object) -> None:
+        os.write(write_fd, b"!")
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def wait() -> None:
+        os.read(read_fd, 1)
+
     try:
-        stop.wait()
-    except KeyboardInterrupt:
-        pass
+        yield wait
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        os.close(read_fd)
+        os.close(write_fd)
 
 
 def run_demo(
     emit: Emit = _print_now,
     *,
     keep: bool = False,
-    wait_for_stop: Callable[[], None] = wait_until_interrupted,
 ) -> int:
     """Run the whole demo; returns the exit code (0 on success).
 
     Args:
         keep: after the last step, print the console URL and keep the broker running until
-            ``wait_for_stop`` returns (Ctrl+C or SIGTERM by default).
+            Ctrl+C (SIGINT) or SIGTERM.
     """
     total = 10
     numbers = iter(range(1, total + 1))
@@ -175,8 +192,9 @@ def run_demo(
             emit("")
             emit(f"the console shows {SCALABLE_TOPIC} live: {console_url(broker.web_url)}")
             if keep:
-                emit("the broker keeps running (--keep): open that URL; press Ctrl+C to stop")
-                wait_for_stop()
+                with stop_signals() as wait_for_stop:
+                    emit("the broker keeps running (--keep): open that URL; press Ctrl+C to stop")
+                    wait_for_stop()
             else:
                 emit("(run `braid demo --keep` to keep the broker up and look at it there)")
         finally:

@@ -6,8 +6,6 @@ process (keyed messages for compaction written by the official client)."""
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
@@ -16,16 +14,6 @@ import pytest
 from braid.cli.main import main
 from tests.support.polling import wait_for
 from tests.support.standalone import StandaloneProcess
-
-
-@pytest.fixture(autouse=True)
-def _keep_logging() -> Iterator[None]:
-    """``main`` configures the root logger for a process; put the test run's back afterwards."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture
