@@ -13,6 +13,7 @@ import sys
 import threading
 
 import httpx
+import pytest
 
 
 def test_demo_runs_the_whole_scenario_and_keeps_the_broker_for_the_console() -> None:
@@ -45,7 +46,11 @@ def test_demo_runs_the_whole_scenario_and_keeps_the_broker_for_the_console() -> 
         topic = httpx.get(f"{base}/admin/v2/scalable/demo/orders/events", timeout=10)
         assert topic.status_code == 200 and topic.json()["epoch"] >= 3
         demo.send_signal(signal.SIGINT)
-        demo.wait(timeout=30)
+        try:
+            # The demo stops its broker with SIGTERM and waits up to 20 s before a SIGKILL.
+            demo.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail("the demo did not exit after Ctrl+C; its output:\n" + "".join(lines))
     finally:
         if demo.poll() is None:
             demo.kill()
