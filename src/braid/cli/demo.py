@@ -123,22 +123,29 @@ def stop_signals() -> Iterator[Callable[[], None]]:
 
     ``--keep`` enters this before it prints its "press Ctrl+C" line, so a signal sent the moment
     that line appears is neither lost nor raised as a KeyboardInterrupt outside the wait (which
-    ended the demo with exit status -2). The handler only writes a byte to a pipe: it takes no
-    lock that the code it interrupts might hold (``Event.set`` from a handler can deadlock).
+    ended the demo with exit status -2). The wait reads the signal wake-up pipe, which the
+    interpreter's C-level handler writes to in whichever thread the kernel delivers the signal:
+    a signal delivered to another thread (the clients' threads) still ends the wait, where a
+    main thread blocked in a lock or a read would never run the Python-level handler.
     """
     read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    stops = (signal.SIGINT, signal.SIGTERM)
 
     def on_signal(signum: int, frame: object) -> None:
-        os.write(write_fd, b"!")
+        """Nothing to do: the wake-up byte is already in the pipe."""
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    previous = {sig: signal.signal(sig, on_signal) for sig in stops}
+    previous_wakeup = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
 
     def wait() -> None:
-        os.read(read_fd, 1)
+        while os.read(read_fd, 1)[0] not in stops:
+            pass  # another signal with a Python handler (SIGALRM, ...): keep waiting
 
     try:
         yield wait
     finally:
+        signal.set_wakeup_fd(previous_wakeup)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         os.close(read_fd)

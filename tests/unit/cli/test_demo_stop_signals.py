@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 import pytest
 
@@ -26,3 +27,15 @@ def test_outside_the_block_ctrl_c_is_a_keyboard_interrupt_again() -> None:
         pass
     with pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_a_signal_delivered_to_another_thread_ends_the_wait() -> None:
+    """The kernel may deliver Ctrl+C to any thread; the main thread, blocked in the wait, must
+    still wake (it hung there when the wait relied on the Python-level handler)."""
+    with stop_signals() as wait_for_stop:
+        sender = threading.Timer(
+            0.2, lambda: signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        )
+        sender.start()
+        wait_for_stop()
+        sender.join()
