@@ -511,9 +511,7 @@ class SingleActiveDispatcher(Dispatcher):
         if start is not None:
             return await self._dispatch_compacted(consumer, start)
         self._first_read = False
-        ahead = self._take_ahead()
-        if ahead is None:
-            await self._unread_ahead()
+        ahead = await self._take_ahead()
         entries = ahead or await self._read_new(self._entries_for(consumer.permits))
         if not entries:
             self._check_end_of_topic()
@@ -547,25 +545,24 @@ class SingleActiveDispatcher(Dispatcher):
         if self._ahead or self._ahead_for is consumer or consumer.read_compacted:
             return
         self._ahead_for = consumer
-        entries = await self._read_new(self._read_batch)
+        self._ahead = await self._read_new(self._read_batch)
         if consumer is not self._active or self._rewind_pending:
-            self._ahead = entries
             await self._unread_ahead()
-            return
-        self._ahead = entries
 
-    def _take_ahead(self) -> list[Entry] | None:
-        """The entries read ahead, still to deliver (``[]``: none were read); ``None`` when one
-        of them changed meanwhile (acknowledged by an expiry, or a transaction's verdict): read
-        them again."""
-        entries, self._ahead = self._ahead, []
+    async def _take_ahead(self) -> list[Entry]:
+        """The entries read ahead, still to deliver; ``[]`` when none were read, or when one of
+        them changed meanwhile (acknowledged by an expiry, or a transaction's verdict) - the
+        cursor is then put back on them, to read them again."""
         entry_filter = self.entry_filter
-        for entry in entries:
-            if self._cursor.is_deleted(entry.position) or (
+        if any(
+            self._cursor.is_deleted(entry.position)
+            or (
                 entry_filter is not None and entry_filter.verdict(entry) is not EntryVerdict.DELIVER
-            ):
-                self._ahead = entries
-                return None
+            )
+            for entry in self._ahead
+        ):
+            await self._unread_ahead()
+        entries, self._ahead = self._ahead, []
         return entries
 
     async def _unread_ahead(self) -> None:
