@@ -72,14 +72,22 @@ async def _published(raw: RawClient, count: int, first: int = 0) -> None:
         assert receipt.type == pb.BaseCommand.SEND_RECEIPT, receipt
 
 
+async def _consumer_read_ahead(
+    holder: StackHolder, subscription: str, published: int
+) -> tuple[RawClient, Subscription]:
+    """``published`` entries, then consumer 1 subscribed to ``subscription`` without permits;
+    returns once its dispatcher has read all of them ahead."""
+    raw = await holder.raw()
+    await _producer(raw)
+    await _published(raw, published)
+    await _subscribe(raw, 1, subscription)
+    return raw, await _read_ahead(holder, subscription, past_entry=published - 1)
+
+
 async def test_a_consumer_without_permits_has_its_first_entries_read_but_not_sent(
     holder: StackHolder,
 ) -> None:
-    raw = await holder.raw()
-    await _producer(raw)
-    await _published(raw, 3)
-    await _subscribe(raw, 1, "ahead")
-    await _read_ahead(holder, "ahead", past_entry=2)
+    raw, _ = await _consumer_read_ahead(holder, "ahead", published=3)
     assert await _nothing_more(raw), "an entry was sent before the consumer's FLOW"
     await raw.send(commands.flow(1, 10))
     assert await _entries(raw, 3) == [0, 1, 2]
@@ -89,11 +97,7 @@ async def test_a_consumer_without_permits_has_its_first_entries_read_but_not_sen
 async def test_what_a_first_small_flow_leaves_of_the_read_ahead_goes_on_the_next_flow(
     holder: StackHolder,
 ) -> None:
-    raw = await holder.raw()
-    await _producer(raw)
-    await _published(raw, 5)
-    await _subscribe(raw, 1, "partial")
-    await _read_ahead(holder, "partial", past_entry=4)
+    raw, _ = await _consumer_read_ahead(holder, "partial", published=5)
     await raw.send(commands.flow(1, 2))
     assert await _entries(raw, 2) == [0, 1]
     assert await _nothing_more(raw), "more entries than permits"
@@ -107,11 +111,7 @@ async def test_what_a_first_small_flow_leaves_of_the_read_ahead_goes_on_the_next
 async def test_a_seek_back_after_a_read_ahead_delivers_from_the_seek_position(
     holder: StackHolder,
 ) -> None:
-    raw = await holder.raw()
-    await _producer(raw)
-    await _published(raw, 3)
-    await _subscribe(raw, 1, "seek")
-    sub = await _read_ahead(holder, "seek", past_entry=2)
+    raw, sub = await _consumer_read_ahead(holder, "seek", published=3)
     await raw.send(commands.flow(1, 1))
     assert await _entries(raw, 1) == [0]
     ack = pb.CommandAck(consumer_id=1, ack_type=pb.CommandAck.Cumulative, request_id=3)
@@ -128,11 +128,7 @@ async def test_a_seek_back_after_a_read_ahead_delivers_from_the_seek_position(
 async def test_the_next_consumer_gets_what_was_read_ahead_for_one_that_left(
     holder: StackHolder,
 ) -> None:
-    raw = await holder.raw()
-    await _producer(raw)
-    await _published(raw, 3)
-    await _subscribe(raw, 1, "handover")
-    await _read_ahead(holder, "handover", past_entry=2)
+    raw, _ = await _consumer_read_ahead(holder, "handover", published=3)
     closed = await request(
         raw, commands.wrap(pb.CommandCloseConsumer(consumer_id=1, request_id=9)), 9
     )
@@ -146,11 +142,7 @@ async def test_the_next_consumer_gets_what_was_read_ahead_for_one_that_left(
 async def test_entries_read_ahead_and_expired_before_the_flow_are_not_delivered(
     holder: StackHolder,
 ) -> None:
-    raw = await holder.raw()
-    await _producer(raw)
-    await _published(raw, 3)
-    await _subscribe(raw, 1, "expiry")
-    sub = await _read_ahead(holder, "expiry", past_entry=2)
+    raw, sub = await _consumer_read_ahead(holder, "expiry", published=3)
     assert await sub.expire_up_to(Position(sub.cursor.read_position.ledger_id, 1))
     await raw.send(commands.flow(1, 10))
     assert await _entries(raw, 1) == [2]
