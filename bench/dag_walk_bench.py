@@ -45,11 +45,14 @@ import logging
 import os
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import braid
 from braid.admin import AdminClient
@@ -58,9 +61,8 @@ from braid.core.hashing import hash16
 from braid.core.message_id import message_position
 from braid.metadata.sqlite import SqliteMetadataStore
 from braid.protocol import commands
-from braid.protocol.connection import ClientConnection
-from braid.protocol.events import CommandReceived, ServerConnected
 from braid.protocol.generated import PulsarApi_pb2 as pb
+from tests.support.raw_client import RawClient
 
 NAMESPACE = "public/default"
 SUBSCRIPTION = "walk"
@@ -269,41 +271,8 @@ async def _durable_writes(directory: Path, rounds: int) -> list[float]:
         await store.close()
 
 
-class _Raw:
-    """One protocol connection without a client library: FLOW -> MESSAGE on the wire."""
-
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader, self._writer = reader, writer
-        self._proto = ClientConnection("braid-dag-walk-bench", created_at=0.0)
-        self._commands: list[pb.BaseCommand] = []
-        self.connected = False
-
-    async def send(self, cmd: pb.BaseCommand | None = None) -> None:
-        if cmd is not None:
-            self._proto.send(cmd)
-        data = self._proto.data_to_send()
-        if data:
-            self._writer.write(data)
-            await self._writer.drain()
-
-    async def next(self, kind: int | None) -> pb.BaseCommand | None:
-        """The next command of ``kind`` (``None``: wait for the handshake)."""
-        async with asyncio.timeout(30):
-            while True:
-                if kind is None and self.connected:
-                    return None
-                for i, cmd in enumerate(self._commands):
-                    if cmd.type == kind:
-                        return self._commands.pop(i)
-                data = await self._reader.read(1 << 20)
-                if not data:
-                    raise ConnectionError("the broker closed the connection")
-                for event in self._proto.receive_data(data, 0.0):
-                    if isinstance(event, ServerConnected):
-                        self.connected = True
-                    elif isinstance(event, CommandReceived):
-                        self._commands.append(event.command)
-                await self.send()
+def _is_message(command: pb.BaseCommand) -> bool:
+    return command.type == pb.BaseCommand.MESSAGE
 
 
 async def _flow_floor(client: braid.AsyncClient, url: str, rounds: int) -> list[float]:
@@ -314,11 +283,8 @@ async def _flow_floor(client: braid.AsyncClient, url: str, rounds: int) -> list[
     await asyncio.gather(*[producer.send_async(b"m") for _ in range(2 * rounds)])
     await producer.close()
     host, port = url.removeprefix("pulsar://").rsplit(":", 1)
-    reader, writer = await asyncio.open_connection(host, int(port))
-    raw = _Raw(reader, writer)
+    raw = await RawClient.open(host, int(port))
     try:
-        await raw.send()
-        await raw.next(None)
         await raw.send(
             commands.subscribe(
                 topic,
@@ -329,18 +295,19 @@ async def _flow_floor(client: braid.AsyncClient, url: str, rounds: int) -> list[
                 initial_position=pb.CommandSubscribe.Earliest,
             )
         )
-        await raw.next(pb.BaseCommand.SUCCESS)
+        await raw.next_command(lambda c: c.type == pb.BaseCommand.SUCCESS, within=30)
+
         times = []
         for _ in range(rounds):
             await raw.send(commands.flow(1, 1))
-            await raw.next(pb.BaseCommand.MESSAGE)
+            await raw.next_command(_is_message, within=30)
             began = time.perf_counter()
             await raw.send(commands.flow(1, 1))
-            await raw.next(pb.BaseCommand.MESSAGE)
+            await raw.next_command(_is_message, within=30)
             times.append((time.perf_counter() - began) * 1000)
         return times
     finally:
-        writer.close()
+        await raw.close()
 
 
 async def _run(args: argparse.Namespace, process: StandaloneProcess) -> None:
