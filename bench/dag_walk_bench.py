@@ -127,6 +127,18 @@ async def _fill(
         await asyncio.gather(*futures)
 
 
+async def _knows(producer: braid.AsyncProducer, epoch: int, within: float = 30.0) -> None:
+    """Wait until ``producer`` routes by layout ``epoch``: a message sent earlier goes to the
+    sealed parent, is refused and is sent again alone in its entry (ADR 0055), so the segment
+    would hold single-message entries where the flat topic holds batches - a different read
+    cost from the hand-over this bench measures."""
+    deadline = time.monotonic() + within
+    while producer._router.layout.epoch < epoch:  # the bench reads the router's layout
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the producer did not learn layout epoch {epoch} in {within} s")
+        await asyncio.sleep(0.001)
+
+
 async def _build(
     admin: AdminClient,
     client: braid.AsyncClient,
@@ -158,6 +170,7 @@ async def _build(
             j = step % (len(active) - 1)
             layout = admin.scalable_topics.merge(name, [active[j][2], active[j + 1][2]])
         step += 1
+        await _knows(producer, layout["epoch"])
         for start, end, sid in _active(layout):
             if sid in topic.parents:
                 continue

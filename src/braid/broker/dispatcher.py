@@ -391,11 +391,14 @@ class Dispatcher:
         messages = ack_set.cardinality(words, count) if words else count
         return Delivery(entry, self._redeliveries.get(entry.position, 0), max(messages, 1), words)
 
-    def _check_end_of_topic(self) -> None:
+    def _check_end_of_topic(self) -> bool:
+        """Tell the consumers once the cursor has read all of a terminated topic; whether it
+        has."""
         if not self._ledger.is_terminated or self._cursor.has_more_entries():
-            return
+            return False
         for c in self.consumers:
             c.notify_end_of_topic()
+        return True
 
 
 class SingleActiveDispatcher(Dispatcher):
@@ -535,7 +538,9 @@ class SingleActiveDispatcher(Dispatcher):
             budget -= delivery.messages
             deliveries.append(delivery)
         consumer.deliver(deliveries)
-        return True
+        # The last entries of a terminated topic: the notice follows them in this round, not
+        # after one more (empty) read - a draining Stream consumer's ack waits for it (ADR 0068).
+        return bool(self._ahead) or not self._check_end_of_topic()
 
     # -- reading ahead of the first FLOW (a segment opened ahead, ADR 0043) --------------------
 

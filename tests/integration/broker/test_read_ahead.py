@@ -7,7 +7,7 @@ new consumer, an expiry)."""
 from __future__ import annotations
 
 from braid.broker.subscription import Subscription
-from braid.ledger.api import Position
+from braid.ledger.api import Entry, Position
 from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from tests.integration.broker.conftest import StackHolder
@@ -147,3 +147,33 @@ async def test_entries_read_ahead_and_expired_before_the_flow_are_not_delivered(
     await raw.send(commands.flow(1, 10))
     assert await _entries(raw, 1) == [2]
     assert await _nothing_more(raw)
+
+
+async def test_a_sealed_topic_ends_with_its_last_entries_without_one_more_read(
+    holder: StackHolder,
+) -> None:
+    """The end-of-topic notice leaves in the round that sends the last entries: a draining
+    Stream consumer's acknowledgment waits for it (ADR 0068), so one more (empty) read before
+    it is a hop on every hand-over."""
+    raw = await holder.raw()
+    await _producer(raw)
+    await _published(raw, 3)
+    assert holder.stack is not None
+    await holder.stack.service.terminate_topic(TOPIC)
+    await _subscribe(raw, 1, "sealed")
+    sub = await _read_ahead(holder, "sealed", past_entry=2)
+    reads: list[int] = []
+    read_entries = sub.cursor.read_entries
+
+    async def counted(max_entries: int) -> list[Entry]:
+        reads.append(max_entries)
+        return await read_entries(max_entries)
+
+    sub.cursor.read_entries = counted  # type: ignore[method-assign]
+    await raw.send(commands.flow(1, 10))
+    wanted = (pb.BaseCommand.MESSAGE, pb.BaseCommand.REACHED_END_OF_TOPIC)
+    got = [(await raw.next_command(lambda c: c.type in wanted, within=10)) for _ in range(4)]
+    assert [c.type for c in got] == [pb.BaseCommand.MESSAGE] * 3 + [
+        pb.BaseCommand.REACHED_END_OF_TOPIC
+    ]
+    assert reads == [], f"the notice waited for {len(reads)} more read(s)"
