@@ -72,28 +72,49 @@ def readable_segments(layout: SegmentLayout, drained: Set[int]) -> list[SegmentI
 
 
 def next_segments(layout: SegmentLayout, drained: Set[int]) -> dict[int, tuple[int, ...]]:
-    """The segments one step past the readable frontier, with the readable parents they wait
+    """The segments one step past the readable frontier, with the readable segments they wait
     for (attach ahead, ADR 0043).
 
     A segment is listed when it is neither readable nor drained and each of its parents is
-    either readable now or drained with all its ancestors: it becomes readable exactly when its
-    listed parents are drained. A consumer that owns all of them may open it ahead, paused.
+    readable now, drained with all its ancestors, or drained and waiting in turn only for
+    readable segments (a sealed segment with nothing for this subscription between them, as in a
+    DAG of mostly empty segments): it becomes readable exactly when the listed readable segments
+    are drained. A consumer that owns all of them may open it ahead, paused.
 
     Raises:
         InvalidInputError: as :func:`readable_segments`.
     """
     readable = {segment.segment_id for segment in readable_segments(layout, drained)}
     cleared: dict[int, bool] = {}
+    # What holds a segment back: the readable segments it waits for (none once cleared), or
+    # None when it waits for a segment that is neither readable nor drained.
+    held: dict[int, frozenset[int] | None] = {}
     waiting: dict[int, tuple[int, ...]] = {}
     for segment in sorted(layout.segments.values(), key=_creation_order):
         sid = segment.segment_id
         parents = [p for p in segment.parent_ids if p in layout.segments]
         cleared[sid] = sid in drained and all(cleared[p] for p in parents)
-        if sid in readable or sid in drained:
+        if cleared[sid]:
+            held[sid] = frozenset()
             continue
-        if parents and all(p in readable or cleared[p] for p in parents):
-            waiting[sid] = tuple(sorted(p for p in parents if p in readable))
+        if sid in readable:
+            held[sid] = frozenset({sid})
+            continue
+        above = _union([held[p] for p in parents])
+        held[sid] = above if sid in drained else None
+        if sid not in drained and above:
+            waiting[sid] = tuple(sorted(above))
     return waiting
+
+
+def _union(sets: list[frozenset[int] | None]) -> frozenset[int] | None:
+    """All of ``sets`` together; None if any is None (something not readable holds it back)."""
+    out: frozenset[int] = frozenset()
+    for one in sets:
+        if one is None:
+            return None
+        out |= one
+    return out
 
 
 class DrainFrontier:
@@ -131,20 +152,37 @@ class DrainFrontier:
         return sorted((segments[sid] for sid in self._readable), key=ring_order)
 
     def next_segments(self) -> dict[int, tuple[int, ...]]:
-        """What :func:`next_segments` returns for this layout and drained set: only children
-        of readable segments can qualify (a segment whose parents are all cleared is itself
-        readable or drained)."""
+        """What :func:`next_segments` returns for this layout and drained set. Only the region
+        below the readable segments is looked at: their descendants reached through drained
+        segments (a drained segment elsewhere is cleared, or waits for something not readable),
+        and the first segments that are not drained on each such path."""
         segments = self.layout.segments
-        waiting: dict[int, tuple[int, ...]] = {}
-        for parent in self._readable:
-            for sid in segments[parent].child_ids:
+        region: dict[int, SegmentInfo] = {}
+        stack = list(self._readable)
+        while stack:
+            for sid in segments[stack.pop()].child_ids:
                 child = segments.get(sid)
-                if child is None or sid in waiting or sid in self._drained:
+                if child is None or sid in region:
                     continue
-                parents = [p for p in child.parent_ids if p in segments]
-                if all(p in self._readable or p in self._cleared for p in parents):
-                    waiting[sid] = tuple(sorted(p for p in parents if p in self._readable))
+                region[sid] = child
+                if sid in self._drained:
+                    stack.append(sid)
+        held: dict[int, frozenset[int] | None] = {}
+        waiting: dict[int, tuple[int, ...]] = {}
+        for child in sorted(region.values(), key=_creation_order):
+            sid = child.segment_id
+            above = _union([self._held(p, held) for p in child.parent_ids if p in segments])
+            held[sid] = above if sid in self._drained else None
+            if sid not in self._drained and above:
+                waiting[sid] = tuple(sorted(above))
         return waiting
+
+    def _held(self, sid: int, region: dict[int, frozenset[int] | None]) -> frozenset[int] | None:
+        if sid in self._cleared:
+            return frozenset()
+        if sid in self._readable:
+            return frozenset({sid})
+        return region.get(sid)  # outside the region: waits for a segment not readable
 
     def drain(self, segment_ids: Iterable[int]) -> None:
         """Record ``segment_ids`` (sealed segments of the layout; others are ignored) as

@@ -599,15 +599,17 @@ class SubscriptionCoordinator:
 
     def _ahead(self, assignment: SubscriptionAssignment) -> dict[str, tuple[int, ...]]:
         """Consumer -> the segments it may open ahead: those one step past the readable
-        frontier whose readable parents are all this consumer's (the sticky deal gives such a
-        segment to it once they drain, unless the counts must be evened)."""
+        frontier (through empty drained segments) whose readable blockers are all this
+        consumer's. The sticky deal gives such a segment to it once they drain when they are
+        its parents, unless the counts must be evened; one below empty segments goes to the
+        least-loaded consumer, so with several consumers it may be opened ahead in vain."""
         if self.sub_type is not SubscriptionType.STREAM:
             return {}
         owner = {sid: c.consumer_name for c in assignment.consumers for sid in c.segment_ids}
         ahead: dict[str, list[int]] = {}
         frontier = self._current_frontier()
-        for sid, parents in frontier.next_segments().items():
-            owners = {owner.get(p) for p in parents}
+        for sid, blockers in frontier.next_segments().items():
+            owners = {owner.get(p) for p in blockers}
             if len(owners) == 1:
                 (name,) = owners
                 if name is not None:

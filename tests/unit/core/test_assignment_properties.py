@@ -177,7 +177,7 @@ def test_a_split_child_goes_to_the_consumer_that_drained_its_parent() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(case=layouts_with_drained())
-def test_the_next_segments_become_readable_exactly_when_their_listed_parents_drain(
+def test_the_next_segments_become_readable_exactly_when_the_segments_listed_drain(
     case: tuple[SegmentLayout, frozenset[int]],
 ) -> None:
     layout, drained = case
@@ -194,6 +194,35 @@ def test_the_next_segments_become_readable_exactly_when_their_listed_parents_dra
         for missing in parents:
             partial = drained | (set(parents) - {missing})
             assert sid not in {s.segment_id for s in readable_segments(layout, partial)}
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=layouts_with_drained())
+def test_the_next_segments_are_those_whose_undrained_ancestors_are_all_readable(
+    case: tuple[SegmentLayout, frozenset[int]],
+) -> None:
+    """An independent definition: a segment is one step away when every ancestor still holding
+    data is readable now - however many drained (empty) segments lie between."""
+    layout, drained = case
+    ready = {s.segment_id for s in readable_segments(layout, drained)}
+    expected = {}
+    for sid in layout.segments:
+        waits_for = layout.ancestors(sid) - drained
+        if sid not in drained and sid not in ready and waits_for and waits_for <= ready:
+            expected[sid] = tuple(sorted(waits_for))
+    assert next_segments(layout, drained) == expected
+    assert DrainFrontier(layout, drained).next_segments() == expected
+
+
+def test_a_segment_below_empty_drained_ones_is_next_to_the_readable_segment_above_them() -> None:
+    """A sparse DAG: 1 holds data, its children 3 and 4 are empty (drained), and 5 merges them:
+    5 waits only for 1, so the consumer reading 1 may open 5 ahead."""
+    layout = SegmentLayout.initial(1).split_segment(0, 1).split_segment(1, 2)
+    layout = layout.merge_segments([3, 4], 3)
+    drained = frozenset({0, 3, 4})
+    assert {s.segment_id for s in readable_segments(layout, drained)} == {1, 2}
+    assert next_segments(layout, drained) == {5: (1,)}
+    assert DrainFrontier(layout, drained).next_segments() == {5: (1,)}
 
 
 @settings(max_examples=300, deadline=None)
