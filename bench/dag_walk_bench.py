@@ -5,7 +5,9 @@ is collected, and auto-scaling off, so the DAG is exactly the one built here) an
 ``--sizes`` value N, builds a scalable topic whose DAG has N segments: a subscription first, then
 splits of the widest active segment and merges of two hash-adjacent ones through the admin REST
 API, keeping 2-4 segments active. Every new segment gets 100 keyed messages (keys chosen by hash
-inside its range) right after the change that created it, in one of two shapes:
+inside its range) right after the change that created it - once the producer routes by the new
+layout, so the segment holds batched entries as the flat topic does, not single-message resends of
+what went to the sealed parent first - in one of two shapes:
 
 * **full**: every segment holds 100 messages;
 * **sparse**: only every tenth segment does, the others are empty (a DAG that mostly reshaped
@@ -22,6 +24,9 @@ the application sees between the end of a parent and the start of its child: the
 the cursor write, the drain event, the coordinator's push, the attach and the first dispatch.
 
 Targets (issue 28): hand-over p50 <= 5 ms; a 1,000-segment walk at >= 25 % of the flat rate.
+Each row also gives the CPU the broker process and the client (this process) spent during the
+walk per segment: when they add up to more than the wall time per segment, the 2 cores, not a
+wait, set the pace.
 
 **Floor**: at the end, the time from a Stream consumer's subscribe call to its first message on a
 loaded 2-segment topic (a registration, an assignment push and an attach), p50 over
@@ -101,6 +106,9 @@ class Walk:
     messages: int
     first: dict[int, float]
     last: dict[int, float]
+    #: CPU seconds the broker process and this (client) process spent during the walk.
+    broker_cpu: float = 0.0
+    client_cpu: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -183,11 +191,21 @@ async def _build(
     return topic
 
 
-async def _walk(client: braid.AsyncClient, topic: Topic) -> Walk:
+def _cpu_seconds(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux ``/proc``)."""
+    if pid is None:
+        return float("nan")
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _walk(client: braid.AsyncClient, topic: Topic, broker_pid: int | None) -> Walk:
     first: dict[int, float] = {}
     last: dict[int, float] = {}
     total = topic.messages
     got = 0
+    broker_began = _cpu_seconds(broker_pid)
+    client_began = time.process_time()
     began = time.perf_counter()
     consumer = await client.subscribe_stream(
         topic.name, SUBSCRIPTION, initial_position="earliest", receiver_queue_size=1000
@@ -205,8 +223,10 @@ async def _walk(client: braid.AsyncClient, topic: Topic) -> Walk:
         got += len(messages)
         consumer.acknowledge_cumulative(messages[-1])
     seconds = time.perf_counter() - began
+    broker_cpu = _cpu_seconds(broker_pid) - broker_began
+    client_cpu = time.process_time() - client_began
     await consumer.close()
-    return Walk(seconds, got, first, last)
+    return Walk(seconds, got, first, last, broker_cpu, client_cpu)
 
 
 def _hand_overs(topic: Topic, walk: Walk) -> list[float]:
@@ -345,8 +365,8 @@ async def _run(args: argparse.Namespace, process: StandaloneProcess) -> None:
                     await _fill(producer, pool, 0, 0xFFFF, dag.messages)
                     await producer.close()
                     flat.counts = {0: dag.messages}
-                    flat_walk = await _walk(client, flat)
-                    walk = await _walk(client, dag)
+                    flat_walk = await _walk(client, flat, process.pid)
+                    walk = await _walk(client, dag, process.pid)
                     gaps = _hand_overs(dag, walk)
                     rows.append((size, shape, len(dag.counts), dag, walk, flat_walk, gaps, built))
                     print(
@@ -361,14 +381,16 @@ async def _run(args: argparse.Namespace, process: StandaloneProcess) -> None:
     print()
     print(
         f"{'segments':>8} {'shape':<7} {'msgs':>7} {'walk s':>7} {'walk/s':>8} {'flat/s':>8} "
-        f"{'ratio':>6} {'ms/seg':>7} {'hand-over p50':>13} {'p99':>7} {'n':>5}"
+        f"{'ratio':>6} {'ms/seg':>7} {'hand-over p50':>13} {'p99':>7} {'n':>5} "
+        f"{'CPU ms/seg broker':>17} {'client':>6}"
     )
     for _size, shape, count, dag, walk, flat_walk, gaps, _ in rows:
         print(
             f"{count:>8} {shape:<7} {dag.messages:>7} {walk.seconds:>7.2f} {walk.rate:>8.0f} "
             f"{flat_walk.rate:>8.0f} {walk.rate / flat_walk.rate:>6.2f} "
             f"{walk.seconds / count * 1000:>7.2f} {_pct(gaps, 0.5):>13.2f} "
-            f"{_pct(gaps, 0.99):>7.2f} {len(gaps):>5}"
+            f"{_pct(gaps, 0.99):>7.2f} {len(gaps):>5} "
+            f"{walk.broker_cpu / count * 1000:>17.2f} {walk.client_cpu / count * 1000:>6.2f}"
         )
     print()
     all_gaps = [g for row in rows for g in row[6]]
