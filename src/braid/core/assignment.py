@@ -10,8 +10,9 @@ assignment only to consumers whose segments changed (:func:`changed_consumers`).
 A membership change deals afresh (the result depends only on the layout, the drained set and
 the members). A drain, layout change or seek deals *stickily* (:func:`deal_sticky`, ADR 0043):
 every consumer keeps the readable segments it has, each newly readable segment goes to the
-consumer that owned one of its parents (the one that just drained it) unless that would leave
-the counts more than one apart, and only then are segments moved to even the counts. A walk down
+consumer that owned one of its parents (the one that just drained it) - or, below empty drained
+segments, to the consumer that opened it ahead - unless that would leave the counts more than one
+apart, and only then are segments moved to even the counts. A walk down
 a DAG then stays with the consumer that reads it, instead of moving segments that are being read
 from one consumer to another at every hand-over.
 """
@@ -95,8 +96,11 @@ def deal_sticky(
     segments: Sequence[SegmentInfo],
     consumers: Iterable[str],
     previous: Mapping[str, Sequence[int]],
+    ahead: Mapping[str, Sequence[int]] | None = None,
 ) -> dict[str, tuple[int, ...]]:
     """Deal ``segments`` keeping what ``previous`` gave each consumer (see the module doc).
+    ``ahead``: the segments each consumer has opened ahead; a newly readable one goes to the
+    consumer that opened it, like one whose parent it owned (the counts permitting).
 
     Every consumer appears; every segment goes to exactly one consumer; counts differ by at
     most one; each consumer's segments are in ring order. Ties (several parents' owners,
@@ -125,8 +129,14 @@ def deal_sticky(
     def least_loaded(among: Iterable[str]) -> str:
         return min(among, key=lambda name: (len(dealt[name]), name))
 
+    opened_by = {sid: name for name in names for sid in (ahead or {}).get(name, ())}
     for segment in fresh:
-        parents_owners = {owned_before[p] for p in segment.parent_ids if p in owned_before}
+        opener = opened_by.get(segment.segment_id)
+        parents_owners = (
+            {opener}
+            if opener is not None
+            else {owned_before[p] for p in segment.parent_ids if p in owned_before}
+        )
         lightest = least_loaded(names)
         choice = least_loaded(parents_owners) if parents_owners else lightest
         if len(dealt[choice]) > len(dealt[lightest]):
@@ -149,6 +159,7 @@ def compute_assignment(
     previous: Mapping[str, Sequence[int]] | None = None,
     *,
     readable: Sequence[SegmentInfo] | None = None,
+    ahead: Mapping[str, Sequence[int]] | None = None,
 ) -> SubscriptionAssignment:
     """Drain-gate the layout for this subscription, then deal the readable segments:
     round-robin, or stickily from ``previous`` (each consumer's current segments) when given.
@@ -157,7 +168,8 @@ def compute_assignment(
     changes, a segment drains, or the subscription seeks (passing the drained set as it is
     *after* the seek). ``readable``: what :func:`~braid.core.drain.readable_segments` gives
     for ``layout`` and ``drained``, when the caller keeps it already (a
-    :class:`~braid.core.drain.DrainFrontier`).
+    :class:`~braid.core.drain.DrainFrontier`). ``ahead``: each consumer's segments opened ahead
+    (a sticky deal only, see :func:`deal_sticky`).
 
     Raises:
         InvalidInputError: see :func:`~braid.core.drain.readable_segments` and
@@ -168,7 +180,7 @@ def compute_assignment(
     if previous is None:
         dealt = assign_round_robin(readable, consumers)
     else:
-        dealt = deal_sticky(readable, consumers, previous)
+        dealt = deal_sticky(readable, consumers, previous, ahead)
     return SubscriptionAssignment(
         layout_epoch=layout.epoch,
         consumers=tuple(ConsumerAssignment(name, ids) for name, ids in dealt.items()),

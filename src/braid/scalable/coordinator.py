@@ -493,7 +493,12 @@ class SubscriptionCoordinator:
         before = {name: s.segment_ids for name, s in self._sessions.items()}
         previous = None if deal else {n: s.segment_ids for n, s in self._sessions.items()}
         assignment = compute_assignment(
-            self._layout, self._sessions, self.drained, previous, readable=self._readable()
+            self._layout,
+            self._sessions,
+            self.drained,
+            previous,
+            readable=self._readable(),
+            ahead={n: s.ahead_ids for n, s in self._sessions.items() if s.ahead_ids},
         )
         if self.sub_type is SubscriptionType.STREAM:
             # More consumers than readable segments: the idle ones share by bucket (PIP-486).
@@ -600,9 +605,8 @@ class SubscriptionCoordinator:
     def _ahead(self, assignment: SubscriptionAssignment) -> dict[str, tuple[int, ...]]:
         """Consumer -> the segments it may open ahead: those one step past the readable
         frontier (through empty drained segments) whose readable blockers are all this
-        consumer's. The sticky deal gives such a segment to it once they drain when they are
-        its parents, unless the counts must be evened; one below empty segments goes to the
-        least-loaded consumer, so with several consumers it may be opened ahead in vain."""
+        consumer's. The sticky deal gives such a segment to it once they drain (it opened it
+        ahead), unless the counts must be evened."""
         if self.sub_type is not SubscriptionType.STREAM:
             return {}
         owner = {sid: c.consumer_name for c in assignment.consumers for sid in c.segment_ids}

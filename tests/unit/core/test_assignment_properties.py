@@ -137,14 +137,20 @@ def walks(draw: st.DrawFn) -> tuple[SegmentLayout, frozenset[int], frozenset[int
 
 
 @settings(max_examples=200, deadline=None)
-@given(case=walks())
+@given(case=walks(), data=st.data())
 def test_a_sticky_deal_covers_each_segment_once_keeps_what_it_can_and_balances_within_one(
-    case: tuple[SegmentLayout, frozenset[int], frozenset[int], list[str]],
+    case: tuple[SegmentLayout, frozenset[int], frozenset[int], list[str]], data: st.DataObject
 ) -> None:
     layout, drained, later, consumers = case
     before = compute_assignment(layout, consumers, drained).as_dict()
     ready = readable_segments(layout, later)
-    dealt = deal_sticky(ready, consumers, before)
+    # Segments opened ahead (any of them, by any consumer) only steer where new ones go.
+    ahead = {
+        name: tuple(data.draw(st.sets(st.sampled_from([s.segment_id for s in ready]))))
+        for name in consumers
+        if ready and data.draw(st.booleans())
+    }
+    dealt = deal_sticky(ready, consumers, before, ahead)
     assert sorted(dealt) == sorted(set(consumers))
     every = [sid for ids in dealt.values() for sid in ids]
     assert sorted(every) == sorted(s.segment_id for s in ready)
@@ -158,7 +164,7 @@ def test_a_sticky_deal_covers_each_segment_once_keeps_what_it_can_and_balances_w
     )
     kept_sizes = [len([sid for sid in ids if sid in every]) for ids in before.values()]
     assert moved <= max(0, max(kept_sizes) - min(kept_sizes) - 1) * len(kept_sizes)
-    assignment = compute_assignment(layout, consumers, later, before)
+    assignment = compute_assignment(layout, consumers, later, before, ahead=ahead)
     assert assignment.as_dict() == dealt
 
 

@@ -31,3 +31,15 @@ def test_a_segment_listed_twice_is_refused_with_the_ids() -> None:
     twice = [layout.segments[1], layout.segments[0], layout.segments[1]]
     with pytest.raises(InvalidInputError, match=r"listed twice for assignment: \[0, 1, 1\]"):
         deal_sticky(twice, ["a"], {})
+
+
+def test_a_segment_below_empty_ones_goes_to_the_consumer_that_opened_it_ahead() -> None:
+    # 0 split into 3 and 4, merged again into 5; 3 and 4 stayed empty (drained), so 5 waited only
+    # for 0, which b read - and b opened 5 ahead. By parents alone (3, 4: nobody's) the tie of
+    # counts would go to a, and b's open segment would be wasted.
+    layout = SegmentLayout.initial(3).split_segment(0, 1).merge_segments([3, 4], 2)
+    ready = readable_segments(layout, {0, 3, 4})
+    assert [s.segment_id for s in ready] == [5, 1, 2]
+    before = {"a": (1,), "b": (0, 2)}
+    assert deal_sticky(ready, ["a", "b"], before) == {"a": (5, 1), "b": (2,)}
+    assert deal_sticky(ready, ["a", "b"], before, {"b": (5,)}) == {"a": (1,), "b": (5, 2)}
