@@ -5,9 +5,13 @@ of a ledger written since the last checkpoint; what was written is read back eit
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
+from unittest.mock import ANY
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from braid.storage.bookie.ledger_files import LedgerFiles
 from braid.storage.bookie.records import JournalRecord, RecordKind
@@ -62,3 +66,41 @@ def test_when_every_open_handle_is_dirty_the_oldest_is_synced_before_it_is_close
     files.sync()
     reopened = LedgerFiles(tmp_path, max_open=2)
     assert [reopened.read(i, 0)[1] for i in (1, 2, 3)] == [b"one", b"two", b"three"]  # type: ignore[index]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from(["add", "read", "sync", "delete"]), st.integers(1, 6)),
+        max_size=40,
+    )
+)
+def test_the_clean_list_is_the_open_ledgers_not_written_since_the_sync_in_use_order(
+    ops: list[tuple[str, int]],
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        files = LedgerFiles(Path(tmp), max_open=3)
+        stored: dict[int, list[bytes]] = {}
+        for op, ledger_id in ops:
+            if op == "add":
+                entries = stored.setdefault(ledger_id, [])
+                payload = b"%d-%d" % (ledger_id, len(entries))
+                files.apply_adds(
+                    ledger_id,
+                    [JournalRecord(RecordKind.ADD, ledger_id, len(entries), 0, 1, payload)],
+                )
+                entries.append(payload)
+            elif op == "read" and ledger_id in stored:
+                assert files.read(ledger_id, 0) == (ANY, stored[ledger_id][0])
+            elif op == "sync":
+                files.sync()
+            elif op == "delete":
+                files.apply_delete(ledger_id)
+                stored.pop(ledger_id, None)
+            assert len(files._open) <= 3
+            assert list(files._clean) == [i for i in files._open if i not in files._dirty]
+        files.close()
+        reopened = LedgerFiles(Path(tmp))
+        for ledger_id, entries in stored.items():
+            for entry_id, payload in enumerate(entries):
+                assert reopened.read(ledger_id, entry_id) == (ANY, payload)

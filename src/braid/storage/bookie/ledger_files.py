@@ -107,6 +107,8 @@ class LedgerFiles:
         self._max_open = max_open
         self._open: OrderedDict[int, _OpenLedger] = OrderedDict()
         self._dirty: set[int] = set()
+        # The open ledgers not in _dirty, least recently used first (what eviction closes first).
+        self._clean: OrderedDict[int, None] = OrderedDict()
         self._dir_dirty = False
         self._lock = threading.Lock()
 
@@ -128,6 +130,8 @@ class LedgerFiles:
         handle = self._open.get(ledger_id)
         if handle is not None:
             self._open.move_to_end(ledger_id)
+            if ledger_id in self._clean:
+                self._clean.move_to_end(ledger_id)
             return handle
         data_path = self._data_path(ledger_id)
         if not create and not data_path.exists():
@@ -143,6 +147,7 @@ class LedgerFiles:
             raise
         handle = _OpenLedger(data_fd, idx_fd, os.fstat(data_fd).st_size, os.fstat(idx_fd).st_size)
         self._open[ledger_id] = handle
+        self._clean[ledger_id] = None
         while len(self._open) > self._max_open:
             victim = self._eviction_victim(ledger_id)
             self._close_handle(victim, self._open.pop(victim))
@@ -154,8 +159,8 @@ class LedgerFiles:
         read waits for; a clean one costs nothing, and the dirty ones are synced by the next
         checkpoint anyway. (A reader catching up over more ledgers than ``max_open`` - a Stream
         consumer walking a long segment DAG - would otherwise sync one written ledger per read.)"""
-        for ledger_id in self._open:
-            if ledger_id not in self._dirty and ledger_id != keep:
+        for ledger_id in self._clean:  # the first, or the second when the first is ``keep``
+            if ledger_id != keep:
                 return ledger_id
         return next(iter(self._open))
 
@@ -166,6 +171,7 @@ class LedgerFiles:
             os.fdatasync(handle.data_fd)
             os.fdatasync(handle.idx_fd)
             self._dirty.discard(ledger_id)
+        self._clean.pop(ledger_id, None)
         os.close(handle.data_fd)
         os.close(handle.idx_fd)
 
@@ -205,6 +211,7 @@ class LedgerFiles:
                     run_first, run_slots = rec.entry_id, [slot]
                     runs.append((run_first, run_slots))
             self._dirty.add(ledger_id)
+            self._clean.pop(ledger_id, None)
             try:
                 if offset > start:
                     # The records' own buffers, one system call: no joined copy of the data.
@@ -255,6 +262,7 @@ class LedgerFiles:
                 os.close(handle.data_fd)
                 os.close(handle.idx_fd)
             self._dirty.discard(ledger_id)
+            self._clean.pop(ledger_id, None)
             for path in (self._data_path(ledger_id), self._idx_path(ledger_id)):
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
@@ -273,6 +281,7 @@ class LedgerFiles:
                     os.fdatasync(handle.data_fd)
                     os.fdatasync(handle.idx_fd)
             self._dirty.clear()
+            self._clean = OrderedDict.fromkeys(self._open)  # synced: all clean, in LRU order
             if self._dir_dirty:
                 _fsync_dir(self._dir)
                 self._dir_dirty = False
