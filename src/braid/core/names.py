@@ -29,6 +29,7 @@ zeros, so one segment has exactly one name.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -257,12 +258,20 @@ class TopicName:
 
         Short forms: ``name`` means ``<default_domain>://public/default/name`` and
         ``tenant/ns/name`` means ``<default_domain>://tenant/ns/name`` (as Pulsar does).
+        The names parsed last are remembered (a name is immutable and its parse a pure
+        function of the text): a broker parses the same few names on every request.
 
         Raises:
             InvalidTopicName: unknown domain, wrong number of parts, or a bad part.
         """
         if not isinstance(text, str):
             raise InvalidTopicName(f"a topic name must be a string, got {type(text).__name__}")
+        if cls is TopicName and isinstance(default_domain, TopicDomain):
+            return _parse_remembered(text, default_domain)
+        return cls._parse(text, default_domain)
+
+    @classmethod
+    def _parse(cls, text: str, default_domain: TopicDomain) -> TopicName:
         if "://" in text:
             scheme, _, rest = text.partition("://")
             try:
@@ -329,6 +338,11 @@ class TopicName:
 
     def __str__(self) -> str:
         return f"{self.domain.value}://{self.tenant}/{self.namespace}/{self.local_name}"
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_remembered(text: str, default_domain: TopicDomain) -> TopicName:
+    return TopicName._parse(text, default_domain)
 
 
 @dataclass(frozen=True, slots=True)

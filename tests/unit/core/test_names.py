@@ -455,3 +455,22 @@ def test_the_schema_pattern_never_refuses_a_name_the_rule_accepts(text: str) -> 
         pass
     else:
         assert re.fullmatch(LOCAL_NAME_PATTERN.strip("^$"), text)
+
+
+@settings(max_examples=200)
+@given(text=st.text(max_size=40), domain=st.sampled_from(list(TopicDomain)))
+def test_a_remembered_parse_answers_as_a_fresh_one_every_time(
+    text: str, domain: TopicDomain
+) -> None:
+    """The parse cache is invisible: the same name or the same error, on the first call and on
+    every later one (an error is never remembered as a name)."""
+
+    def outcome(parse: Callable[[str, TopicDomain], TopicName]) -> object:
+        try:
+            return parse(text, domain)
+        except InvalidTopicName as exc:
+            return str(exc)
+
+    fresh = outcome(TopicName._parse)  # the parse itself, never remembered
+    assert outcome(TopicName.parse) == fresh
+    assert outcome(TopicName.parse) == fresh
