@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -45,6 +46,8 @@ TOPICS_ROOT = "/topics"
 
 #: How many times a read-modify-write is retried after losing a compare-and-swap.
 CAS_ATTEMPTS = 50
+#: Layouts kept decoded (one per topic node; the least recently read is dropped first).
+DECODED_LAYOUTS = 256
 
 
 class ScalableTopicNotFound(NotFoundError):
@@ -175,6 +178,10 @@ class ScalableTopicResources:
 
     def __init__(self, store: MetadataStore) -> None:
         self._store = store
+        # Node path -> the stored bytes last decoded there and their layout (immutable), so a
+        # layout read again unchanged is not decoded again: a 1,000-segment layout costs tens of
+        # milliseconds to decode, and lookups, DAG watches and the auto-scaler read it often.
+        self._decoded: OrderedDict[str, tuple[bytes, SegmentLayout]] = OrderedDict()
 
     @property
     def store(self) -> MetadataStore:
@@ -244,13 +251,28 @@ class ScalableTopicResources:
         Raises:
             CorruptLayout: the stored document is not a valid layout.
         """
-        found = await self._store.get(self.topic_path(topic))
+        path = self.topic_path(topic)
+        found = await self._store.get(path)
         if found is None or not found[0]:
             # No node, or one without data: a parent the store made for a child written first
             # (a load report of a segment a migration created before its layout, ADR 0063).
             return None
         data, stat = found
-        return VersionedLayout(decode_layout(data), stat.version)
+        return VersionedLayout(self._decode(path, data), stat.version)
+
+    def _decode(self, path: str, data: bytes) -> SegmentLayout:
+        """``decode_layout(data)``, remembered per node for the last ``DECODED_LAYOUTS`` nodes
+        read (a hit needs the very same bytes)."""
+        cached = self._decoded.get(path)
+        if cached is not None and cached[0] == data:
+            self._decoded.move_to_end(path)
+            return cached[1]
+        layout = decode_layout(data)
+        self._decoded[path] = (bytes(data), layout)
+        self._decoded.move_to_end(path)
+        while len(self._decoded) > DECODED_LAYOUTS:
+            self._decoded.popitem(last=False)
+        return layout
 
     async def require_layout(self, topic: TopicName) -> VersionedLayout:
         """Like :meth:`get_layout`, raising :class:`ScalableTopicNotFound` when absent."""
