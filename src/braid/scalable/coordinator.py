@@ -531,7 +531,9 @@ class SubscriptionCoordinator:
         if not changed:
             return
         self._save_later(changed)
-        log.info(
+        # A membership change is worth a line; a hand-over (one per segment walked) is not.
+        log.log(
+            logging.INFO if deal else logging.DEBUG,
             "%s/%s: assignment at epoch %d: %s",
             self.topic,
             self.subscription,
