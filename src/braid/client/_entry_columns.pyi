@@ -15,5 +15,10 @@ def decode(
     /,
 ) -> tuple[int, int]: ...
 def pack(
-    payload: bytes | memoryview, count: int, base_sequence: int, /
-) -> tuple[int, bytes, bytes, bytes, bytes, int, bytes, bytes, int, bytes, bytes, bytes] | None: ...
+    payload: bytes | memoryview, count: int, base_sequence: int, id_prefix: bytes, /
+) -> (
+    tuple[
+        int, bytes, bytes, bytes, bytes, int, bytes, bytes, int, bytes, bytes, bytes, bytes, bytes
+    ]
+    | None
+): ...

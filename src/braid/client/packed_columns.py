@@ -29,16 +29,23 @@ from itertools import accumulate
 from typing import Any, TypeAlias
 
 from braid.client.columns import EntryColumnDecoder, MessageColumns, open_entry
+from braid.core.message_id import unchecked_message_id
 
 _I32 = struct.Struct("=i").unpack_from
 _U64 = (1 << 64) - 1
 
-_NativePack: TypeAlias = Callable[[bytes, int, int], tuple[Any, ...] | None]
+_NativePack: TypeAlias = Callable[[bytes, int, int, bytes], tuple[Any, ...] | None]
 _native_pack: _NativePack | None
 try:  # the compiled packer of the common message shape; optional
     from braid.client._entry_columns import pack as _native_pack
 except ImportError:  # pragma: no cover - no C compiler where Braid was installed
     _native_pack = None
+
+
+def id_prefix(segment_id: int, ledger_id: int, entry_id: int) -> bytes:
+    """What the ``MessageId.to_bytes()`` of every message of an entry starts with: all but the
+    last two varints (``batch_index + 1`` and ``batch_size``), one byte each for index -1 of 1."""
+    return unchecked_message_id(segment_id, ledger_id, entry_id, -1, 1).to_bytes()[:-2]
 
 
 def validity_bitmap(valid: list[bool]) -> bytes:
@@ -62,6 +69,7 @@ class PackedEntry:
     event time that is null holds 0. Sequence ids and event times are the wire's uint64 as int64
     (two's complement, the value a Java ``long`` reads: 2**63 and up are negative); a sequence
     id computed past 2**64 (the entry's base plus the batch index) wraps, as Java's does.
+    ``message_ids`` holds each row's ``MessageId.to_bytes()`` (int32 end offsets beside it).
     ``properties`` is ``None`` when no row has any, else one read-only mapping per row.
     """
 
@@ -82,6 +90,8 @@ class PackedEntry:
     event_time_validity: bytes
     sequence_ids: bytes
     batch_indexes: bytes
+    message_ids: bytes
+    message_id_offsets: bytes
     properties: tuple[Mapping[str, str], ...] | None = None
 
     def batch_index(self, row: int) -> int:
@@ -95,6 +105,7 @@ def pack_columns(cols: MessageColumns) -> PackedEntry:
     keys = [None if k is None else k.encode() for k in cols.keys]
     times = cols.event_times
     props = cols.properties
+    ids = [cols.message_id(row).to_bytes() for row in range(len(values))]
     return PackedEntry(
         ledger_id=cols.ledger_ids[0],
         entry_id=cols.entry_ids[0],
@@ -113,6 +124,8 @@ def pack_columns(cols: MessageColumns) -> PackedEntry:
         event_time_validity=validity_bitmap([t is not None for t in times]),
         sequence_ids=array("Q", [s & _U64 for s in cols.sequence_ids]).tobytes(),
         batch_indexes=array("i", cols.batch_indexes).tobytes(),
+        message_ids=b"".join(ids),
+        message_id_offsets=_offsets([len(i) for i in ids]),
         properties=tuple(props) if any(props) else None,
     )
 
@@ -213,7 +226,10 @@ def decode_packed(
     native = _native_pack
     if native is not None and meta.HasField("num_messages_in_batch"):
         count = meta.num_messages_in_batch
-        packed = native(payload, count, int(meta.sequence_id)) if count >= 0 else None
+        packed = None
+        if count >= 0:
+            prefix = id_prefix(decoder.segment_id, ledger_id, entry_id)
+            packed = native(payload, count, int(meta.sequence_id), prefix)
         if packed is not None:
             cols = PackedColumns(decoder.topic, decoder.segment_id)
             if packed[0]:
@@ -233,6 +249,7 @@ __all__ = [
     "PackedEntry",
     "Window",
     "decode_packed",
+    "id_prefix",
     "pack_columns",
     "validity_bitmap",
 ]

@@ -6,9 +6,8 @@ Python work per row: each packed entry already holds its per-message columns (va
 time, sequence id) as Arrow buffers, which ``pa.Array.from_buffers`` wraps without a copy (one
 window of an entry each, then one concatenation per column and batch); the per-entry ones
 (``publish_time``, ``producer_name`` and the ``message_id`` prefix) are repeated by Arrow once
-per window - a window holds rows of one entry - and a message id is the entry's prefix joined by
-Arrow to the cached tail of its batch index (a slice of one cached array when the window holds
-consecutive indexes, the common case). Exactly the Arrow schema Spark derives from
+per window - a window holds rows of one entry - and the ``message_id`` bytes come packed from
+the decoder too. Exactly the Arrow schema Spark derives from
 :data:`SCHEMA`; the values are ``Message``'s (pinned by ``tests/unit/spark/test_rows.py``).
 """
 
@@ -20,9 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from braid.client import PackedColumns, PackedEntry
+from braid.client import PackedColumns
 from braid.client.columns import EMPTY_PROPERTIES
-from braid.spark.message_ids import MessageIdBytes
 from braid.spark.schema import SCHEMA
 
 ARROW_SCHEMA = to_arrow_schema(SCHEMA, timezone="UTC")
@@ -101,53 +99,19 @@ def _int64(cols: PackedColumns, event_times: bool) -> pa.Array:
     return _joined(parts, pa.int64())
 
 
-def _batch_indexes(entry: PackedEntry, start: int, stop: int) -> pa.Array:
-    return pa.Array.from_buffers(
-        pa.int32(), stop - start, [None, pa.py_buffer(entry.batch_indexes)], offset=start
-    )
-
-
-class MessageIdArrays:
-    """Builds ``message_id`` columns (one per read: it caches the tails of each batch size as
-    Arrow arrays, and the entry prefixes through :class:`MessageIdBytes`)."""
-
-    def __init__(self) -> None:
-        self._bytes = MessageIdBytes()
-        self._tails: dict[int, pa.Array] = {}
-
-    def _tails_of(self, batch_size: int) -> pa.Array:
-        array = self._tails.get(batch_size)
-        if array is None:
-            array = pa.array(self._bytes.tails(batch_size), pa.binary())
-            if len(self._tails) >= 64:
-                self._tails.clear()
-            self._tails[batch_size] = array
-        return array
-
-    def column(self, cols: PackedColumns) -> pa.Array:
-        """The ``MessageId.to_bytes()`` of every row of ``cols``.
-
-        Built per batch, not per window: each window repeats its entry's prefix and slices its
-        tails (no copies), then one join makes the whole column (a compute call costs tens of
-        microseconds, so one per window was most of this column's cost)."""
-        if not len(cols):
-            return pa.array([], pa.binary())
-        prefixes = []
-        tails = []
-        for entry, start, stop in cols:
-            prefix = self._bytes.prefix(cols.segment_id, entry.ledger_id, entry.entry_id)
-            all_tails = self._tails_of(entry.batch_size)
-            first = entry.batch_index(start) + 1
-            count = stop - start
-            prefixes.append(pa.repeat(pa.scalar(prefix, pa.binary()), count))
-            if entry.batch_index(stop - 1) + 1 - first == count - 1:  # consecutive: one slice
-                tails.append(all_tails.slice(first, count))
-            else:
-                picks = pc.add(_batch_indexes(entry, start, stop).cast(pa.int64()), 1)
-                tails.append(all_tails.take(picks))
-        return pc.binary_join_element_wise(
-            _joined(prefixes, pa.binary()), _joined(tails, pa.binary()), b""
+def _message_ids(cols: PackedColumns) -> pa.Array:
+    """The ``MessageId.to_bytes()`` of every row (built by the decoder, wrapped here)."""
+    parts = [
+        pa.Array.from_buffers(
+            pa.binary(),
+            stop - start,
+            [None, pa.py_buffer(entry.message_id_offsets), pa.py_buffer(entry.message_ids)],
+            null_count=0,
+            offset=start,
         )
+        for entry, start, stop in cols
+    ]
+    return _joined(parts, pa.binary())
 
 
 def _per_entry(
@@ -158,11 +122,8 @@ def _per_entry(
     return _joined(parts, arrow_type)
 
 
-def to_record_batch(
-    cols: PackedColumns, ids: MessageIdArrays, min_publish_time_ms: int | None = None
-) -> pa.RecordBatch:
-    """The rows of ``cols`` (skipping those published before ``min_publish_time_ms``);
-    ``ids`` builds the ``message_id`` column."""
+def to_record_batch(cols: PackedColumns, min_publish_time_ms: int | None = None) -> pa.RecordBatch:
+    """The rows of ``cols`` (skipping those published before ``min_publish_time_ms``)."""
     n = len(cols)
     counts = [stop - start for _, start, stop in cols]
     entries = [entry for entry, _, _ in cols]
@@ -172,7 +133,7 @@ def to_record_batch(
         _variable(cols, _TYPES[0], keys=True),
         _variable(cols, _TYPES[1], keys=False),
         pa.repeat(pa.scalar(cols.topic, _TYPES[2]), n),
-        ids.column(cols),
+        _message_ids(cols),
         pc.multiply(publish, 1000).cast(_TYPES[4]),
         pa.nulls(n, _TYPES[5])
         if no_event_times
@@ -187,4 +148,4 @@ def to_record_batch(
     return batch
 
 
-__all__ = ["ARROW_SCHEMA", "SCHEMA", "MessageIdArrays", "to_record_batch"]
+__all__ = ["ARROW_SCHEMA", "SCHEMA", "to_record_batch"]

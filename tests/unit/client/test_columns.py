@@ -97,10 +97,12 @@ def rows_of_packed(cols: PackedColumns) -> list[tuple[Any, ...]]:
         times = array("q", e.event_times)
         seqs = array("q", e.sequence_ids)
         indexes = array("i", e.batch_indexes)
+        ids = _strings(e.message_ids, e.message_id_offsets, None, start, stop)
         valid = e.event_time_validity
         for r, i in enumerate(range(start, stop)):
             rows.append(
                 (
+                    ids[r],
                     (e.ledger_id, e.entry_id, indexes[i], e.batch_size),
                     None if keys[r] is None else keys[r].decode(),
                     values[r],
@@ -150,7 +152,15 @@ def both(body: bytes, decoder: EntryColumnDecoder | None = None) -> None:
     assert rows_of_columns(cols) == rows_of_messages(messages)
     assert {len(getattr(cols, name)) for name in MessageColumns.COLUMNS} == {len(messages)}
     expected_packed: list[tuple[Any, ...]] = [
-        (position_of(m), m.key, m.value, m.publish_time, signed(m.event_time), dict(m.properties))
+        (
+            m.message_id.to_bytes(),
+            position_of(m),
+            m.key,
+            m.value,
+            m.publish_time,
+            signed(m.event_time),
+            dict(m.properties),
+        )
         for m in messages
     ]
     expected_packed = [
@@ -380,7 +390,7 @@ def test_keys_pack_exactly_when_they_are_utf8(raw_keys: list[bytes], value: byte
     native = packed_columns._native_pack
     if native is None:
         pytest.skip("the compiled _entry_columns module is not built")
-    packed = native(payload, len(singles), 0)
+    packed = native(payload, len(singles), 0, b"prefix")
     all_utf8 = True
     for raw in raw_keys:
         try:
