@@ -30,6 +30,7 @@ from typing import Any, TypeAlias
 
 from braid.client.columns import EntryColumnDecoder, MessageColumns, open_entry
 from braid.core.message_id import unchecked_message_id
+from braid.core.varint import encode_uvarint
 
 _I32 = struct.Struct("=i").unpack_from
 _U64 = (1 << 64) - 1
@@ -48,8 +49,21 @@ def id_prefix(segment_id: int, ledger_id: int, entry_id: int) -> bytes:
     return unchecked_message_id(segment_id, ledger_id, entry_id, -1, 1).to_bytes()[:-2]
 
 
+_SMALL_UVARINTS = [bytes((i,)) for i in range(0x80)]
+
+
+def _uvarint(value: int) -> bytes:
+    if value < 0x80:
+        return _SMALL_UVARINTS[value]
+    out = bytearray()
+    encode_uvarint(value, out)
+    return bytes(out)
+
+
 def validity_bitmap(valid: list[bool]) -> bytes:
     """An Arrow validity bitmap (bit ``i`` set = row ``i`` not null, least significant first)."""
+    if all(valid):
+        return b"\xff" * ((len(valid) + 7) // 8)
     out = bytearray((len(valid) + 7) // 8)
     for row, ok in enumerate(valid):
         if ok:
@@ -105,7 +119,9 @@ def pack_columns(cols: MessageColumns) -> PackedEntry:
     keys = [None if k is None else k.encode() for k in cols.keys]
     times = cols.event_times
     props = cols.properties
-    ids = [cols.message_id(row).to_bytes() for row in range(len(values))]
+    prefix = id_prefix(cols.segment_id, cols.ledger_ids[0], cols.entry_ids[0])
+    size = _uvarint(cols.batch_sizes[0])
+    ids = [prefix + _uvarint(index + 1) + size for index in cols.batch_indexes]
     return PackedEntry(
         ledger_id=cols.ledger_ids[0],
         entry_id=cols.entry_ids[0],
