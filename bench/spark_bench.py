@@ -27,7 +27,8 @@ alike); ``--installed-pyspark`` runs Spark's Python processes without ``pyspark.
 path. Results go to docs/benchmarks.md.
 
 Run: ``.venv/bin/python bench/spark_bench.py [--rows 200000] [--size 100] [--segments 2]
-[--repeat 3] [--event-times] [--verbose] [--installed-pyspark] [--probe]``
+[--repeat 3] [--event-times] [--verbose] [--installed-pyspark] [--probe]
+[--receiver-queue-size N]``
 """
 
 from __future__ import annotations
@@ -402,6 +403,12 @@ def main() -> None:
         "zip's sources in every new process (a deployment setting, not the connector's)",
     )
     parser.add_argument(
+        "--receiver-queue-size",
+        type=int,
+        default=None,
+        help="the braid source's receiverQueueSize option (default: the connector's)",
+    )
+    parser.add_argument(
         "--verbose", action="store_true", help="print each run's time, CPU seconds and phase times"
     )
     parser.add_argument(
@@ -437,6 +444,8 @@ def main() -> None:
         jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())
         roots = [jvm_pid] + ([process.pid] if process.pid is not None else [])
         opts = {"service.url": process.service_url, "admin.url": process.web_url, "topic": TOPIC}
+        if args.receiver_queue_size is not None:
+            opts["receiverQueueSize"] = str(args.receiver_queue_size)
         parquet = work / "rows.parquet"
         spark.read.format("braid").options(**opts).load().write.parquet(str(parquet))
         assert spark.read.format("braid_ceiling").option("rows", "0").load().schema == SCHEMA

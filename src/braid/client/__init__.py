@@ -31,6 +31,7 @@ from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
 from braid.client.columns import MessageColumns
 from braid.client.dead_letter import DeadLetterPolicy
 from braid.client.message import Message
+from braid.client.packed_columns import PackedColumns, PackedEntry
 from braid.client.producer import AsyncProducer
 from braid.client.queue_consumer import AsyncQueueConsumer
 from braid.client.schema import Schema
@@ -51,6 +52,8 @@ __all__ = [
     "DeadLetterPolicy",
     "Message",
     "MessageColumns",
+    "PackedColumns",
+    "PackedEntry",
     "Producer",
     "QueueConsumer",
     "Schema",

@@ -14,3 +14,11 @@ def decode(
     indexes: list[int],
     /,
 ) -> tuple[int, int]: ...
+def pack(
+    payload: bytes | memoryview, count: int, base_sequence: int, id_prefix: bytes, /
+) -> (
+    tuple[
+        int, bytes, bytes, bytes, bytes, int, bytes, bytes, int, bytes, bytes, bytes, bytes, bytes
+    ]
+    | None
+): ...

@@ -12,20 +12,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 from braid.client.ack_timeout import check_ack_timeout
 from braid.client.auth import Authentication, TlsOptions
 from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
+from braid.client.columns import MessageColumns
 from braid.client.consumer_base import ConsumerBase
 from braid.client.context import ClientContext
 from braid.client.dead_letter import DEFAULT_MAX_RECONSUME_TIMES, DeadLetterPolicy, DeadLetters
 from braid.client.errors import AlreadyClosedError, InvalidConfigurationError
 from braid.client.layout_source import LayoutSource, LayoutSources
+from braid.client.packed_columns import PackedColumns
 from braid.client.producer import AsyncProducer, check_options
 from braid.client.queue_consumer import AsyncQueueConsumer
 from braid.client.schema import Schema, check_schema
-from braid.client.segment_reader import AsyncSegmentReader, start_cursor
+from braid.client.segment_reader import LISTS, PACKED, AsyncSegmentReader, start_cursor
 from braid.client.settings import ClientSettings, parse_service_url
 from braid.client.stream_consumer import AsyncStreamConsumer
 from braid.client.transaction import DEFAULT_TIMEOUT, AsyncTransaction, check_timeout
@@ -120,7 +122,7 @@ class AsyncClient:
         self._sources: LayoutSources | None = None
         self._producers: set[AsyncProducer] = set()
         self._consumers: set[ConsumerBase] = set()
-        self._readers: set[AsyncSegmentReader] = set()
+        self._readers: set[AsyncSegmentReader[Any]] = set()
         self._coordinators: CoordinatorClient | None = None
         self._closed = False
         self._close_task: asyncio.Future[None] | None = None
@@ -316,15 +318,40 @@ class AsyncClient:
         )
         return await self._started(consumer)
 
+    @overload
     async def create_segment_reader(
         self,
         topic: str,
         segment_id: int,
         start: SegmentCursor | MessageId | None = None,
         receiver_queue_size: int = 1000,
-    ) -> AsyncSegmentReader:
+        packed: Literal[False] = False,
+    ) -> AsyncSegmentReader[MessageColumns]: ...
+
+    @overload
+    async def create_segment_reader(
+        self,
+        topic: str,
+        segment_id: int,
+        start: SegmentCursor | MessageId | None = None,
+        receiver_queue_size: int = 1000,
+        *,
+        packed: Literal[True],
+    ) -> AsyncSegmentReader[PackedColumns]: ...
+
+    async def create_segment_reader(
+        self,
+        topic: str,
+        segment_id: int,
+        start: SegmentCursor | MessageId | None = None,
+        receiver_queue_size: int = 1000,
+        packed: bool = False,
+    ) -> AsyncSegmentReader[MessageColumns] | AsyncSegmentReader[PackedColumns]:
         """A reader of one segment of ``topic``, from just after ``start`` (``None``: its
-        beginning), returning column chunks (:class:`~braid.client.columns.MessageColumns`).
+        beginning), returning column chunks: :class:`~braid.client.columns.MessageColumns`
+        (lists), or with ``packed=True``
+        :class:`~braid.client.packed_columns.PackedColumns` (Arrow-layout buffers, no Python
+        object per message: for handing rows to Arrow).
 
         Raises:
             InvalidConfigurationError: a bad ``segment_id``, ``start`` or queue size.
@@ -336,7 +363,11 @@ class AsyncClient:
         cursor = start_cursor(start, segment_id)
         size = _check_queue_size(receiver_queue_size)
         source = await sources.acquire(topic)
-        reader = AsyncSegmentReader(ctx, sources, source, segment_id, cursor, size)
+        reader: AsyncSegmentReader[MessageColumns] | AsyncSegmentReader[PackedColumns]
+        if packed:
+            reader = AsyncSegmentReader(ctx, sources, source, segment_id, cursor, size, PACKED)
+        else:
+            reader = AsyncSegmentReader(ctx, sources, source, segment_id, cursor, size, LISTS)
         try:
             await reader._start()
         except BaseException:

@@ -25,7 +25,7 @@ import contextlib
 import datetime
 import threading
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, Literal, TypeVar, overload
 
 from braid.client.async_client import AsyncClient
 from braid.client.checkpoint_consumer import AsyncCheckpointConsumer
@@ -33,10 +33,11 @@ from braid.client.columns import MessageColumns
 from braid.client.consumer_base import ConsumerBase
 from braid.client.errors import AlreadyClosedError, IllegalStateError
 from braid.client.message import Message
+from braid.client.packed_columns import PackedColumns
 from braid.client.pending import SharedConditionFuture
 from braid.client.producer import AsyncProducer
 from braid.client.queue_consumer import AsyncQueueConsumer
-from braid.client.segment_reader import AsyncSegmentReader
+from braid.client.segment_reader import AsyncSegmentReader, Chunk
 from braid.client.stream_consumer import AsyncStreamConsumer
 from braid.client.transaction import DEFAULT_TIMEOUT, AsyncTransaction, TransactionState
 from braid.core.checkpoint import Checkpoint, SegmentCursor
@@ -157,18 +158,51 @@ class Client:
             self._run(self._async.create_checkpoint_consumer(topic, start, group, **options)),
         )
 
+    @overload
     def create_segment_reader(
         self,
         topic: str,
         segment_id: int,
         start: SegmentCursor | MessageId | None = None,
-        **options: Any,
-    ) -> SegmentReader:
+        receiver_queue_size: int = 1000,
+        packed: Literal[False] = False,
+    ) -> SegmentReader[MessageColumns]: ...
+
+    @overload
+    def create_segment_reader(
+        self,
+        topic: str,
+        segment_id: int,
+        start: SegmentCursor | MessageId | None = None,
+        receiver_queue_size: int = 1000,
+        *,
+        packed: Literal[True],
+    ) -> SegmentReader[PackedColumns]: ...
+
+    def create_segment_reader(
+        self,
+        topic: str,
+        segment_id: int,
+        start: SegmentCursor | MessageId | None = None,
+        receiver_queue_size: int = 1000,
+        packed: bool = False,
+    ) -> SegmentReader[MessageColumns] | SegmentReader[PackedColumns]:
         """A reader of one segment as column chunks, from just after ``start`` (default: the
         segment's beginning); same arguments as ``AsyncClient.create_segment_reader``."""
+        if packed:
+            return SegmentReader(
+                self,
+                self._run(
+                    self._async.create_segment_reader(
+                        topic, segment_id, start, receiver_queue_size, packed=True
+                    )
+                ),
+            )
         return SegmentReader(
             self,
-            self._run(self._async.create_segment_reader(topic, segment_id, start, **options)),
+            self._run(
+                self._async.create_segment_reader(topic, segment_id, start, receiver_queue_size)
+            ),
         )
 
     def new_transaction(self, timeout: float = DEFAULT_TIMEOUT) -> Transaction:
@@ -507,13 +541,13 @@ class CheckpointConsumer(_Consumer):
         return self._consumer.checkpoint()
 
 
-class SegmentReader:
+class SegmentReader(Generic[Chunk]):
     """Blocking view of an :class:`AsyncSegmentReader` (create with
     ``Client.create_segment_reader``)."""
 
-    def __init__(self, client: Client, reader: AsyncSegmentReader) -> None:
+    def __init__(self, client: Client, reader: AsyncSegmentReader[Chunk]) -> None:
         self._client = client
-        self._reader = reader
+        self._reader: AsyncSegmentReader[Chunk] = reader
 
     @property
     def topic(self) -> str:
@@ -533,7 +567,7 @@ class SegmentReader:
         """``(ledger_id, entry_id, batch_index)`` of the last row taken, else ``None``."""
         return self._reader.last_position
 
-    def read_columns(self, max_messages: int, timeout: float | None = None) -> MessageColumns:
+    def read_columns(self, max_messages: int, timeout: float | None = None) -> Chunk:
         """Up to ``max_messages`` next rows (those buffered, else the first within ``timeout``
         seconds; ``None`` = wait); empty when none came or the segment is drained."""
         if threading.current_thread() is self._client._runner.thread:
@@ -545,7 +579,7 @@ class SegmentReader:
         with contextlib.suppress(AlreadyClosedError):
             self._client._run(self._reader.close())
 
-    def __enter__(self) -> SegmentReader:
+    def __enter__(self) -> SegmentReader[Chunk]:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -110,6 +110,10 @@ class MessageColumns:
         """``(ledger_id, entry_id, batch_index)`` of a row."""
         return self.ledger_ids[row], self.entry_ids[row], self.batch_indexes[row]
 
+    def batch_size(self, row: int) -> int:
+        """The number of messages in the entry of a row."""
+        return self.batch_sizes[row]
+
     def message_id(self, row: int) -> MessageId:
         """The :class:`~braid.core.message_id.MessageId` of a row."""
         return unchecked_message_id(
@@ -224,6 +228,18 @@ def _trailing_varint(raw: bytes, stop: int) -> tuple[int, int] | None:
     return start - 1, value
 
 
+def open_entry(body: bytes) -> tuple[pb.MessageMetadata, bytes]:
+    """An entry's ``MessageMetadata`` and its (decompressed) payload.
+
+    Raises:
+        MalformedFrame, CorruptPayload, UnsupportedCompression: the entry does not decode.
+    """
+    meta, payload = decode_message_body(body)
+    if meta.compression != pb.NONE:
+        payload = decompress(meta.compression, payload, meta.uncompressed_size)
+    return meta, payload
+
+
 class EntryColumnDecoder:
     """Decodes entries of one segment into :class:`MessageColumns` (one per reader; not
     thread-safe: its memo is used by one thread, the client's event loop)."""
@@ -306,9 +322,13 @@ class EntryColumnDecoder:
         Raises:
             MalformedFrame, CorruptPayload, UnsupportedCompression: the entry does not decode.
         """
-        meta, payload = decode_message_body(body)
-        if meta.compression != pb.NONE:
-            payload = decompress(meta.compression, payload, meta.uncompressed_size)
+        meta, payload = open_entry(body)
+        return self.decode_opened(meta, payload, ledger_id, entry_id)
+
+    def decode_opened(
+        self, meta: pb.MessageMetadata, payload: bytes, ledger_id: int, entry_id: int
+    ) -> tuple[MessageColumns, int]:
+        """:meth:`decode` of an entry :func:`open_entry` opened."""
         cols = MessageColumns(self.topic, self.segment_id)
         if not meta.HasField("num_messages_in_batch"):
             cols.ledger_ids.append(ledger_id)
@@ -418,4 +438,5 @@ __all__ = [
     "NATIVE_ENTRY_COLUMNS",
     "EntryColumnDecoder",
     "MessageColumns",
+    "open_entry",
 ]

@@ -32,7 +32,8 @@ import logging
 import threading
 import time
 import uuid
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from braid.client.columns import EntryColumnDecoder, MessageColumns
 from braid.client.consumer_base import check_receive_args
@@ -43,6 +44,7 @@ from braid.client.errors import (
     NotFoundError,
 )
 from braid.client.layout_source import LayoutSource, LayoutSources
+from braid.client.packed_columns import PackedColumns, decode_packed
 from braid.client.segment_consumer import ReaderStart, SegmentSubscriber, SubscriptionSpec
 from braid.core.checkpoint import CursorKind, SegmentCursor
 from braid.core.errors import BraidError
@@ -54,6 +56,32 @@ log = logging.getLogger(__name__)
 
 #: How long to wait for a layout naming a segment id above every id the client knows yet.
 NEWER_LAYOUT_WAIT = 5.0
+
+#: The chunks a reader hands out: lists (:class:`MessageColumns`) or Arrow-layout buffers
+#: (:class:`~braid.client.packed_columns.PackedColumns`, ``create_segment_reader(packed=True)``).
+Chunk = TypeVar("Chunk", MessageColumns, PackedColumns)
+
+
+class ChunkFormat(Generic[Chunk]):
+    """How a reader decodes an entry (``decode(decoder, body, ledger_id, entry_id)``) and makes
+    an empty chunk (``empty(topic, segment_id)``)."""
+
+    __slots__ = ("decode", "empty")
+
+    decode: Callable[[EntryColumnDecoder, bytes, int, int], tuple[Chunk, int]]
+    empty: Callable[[str, int], Chunk]
+
+    def __init__(
+        self,
+        decode: Callable[[EntryColumnDecoder, bytes, int, int], tuple[Chunk, int]],
+        empty: Callable[[str, int], Chunk],
+    ) -> None:
+        self.decode = decode
+        self.empty = empty
+
+
+LISTS = ChunkFormat(EntryColumnDecoder.decode, MessageColumns)
+PACKED = ChunkFormat(decode_packed, PackedColumns)
 
 
 def start_cursor(start: SegmentCursor | MessageId | None, segment_id: int) -> SegmentCursor | None:
@@ -84,7 +112,7 @@ class _SegmentFeed(SegmentSubscriber):
     """The per-segment consumer of a :class:`AsyncSegmentReader`: entries become columns."""
 
     def __init__(
-        self, reader: AsyncSegmentReader, route: SegmentRoute, spec: SubscriptionSpec
+        self, reader: AsyncSegmentReader[Any], route: SegmentRoute, spec: SubscriptionSpec
     ) -> None:
         super().__init__(_FeedParent(reader), reader._ctx, route, spec)
         self.reader = reader
@@ -93,7 +121,9 @@ class _SegmentFeed(SegmentSubscriber):
         mid = message.message_id
         reader = self.reader
         try:
-            cols, dispatched = reader._decoder.decode(body, mid.ledgerId, mid.entryId)
+            cols, dispatched = reader._format.decode(
+                reader._decoder, body, mid.ledgerId, mid.entryId
+            )
         except BraidError as exc:
             self._discard_undecodable(mid, exc)
             return
@@ -101,10 +131,7 @@ class _SegmentFeed(SegmentSubscriber):
         if skip is not None and len(cols):
             # Positions grow within an entry: what the start filter drops is a prefix.
             first = 0
-            ledgers, entries, indexes = cols.ledger_ids, cols.entry_ids, cols.batch_indexes
-            while first < len(cols) and not skip.is_after(
-                ledgers[first], entries[first], indexes[first]
-            ):
+            while first < len(cols) and not skip.is_after(*cols.position(first)):
                 first += 1
             if first:
                 cols = cols.slice(first)
@@ -116,7 +143,7 @@ class _SegmentFeed(SegmentSubscriber):
             reader._enqueue(self, cols)
 
 
-class AsyncSegmentReader:
+class AsyncSegmentReader(Generic[Chunk]):
     """Reads one segment as :class:`~braid.client.columns.MessageColumns` (create with
     ``AsyncClient.create_segment_reader``; see the module docstring)."""
 
@@ -130,6 +157,7 @@ class AsyncSegmentReader:
         segment_id: int,
         start: SegmentCursor | None,
         receiver_queue_size: int,
+        chunk_format: ChunkFormat[Chunk],
     ) -> None:
         self._ctx = ctx
         self._sources = sources
@@ -137,7 +165,8 @@ class AsyncSegmentReader:
         self.segment_id = segment_id
         self.start = start
         self._decoder = EntryColumnDecoder(source.topic, segment_id)
-        self._buffer = MessageColumns(source.topic, segment_id)
+        self._format: ChunkFormat[Chunk] = chunk_format
+        self._buffer: Chunk = chunk_format.empty(source.topic, segment_id)
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
@@ -219,7 +248,7 @@ class AsyncSegmentReader:
             return ReaderStart("after", self.start)
         return ReaderStart("beginning")
 
-    def _enqueue(self, seg: SegmentSubscriber, cols: MessageColumns) -> None:
+    def _enqueue(self, seg: SegmentSubscriber, cols: Chunk) -> None:
         with self._lock:
             if self._closed or seg is not self._seg:
                 return
@@ -231,7 +260,7 @@ class AsyncSegmentReader:
     def _purge(self, seg: SegmentSubscriber) -> None:
         with self._lock:
             removed = len(self._buffer)
-            self._buffer = MessageColumns(self.topic, self.segment_id)
+            self._buffer = self._empty()
             seg.queued -= removed
 
     def _segment_ended(self) -> None:
@@ -252,7 +281,7 @@ class AsyncSegmentReader:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def _take(self, max_messages: int) -> tuple[MessageColumns | None, bool]:
+    def _take(self, max_messages: int) -> tuple[Chunk | None, bool]:
         """Up to ``max_messages`` rows off the buffer (call with the lock held), or ``None``;
         and whether flow permits are due (then call :meth:`_grant` once the lock is released:
         granting takes the same lock)."""
@@ -276,8 +305,8 @@ class AsyncSegmentReader:
         else:
             self._ctx.loop.call_soon_threadsafe(fn)
 
-    def _empty(self) -> MessageColumns:
-        return MessageColumns(self.topic, self.segment_id)
+    def _empty(self) -> Chunk:
+        return self._format.empty(self.topic, self.segment_id)
 
     def _check_open(self) -> None:
         if self._closed:
@@ -287,7 +316,7 @@ class AsyncSegmentReader:
         self,
         max_messages: int,
         timeout: float | None = None,  # noqa: ASYNC109
-    ) -> MessageColumns:
+    ) -> Chunk:
         """Up to ``max_messages`` next rows: those buffered now, else the first to arrive within
         ``timeout`` seconds (``None`` = wait). Empty when none came or the segment is drained.
 
@@ -320,7 +349,7 @@ class AsyncSegmentReader:
                 with contextlib.suppress(ValueError):
                     self._waiters.remove(waiter)
 
-    def read_columns_blocking(self, max_messages: int, timeout: float | None) -> MessageColumns:
+    def read_columns_blocking(self, max_messages: int, timeout: float | None) -> Chunk:
         """:meth:`read_columns` for the blocking facade, on the caller's thread."""
         check_receive_args(max_messages, timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -358,7 +387,7 @@ class AsyncSegmentReader:
             await seg.close()
         await self._sources.release(self._source)
 
-    async def __aenter__(self) -> AsyncSegmentReader:
+    async def __aenter__(self) -> AsyncSegmentReader[Chunk]:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -374,7 +403,7 @@ class _FeedParent:
 
     wire_schema = None
 
-    def __init__(self, reader: AsyncSegmentReader) -> None:
+    def __init__(self, reader: AsyncSegmentReader[Any]) -> None:
         self._reader = reader
         self.delivery_lock = reader._lock
 
@@ -394,4 +423,12 @@ class _FeedParent:
         self._reader._segment_ended()
 
 
-__all__ = ["NEWER_LAYOUT_WAIT", "AsyncSegmentReader", "start_cursor"]
+__all__ = [
+    "LISTS",
+    "NEWER_LAYOUT_WAIT",
+    "PACKED",
+    "AsyncSegmentReader",
+    "Chunk",
+    "ChunkFormat",
+    "start_cursor",
+]

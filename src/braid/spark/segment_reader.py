@@ -5,7 +5,7 @@ A :class:`~braid.spark.planning.SegmentRange` says: segment ``S`` of a topic, fr
 ``start`` through ``end`` (a position, or the segment's end when ``end`` is drained).
 :class:`SegmentRangeReader` opens the client's segment reader on ``S`` from ``start``
 (``Client.create_segment_reader``, ADR 0031) and takes column chunks
-(:class:`braid.MessageColumns`) off it, in segment order, cut at ``end``. Stop conditions:
+(:class:`braid.client.PackedColumns`) off it, in segment order, cut at ``end``. Stop conditions:
 
 * ``end`` is a position: after the message at ``end`` (a whole entry when its batch index is
   ``WHOLE_ENTRY``), or at the first message beyond it;
@@ -25,7 +25,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from braid.client import Client, MessageColumns, SegmentReader
+from braid.client import Client, PackedColumns, SegmentReader
 from braid.client.errors import NotFoundError
 from braid.core.checkpoint import SegmentCursor
 from braid.core.errors import DeadlineExceededError
@@ -60,15 +60,19 @@ class SegmentRangeReader:
         self._fail_on_data_loss = fail_on_data_loss
         self._segment_exists = segment_exists
         self._read_timeout = read_timeout
-        self._buffer = MessageColumns(rng.topic, rng.segment_id)
+        self._buffer = PackedColumns(rng.topic, rng.segment_id)
         self._done = False
         self.last_position: tuple[int, int, int] | None = None
         self.count = 0
         start = None if rng.start.after is None else SegmentCursor.after(*rng.start.after)
-        self._reader: SegmentReader | None = None
+        self._reader: SegmentReader[PackedColumns] | None = None
         try:
             self._reader = client.create_segment_reader(
-                rng.topic, rng.segment_id, start, receiver_queue_size=receiver_queue_size
+                rng.topic,
+                rng.segment_id,
+                start,
+                receiver_queue_size=receiver_queue_size,
+                packed=True,
             )
         except NotFoundError as exc:
             self._lost(f"it no longer exists (deleted by retention): {exc}")
@@ -79,7 +83,7 @@ class SegmentRangeReader:
         """Whether the whole range was read."""
         return self._done and not len(self._buffer)
 
-    def next_columns(self, max_messages: int) -> MessageColumns:
+    def next_columns(self, max_messages: int) -> PackedColumns:
         """The next ``max_messages`` messages of the range, fewer only at its end; empty only
         when it is done. (Filled to the full count: Spark pays per Arrow batch, and the
         broker dispatches one entry - a few hundred messages - at a time.)"""
@@ -110,7 +114,7 @@ class SegmentRangeReader:
                     if beyond(end, here):
                         cut = i
                         break
-                    if reaches(end, here, cols.batch_sizes[i]):
+                    if reaches(end, here, cols.batch_size(i)):
                         cut = i + 1
                         break
                 cols = cols.slice(0, cut)
@@ -137,9 +141,9 @@ class SegmentRangeReader:
                 )
 
     @staticmethod
-    def _at_or_past_end(end: tuple[int, int, int], cols: MessageColumns, row: int) -> bool:
+    def _at_or_past_end(end: tuple[int, int, int], cols: PackedColumns, row: int) -> bool:
         here = cols.position(row)
-        return beyond(end, here) or reaches(end, here, cols.batch_sizes[row])
+        return beyond(end, here) or reaches(end, here, cols.batch_size(row))
 
     def _lost(self, why: str) -> None:
         rng = self.range

@@ -128,7 +128,7 @@ def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordB
     # Imported here: Spark starts a fresh Python process to plan every streaming query on the
     # driver, and planning needs no Arrow (docs/benchmarks.md, the Spark section).
     from braid.spark.clients import shared_client
-    from braid.spark.rows import MessageIdArrays, to_record_batch
+    from braid.spark.rows import to_record_batch
     from braid.spark.segment_reader import SegmentRangeReader
 
     client = shared_client(options.service_url)
@@ -140,12 +140,11 @@ def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordB
         segment_exists=exists,
         receiver_queue_size=options.receiver_queue_size,
     ) as reader:
-        ids = MessageIdArrays()
         while True:
             cols = reader.next_columns(ROWS_PER_BATCH)
             if not len(cols):
                 return
-            batch = to_record_batch(cols, ids, options.min_publish_time_ms)
+            batch = to_record_batch(cols, options.min_publish_time_ms)
             if batch.num_rows:
                 yield batch
 

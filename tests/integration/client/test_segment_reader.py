@@ -3,19 +3,21 @@ scalable-topic layer (and a classic topic on the plain broker).
 
 The rows are held against what a checkpoint consumer (the message-at-a-time path) delivers from
 the same segment: same ids, keys, values, properties, event times, publish times, producers and
-sequence ids, in the same order.
+sequence ids, in the same order - for list chunks and for packed ones (``packed=True``: Arrow-layout
+buffers, read back here with ``array``).
 """
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import pytest
 
 import braid
-from braid.client import segment_reader
+from braid.client import PackedColumns, segment_reader
 from braid.core.checkpoint import SegmentCursor
-from braid.core.message_id import message_position
+from braid.core.message_id import MessageId, message_position
 from tests.integration.client.conftest import ScalableBroker
 from tests.integration.client.test_conformance import create, receive, segment_of, split
 from tests.support.polling import wait_for
@@ -55,14 +57,40 @@ def column_rows(cols: braid.MessageColumns) -> list[tuple[Any, ...]]:
     ]
 
 
-def read_all(reader: braid.SegmentReader, chunk: int = 7, within: float = 15.0) -> list[Any]:
+def packed_rows(cols: PackedColumns) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = []
+    for e, start, stop in cols:
+        ends, key_ends = array("i", e.value_offsets), array("i", e.key_offsets)
+        times, seqs = array("q", e.event_times), array("q", e.sequence_ids)
+        id_ends = array("i", e.message_id_offsets)
+        for i in range(start, stop):
+            has_key = not e.key_nulls or e.key_validity[i >> 3] >> (i & 7) & 1
+            rows.append(
+                (
+                    MessageId.from_bytes(e.message_ids[id_ends[i] : id_ends[i + 1]]),
+                    e.keys[key_ends[i] : key_ends[i + 1]].decode() if has_key else None,
+                    e.values[ends[i] : ends[i + 1]],
+                    {} if e.properties is None else dict(e.properties[i]),
+                    times[i] if e.event_time_validity[i >> 3] >> (i & 7) & 1 else None,
+                    e.publish_time,
+                    e.producer_name,
+                    seqs[i],
+                )
+            )
+    return rows
+
+
+def read_all(reader: braid.SegmentReader[Any], chunk: int = 7, within: float = 15.0) -> list[Any]:
     """Every row until the reader is drained, in chunks of at most ``chunk``."""
     rows: list[Any] = []
 
     def more() -> bool:
         cols = reader.read_columns(chunk, timeout=0.05)
         assert len(cols) <= chunk
-        rows.extend(column_rows(cols))
+        if isinstance(cols, PackedColumns):
+            rows.extend(packed_rows(cols))
+        else:
+            rows.extend(column_rows(cols))
         return reader.drained
 
     wait_for(more, within=within, message=lambda: f"the segment drained (got {len(rows)})")
@@ -82,8 +110,9 @@ def publish(producer: braid.Producer, start: int, count: int) -> None:
     producer.send(b"single-%d" % start, key="solo", properties={"p": "q"}, event_time=1234)
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["lists", "packed"])
 def test_a_sealed_segment_reads_to_drained_with_the_rows_a_consumer_gets(
-    scalable_broker: ScalableBroker, sclient: braid.Client, scalable_topic: str
+    scalable_broker: ScalableBroker, sclient: braid.Client, scalable_topic: str, packed: bool
 ) -> None:
     create(scalable_broker, scalable_topic, 1)
     producer = sclient.create_producer(scalable_topic)
@@ -95,16 +124,17 @@ def test_a_sealed_segment_reads_to_drained_with_the_rows_a_consumer_gets(
     consumer = sclient.create_checkpoint_consumer(scalable_topic, start=braid.Checkpoint.earliest())
     expected = [m for m in receive(consumer, 122) if segment_of(m) == 0]
     consumer.close()
-    with sclient.create_segment_reader(scalable_topic, 0) as reader:
+    with sclient.create_segment_reader(scalable_topic, 0, packed=packed) as reader:
         rows = read_all(reader)
-        assert reader.read_columns(10, timeout=0.05).values == []
+        assert len(reader.read_columns(10, timeout=0.05)) == 0
     assert rows == message_rows(expected)
     assert len(rows) == 122
     assert message_position(rows[-1][0]).batch_index == -1  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["lists", "packed"])
 def test_reading_starts_just_after_a_message_id_or_a_cursor(
-    scalable_broker: ScalableBroker, sclient: braid.Client, scalable_topic: str
+    scalable_broker: ScalableBroker, sclient: braid.Client, scalable_topic: str, packed: bool
 ) -> None:
     create(scalable_broker, scalable_topic, 1)
     producer = sclient.create_producer(scalable_topic)
@@ -116,10 +146,10 @@ def test_reading_starts_just_after_a_message_id_or_a_cursor(
     middle = rows[25][0]  # a message in the middle of a batch
     position = message_position(middle)
     assert position is not None and position.batch_index > 0
-    with sclient.create_segment_reader(scalable_topic, 0, start=middle) as reader:
+    with sclient.create_segment_reader(scalable_topic, 0, start=middle, packed=packed) as reader:
         assert read_all(reader, chunk=1000) == rows[26:]
     cursor = SegmentCursor.after(position.ledger_id, position.entry_id, 2**31 - 1)
-    with sclient.create_segment_reader(scalable_topic, 0, start=cursor) as reader:
+    with sclient.create_segment_reader(scalable_topic, 0, start=cursor, packed=packed) as reader:
         after_entry = read_all(reader, chunk=1000)
     assert after_entry == [r for r in rows if message_position(r[0]).entry_id > position.entry_id]  # type: ignore[union-attr]
 

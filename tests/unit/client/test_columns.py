@@ -3,6 +3,11 @@ path (``braid.client.message.decode_entry``) gives on the same entries: batched 
 with and without keys, properties, event times and own sequence ids, every codec, compacted-out
 messages, repeated metadata (the decoder's memo) and corrupt input.
 
+The packed form (``braid.client.packed_columns``: Arrow-layout buffers, built by the compiled
+``_entry_columns.pack`` and by the pure-Python packer) is held to the same reference on every
+entry here: its buffers are read back with ``struct``/``array`` (no Arrow) and compared row for
+row with ``decode_entry``'s messages, with the compiled packer and without it.
+
 The entries are built by ``braid.protocol.batch`` (the reference encoder, from ``pb`` objects)
 and by the producer's hand-written encoder (``braid.client.batch_encoder``), so the decoder is
 held against two encoders, not against itself.
@@ -11,6 +16,7 @@ held against two encoders, not against itself.
 from __future__ import annotations
 
 import importlib.util
+from array import array
 from typing import Any
 
 import pytest
@@ -18,9 +24,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from braid.client import columns as columns_module
+from braid.client import packed_columns
 from braid.client.batch_encoder import entry_metadata, producer_name_field, single_message_header
 from braid.client.columns import EMPTY_PROPERTIES, EntryColumnDecoder, MessageColumns
 from braid.client.message import Message, decode_entry, position_of
+from braid.client.packed_columns import PackedColumns, decode_packed
 from braid.core.errors import BraidError
 from braid.protocol import batch, pb
 from braid.protocol.frames import decode_message_body, encode_message_body
@@ -64,6 +72,64 @@ def rows_of_columns(cols: MessageColumns) -> list[tuple[Any, ...]]:
     ]
 
 
+def _strings(data: bytes, offsets: bytes, valid: bytes | None, start: int, stop: int) -> list[Any]:
+    ends = array("i", offsets)
+    return [
+        data[ends[i] : ends[i + 1]] if valid is None or valid[i >> 3] >> (i & 7) & 1 else None
+        for i in range(start, stop)
+    ]
+
+
+def signed(value: int | None) -> int | None:
+    """A uint64 as the int64 a packed column holds (two's complement, wrapping past 2**64)."""
+    if value is None:
+        return None
+    value &= (1 << 64) - 1
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def rows_of_packed(cols: PackedColumns) -> list[tuple[Any, ...]]:
+    """The rows of packed columns, read back from the buffers without Arrow."""
+    rows: list[tuple[Any, ...]] = []
+    for e, start, stop in cols:
+        values = _strings(e.values, e.value_offsets, None, start, stop)
+        keys = _strings(e.keys, e.key_offsets, e.key_validity if e.key_nulls else None, start, stop)
+        times = array("q", e.event_times)
+        seqs = array("q", e.sequence_ids)
+        indexes = array("i", e.batch_indexes)
+        ids = _strings(e.message_ids, e.message_id_offsets, None, start, stop)
+        valid = e.event_time_validity
+        for r, i in enumerate(range(start, stop)):
+            rows.append(
+                (
+                    ids[r],
+                    (e.ledger_id, e.entry_id, indexes[i], e.batch_size),
+                    None if keys[r] is None else keys[r].decode(),
+                    values[r],
+                    e.publish_time,
+                    times[i] if valid[i >> 3] >> (i & 7) & 1 else None,
+                    {} if e.properties is None else dict(e.properties[i]),
+                    e.producer_name,
+                    seqs[i],
+                )
+            )
+    return rows
+
+
+def packed_both_ways(body: bytes) -> list[list[tuple[Any, ...]]]:
+    """``body`` packed by the compiled packer (when built) and by the pure-Python one."""
+    out = []
+    native = packed_columns._native_pack
+    for pack in ([native] if native is not None else []) + [None]:
+        packed_columns._native_pack = pack
+        try:
+            cols, count = decode_packed(EntryColumnDecoder(TOPIC, SEGMENT), body, LEDGER, ENTRY)
+        finally:
+            packed_columns._native_pack = native
+        out.append([*rows_of_packed(cols), ("dispatched", count)])
+    return out
+
+
 def by_messages(body: bytes) -> tuple[list[Message], int]:
     """``body`` decoded by the message path (the reference the columns are held to)."""
     return decode_entry(
@@ -85,10 +151,29 @@ def both(body: bytes, decoder: EntryColumnDecoder | None = None) -> None:
     assert count == dispatched
     assert rows_of_columns(cols) == rows_of_messages(messages)
     assert {len(getattr(cols, name)) for name in MessageColumns.COLUMNS} == {len(messages)}
+    expected_packed: list[tuple[Any, ...]] = [
+        (
+            m.message_id.to_bytes(),
+            position_of(m),
+            m.key,
+            m.value,
+            m.publish_time,
+            signed(m.event_time),
+            dict(m.properties),
+        )
+        for m in messages
+    ]
+    expected_packed = [
+        (*row, m.producer_name, signed(m.sequence_id))
+        for row, m in zip(expected_packed, messages, strict=True)
+    ]
+    expected_packed.append(("dispatched", dispatched))
     for i, message in enumerate(messages):
         _ledger, _entry, index, size = position_of(message)
         assert cols.position(i) == (LEDGER, ENTRY, index)
         assert cols.batch_sizes[i] == size
+    for packed in packed_both_ways(body):
+        assert packed == expected_packed
 
 
 OUTER = pb.MessageMetadata(producer_name="prod-1", sequence_id=100, publish_time=1_700_000_000_123)
@@ -270,6 +355,8 @@ def test_a_damaged_entry_fails_or_decodes_as_the_message_path_does(body: bytes) 
     except BraidError as by_columns:
         with pytest.raises(type(by_columns)):
             by_messages(body)
+        with pytest.raises(type(by_columns)):
+            packed_both_ways(body)
         return
     both(body)  # not damaged enough to fail (e.g. trailing bytes): the same rows either way
 
@@ -281,6 +368,38 @@ def test_arbitrary_bytes_decode_or_raise_a_braid_error(data: bytes) -> None:
         EntryColumnDecoder(TOPIC, SEGMENT).decode(data, LEDGER, ENTRY)
     except BraidError:
         pass
+    try:
+        packed_both_ways(data)
+    except BraidError:
+        pass
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=6), max_size=4), st.binary(max_size=8))
+def test_keys_pack_exactly_when_they_are_utf8(raw_keys: list[bytes], value: bytes) -> None:
+    # The compiled packer validates UTF-8 itself: bytes Python's strict decoder refuses
+    # (overlong forms, surrogates, past U+10FFFF, cut sequences) must go to the Python path.
+    singles = []
+    for raw in raw_keys:
+        single = pb.SingleMessageMetadata(payload_size=len(value))
+        single.ordering_key = raw  # bytes field: becomes the partition_key below
+        singles.append(single.SerializeToString().replace(b"\x3a", b"\x12", 1))
+    payload = b"".join(len(m).to_bytes(4, "big") + m + value for m in singles)
+    if not singles:
+        return
+    native = packed_columns._native_pack
+    if native is None:
+        pytest.skip("the compiled _entry_columns module is not built")
+    packed = native(payload, len(singles), 0, b"prefix")
+    all_utf8 = True
+    for raw in raw_keys:
+        try:
+            raw.decode()
+        except UnicodeDecodeError:
+            all_utf8 = False
+    assert (packed is not None) == all_utf8
+    if packed is not None:
+        assert _strings(packed[3], packed[4], None, 0, len(raw_keys)) == raw_keys
 
 
 def test_take_front_slice_and_concat_keep_rows_in_order() -> None:

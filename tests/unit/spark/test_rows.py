@@ -1,8 +1,9 @@
 """Column chunks become Arrow record batches with exactly the row values of the message path.
 
 Entries are decoded twice - by the client's ``decode_entry`` (``Message`` objects) and by its
-columnar decoder - and every Arrow row is compared with the ``Message`` attributes, converted the
-way Spark sees them (timestamps in microseconds UTC, ``message_id`` = ``MessageId.to_bytes()``).
+packed columnar decoder (the compiled one, and the pure-Python one) - and every Arrow row is
+compared with the ``Message`` attributes, converted the way Spark sees them (timestamps in
+microseconds UTC, ``message_id`` = ``MessageId.to_bytes()``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ import pytest
 pytest.importorskip("pyarrow", reason="the spark extra (make test installs it)")
 pytest.importorskip("pyspark", reason="the spark extra (make test installs it)")
 
-from braid.client.columns import EntryColumnDecoder, MessageColumns
+from braid.client import packed_columns
+from braid.client.columns import EntryColumnDecoder
 from braid.client.message import Message, decode_entry
+from braid.client.packed_columns import PackedColumns, decode_packed
 from braid.protocol import batch, pb
-from braid.spark.rows import ARROW_SCHEMA, MessageIdArrays, entry_runs, to_record_batch
+from braid.spark.rows import ARROW_SCHEMA, to_record_batch
 
 TOPIC = "topic://public/default/rows"
 SEGMENT = 3
@@ -86,12 +89,22 @@ def expected_row(m: Message) -> dict[str, Any]:
     }
 
 
-def decoded() -> tuple[MessageColumns, list[Message]]:
+@pytest.fixture(autouse=True, params=["compiled", "python"])
+def packer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with the compiled packer (when built) and with the pure-Python one."""
+    if request.param == "python":
+        monkeypatch.setattr(packed_columns, "_native_pack", None)
+    elif packed_columns._native_pack is None:
+        pytest.skip("the compiled _entry_columns module is not built")
+    return str(request.param)
+
+
+def decoded() -> tuple[PackedColumns, list[Message]]:
     decoder = EntryColumnDecoder(TOPIC, SEGMENT)
-    cols = MessageColumns(TOPIC, SEGMENT)
+    cols = PackedColumns(TOPIC, SEGMENT)
     messages: list[Message] = []
     for ledger, entry, body in entries():
-        part, _ = decoder.decode(body, ledger, entry)
+        part, _ = decode_packed(decoder, body, ledger, entry)
         cols.extend(part)
         got, _ = decode_entry(
             body,
@@ -115,7 +128,7 @@ def arrow_rows(record_batch: Any) -> list[dict[str, Any]]:
 
 def test_every_arrow_row_equals_the_message_attributes() -> None:
     cols, messages = decoded()
-    record_batch = to_record_batch(cols, MessageIdArrays())
+    record_batch = to_record_batch(cols)
     assert record_batch.schema == ARROW_SCHEMA
     assert arrow_rows(record_batch) == [expected_row(m) for m in messages]
 
@@ -123,16 +136,14 @@ def test_every_arrow_row_equals_the_message_attributes() -> None:
 def test_rows_without_properties_take_the_empty_map_path() -> None:
     cols, messages = decoded()
     first = cols.slice(0, 6)  # the first entry: no properties anywhere
-    assert arrow_rows(to_record_batch(first, MessageIdArrays())) == [
-        expected_row(m) for m in messages[:6]
-    ]
+    assert arrow_rows(to_record_batch(first)) == [expected_row(m) for m in messages[:6]]
 
 
 def test_rows_published_before_the_start_time_are_skipped() -> None:
     cols, messages = decoded()
-    record_batch = to_record_batch(cols, MessageIdArrays(), min_publish_time_ms=1_700_000_001_000)
+    record_batch = to_record_batch(cols, min_publish_time_ms=1_700_000_001_000)
     assert arrow_rows(record_batch) == [expected_row(m) for m in messages[6:]]
-    assert to_record_batch(cols.slice(0, 0), MessageIdArrays()).num_rows == 0
+    assert to_record_batch(cols.slice(0, 0)).num_rows == 0
 
 
 @pytest.mark.parametrize("start", [0, 1, 5, 7])
@@ -140,7 +151,7 @@ def test_rows_published_before_the_start_time_are_skipped() -> None:
 def test_any_slice_across_entries_gives_the_message_rows(start: int, stop: int) -> None:
     # Runs that start or end inside an entry, and one-row runs.
     cols, messages = decoded()
-    assert arrow_rows(to_record_batch(cols.slice(start, stop), MessageIdArrays())) == [
+    assert arrow_rows(to_record_batch(cols.slice(start, stop))) == [
         expected_row(m) for m in messages[start:stop]
     ]
 
@@ -149,15 +160,13 @@ def test_rows_with_gaps_in_their_batch_indexes_get_their_own_message_ids() -> No
     # Compacted-out messages (or a start filter) leave gaps inside an entry's batch indexes.
     cols, messages = decoded()
     keep = [0, 2, 3, 5, 6, 8, 10]
-    gappy = MessageColumns.concat(TOPIC, SEGMENT, [cols.slice(i, i + 1) for i in keep])
-    assert arrow_rows(to_record_batch(gappy, MessageIdArrays())) == [
-        expected_row(messages[i]) for i in keep
-    ]
+    gappy = PackedColumns(TOPIC, SEGMENT, [w for i in keep for w in cols.slice(i, i + 1).windows])
+    assert arrow_rows(to_record_batch(gappy)) == [expected_row(messages[i]) for i in keep]
 
 
-def test_entry_runs_are_the_rows_of_each_entry_and_out_of_order_rows_are_refused() -> None:
-    cols, _ = decoded()
-    assert entry_runs(cols) == [(0, 6), (6, 10), (10, 11)]
-    backwards = MessageColumns.concat(TOPIC, SEGMENT, [cols.slice(6, 10), cols.slice(0, 6)])
-    with pytest.raises(ValueError, match="position order"):
-        entry_runs(backwards)
+def test_a_batch_taken_in_pieces_gives_the_rows_of_the_whole() -> None:
+    cols, messages = decoded()
+    pieces = [cols.take_front(n) for n in (4, 3, 100)]
+    assert len(cols) == 0
+    got = [row for piece in pieces for row in arrow_rows(to_record_batch(piece))]
+    assert got == [expected_row(m) for m in messages]
