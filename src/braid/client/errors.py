@@ -153,9 +153,17 @@ class PersistenceError(BrokerError):
     retriable = True
 
 
+class BrokerMetadataError(BrokerError):
+    """The broker could not read its metadata (its metadata-store session reconnecting, a
+    lookup it was too busy for); transient, as the Java client's ``BrokerMetadataException``:
+    the client looks the topic up again, through another broker if this one goes away."""
+
+    retriable = True
+
+
 _CODE_TO_ERROR: dict[int, type[BraidError]] = {
     pb.UnknownError: BrokerError,
-    pb.MetadataError: BrokerError,
+    pb.MetadataError: BrokerMetadataError,
     pb.PersistenceError: PersistenceError,
     pb.AuthenticationError: AuthenticationError,
     pb.AuthorizationError: AuthorizationError,
@@ -202,10 +210,11 @@ def error_for_code(code: int, message: str, *, context: str = "") -> BraidError:
 def is_transient(error: BaseException) -> bool:
     """Whether the client retries ``error`` itself (reconnect, re-lookup) instead of surfacing it.
 
-    Connection loss, a not-ready broker and broker persistence hiccups are transient; timeouts
-    are not (they surface, ``docs/client.md#errors``), nor is any deterministic refusal.
+    Connection loss, a not-ready broker, a broker that cannot reach its metadata and broker
+    persistence hiccups are transient; timeouts are not (they surface, ``docs/client.md#errors``),
+    nor is any deterministic refusal.
     """
-    return isinstance(error, ServiceUnavailableError | PersistenceError)
+    return isinstance(error, ServiceUnavailableError | PersistenceError | BrokerMetadataError)
 
 
 __all__ = [
@@ -214,6 +223,7 @@ __all__ = [
     "AuthorizationError",
     "BraidError",
     "BrokerError",
+    "BrokerMetadataError",
     "ConnectError",
     "ConsumerBusyError",
     "CryptoError",

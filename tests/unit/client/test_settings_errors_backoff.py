@@ -11,6 +11,7 @@ from braid.client.errors import (
     AlreadyClosedError,
     AuthenticationError,
     AuthorizationError,
+    BrokerMetadataError,
     ConnectError,
     ConsumerBusyError,
     IncompatibleSchemaError,
@@ -90,6 +91,7 @@ def test_settings_are_validated() -> None:
         (pb.ServiceNotReady, ServiceNotReadyError),
         (pb.TooManyRequests, ServiceNotReadyError),
         (pb.PersistenceError, PersistenceError),
+        (pb.MetadataError, BrokerMetadataError),
     ],
 )
 def test_server_errors_map_to_the_spec_categories(code: int, category: type) -> None:
@@ -111,6 +113,9 @@ def test_retry_split_follows_the_error_model() -> None:
         NotConnectedError("x"),
         ServiceNotReadyError("x"),
         PersistenceError("x"),
+        # A lookup answered by a broker whose metadata session is reconnecting (or too busy):
+        # the Java client retries it too; failing the send instead lost a multi-host run.
+        error_for_code(pb.MetadataError, "ZooKeeper connection of session 0x1 is down"),
     ]
     surfaced = [
         NotFoundError("x"),
