@@ -58,9 +58,9 @@ def _check_name(what: str, value: object) -> str:
     return value
 
 
-def _check_queue_size(value: object) -> int:
+def _check_queue_size(value: object, name: str = "receiver_queue_size") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidConfigurationError(f"receiver_queue_size must be a positive int: {value!r}")
+        raise InvalidConfigurationError(f"{name} must be a positive int: {value!r}")
     return value
 
 
@@ -326,6 +326,8 @@ class AsyncClient:
         start: SegmentCursor | MessageId | None = None,
         receiver_queue_size: int = 1000,
         packed: Literal[False] = False,
+        *,
+        receiver_queue_bytes: int | None = None,
     ) -> AsyncSegmentReader[MessageColumns]: ...
 
     @overload
@@ -337,6 +339,7 @@ class AsyncClient:
         receiver_queue_size: int = 1000,
         *,
         packed: Literal[True],
+        receiver_queue_bytes: int | None = None,
     ) -> AsyncSegmentReader[PackedColumns]: ...
 
     async def create_segment_reader(
@@ -346,12 +349,16 @@ class AsyncClient:
         start: SegmentCursor | MessageId | None = None,
         receiver_queue_size: int = 1000,
         packed: bool = False,
+        *,
+        receiver_queue_bytes: int | None = None,
     ) -> AsyncSegmentReader[MessageColumns] | AsyncSegmentReader[PackedColumns]:
         """A reader of one segment of ``topic``, from just after ``start`` (``None``: its
         beginning), returning column chunks: :class:`~braid.client.columns.MessageColumns`
         (lists), or with ``packed=True``
         :class:`~braid.client.packed_columns.PackedColumns` (Arrow-layout buffers, no Python
-        object per message: for handing rows to Arrow).
+        object per message: for handing rows to Arrow). ``receiver_queue_size`` messages are
+        read ahead at most; with ``receiver_queue_bytes``, also about that many bytes at most
+        (counted as entries arrive, :mod:`braid.client.receive_window`).
 
         Raises:
             InvalidConfigurationError: a bad ``segment_id``, ``start`` or queue size.
@@ -362,12 +369,19 @@ class AsyncClient:
             raise InvalidConfigurationError(f"segment_id must be an int >= 0: {segment_id!r}")
         cursor = start_cursor(start, segment_id)
         size = _check_queue_size(receiver_queue_size)
+        nbytes = None
+        if receiver_queue_bytes is not None:
+            nbytes = _check_queue_size(receiver_queue_bytes, "receiver_queue_bytes")
         source = await sources.acquire(topic)
         reader: AsyncSegmentReader[MessageColumns] | AsyncSegmentReader[PackedColumns]
         if packed:
-            reader = AsyncSegmentReader(ctx, sources, source, segment_id, cursor, size, PACKED)
+            reader = AsyncSegmentReader(
+                ctx, sources, source, segment_id, cursor, size, PACKED, nbytes
+            )
         else:
-            reader = AsyncSegmentReader(ctx, sources, source, segment_id, cursor, size, LISTS)
+            reader = AsyncSegmentReader(
+                ctx, sources, source, segment_id, cursor, size, LISTS, nbytes
+            )
         try:
             await reader._start()
         except BaseException:

@@ -166,6 +166,8 @@ class Client:
         start: SegmentCursor | MessageId | None = None,
         receiver_queue_size: int = 1000,
         packed: Literal[False] = False,
+        *,
+        receiver_queue_bytes: int | None = None,
     ) -> SegmentReader[MessageColumns]: ...
 
     @overload
@@ -177,6 +179,7 @@ class Client:
         receiver_queue_size: int = 1000,
         *,
         packed: Literal[True],
+        receiver_queue_bytes: int | None = None,
     ) -> SegmentReader[PackedColumns]: ...
 
     def create_segment_reader(
@@ -186,6 +189,8 @@ class Client:
         start: SegmentCursor | MessageId | None = None,
         receiver_queue_size: int = 1000,
         packed: bool = False,
+        *,
+        receiver_queue_bytes: int | None = None,
     ) -> SegmentReader[MessageColumns] | SegmentReader[PackedColumns]:
         """A reader of one segment as column chunks, from just after ``start`` (default: the
         segment's beginning); same arguments as ``AsyncClient.create_segment_reader``."""
@@ -194,14 +199,25 @@ class Client:
                 self,
                 self._run(
                     self._async.create_segment_reader(
-                        topic, segment_id, start, receiver_queue_size, packed=True
+                        topic,
+                        segment_id,
+                        start,
+                        receiver_queue_size,
+                        packed=True,
+                        receiver_queue_bytes=receiver_queue_bytes,
                     )
                 ),
             )
         return SegmentReader(
             self,
             self._run(
-                self._async.create_segment_reader(topic, segment_id, start, receiver_queue_size)
+                self._async.create_segment_reader(
+                    topic,
+                    segment_id,
+                    start,
+                    receiver_queue_size,
+                    receiver_queue_bytes=receiver_queue_bytes,
+                )
             ),
         )
 

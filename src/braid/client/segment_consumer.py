@@ -17,7 +17,8 @@ segment it keeps the standard consumer protocol:
   the broker is asked for the whole entry and earlier messages are filtered here, which works
   for brokers that start a reader inclusively or exclusively;
 * **flow control** - permits are granted as the application takes messages (half the receiver
-  queue at a time), not as they arrive;
+  queue at a time), not as they arrive; a window bounded in bytes too grows and shrinks with the
+  sizes seen (:mod:`braid.client.receive_window`);
 * **acknowledgments** are grouped (every 100 ms or 1000 ids) and sent on the loop; a batched
   message is acknowledged individually once every message of its entry is (the broker has no
   batch-index acks); negative acks become REDELIVER_UNACKNOWLEDGED_MESSAGES after a delay;
@@ -47,6 +48,7 @@ from braid.client.connection import BrokerConnection
 from braid.client.context import ClientContext
 from braid.client.errors import AlreadyClosedError, ConsumerBusyError, is_transient
 from braid.client.message import Message, decode_entry, position_of, wire_schema_version
+from braid.client.receive_window import ReceiveWindow
 from braid.client.schema import PayloadDecoder
 from braid.core.checkpoint import SegmentCursor
 from braid.core.errors import BraidError
@@ -75,6 +77,8 @@ class SubscriptionSpec:
     initial_position: int = pb.CommandSubscribe.Latest
     durable: bool = True
     receiver_queue_size: int = 1000
+    #: Bound the receive window in bytes too (:mod:`braid.client.receive_window`).
+    receiver_queue_bytes: int | None = None
     negative_ack_delay: float = 1.0
     #: Keep retrying a ``ConsumerBusy`` refusal (an assigned segment whose previous owner is
     #: still draining it before it lets go) instead of failing the attach.
@@ -176,7 +180,7 @@ class SegmentSubscriber:
         self.queued = 0
         self._consumed = 0
         self._flow_pending = False
-        self._flow_threshold = max(1, spec.receiver_queue_size // 2)
+        self.window = ReceiveWindow(spec.receiver_queue_size, spec.receiver_queue_bytes)
         self._skip: SegmentCursor | None = None
         self._attaching = False
         self._started = False
@@ -295,8 +299,9 @@ class SegmentSubscriber:
         self.ready = True
         with self._delivery_lock:
             self._consumed = 0
+            permits = self.window.restart()
         if not self.paused:
-            conn.send(commands.flow(consumer_id, spec.receiver_queue_size))
+            conn.send(commands.flow(consumer_id, permits))
         with self._lock:
             unsent = bool(self._acks) or self._cumulative is not None
         if unsent:
@@ -353,6 +358,16 @@ class SegmentSubscriber:
         if grant:
             self.send_flow()
 
+    def sized(self, nbytes: int, messages: int) -> None:
+        """An entry of ``messages`` messages and ``nbytes`` bytes arrived (loop only): with a
+        byte-bounded window, grant at once what it may now grow by."""
+        with self._delivery_lock:
+            grow = self.window.received(nbytes, messages)
+        conn = self.conn
+        if grow and conn is not None and self.ready and not self.paused:
+            with contextlib.suppress(Exception):
+                conn.send(commands.flow(self.consumer_id, grow))
+
     def count_delivered(self, count: int) -> bool:
         """The application took ``count`` of this segment's messages; return whether permits
         should now be granted (then call :meth:`send_flow` on the loop).
@@ -360,7 +375,7 @@ class SegmentSubscriber:
         Called with the parent consumer's delivery lock held, which guards the permit counters.
         """
         self._consumed += count
-        if self._flow_pending or self._consumed < self._flow_threshold:
+        if self._flow_pending or self._consumed < self.window.threshold:
             return False
         self._flow_pending = True
         return True
@@ -368,7 +383,8 @@ class SegmentSubscriber:
     def send_flow(self) -> None:
         """Grant the permits of the messages delivered since the last grant (loop only)."""
         with self._delivery_lock:
-            permits, self._consumed = self._consumed, 0
+            permits = self.window.grant(self._consumed)
+            self._consumed = 0
             self._flow_pending = False
         conn = self.conn
         if permits and conn is not None and self.ready and not self.paused:
@@ -391,8 +407,9 @@ class SegmentSubscriber:
             with self._delivery_lock:
                 self._consumed = 0
                 self._flow_pending = False
+                permits = self.window.restart()
             with contextlib.suppress(Exception):
-                conn.send(commands.flow(self.consumer_id, self.spec.receiver_queue_size))
+                conn.send(commands.flow(self.consumer_id, permits))
 
     # -- acknowledgments ----------------------------------------------------------------------
 

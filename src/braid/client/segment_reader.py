@@ -127,6 +127,8 @@ class _SegmentFeed(SegmentSubscriber):
         except BraidError as exc:
             self._discard_undecodable(mid, exc)
             return
+        if self.spec.receiver_queue_bytes is not None:
+            self.sized(len(body), dispatched)
         skip = self._skip
         if skip is not None and len(cols):
             # Positions grow within an entry: what the start filter drops is a prefix.
@@ -158,6 +160,7 @@ class AsyncSegmentReader(Generic[Chunk]):
         start: SegmentCursor | None,
         receiver_queue_size: int,
         chunk_format: ChunkFormat[Chunk],
+        receiver_queue_bytes: int | None = None,
     ) -> None:
         self._ctx = ctx
         self._sources = sources
@@ -179,6 +182,7 @@ class AsyncSegmentReader(Generic[Chunk]):
             f"braid-{uuid.uuid4().hex[:10]}",
             durable=False,
             receiver_queue_size=receiver_queue_size,
+            receiver_queue_bytes=receiver_queue_bytes,
         )
         self._closed = False
         self._close_task: asyncio.Future[None] | None = None

@@ -13,7 +13,8 @@ Source options (``spark.read`` / ``spark.readStream``): ``service.url`` (require
 stream, ``earliest`` for a batch), ``endingPosition`` (batch only: ``latest`` | checkpoint |
 offset JSON), ``maxRecordsPerTrigger`` (stream only), ``failOnDataLoss`` (default ``true``),
 ``receiverQueueSize`` (messages a range reader keeps in flight; default
-:data:`DEFAULT_RECEIVER_QUEUE_SIZE`).
+:data:`DEFAULT_RECEIVER_QUEUE_SIZE`), ``receiverQueueBytes`` (and at most about this many bytes;
+default :data:`DEFAULT_RECEIVER_QUEUE_BYTES`).
 
 Sink options (``df.write`` / ``df.writeStream``): ``service.url``, ``admin.url``, ``topic`` (one),
 ``producerName`` (the stable base of the sink's producer names), ``exactlyOnce`` (default
@@ -50,6 +51,7 @@ _SOURCE_KEYS = frozenset(
         "maxrecordspertrigger",
         "failondataloss",
         "receiverqueuesize",
+        "receiverqueuebytes",
     }
 )
 _SINK_KEYS = frozenset({"service.url", "admin.url", "topic", "producername", "exactlyonce"})
@@ -64,18 +66,24 @@ _SPELLING = {
         "maxRecordsPerTrigger",
         "failOnDataLoss",
         "receiverQueueSize",
+        "receiverQueueBytes",
         "producerName",
         "exactlyOnce",
     )
 }
 
 
-#: Messages a range reader keeps in flight: about ten entries of 1000-message batches, so the
-#: broker's next entries are on their way while the executor decodes (2000, two entries, left
-#: the read waiting on the broker: -30 % in bench/spark_bench.py). Memory per reading task is
-#: about this many messages; lower it for large messages.
-DEFAULT_RECEIVER_QUEUE_SIZE = 10_000
+#: Messages a range reader keeps in flight: about fifty entries of 1000-message batches, so the
+#: broker's next entries are on their way while the executor decodes, in few, large dispatch
+#: rounds (2000 left the read waiting on the broker: -30 % in bench/spark_bench.py; see
+#: docs/benchmarks.md "Spark" for 10,000 against 50,000). Memory is bounded by
+#: :data:`DEFAULT_RECEIVER_QUEUE_BYTES`, not by this, once messages are over ~320 bytes.
+DEFAULT_RECEIVER_QUEUE_SIZE = 50_000
 _MAX_RECEIVER_QUEUE_SIZE = 1_000_000
+#: Bytes a range reader keeps in flight at most, about (entries as stored, counted as they
+#: arrive: :mod:`braid.client.receive_window`): 16 MiB per reading task whatever the message size.
+DEFAULT_RECEIVER_QUEUE_BYTES = 16 * 1024 * 1024
+_MAX_RECEIVER_QUEUE_BYTES = 2**31
 
 
 class BraidSparkOptionError(InvalidInputError):
@@ -126,6 +134,7 @@ class SourceOptions:
     max_records_per_trigger: int | None
     fail_on_data_loss: bool
     receiver_queue_size: int = DEFAULT_RECEIVER_QUEUE_SIZE
+    receiver_queue_bytes: int = DEFAULT_RECEIVER_QUEUE_BYTES
 
     @property
     def min_publish_time_ms(self) -> int | None:
@@ -302,15 +311,12 @@ def source_options(options: Mapping[str, str], *, streaming: bool | None) -> Sou
         if not text.isdigit() or int(text) <= 0:
             raise _fail("maxrecordspertrigger", f"must be a positive integer, got {text!r}")
         max_records = int(text)
-    queue_size = DEFAULT_RECEIVER_QUEUE_SIZE
-    if "receiverqueuesize" in opts:
-        text = opts["receiverqueuesize"].strip()
-        if not text.isdigit() or not 0 < int(text) <= _MAX_RECEIVER_QUEUE_SIZE:
-            raise _fail(
-                "receiverqueuesize",
-                f"must be an integer in 1..{_MAX_RECEIVER_QUEUE_SIZE}, got {text!r}",
-            )
-        queue_size = int(text)
+    queue_size = _bounded(
+        opts, "receiverqueuesize", DEFAULT_RECEIVER_QUEUE_SIZE, _MAX_RECEIVER_QUEUE_SIZE
+    )
+    queue_bytes = _bounded(
+        opts, "receiverqueuebytes", DEFAULT_RECEIVER_QUEUE_BYTES, _MAX_RECEIVER_QUEUE_BYTES
+    )
     return SourceOptions(
         service_url=service_url,
         admin_url=admin_url,
@@ -320,7 +326,18 @@ def source_options(options: Mapping[str, str], *, streaming: bool | None) -> Sou
         max_records_per_trigger=max_records,
         fail_on_data_loss=_bool(opts, "failondataloss", True),
         receiver_queue_size=queue_size,
+        receiver_queue_bytes=queue_bytes,
     )
+
+
+def _bounded(opts: Mapping[str, str], key: str, default: int, most: int) -> int:
+    """The integer option ``key`` (lower case), in 1..``most``; ``default`` when absent."""
+    if key not in opts:
+        return default
+    text = opts[key].strip()
+    if not text.isdigit() or not 0 < int(text) <= most:
+        raise _fail(key, f"must be an integer in 1..{most}, got {text!r}")
+    return int(text)
 
 
 def sink_options(options: Mapping[str, str]) -> SinkOptions:

@@ -30,7 +30,7 @@ from braid.client.errors import NotFoundError
 from braid.core.checkpoint import SegmentCursor
 from braid.core.errors import DeadlineExceededError
 from braid.spark.errors import BraidDataLossError
-from braid.spark.options import DEFAULT_RECEIVER_QUEUE_SIZE
+from braid.spark.options import DEFAULT_RECEIVER_QUEUE_BYTES, DEFAULT_RECEIVER_QUEUE_SIZE
 from braid.spark.planning import SegmentRange, beyond, reaches
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ class SegmentRangeReader:
         segment_exists: SegmentExists | None = None,
         read_timeout: float = 120.0,
         receiver_queue_size: int = DEFAULT_RECEIVER_QUEUE_SIZE,
+        receiver_queue_bytes: int | None = DEFAULT_RECEIVER_QUEUE_BYTES,
     ) -> None:
         self.range = rng
         self._fail_on_data_loss = fail_on_data_loss
@@ -73,6 +74,7 @@ class SegmentRangeReader:
                 start,
                 receiver_queue_size=receiver_queue_size,
                 packed=True,
+                receiver_queue_bytes=receiver_queue_bytes,
             )
         except NotFoundError as exc:
             self._lost(f"it no longer exists (deleted by retention): {exc}")

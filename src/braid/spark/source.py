@@ -139,6 +139,7 @@ def read_range(options: SourceOptions, rng: SegmentRange) -> Iterator[pa.RecordB
         fail_on_data_loss=options.fail_on_data_loss,
         segment_exists=exists,
         receiver_queue_size=options.receiver_queue_size,
+        receiver_queue_bytes=options.receiver_queue_bytes,
     ) as reader:
         while True:
             cols = reader.next_columns(ROWS_PER_BATCH)
@@ -334,6 +335,7 @@ class BraidStreamReader(_ReaderBase, DataSourceStreamReader, SupportsTriggerAvai
                 r,
                 fail_on_data_loss=self.options.fail_on_data_loss,
                 receiver_queue_size=self.options.receiver_queue_size,
+                receiver_queue_bytes=self.options.receiver_queue_bytes,
             )
             for r in ranges
         ]

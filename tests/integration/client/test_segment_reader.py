@@ -237,3 +237,31 @@ async def test_the_async_reader_grants_permits_on_the_loop_as_rows_are_taken(
         assert values == [b"%d" % i for i in range(60)]
         assert len(await reader.read_columns(7, timeout=0.05)) == 0
         assert not reader.drained
+
+
+def test_a_byte_bound_keeps_the_read_ahead_within_it(client: braid.Client, topic: str) -> None:
+    producer = client.create_producer(topic, batching=False)
+    for i in range(40):
+        producer.send(b"%02d" % i + b"x" * 10_000)
+    consumer = client.create_checkpoint_consumer(topic, start=braid.Checkpoint.earliest())
+    first = receive(consumer, 1)[0]
+    consumer.close()
+    sid = segment_of(first)
+    # Unbounded in bytes, a queue of 1000 lets the broker send all 40 ahead of the reader.
+    with client.create_segment_reader(topic, sid, receiver_queue_size=1000) as unbounded:
+        wait_for(lambda: len(unbounded._reader._buffer) == 40, message="all 40 read ahead")
+    # 35,000 bytes hold three of these entries: never more are in flight, and all are read.
+    with client.create_segment_reader(
+        topic, sid, receiver_queue_size=1000, receiver_queue_bytes=35_000
+    ) as reader:
+        values: list[bytes] = []
+
+        def one_more() -> bool:
+            assert len(reader._reader._buffer) <= 3
+            values.extend(reader.read_columns(1, timeout=0.05).values)
+            return len(values) == 40
+
+        wait_for(one_more, within=15, message=lambda: f"40 rows (got {len(values)})")
+        seg = reader._reader._seg
+        assert seg is not None and seg.window.window == 3
+    assert [v[:2] for v in values] == [b"%02d" % i for i in range(40)]

@@ -48,6 +48,9 @@ def test_keys_are_case_insensitive_and_topics_canonical() -> None:
         ({**BASE, "receiverQueueSize": "0"}, True, "receiverQueueSize"),
         ({**BASE, "receiverQueueSize": "ten"}, False, "receiverQueueSize"),
         ({**BASE, "receiverQueueSize": "1000001"}, True, "receiverQueueSize"),
+        ({**BASE, "receiverQueueBytes": "0"}, True, "receiverQueueBytes"),
+        ({**BASE, "receiverQueueBytes": "16M"}, False, "receiverQueueBytes"),
+        ({**BASE, "receiverQueueBytes": str(2**31 + 1)}, True, "receiverQueueBytes"),
         ({**BASE, "admin.url": "ftp://x"}, True, "admin.url"),
         ({**BASE, "startingPosition": '{"version": 9, "topics": {}}'}, True, "startingPosition"),
     ],
@@ -59,10 +62,15 @@ def test_bad_options_fail_naming_the_option(
         source_options(options, streaming=streaming)
 
 
-def test_receiver_queue_size_defaults_and_parses() -> None:
-    assert source_options(BASE, streaming=True).receiver_queue_size == 10_000
-    chosen = source_options({**BASE, "receiverqueuesize": " 500 "}, streaming=False)
+def test_receiver_queue_size_and_bytes_default_and_parse() -> None:
+    default = source_options(BASE, streaming=True)
+    assert default.receiver_queue_size == 50_000
+    assert default.receiver_queue_bytes == 16 * 1024 * 1024
+    chosen = source_options(
+        {**BASE, "receiverqueuesize": " 500 ", "receiverQueueBytes": "1048576"}, streaming=False
+    )
     assert chosen.receiver_queue_size == 500
+    assert chosen.receiver_queue_bytes == 1024 * 1024
 
 
 def test_positions_parse_timestamps_checkpoints_and_offsets() -> None:
