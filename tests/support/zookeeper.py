@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from braid.localcluster.ports import free_port
+
 ZK_JAR = Path("/usr/share/java/zookeeper.jar")
 JAVA = shutil.which("java") or "/usr/bin/java"
 MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
@@ -39,12 +41,6 @@ def missing_requirement() -> str | None:
     if not ZK_JAR.exists():
         return f"{ZK_JAR} is missing (apt-get install zookeeper; `make test` does)"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def four_letter_word(port: int, word: str, timeout: float = 1.0, host: str = "127.0.0.1") -> str:

@@ -14,7 +14,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,18 +22,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from braid.core.errors import DeadlineExceededError, IllegalStateError
+from braid.localcluster.ports import free_port
 from braid.localcluster.processes import http_ok, tcp_open
 
 
 class StandaloneStartError(IllegalStateError):
     """The child exited or did not become ready before the deadline; the message has its log."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port that was free a moment ago (the kernel picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 class StandaloneProcess:

@@ -19,7 +19,6 @@ naming the port, its process and the flag to change.
 
 from __future__ import annotations
 
-import socket
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from braid.core.errors import ConflictError, InvalidInputError
+from braid.localcluster.ports import free_port, port_free
 
 STATE_FILE = "cluster.json"
 CHROOT = "/braid"
@@ -232,25 +232,10 @@ def _conf_text(settings: Mapping[str, str]) -> str:
     return head + "".join(f"{key}={value}\n" for key, value in settings.items())
 
 
-def port_free(address: str, port: int) -> bool:
-    """Whether a server could listen on ``address:port`` now (as servers bind: SO_REUSEADDR)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((address, port))
-        except OSError:
-            return False
-    return True
-
-
 def _free_port(address: str, taken: set[int]) -> int:
-    while True:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind((address, 0))
-            port = int(sock.getsockname()[1])
-        if port not in taken:
-            taken.add(port)
-            return port
+    port = free_port(address, taken)
+    taken.add(port)
+    return port
 
 
 def _ports(address: str, base: int, count: int, taken: set[int]) -> tuple[int, ...]:
