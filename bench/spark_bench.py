@@ -16,15 +16,16 @@ in one local[2] SparkSession, times three streaming reads of the same rows, each
    source's own columns).
 
 Each round runs the three queries, the first round in that order and each later one starting with
-the next kind (no kind always runs after the same one); ``--repeat`` rounds, the best query of
-each kind counts (the first pays Python-worker start-up). Per query it reports the wall time split
-into **start-up** (everything but reading: starting Spark's per-query Python planning process,
-offsets, planning, commits; wall time minus the ``addBatch`` phases) and the **read** phase (the
-``addBatch`` phases: the tasks reading the rows into the sink), and with ``--verbose`` the CPU
-seconds of the Spark JVM, its Python processes and the broker (steadier than wall time on a
-shared machine). ``--event-times`` gives every message its own event time (no two metadata
-alike); ``--installed-pyspark`` runs Spark's Python processes without ``pyspark.zip`` on their
-path. Results go to docs/benchmarks.md.
+the next kind (no kind always runs after the same one); ``--repeat`` rounds, the best query of each
+kind counts (the first pays Python-worker start-up), and the median over rounds of each round's
+braid / ceiling ratio is printed beside it (steadier when the machine's speed drifts). Per query it
+reports the wall time split into **start-up** (everything but reading: starting Spark's per-query
+Python planning process, offsets, planning, commits; wall time minus the ``addBatch`` phases) and
+the **read** phase (the ``addBatch`` phases: the tasks reading the rows into the sink), and with
+``--verbose`` the CPU seconds of the Spark JVM, its Python processes and the broker (steadier than
+wall time on a shared machine). ``--event-times`` gives every message its own event time (no two
+metadata alike); ``--installed-pyspark`` runs Spark's Python processes without ``pyspark.zip`` on
+their path. Results go to docs/benchmarks.md.
 
 Run: ``.venv/bin/python bench/spark_bench.py [--rows 200000] [--size 100] [--segments 2]
 [--repeat 3] [--event-times] [--verbose] [--installed-pyspark] [--probe]
@@ -37,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -368,6 +370,15 @@ def _report(runs: list[Run], args: argparse.Namespace) -> None:
         )
     b, c, q = best["braid"], best["ceiling"], best["parquet"]
     print(f"\n{'braid / ceiling (wall)':<40}{b.rate / c.rate:>10.1%}")
+    paired = _round_ratios(runs)
+    if len(paired) > 1:
+        # Each round's braid query against the same round's ceiling query: steadier than the
+        # best of each kind when the machine's speed drifts (docs/benchmarks.md, "Spark").
+        spread = f"{min(paired):.1%} .. {max(paired):.1%}"
+        print(
+            f"{'braid / ceiling (wall), round median':<40}{statistics.median(paired):>10.1%}"
+            f"   ({len(paired)} rounds: {spread})"
+        )
     print(f"{'braid - ceiling start-up':<40}{b.startup - c.startup:>+10.2f} s")
     print(f"{'braid / ceiling read phase':<40}{b.read / max(c.read, 1e-9):>10.2f}x")
     print(f"{'ceiling / parquet (wall)':<40}{c.rate / q.rate:>10.1%}")
@@ -375,6 +386,17 @@ def _report(runs: list[Run], args: argparse.Namespace) -> None:
     if cpu and b.cpu and c.cpu and q.cpu:
         print(f"{'braid / ceiling (CPU)':<40}{c.cpu / b.cpu:>10.1%}")
         print(f"{'ceiling / parquet (CPU)':<40}{q.cpu / c.cpu:>10.1%}")
+
+
+def _round_ratios(runs: list[Run]) -> list[float]:
+    """braid / ceiling by wall time within each round (the runs in the order they ran: one
+    query of each kind per round)."""
+    per_round = len(KINDS)
+    ratios = []
+    for start in range(0, len(runs) - per_round + 1, per_round):
+        kinds = {r.kind: r for r in runs[start : start + per_round]}
+        ratios.append(kinds["braid"].rate / kinds["ceiling"].rate)
+    return ratios
 
 
 KINDS = {
