@@ -182,6 +182,38 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=30)
 
 
+#: What the C++ client's runtime prints when one of its threads joins itself while a client
+#: closes (``std::system_error`` EDEADLK, then ``std::terminate``): a race inside the client,
+#: seen once in ~20 runs under load, in ``test_seek``. The tests run once more after it, never
+#: after any other failure.
+CLIENT_CLOSE_RACE = "Resource deadlock avoided"
+
+
+def _unittest(names: Sequence[str], tests_dir: Path) -> tuple[int, str]:
+    """Run ``names`` with ``unittest -v``, streaming its output; its status and output."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "unittest", "-v", *names],
+        cwd=tests_dir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        errors="replace",
+    )
+    lines: list[str] = []
+    assert process.stdout is not None
+    try:
+        for line in process.stdout:
+            sys.stdout.write(line)
+            lines.append(line)
+        status = process.wait(timeout=60 * max(5, len(names)))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return status, "".join(lines)
+
+
 def run(work: Path, tests: Sequence[str], start_timeout_s: float) -> int:
     """The setup and the tests in ``work``; returns the tests' exit status."""
     tests_dir = work / "tests"
@@ -231,12 +263,15 @@ def run(work: Path, tests: Sequence[str], start_timeout_s: float) -> int:
                     _apply_to_existing(path, body, super_user)
             names = [t if t in OTHER_SUITES else f"pulsar_test.PulsarTest.{t}" for t in tests]
             _log(f"running {len(names)} tests and suites of {', '.join(sorted(suites(names)))}")
-            return subprocess.run(
-                [sys.executable, "-m", "unittest", "-v", *names],
-                cwd=tests_dir,
-                timeout=60 * max(5, len(names)),
-                check=False,
-            ).returncode
+            status, output = _unittest(names, tests_dir)
+            if status == -signal.SIGABRT and CLIENT_CLOSE_RACE in output:
+                _log(
+                    "the official client's process aborted in its own close race (a thread "
+                    f"joining itself: {CLIENT_CLOSE_RACE!r}, apache/pulsar#4070), not on an "
+                    "answer of the broker: running the tests once more"
+                )
+                status, _ = _unittest(names, tests_dir)
+            return status
         finally:
             _stop(standalone)
             if standalone.returncode not in (0, -signal.SIGTERM):
