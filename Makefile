@@ -59,11 +59,11 @@ typecheck: $(DEV_STAMP)
 	$(BIN)/mypy
 
 # --durations: every run names its slowest tests, so the suite's wall time stays watched.
-# -n $(TEST_WORKERS) --dist loadfile: two pytest processes, each taking whole modules (a module's
-# fixtures - a SparkSession, a cluster - stay in one process); on CI's 2 cores the suite takes
-# ~22 minutes instead of ~45 (most tests wait on sockets and child processes). TEST_WORKERS=0
-# runs it in one process.
-TEST_WORKERS ?= 2
+# TEST_WORKERS=2 make test: two pytest processes, each taking whole modules (a module's fixtures -
+# a SparkSession, a cluster - stay in one process): ~21 minutes instead of ~45 on 2 cores. Not
+# the default yet: each of its first three full runs had one timing flake the serial suite does
+# not show (two fixed, ADR 0004 amendment); CI runs one process until parallel runs are green.
+TEST_WORKERS ?= 0
 test: $(DEV_STAMP) system-deps lint typecheck
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc

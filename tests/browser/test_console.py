@@ -17,6 +17,7 @@ from braid.cli.process import StandaloneProcess
 from braid.core.layout import SegmentLayout
 from braid.core.layout_codec import layout_to_metadata
 from tests.support.browser import SCREENSHOTS, screenshot, wait_js
+from tests.support.polling import wait_for
 
 _figures: dict[str, str] = {}
 
@@ -108,11 +109,19 @@ def test_topic_page_draws_the_dag_and_a_segment_tooltip(
         ".getBBox().height; return [h(1), h(2), h(3)];"
     )
     assert abs(heights[0] - 2 * heights[1]) < 2 and abs(heights[1] - heights[2]) < 1
-    # Hover shows range, parents, epochs and the owner broker.
-    _hover(browser, "#dag g.seg[data-id='2'] rect")
+    # Hover shows range, parents, epochs and the owner broker (a child of a split has an owner
+    # once its topic is loaded, which may come after the page's first refresh: hover again).
     tooltip = "document.getElementById('tooltip')"
-    tip = wait_js(browser, f"!{tooltip}.hidden && {tooltip}.textContent")
-    assert "0x0000\u20130x3fff" in tip and "#0" in tip and "epoch 1" in tip and "pulsar://" in tip
+    shown: list[str] = []
+
+    def owner_shown() -> bool:
+        _hover(browser, "#dag g.seg[data-id='2'] rect")
+        shown.append(wait_js(browser, f"!{tooltip}.hidden && {tooltip}.textContent"))
+        return "pulsar://" in shown[-1]
+
+    wait_for(owner_shown, within=30, interval=0.5, message=lambda: f"an owner in {shown[-1:]}")
+    tip = shown[-1]
+    assert "0x0000\u20130x3fff" in tip and "#0" in tip and "epoch 1" in tip
     timeline = browser.find_element("id", "timeline").text
     assert "Split #0 → #2, #3" in timeline and "manual change" in timeline
     wait_js(browser, "document.getElementById('subscriptions').textContent.includes('audit')")
