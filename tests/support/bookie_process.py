@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from braid.cli.process import free_port
+from braid.localcluster.ports import free_port
 
 #: The port of a bookie on a lab host of its own (BookKeeper's default; the address is private).
 HOST_BOOKIE_PORT = 3181

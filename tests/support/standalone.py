@@ -27,7 +27,8 @@ import pulsar
 import pytest
 
 from braid.broker.config import BrokerConfig
-from braid.cli.process import StandaloneProcess, StandaloneStartError, free_port
+from braid.cli.process import StandaloneProcess, StandaloneStartError
+from braid.localcluster.ports import free_port
 from tests.support.polling import wait_for
 
 __all__ = [

@@ -18,7 +18,7 @@ from braid.ledger.codec import ManagedCursorInfo, decode_cursor_info
 from braid.ledger.factory import DEFAULT_ROOT
 from braid.ledger.names import cursor_path
 from braid.metadata import open_store
-from braid.storage.api import NoSuchLedger
+from braid.storage.api import NoSuchEntry, NoSuchLedger
 from braid.storage.remote import open_remote_cluster
 from tests.support.bookie_process import BookieProcess
 from tests.support.broker_process import BrokerProcess
@@ -61,18 +61,33 @@ def persisted_cursor(urls: dict[str, str], topic: str, cursor: str) -> Persisted
 
 
 async def _persisted_cursor(urls: dict[str, str], ml: str, cursor: str) -> PersistedCursor:
+    # The owner replaces its cursor ledger and deletes the old one while this reads: a snapshot
+    # counts only when the node did not move between reading it and reading its ledger (the
+    # ledger may be gone, whole or in part, once the node points elsewhere).
+    for _ in range(_CONSISTENT_READ_ATTEMPTS):
+        node, version = await _cursor_node(urls, ml, cursor)
+        if node.cursors_ledger_id < 0 or node.bookie_cluster_name is None:
+            return PersistedCursor(node, None)
+        try:
+            snapshot = await last_snapshot(urls, node.bookie_cluster_name, node.cursors_ledger_id)
+        except NoSuchEntry:
+            snapshot = None
+        if (await _cursor_node(urls, ml, cursor))[1] == version:
+            return PersistedCursor(node, snapshot)
+    raise AssertionError(f"cursor {cursor} of {ml} moved on every one of the reads")
+
+
+_CONSISTENT_READ_ATTEMPTS = 20
+
+
+async def _cursor_node(urls: dict[str, str], ml: str, cursor: str) -> tuple[ManagedCursorInfo, int]:
     store = await open_store(urls[HOME])
     try:
         got = await store.get(cursor_path(DEFAULT_ROOT, ml, cursor))
         assert got is not None, f"no node for cursor {cursor} of {ml}"
-        node = decode_cursor_info(got[0])
+        return decode_cursor_info(got[0]), got[1].version
     finally:
         await store.close()
-    if node.cursors_ledger_id < 0 or node.bookie_cluster_name is None:
-        return PersistedCursor(node, None)
-    return PersistedCursor(
-        node, await last_snapshot(urls, node.bookie_cluster_name, node.cursors_ledger_id)
-    )
 
 
 async def last_snapshot(
