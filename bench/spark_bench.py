@@ -18,14 +18,14 @@ in one local[2] SparkSession, times three streaming reads of the same rows, each
 Each round runs the three queries, the first round in that order and each later one starting with
 the next kind (no kind always runs after the same one); ``--repeat`` rounds, the best query of each
 kind counts (the first pays Python-worker start-up), and the median over rounds of each round's
-braid / ceiling ratio is printed beside it (steadier when the machine's speed drifts). Per query it
-reports the wall time split into **start-up** (everything but reading: starting Spark's per-query
-Python planning process, offsets, planning, commits; wall time minus the ``addBatch`` phases) and
-the **read** phase (the ``addBatch`` phases: the tasks reading the rows into the sink), and with
-``--verbose`` the CPU seconds of the Spark JVM, its Python processes and the broker (steadier than
-wall time on a shared machine). ``--event-times`` gives every message its own event time (no two
-metadata alike); ``--installed-pyspark`` runs Spark's Python processes without ``pyspark.zip`` on
-their path. Results go to docs/benchmarks.md.
+braid / ceiling ratio and of its start-up difference are printed beside them (steadier when the
+machine's speed drifts). Per query it reports the wall time split into **start-up** (everything but
+reading: starting Spark's per-query Python planning process, offsets, planning, commits; wall time
+minus the ``addBatch`` phases) and the **read** phase (the ``addBatch`` phases: the tasks reading
+the rows into the sink), and with ``--verbose`` the CPU seconds of the Spark JVM, its Python
+processes and the broker (steadier than wall time on a shared machine). ``--event-times`` gives
+every message its own event time (no two metadata alike); ``--installed-pyspark`` runs Spark's
+Python processes without ``pyspark.zip`` on their path. Results go to docs/benchmarks.md.
 
 Run: ``.venv/bin/python bench/spark_bench.py [--rows 200000] [--size 100] [--segments 2]
 [--repeat 3] [--event-times] [--verbose] [--installed-pyspark] [--probe]
@@ -380,6 +380,13 @@ def _report(runs: list[Run], args: argparse.Namespace) -> None:
             f"   ({len(paired)} rounds: {spread})"
         )
     print(f"{'braid - ceiling start-up':<40}{b.startup - c.startup:>+10.2f} s")
+    startups = _round_startups(runs)
+    if len(startups) > 1:
+        print(
+            f"{'braid - ceiling start-up, round median':<40}"
+            f"{statistics.median(startups):>+10.2f} s"
+            f"   ({min(startups):+.2f} .. {max(startups):+.2f})"
+        )
     print(f"{'braid / ceiling read phase':<40}{b.read / max(c.read, 1e-9):>10.2f}x")
     print(f"{'ceiling / parquet (wall)':<40}{c.rate / q.rate:>10.1%}")
     print(f"{'braid / parquet (wall)':<40}{b.rate / q.rate:>10.1%}")
@@ -388,15 +395,23 @@ def _report(runs: list[Run], args: argparse.Namespace) -> None:
         print(f"{'ceiling / parquet (CPU)':<40}{q.cpu / c.cpu:>10.1%}")
 
 
-def _round_ratios(runs: list[Run]) -> list[float]:
-    """braid / ceiling by wall time within each round (the runs in the order they ran: one
-    query of each kind per round)."""
+def _rounds(runs: list[Run]) -> list[dict[str, Run]]:
+    """The runs in the order they ran, grouped by round (one query of each kind per round)."""
     per_round = len(KINDS)
-    ratios = []
-    for start in range(0, len(runs) - per_round + 1, per_round):
-        kinds = {r.kind: r for r in runs[start : start + per_round]}
-        ratios.append(kinds["braid"].rate / kinds["ceiling"].rate)
-    return ratios
+    return [
+        {r.kind: r for r in runs[start : start + per_round]}
+        for start in range(0, len(runs) - per_round + 1, per_round)
+    ]
+
+
+def _round_ratios(runs: list[Run]) -> list[float]:
+    """braid / ceiling by wall time within each round."""
+    return [kinds["braid"].rate / kinds["ceiling"].rate for kinds in _rounds(runs)]
+
+
+def _round_startups(runs: list[Run]) -> list[float]:
+    """braid's start-up minus the ceiling's within each round (seconds)."""
+    return [kinds["braid"].startup - kinds["ceiling"].startup for kinds in _rounds(runs)]
 
 
 KINDS = {
