@@ -71,7 +71,9 @@ async def _persisted_cursor(urls: dict[str, str], ml: str, cursor: str) -> Persi
         try:
             snapshot = await last_snapshot(urls, node.bookie_cluster_name, node.cursors_ledger_id)
         except NoSuchEntry:
-            snapshot = None
+            if (await _cursor_node(urls, ml, cursor))[1] == version:
+                raise  # the ledger the node still points at lost its last snapshot
+            continue
         if (await _cursor_node(urls, ml, cursor))[1] == version:
             return PersistedCursor(node, snapshot)
     raise AssertionError(f"cursor {cursor} of {ml} moved on every one of the reads")
