@@ -280,8 +280,17 @@ def run(work: Path, tests: Sequence[str], start_timeout_s: float) -> int:
 
 
 def _in_namespace(argv: Sequence[str]) -> int:
-    """Run this script again inside a new network namespace; delete the namespace after."""
-    name = f"braid-pyci-{os.getpid()}"
+    """Run this script again inside a new network namespace; delete the namespace after (and
+    first any namespace of this script whose process is gone: a run killed by SIGKILL, e.g. a
+    timeout, cannot delete its own)."""
+    listed = subprocess.run(
+        [IP, "netns", "list"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout.split()
+    for stale in listed:
+        owner = stale.removeprefix(NETNS_PREFIX)
+        if stale.startswith(NETNS_PREFIX) and owner.isdigit() and not _alive(int(owner)):
+            _remove_namespace(stale)
+    name = f"{NETNS_PREFIX}{os.getpid()}"
     subprocess.run([IP, "netns", "add", name], check=True, timeout=30)
     try:
         subprocess.run(
@@ -290,15 +299,33 @@ def _in_namespace(argv: Sequence[str]) -> int:
         inner = [IP, "netns", "exec", name, sys.executable, str(Path(__file__).resolve())]
         return subprocess.run([*inner, *argv], check=False).returncode
     finally:
-        pids = subprocess.run(
-            [IP, "netns", "pids", name], capture_output=True, text=True, timeout=30, check=False
-        ).stdout.split()
-        for pid in pids:  # left by an interrupted run: ours, in our namespace
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        subprocess.run([IP, "netns", "delete", name], check=False, timeout=30)
+        _remove_namespace(name)
+
+
+NETNS_PREFIX = "braid-pyci-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_namespace(name: str) -> None:
+    """Kill what still runs in namespace ``name`` (ours: an interrupted run) and delete it."""
+    pids = subprocess.run(
+        [IP, "netns", "pids", name], capture_output=True, text=True, timeout=30, check=False
+    ).stdout.split()
+    for pid in pids:
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    subprocess.run([IP, "netns", "delete", name], check=False, timeout=30)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
