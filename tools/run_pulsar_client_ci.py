@@ -184,8 +184,9 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 #: What the C++ client's runtime prints when one of its threads joins itself while a client
 #: closes (``std::system_error`` EDEADLK, then ``std::terminate``): a race inside the client,
-#: seen once in ~20 runs under load, in ``test_seek``. The tests run once more after it, never
-#: after any other failure.
+#: seen once in ~20 runs under load, in ``test_seek``. The tests run once more after it - on a
+#: fresh standalone with fresh data, because several upstream tests use fixed topic names and
+#: expect them empty - never after any other failure.
 CLIENT_CLOSE_RACE = "Resource deadlock avoided"
 
 
@@ -215,7 +216,27 @@ def _unittest(names: Sequence[str], tests_dir: Path) -> tuple[int, str]:
 
 
 def run(work: Path, tests: Sequence[str], start_timeout_s: float) -> int:
-    """The setup and the tests in ``work``; returns the tests' exit status."""
+    """The setup and the tests in ``work``; returns the tests' exit status.
+
+    A run the client's own close race aborted (:data:`CLIENT_CLOSE_RACE`) is done once more,
+    from the start, in ``work/rerun``: its standalone kept the first run's messages, and tests
+    such as ``test_reader_simple`` read a fixed-name topic from the earliest message."""
+    status, output = _attempt(work, tests, start_timeout_s)
+    if status == -signal.SIGABRT and CLIENT_CLOSE_RACE in output:
+        _log(
+            "the official client's process aborted in its own close race (a thread joining "
+            f"itself: {CLIENT_CLOSE_RACE!r}, apache/pulsar#4070), not on an answer of the "
+            "broker: running the setup and the tests once more on a fresh standalone"
+        )
+        rerun = work / "rerun"
+        rerun.mkdir()
+        status, _ = _attempt(rerun, tests, start_timeout_s)
+    return status
+
+
+def _attempt(work: Path, tests: Sequence[str], start_timeout_s: float) -> tuple[int, str]:
+    """One standalone with its own data in ``work``, the setup, the tests; their status and
+    output."""
     tests_dir = work / "tests"
     shutil.copytree(UPSTREAM / "test-conf", work / "test-conf")
     tests_dir.mkdir()
@@ -263,15 +284,7 @@ def run(work: Path, tests: Sequence[str], start_timeout_s: float) -> int:
                     _apply_to_existing(path, body, super_user)
             names = [t if t in OTHER_SUITES else f"pulsar_test.PulsarTest.{t}" for t in tests]
             _log(f"running {len(names)} tests and suites of {', '.join(sorted(suites(names)))}")
-            status, output = _unittest(names, tests_dir)
-            if status == -signal.SIGABRT and CLIENT_CLOSE_RACE in output:
-                _log(
-                    "the official client's process aborted in its own close race (a thread "
-                    f"joining itself: {CLIENT_CLOSE_RACE!r}, apache/pulsar#4070), not on an "
-                    "answer of the broker: running the tests once more"
-                )
-                status, _ = _unittest(names, tests_dir)
-            return status
+            return _unittest(names, tests_dir)
         finally:
             _stop(standalone)
             if standalone.returncode not in (0, -signal.SIGTERM):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.netns import missing_requirement
+from tests.support.netns import NetworkLab, missing_requirement
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(900)]
 
@@ -49,3 +49,57 @@ def test_the_official_clients_own_test_suite_passes_against_braid_standalone(
         "POST /admin/v2/namespaces/public/default/permissions/anonymous -> 204",
     ):
         assert status in output
+
+
+#: Inside a lab host: the runner's ``run`` with its test process made to report the client's
+#: close race after the tests really ran - so the first standalone holds their messages.
+_RERUN_DRIVER = """
+import sys
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[1])
+import run_pulsar_client_ci as runner
+
+real = runner._unittest
+calls = []
+
+
+def first_run_aborts(names, tests_dir):
+    status, output = real(names, tests_dir)
+    calls.append(status)
+    if len(calls) == 1:
+        return -6, output + "terminate called: " + runner.CLIENT_CLOSE_RACE
+    return status, output
+
+
+runner._unittest = first_run_aborts
+status = runner.run(Path(sys.argv[2]), sys.argv[3:], 120.0)
+print("statuses", calls, "final", status, flush=True)
+sys.exit(status)
+"""
+
+
+@pytest.mark.skipif(missing_requirement() is not None, reason=str(missing_requirement()))
+def test_a_run_the_clients_close_race_aborted_is_redone_on_a_fresh_standalone(
+    tmp_path: Path,
+) -> None:
+    # These tests read fixed-name topics from the earliest message: on the first run's
+    # standalone, a second run reads the first one's messages too (CI, 2026-11-28).
+    tests = ["test_reader_simple", "test_get_last_message_id", "test_encryption"]
+    driver = tmp_path / "driver.py"
+    driver.write_text(_RERUN_DRIVER)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "src"), env.get("PYTHONPATH", "")])
+    with NetworkLab() as lab:
+        host = lab.add_host("client-ci")
+        proc = lab.popen(
+            host,
+            [sys.executable, str(driver), str(SCRIPT.parent), str(tmp_path / "run"), *tests],
+            env=env,
+            stdout=subprocess.PIPE,
+        )
+        output = proc.communicate(timeout=600)[0].decode(errors="replace")
+    assert proc.returncode == 0, output[-20_000:]
+    assert "statuses [0, 0] final 0" in output, output[-20_000:]
+    assert "once more on a fresh standalone" in output
+    assert output.count("Ran 3 tests") == 2 and (tmp_path / "run" / "rerun" / "data").is_dir()
