@@ -118,7 +118,9 @@ class AssignmentSession:
         if response.HasField("error") or not response.HasField("assignment"):
             log.debug("drain report on %s refused: %s", self.source.topic, response.message)
             return
-        diff = self.state.assignment_pushed(assignment_from_pb(response.assignment))
+        diff = self.state.assignment_pushed(
+            assignment_from_pb(response.assignment, self.ctx.settings.uses_tls)
+        )
         if diff is not None and not diff.empty:
             self.on_diff(diff)
 
@@ -136,7 +138,7 @@ class AssignmentSession:
                 )
             if not response.HasField("assignment"):
                 raise error_for_code(pb.UnknownError, "subscribe response without an assignment")
-            assignment = assignment_from_pb(response.assignment)
+            assignment = assignment_from_pb(response.assignment, self.ctx.settings.uses_tls)
         except BaseException:
             self.state.registration_failed()
             conn.unregister_registration(self.consumer_id)
@@ -150,7 +152,7 @@ class AssignmentSession:
 
     def on_assignment_update(self, update: pb.CommandScalableTopicAssignmentUpdate) -> None:
         try:
-            assignment = assignment_from_pb(update.assignment)
+            assignment = assignment_from_pb(update.assignment, self.ctx.settings.uses_tls)
         except Exception as exc:
             log.error("ignoring an invalid assignment for %s: %s", self.source.topic, exc)
             return

@@ -60,8 +60,9 @@ def _url(plain: str | None, secure: str | None, tls: bool) -> str | None:
     return secure if tls else plain
 
 
-def assignment_from_pb(assignment: pb.ScalableConsumerAssignment) -> Assignment:
-    """The :class:`Assignment` a controller sent.
+def assignment_from_pb(assignment: pb.ScalableConsumerAssignment, tls: bool = False) -> Assignment:
+    """The :class:`Assignment` a controller sent; a TLS client (``tls``) takes the segments'
+    ``pulsar+ssl://`` broker URLs, and a segment whose broker has none gets no URL (looked up).
 
     Raises:
         InvalidInputError: a range is invalid or a segment is listed twice.
@@ -75,6 +76,11 @@ def assignment_from_pb(assignment: pb.ScalableConsumerAssignment) -> Assignment:
                 s.segment_topic,
                 tuple(HashRange(r.start, r.end) for r in s.bucket_ranges),
                 s.paused,
+                _url(
+                    s.broker_url if s.HasField("broker_url") else None,
+                    s.broker_url_tls if s.HasField("broker_url_tls") else None,
+                    tls,
+                ),
             )
             for s in assignment.segments
         ],

@@ -26,6 +26,7 @@ every segment, everything delivered before it. Nothing is acknowledged on close.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 from braid.client.assignment_session import AssignmentSession
@@ -170,10 +171,14 @@ class AsyncStreamConsumer(ConsumerBase):
         sid = assigned.segment_id
         if sid in self._draining or sid in self._segments or self._closed:
             return  # attached once the previous consumer of the segment is gone
-        route = SegmentRoute(sid, assigned.segment_topic)
+        # The layout names the brokers of active segments, the assignment those of the segments
+        # it lists (sealed ones too, ADR 0073); a route without one is looked up.
+        route = SegmentRoute(sid, assigned.segment_topic, broker_url=assigned.broker_url)
         layout_route = self._source.current.routes.get(sid)
         if layout_route is not None and layout_route.topic == assigned.segment_topic:
             route = layout_route
+            if route.broker_url is None and assigned.broker_url is not None:
+                route = dataclasses.replace(route, broker_url=assigned.broker_url)
         key_shared: pb.KeySharedMeta | None = None
         sub_type = pb.CommandSubscribe.Exclusive
         if assigned.shared:

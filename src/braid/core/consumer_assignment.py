@@ -35,6 +35,9 @@ class AssignedSegment:
     ``bucket_ranges`` empty = this consumer is the segment's sole owner (subscribe Exclusive);
     otherwise the segment's full bucket-boundary list, shared by entry bucket (Key_Shared).
     ``paused``: opened ahead - subscribed, but no permits until an assignment lists it unpaused.
+    ``broker_url``: the broker the controller found serving the segment (ADR 0073), the URL of
+    the client's scheme; ``None``: look the segment up. Advice, not part of what is assigned: an
+    assignment that only names another broker changes nothing.
     """
 
     segment_id: int
@@ -42,6 +45,7 @@ class AssignedSegment:
     segment_topic: str
     bucket_ranges: tuple[HashRange, ...] = ()
     paused: bool = False
+    broker_url: str | None = field(default=None, compare=False)
 
     @property
     def shared(self) -> bool:

@@ -50,6 +50,7 @@ from braid.scalable.resources import (
     SubscriptionType,
     SubscriptionTypeMismatch,
 )
+from braid.scalable.segment_brokers import SegmentBrokers
 from braid.scalable.segments import SegmentAdmin
 from braid.scalable.sequence_carry import carry_sequence_ids
 
@@ -75,6 +76,7 @@ class ScalableTopicController:
         segments: SegmentAdmin,
         broker_url: str,
         clock: Clock,
+        segment_brokers: SegmentBrokers | None = None,
         grace_period_s: float = 60.0,
         retention_ms: Callable[[], Awaitable[int | None]] | None = None,
         gc_interval_s: float = 60.0,
@@ -87,6 +89,7 @@ class ScalableTopicController:
         self._store = store
         self._resources = resources
         self._segments = segments
+        self._segment_brokers = segment_brokers
         self._broker_url = broker_url
         self._clock = clock
         self._grace_s = grace_period_s
@@ -511,6 +514,7 @@ class ScalableTopicController:
                 self.layout,
                 resources=self._resources,
                 segments=self._segments,
+                brokers=self._segment_brokers,
                 clock=self._clock,
                 grace_period_s=self._grace_s,
                 on_membership_change=self._membership_changed,

@@ -26,7 +26,9 @@ Runs on the controller leader, one per STREAM or CHECKPOINT subscription. It own
   after (``REGISTRATION_SAVE_DELAY_S``, newest per consumer, so a walk's hand-overs share one
   write; writes never scale with liveness ticks). The push goes first: a registration is only
   what a new leader starts from, and it recomputes the assignment from the layout and the
-  cursors anyway (ADR 0068).
+  cursors anyway (ADR 0068). Each assigned segment names the broker serving it
+  (:mod:`braid.scalable.segment_brokers`, looked up once while the segment stays assigned), so
+  the consumer attaches without a lookup of its own (ADR 0073).
 
 **Drained set** (ADR 0043). Read in full from the segment owners' cursors
 (``SegmentAdmin.is_drained``) when the coordinator starts, after a seek (which can rewind the
@@ -68,6 +70,7 @@ from braid.scalable.resources import (
     ScalableTopicResources,
     SubscriptionType,
 )
+from braid.scalable.segment_brokers import SegmentBroker, SegmentBrokers
 from braid.scalable.segments import SegmentAdmin, SegmentTopic
 
 log = logging.getLogger(__name__)
@@ -90,6 +93,8 @@ class AssignedSegment:
     paused: bool = False
     #: Shared by entry bucket (PIP-486): the segment's whole boundary list; empty = sole owner.
     bucket_ranges: tuple[HashRange, ...] = ()
+    #: The broker serving the segment, when it was found (ADR 0073); else the consumer looks.
+    broker: SegmentBroker | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,7 @@ class SubscriptionCoordinator:
         clock: Clock,
         grace_period_s: float,
         on_membership_change: Callable[[], None] | None = None,
+        brokers: SegmentBrokers | None = None,
     ) -> None:
         self.topic = topic
         self.subscription = subscription
@@ -169,6 +175,9 @@ class SubscriptionCoordinator:
         self._layout = layout
         self._resources = resources
         self._segments = segments
+        self._brokers = brokers
+        #: The brokers of assigned segments, found once while they stay assigned (ADR 0073).
+        self._broker_of: dict[int, SegmentBroker] = {}
         self._clock = clock
         self._grace_s = grace_period_s
         self._on_membership_change = on_membership_change
@@ -272,6 +281,7 @@ class SubscriptionCoordinator:
                     name,
                     list(existing.segment_ids),
                 )
+                await self._locate((*existing.segment_ids, *existing.ahead_ids))
                 return self._view(existing.segment_ids, existing.ahead_ids)
             session = ConsumerSession(name)
             await self._resources.put_registration(
@@ -515,6 +525,11 @@ class SubscriptionCoordinator:
                 if name in changed or flipped.intersection(assignment.segments_of(name))
             )
         ahead = self._ahead(assignment)
+        assigned = {
+            sid for name in assignment.consumer_names for sid in assignment.segments_of(name)
+        } | {sid for ids in ahead.values() for sid in ids}
+        self._broker_of = {sid: b for sid, b in self._broker_of.items() if sid in assigned}
+        await self._locate(assigned)
         for name, session in self._sessions.items():
             moved = name in changed
             session.segment_ids = assignment.segments_of(name)
@@ -656,9 +671,34 @@ class SubscriptionCoordinator:
                         str(segment_topic_name(self.topic, info)),
                         paused,
                         self._bucket_ranges if sid in self._shared else (),
+                        self._broker_of.get(sid),
                     )
                 )
         return ConsumerAssignmentView(self._layout.epoch, tuple(segments))
+
+    async def _locate(self, segment_ids: Iterable[int]) -> None:
+        """Find the brokers of ``segment_ids`` not known yet (a rebalance forgets those of
+        segments no longer assigned). Best effort: a segment whose lookup fails is sent without
+        one, and its consumer looks it up (ADR 0073)."""
+        if self._brokers is None:
+            return
+        missing = {
+            sid: segment_topic_name(self.topic, info)
+            for sid in sorted(set(segment_ids) - self._broker_of.keys())
+            if (info := self._layout.segments.get(sid)) is not None
+        }
+        if not missing:
+            return
+        try:
+            self._broker_of.update(await self._brokers.of(missing))
+        except Exception as exc:
+            log.info(
+                "%s/%s: brokers of segments %s not found (%r); their consumers look them up",
+                self.topic,
+                self.subscription,
+                sorted(missing),
+                exc,
+            )
 
     # -- lifecycle -----------------------------------------------------------------------------
 

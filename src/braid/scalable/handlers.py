@@ -58,6 +58,10 @@ def assignment_to_proto(view: ConsumerAssignmentView) -> pb.ScalableConsumerAssi
         )
         for bucket in segment.bucket_ranges:
             entry.bucket_ranges.add(start=bucket.start, end=bucket.end)
+        if segment.broker is not None:
+            entry.broker_url = segment.broker.url
+            if segment.broker.url_tls:
+                entry.broker_url_tls = segment.broker.url_tls
     return assignment
 
 

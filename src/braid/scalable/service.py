@@ -80,6 +80,7 @@ from braid.scalable.resources import (
     SubscriptionType,
     check_scalable_topic,
 )
+from braid.scalable.segment_brokers import SegmentBrokers
 from braid.scalable.segment_routing import DrainRelay
 from braid.scalable.segments import SegmentAdmin
 from braid.scalable.watch_hub import WatchHub
@@ -164,14 +165,15 @@ class ScalableTopicService:
                 self.registry, credentials=broker_client_credentials, tls=peer_tls
             ),
         )
+        #: Where segments are served, as DAG watchers and consumers' assignments name it.
+        self.segment_brokers = SegmentBrokers(segments, self.registry.service_url_tls)
         #: The DAG-watch and namespace-watch sessions and the metadata listener.
         self.watches = WatchHub(
             store=store,
             resources=self.resources,
-            segments=segments,
+            brokers=self.segment_brokers,
             broker_url=broker_url,
             topics=self,
-            tls_url_of=self.registry.service_url_tls,
         )
         #: Migrations of classic topics to scalable topics (ADR 0063); set by the installer.
         self.migrations: MigrationExecutor | None = None
@@ -281,6 +283,7 @@ class ScalableTopicService:
             store=self._store,
             resources=self.resources,
             segments=self._segments,
+            segment_brokers=self.segment_brokers,
             broker_url=self._broker_url,
             clock=self._clock,
             grace_period_s=self.settings.consumer_session_grace_s,

@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from braid.broker.ownership import OWNERSHIP_ROOT
@@ -50,7 +50,7 @@ from braid.scalable.resources import (
     ScalableTopicResources,
     decode_name,
 )
-from braid.scalable.segments import SegmentAdmin
+from braid.scalable.segment_brokers import SegmentBrokers
 
 log = logging.getLogger(__name__)
 
@@ -91,15 +91,13 @@ class WatchHub:
         *,
         store: MetadataStore,
         resources: ScalableTopicResources,
-        segments: SegmentAdmin,
+        brokers: SegmentBrokers,
         broker_url: str,
         topics: TopicControllers,
-        tls_url_of: Callable[[str], Awaitable[str | None]] | None = None,
     ) -> None:
         self._store = store
-        self._tls_url_of = tls_url_of
         self._resources = resources
-        self._segments = segments
+        self._brokers = brokers
         self._broker_url = broker_url
         self._topics = topics
         self._watches: dict[str, set[DagWatchSession]] = defaultdict(set)
@@ -183,25 +181,24 @@ class WatchHub:
 
     async def _dag_of(self, topic: TopicName) -> pb.ScalableTopicDAG:
         layout = (await self._resources.require_layout(topic)).layout
-        brokers = {}
-        for segment in layout.active_segments:
-            name = SegmentTopicName.of(topic, segment.hash_range, segment.segment_id)
-            brokers[segment.segment_id] = await self._segments.broker_url(name)
+        active = {
+            segment.segment_id: SegmentTopicName.of(topic, segment.hash_range, segment.segment_id)
+            for segment in layout.active_segments
+        }
+        brokers = await self._brokers.of(active)
         value = await read_leader(self._store, self._resources.controller_path(topic))
         leader = None if value is None else value.decode()
-        tls_of = {url: await self._tls_url(url) for url in {*brokers.values(), leader} if url}
-        brokers_tls = {sid: tls for sid, url in brokers.items() if (tls := tls_of.get(url))}
         return layout_to_dag(
             layout,
-            brokers,
+            {sid: broker.url for sid, broker in brokers.items()},
             leader,
-            segment_brokers_tls=brokers_tls,
-            controller_url_tls=tls_of.get(leader) if leader else None,
+            segment_brokers_tls={sid: b.url_tls for sid, b in brokers.items() if b.url_tls},
+            controller_url_tls=await self._tls_url(leader) if leader else None,
         )
 
     async def _tls_url(self, url: str) -> str | None:
         """The ``pulsar+ssl://`` URL of the broker at ``url`` (the broker registry's)."""
-        return None if self._tls_url_of is None else await self._tls_url_of(url)
+        return await self._brokers.tls_url(url)
 
     def close_dag_watch(self, transport: DagWatchTransport, session_id: int) -> None:
         session = self._sessions_by_transport.get(id(transport), {}).pop(session_id, None)

@@ -16,12 +16,13 @@ import pytest
 
 from braid.clock import ManualClock
 from braid.core.names import SegmentTopicName, TopicName
+from braid.protocol import commands
 from braid.scalable.coordinator import REGISTRATION_SAVE_DELAY_S, ConsumerAssignmentView
 from braid.scalable.errors import NotLeader
 from braid.scalable.resources import SubscriptionType
 from braid.scalable.service import ScalableTopicSettings
 from tests.support.polling import eventually
-from tests.support.raw_client import RawClient
+from tests.support.raw_client import RawClient, request
 from tests.support.scalable_stack import ScalableStack, open_scalable_stack, second_service
 from tests.support.segment_io import drain, produce
 
@@ -538,5 +539,40 @@ async def test_a_consumer_attaching_ahead_is_told_its_next_segments_paused(
             ),
             message="the children unpaused",
         )
+    finally:
+        await raw.close()
+
+
+async def test_every_assigned_segment_names_the_broker_a_lookup_of_it_answers(
+    stack: ScalableStack,
+) -> None:
+    # ADR 0073: a Stream consumer attaches without a lookup - also to sealed segments, which the
+    # DAG names no broker for - because its assignment names the broker a lookup would.
+    await stack.scalable.create_topic(TOPIC, 1)
+    raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
+    try:
+        conn = Connection()
+        first = await stack.scalable.register_consumer(
+            str(TOPIC), "s", "c1", 1, SubscriptionType.STREAM, conn, attach_ahead=True
+        )
+        parent = segment(stack, 0)
+        await produce(raw, parent, [b"a"])
+        await stack.scalable.split(TOPIC, 0)
+        await produce(raw, segment(stack, 1), [b"b"])
+        await stack.scalable.split(TOPIC, 1)  # 1 is sealed holding a message for "s"
+        await drain(raw, parent, "s", 1)
+        await eventually(
+            lambda: (
+                [(s.segment_id, s.paused) for s in conn.pushed[-1][1].segments]
+                == [(1, False), (2, False), (3, True), (4, True)]
+            ),
+            message="sealed 1 readable after its parent drained, its children ahead",
+        )
+        for view in (first, conn.pushed[-1][1]):
+            for assigned in view.segments:
+                answer = await request(raw, commands.lookup(assigned.segment_topic, 99), 99)
+                url = answer.lookupTopicResponse.brokerServiceUrl
+                assert assigned.broker is not None and assigned.broker.url == url, assigned
+                assert assigned.broker.url_tls is None  # this broker has no TLS listener
     finally:
         await raw.close()

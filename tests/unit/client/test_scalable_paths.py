@@ -19,6 +19,10 @@ from braid.core.routing import SegmentRouter
 from braid.core.segment_info import CorruptLayout
 from braid.core.topic_layout import SegmentRoute, TopicLayout, segment_topic_name
 from braid.protocol import commands, pb
+from braid.scalable.coordinator import AssignedSegment as ControllerSegment
+from braid.scalable.coordinator import ConsumerAssignmentView
+from braid.scalable.handlers import assignment_to_proto
+from braid.scalable.segment_brokers import SegmentBroker
 
 TOPIC = "topic://public/default/orders"
 
@@ -69,6 +73,30 @@ def test_assignment_from_the_wire() -> None:
     seg.bucket_ranges.add(start=0x8000, end=0xFFFF)
     assignment = assignment_from_pb(wire)
     assert assignment.layout_epoch == 4 and assignment.segments[2].shared
+
+
+def test_an_assignment_names_each_segments_broker_for_the_clients_scheme() -> None:
+    # ADR 0073: what the controller sends (its own builder), over the wire bytes.
+    view = ConsumerAssignmentView(
+        7,
+        (
+            ControllerSegment(1, 0, 0x7FFF, "segment://a", broker=SegmentBroker("pulsar://b1:1")),
+            ControllerSegment(
+                2, 0x8000, 0xFFFF, "segment://b", True, (), SegmentBroker("pulsar://b2:1", "x")
+            ),
+            ControllerSegment(3, 0, 0x7FFF, "segment://c"),
+        ),
+    )
+    wire = pb.ScalableConsumerAssignment.FromString(assignment_to_proto(view).SerializeToString())
+    plain, tls = assignment_from_pb(wire), assignment_from_pb(wire, tls=True)
+    assert [s.broker_url for _, s in sorted(plain.segments.items())] == [
+        "pulsar://b1:1",
+        "pulsar://b2:1",
+        None,
+    ]
+    # A TLS client takes the pulsar+ssl:// URL; a broker without one is looked up.
+    assert [s.broker_url for _, s in sorted(tls.segments.items())] == [None, "x", None]
+    assert tls.segments[2].paused and plain == tls  # the URL is advice, not what is assigned
 
 
 def _ctx() -> ClientContext:

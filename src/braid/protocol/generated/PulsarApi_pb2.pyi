@@ -3066,6 +3066,8 @@ class ScalableAssignedSegment(_message.Message):
     SEGMENT_TOPIC_FIELD_NUMBER: _builtins.int
     BUCKET_RANGES_FIELD_NUMBER: _builtins.int
     PAUSED_FIELD_NUMBER: _builtins.int
+    BROKER_URL_FIELD_NUMBER: _builtins.int
+    BROKER_URL_TLS_FIELD_NUMBER: _builtins.int
     segment_id: _builtins.int
     hash_start: _builtins.int
     hash_end: _builtins.int
@@ -3075,6 +3077,12 @@ class ScalableAssignedSegment(_message.Message):
     and grants no permits until a later assignment lists the segment without this flag. Only
     sent to consumers that registered with attach_ahead. Braid-chosen number.
     """
+    broker_url: _builtins.str
+    """The broker serving segment_topic (what a lookup of it answers when the controller pushes
+    this), so the consumer attaches without a lookup; absent: look it up. A consumer whose
+    attach through it fails looks the segment up. Braid-chosen numbers.
+    """
+    broker_url_tls: _builtins.str
     @_builtins.property
     def bucket_ranges(self) -> _containers.RepeatedCompositeFieldContainer[Global___IntRange]:
         """PIP-486: empty = sole owner (Exclusive); else the segment's full bucket-boundary list and
@@ -3090,10 +3098,12 @@ class ScalableAssignedSegment(_message.Message):
         segment_topic: _builtins.str | None = ...,
         bucket_ranges: _abc.Iterable[Global___IntRange] | None = ...,
         paused: _builtins.bool | None = ...,
+        broker_url: _builtins.str | None = ...,
+        broker_url_tls: _builtins.str | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["hash_end", b"hash_end", "hash_start", b"hash_start", "paused", b"paused", "segment_id", b"segment_id", "segment_topic", b"segment_topic"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["broker_url", b"broker_url", "broker_url_tls", b"broker_url_tls", "hash_end", b"hash_end", "hash_start", b"hash_start", "paused", b"paused", "segment_id", b"segment_id", "segment_topic", b"segment_topic"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["bucket_ranges", b"bucket_ranges", "hash_end", b"hash_end", "hash_start", b"hash_start", "paused", b"paused", "segment_id", b"segment_id", "segment_topic", b"segment_topic"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["broker_url", b"broker_url", "broker_url_tls", b"broker_url_tls", "bucket_ranges", b"bucket_ranges", "hash_end", b"hash_end", "hash_start", b"hash_start", "paused", b"paused", "segment_id", b"segment_id", "segment_topic", b"segment_topic"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
