@@ -7,15 +7,19 @@ The client's lookups are counted by a spy that calls the real lookup (nothing is
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
 
 import braid
 import braid.client.context as client_context
+from braid.client.dag import assignment_from_pb
 from braid.client.lookup import lookup_broker
 from braid.client.pool import ConnectionPool
+from braid.core.consumer_assignment import Assignment
 from braid.core.names import TopicName
+from braid.protocol import pb
 from tests.integration.client.conftest import ScalableBroker
 
 pytestmark = pytest.mark.timeout(120)
@@ -81,15 +85,15 @@ def test_an_assigned_broker_that_does_not_answer_is_looked_up_instead(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Every assignment names a broker nobody listens on (a stale answer: the owner moved).
-    from braid.client import dag
-
-    real = dag.assignment_from_pb
-
-    def stale(assignment: object, tls: bool = False) -> object:
-        parsed = real(assignment, tls)  # type: ignore[arg-type]
-        for segment in parsed.segments.values():
-            object.__setattr__(segment, "broker_url", "pulsar://127.0.0.1:9")
-        return parsed
+    def stale(assignment: pb.ScalableConsumerAssignment, tls: bool = False) -> Assignment:
+        parsed = assignment_from_pb(assignment, tls)
+        return Assignment.of(
+            parsed.layout_epoch,
+            [
+                dataclasses.replace(segment, broker_url="pulsar://127.0.0.1:9")
+                for segment in parsed.segments.values()
+            ],
+        )
 
     monkeypatch.setattr("braid.client.assignment_session.assignment_from_pb", stale)
     name = TopicName.parse(scalable_topic)
