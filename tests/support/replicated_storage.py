@@ -142,6 +142,35 @@ async def scenario_a_bookie_lost_for_good_gets_every_copy_back(env: Env) -> None
         await service.close()
 
 
+async def scenario_an_idle_open_ledger_is_moved_off_a_lost_bookie(env: Env) -> None:
+    """An open ledger that is not written after its bookie is lost: auto-recovery leaves its
+    last fragment to the writer, and the writer moves off without an add (ADR 0074)."""
+    writer = await env.client.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2)
+    await write_entries(writer, 10)
+    victim = writer.metadata.ensemble[0]
+    await env.kill(victim, wipe=True)
+    service = env.service("node-a")
+    await service.start()
+    try:
+        await until_recovered(env, service, victim)
+        md = await env.client.get_ledger_metadata(writer.ledger_id)
+        assert md.state is LedgerState.OPEN and list(md.ensembles) == [0, 10]
+        assert writer.ensemble_changes == 1
+        for entry in range(10):  # each entry back on two live bookies
+            held = [b for b in write_set(md, entry) if env.client.client_of(b) is not None]
+            for bookie_id in held:
+                stored = await env.client.bookie(bookie_id).read_entry(writer.ledger_id, entry)
+                assert stored.data == entry_data(writer.ledger_id, entry)
+            assert len(held) == 2
+        await write_entries(writer, 5, first=10)
+        closed = await writer.close()
+        reader = await env.client.open_ledger(writer.ledger_id, recovery=False)
+        got = await reader.read_entries(0, closed.last_entry_id)
+        assert [e.data for e in got] == [entry_data(writer.ledger_id, i) for i in range(15)]
+    finally:
+        await service.close()
+
+
 async def scenario_a_bookie_back_within_the_delay_is_not_re_replicated(env: Env) -> None:
     writer = await env.client.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2)
     await write_entries(writer, 10)

@@ -23,6 +23,7 @@ import asyncio
 import dataclasses
 import logging
 import random
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -114,6 +115,9 @@ class BookKeeperClient:
         self._rng = rng or random.Random()
         self._health = BookieHealth(self._settings.health, self._clock, self._rng)
         self._closed = False
+        # The open writers of this client, told when the bookie registry changes (ADR 0074).
+        self._writers: weakref.WeakSet[LedgerWriter] = weakref.WeakSet()
+        bookies.add_listener(self._bookies_changed)
 
     @property
     def cluster_name(self) -> str:
@@ -166,6 +170,18 @@ class BookKeeperClient:
         members = set(self._set.writable()) | set(self._set.readonly())
         quarantined = self._health.quarantined()
         return sorted(bookie_ids, key=lambda b: (b not in members) * 2 + (b in quarantined))
+
+    def _bookies_changed(self) -> None:
+        if self._closed or not self._writers:
+            return
+        members = set(self._set.writable()) | set(self._set.readonly())
+        for writer in list(self._writers):
+            writer.bookies_changed(members)
+
+    def _writer(self, md: LedgerMetadata, *, explicit_entry_ids: bool) -> LedgerWriter:
+        writer = LedgerWriter(self, md, 0, explicit_entry_ids=explicit_entry_ids)
+        self._writers.add(writer)
+        return writer
 
     def _check_open(self) -> None:
         if self._closed:
@@ -412,7 +428,7 @@ class BookKeeperClient:
                 custom,
             )
             if await self._try_create(md):
-                return LedgerWriter(self, md, 0, explicit_entry_ids=False)
+                return self._writer(md, explicit_entry_ids=False)
             # Taken by create_ledger_adv before it raised the floor: take the next id.
             log.info("cluster %s: ledger id %d already taken, skipping", self._cluster, ledger_id)
 
@@ -444,7 +460,7 @@ class BookKeeperClient:
             raise LedgerExists(f"ledger {ledger_id} already exists in cluster {self._cluster}")
         if ledger_id < MAX_LEDGER_ID:
             await self._raise_idgen_floor(ledger_id + 1)
-        return LedgerWriter(self, md, 0, explicit_entry_ids=True)
+        return self._writer(md, explicit_entry_ids=True)
 
     # -- reading -------------------------------------------------------------------------------
     async def read_range(

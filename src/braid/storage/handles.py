@@ -22,6 +22,8 @@ and resume acknowledging in order. Every entry acknowledged so far is below the 
 no acknowledged entry ever changes fragment. With no replacement available the writer goes on
 *degraded* while every write set can still reach an ack quorum (it retries the change on later
 adds); otherwise it fails with :class:`~braid.storage.placement.NotEnoughBookies`.
+A bookie that leaves the cluster's registry is moved off the same way without waiting for an add
+(:meth:`LedgerWriter.bookies_changed`, ADR 0074), when every place can be filled.
 ``LedgerFenced`` / ``LedgerClosed`` from a bookie are not bookie failures: they break the handle
 (the ledger has a new owner). An add that cannot reach an ack quorum of *writable* bookies and
 has nowhere to move (a read-only bookie: its disk is full) is refused before anything is sent,
@@ -37,7 +39,7 @@ import asyncio
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from braid.clock import Clock
@@ -416,6 +418,38 @@ class LedgerWriter:
             self._idle.set()
 
     # -- ensemble change ------------------------------------------------------------------------
+    def bookies_changed(self, members: Container[str]) -> None:
+        """The cluster's bookie registry changed; ``members`` are the bookies in it now (writable
+        or read-only). Move off the bookies of the current ensemble that left it, without waiting
+        for an add to time out on them (ADR 0074): an idle open ledger would otherwise name a
+        departed bookie for as long as it stays idle, since auto-recovery leaves an open
+        ledger's last fragment to its writer. A degraded writer (an earlier change found no
+        replacement) retries at once, as a bookie may just have joined.
+
+        Nothing happens unless every place can be filled now: with nowhere to go the writer
+        stays as it is (the bookie may come back), and a failed add decides later.
+        """
+        if self._error is not None or self._closing:
+            return
+        gone = [s for s in self._slots if not s.failed and s.bookie_id not in members]
+        failed = [s for s in self._slots if s.failed or s in gone]
+        if not failed or (not gone and self._change_task is not None):
+            return
+        try:
+            self._client.choose_replacements(
+                self._md.ensemble, [s.index for s in failed], self._md.write_quorum
+            )
+        except NotEnoughBookies:
+            return
+        for slot in gone:
+            log.info(
+                "ledger %d: bookie %s left the cluster: moving off it",
+                self.ledger_id,
+                slot.bookie_id,
+            )
+            self._slot_failed(slot)
+        self._start_change()
+
     def _start_change(self) -> None:
         if self._change_task is None and self._error is None:
             self._changing = True

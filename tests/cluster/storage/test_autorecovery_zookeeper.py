@@ -16,6 +16,7 @@ from tests.support.replicated_storage import (
     open_env,
     scenario_a_bookie_back_within_the_delay_is_not_re_replicated,
     scenario_a_bookie_lost_for_good_gets_every_copy_back,
+    scenario_an_idle_open_ledger_is_moved_off_a_lost_bookie,
 )
 from tests.support.zookeeper import ZooKeeperServer, zookeeper_server
 
@@ -43,6 +44,10 @@ async def env(zookeeper_server: ZooKeeperServer, tmp_path: Path) -> AsyncIterato
 
 async def test_a_bookie_lost_for_good_gets_every_copy_back_on_zookeeper(env: Env) -> None:
     await scenario_a_bookie_lost_for_good_gets_every_copy_back(env)
+
+
+async def test_an_idle_open_ledger_is_moved_off_a_lost_bookie_on_zookeeper(env: Env) -> None:
+    await scenario_an_idle_open_ledger_is_moved_off_a_lost_bookie(env)
 
 
 async def test_a_bookie_back_within_the_delay_is_not_re_replicated_on_zookeeper(env: Env) -> None:

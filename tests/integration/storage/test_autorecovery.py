@@ -22,6 +22,7 @@ from tests.support.replicated_storage import (
     open_sqlite,
     scenario_a_bookie_back_within_the_delay_is_not_re_replicated,
     scenario_a_bookie_lost_for_good_gets_every_copy_back,
+    scenario_an_idle_open_ledger_is_moved_off_a_lost_bookie,
     until_recovered,
     write_entries,
 )
@@ -40,6 +41,10 @@ async def env(tmp_path: Path) -> AsyncIterator[Env]:
 
 async def test_a_bookie_lost_for_good_gets_every_copy_back(env: Env) -> None:
     await scenario_a_bookie_lost_for_good_gets_every_copy_back(env)
+
+
+async def test_an_idle_open_ledger_is_moved_off_a_lost_bookie(env: Env) -> None:
+    await scenario_an_idle_open_ledger_is_moved_off_a_lost_bookie(env)
 
 
 async def test_a_bookie_back_within_the_delay_is_not_re_replicated(env: Env) -> None:

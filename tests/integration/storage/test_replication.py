@@ -22,7 +22,7 @@ from braid.storage.bookie_health import HealthPolicy
 from braid.storage.client import ClientSettings
 from braid.storage.distribution import write_set
 from braid.storage.handles import LedgerWriter
-from braid.storage.local import LocalBookieSet, open_local_bookies
+from braid.storage.local import LocalBookieSet, open_local_bookie, open_local_bookies
 from braid.storage.placement import NotEnoughBookies
 from tests.support.polling import eventually
 
@@ -182,9 +182,69 @@ async def test_with_no_bookie_to_move_to_a_writer_with_spare_copies_writes_on_de
         await _add_all(writer, 5)
         await cluster.kill(writer.metadata.ensemble[2])
         assert await _add_all(writer, 20, first=5) == list(range(5, 25))
-        assert list(writer.metadata.ensembles) == [0]
+        assert list(writer.metadata.ensembles) == [0]  # two copies of each
+        # A bookie joins: the writer moves to it at once, no add needed (ADR 0074).
+        cluster.bookies.join(await open_local_bookie(tmp_path / "three", 3, clock=clock))
+        await eventually(lambda: writer.ensemble_changes == 1, message="the move to bookie-3")
+        assert writer.metadata.ensemble[2] == "bookie-3"
+        assert list(writer.metadata.ensembles) == [0, 25]
+        assert await _add_all(writer, 5, first=25) == list(range(25, 30))
+        ensemble = writer.metadata.ensemble
+
+        async def three_copies() -> bool:  # A=2: the third copy may land after the ack
+            held = [await _held_by(cluster, ensemble, writer.ledger_id, e) for e in range(25, 30)]
+            return held == [3] * 5
+
+        await eventually(three_copies, message="three copies of each new entry")
         closed = await writer.close()
-        assert closed.last_entry_id == 24
+        assert closed.last_entry_id == 29
+        reader = await cluster.client.open_ledger(writer.ledger_id, recovery=False)
+        got = await reader.read_entries(0, 29)
+        assert [e.data for e in got] == [_payload(i) for i in range(30)]
+    finally:
+        await cluster.client.close()
+
+
+async def test_an_idle_writer_moves_off_a_bookie_that_left_the_cluster_without_an_add(
+    four: Cluster,
+) -> None:
+    # ADR 0074: auto-recovery leaves an open ledger's last fragment to its writer, so an idle
+    # writer must not wait for an add to time out before it moves.
+    writer = await four.client.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2)
+    await _add_all(writer, 10)
+    victim = writer.metadata.ensemble[1]
+    await four.kill(victim)
+    await eventually(lambda: writer.ensemble_changes == 1, message="the writer moved off it")
+    md = await four.client.get_ledger_metadata(writer.ledger_id)
+    assert md.state is LedgerState.OPEN and list(md.ensembles) == [0, 10]
+    assert victim in md.ensembles[0] and victim not in md.ensemble
+    assert md.ensemble == writer.metadata.ensemble
+    assert await _add_all(writer, 10, first=10) == list(range(10, 20))
+    for entry in range(10, 20):
+        assert await _held_by(four, write_set(md, entry), writer.ledger_id, entry) == 2
+    closed = await writer.close()
+    assert closed.last_entry_id == 19 and list(closed.ensembles) == [0, 10]
+
+
+async def test_with_nowhere_to_go_a_writer_stays_on_a_bookie_that_left_and_came_back(
+    store: MetadataStore, tmp_path: Path, clock: ManualClock
+) -> None:
+    cluster = await open_cluster(store, tmp_path / "three", 3, clock)
+    try:
+        writer = await cluster.client.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2)
+        await _add_all(writer, 5)
+        # Its registration lapses (a long pause, a session expiry) while the process lives on.
+        away = writer.metadata.ensemble[0]
+        client = cluster.bookies.leave(away)
+        await asyncio.sleep(0)  # the set calls its listeners on the next loop turn
+        assert writer.ensemble_changes == 0
+        cluster.bookies.join(client)
+        await asyncio.sleep(0)
+        assert writer.ensemble_changes == 0
+        assert await _add_all(writer, 5, first=5) == list(range(5, 10))
+        md = await cluster.client.get_ledger_metadata(writer.ledger_id)
+        assert list(md.ensembles) == [0] and md.state is LedgerState.OPEN
+        assert (await writer.close()).last_entry_id == 9
     finally:
         await cluster.client.close()
 
@@ -223,8 +283,13 @@ async def test_recovery_fences_a_covering_set_and_rewrites_the_tail_on_a_replace
 async def test_recovery_without_a_covering_set_refuses_rather_than_guess(four: Cluster) -> None:
     writer = await four.client.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2)
     await _add_all(writer, 3)
-    for bookie_id in writer.metadata.ensemble[:2]:
-        await four.kill(bookie_id)
+    # Both leave at once (before the set's listeners run), so the writer has nowhere to move
+    # (ADR 0074) and the ledger's only fragment has one live bookie of three.
+    gone = [four.bookies.leave(bookie_id) for bookie_id in writer.metadata.ensemble[:2]]
+    for client in gone:
+        assert isinstance(client, LocalBookieClient)
+        await client.bookie.close()
+    assert writer.ensemble_changes == 0
     with pytest.raises(BookieUnavailable):
         await four.client.open_ledger(writer.ledger_id, recovery=True)
     md = await four.client.get_ledger_metadata(writer.ledger_id)
