@@ -25,12 +25,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
 from braid.core.errors import IllegalStateError
-from braid.metadata.api import MetadataStore
+from braid.metadata.api import MetadataStore, Notification, SessionEvent
 from braid.metadata.election import LeaderElection, LeaderElectionState, read_leader
 from braid.metadata.lock import Lock
 
@@ -149,6 +150,10 @@ class BrokerRegistry:
         self._info: BrokerInfo | None = None
         self._election: LeaderElection | None = None
         self._internal_url: str | None = None
+        # service_url_tls answers by broker id, kept until a broker node changes (see there).
+        self._tls_urls: dict[str, str | None] = {}
+        self._tls_generation = 0
+        self._unwatch: list[Callable[[], None]] = []
 
     def announce_internal_url(self, url: str) -> None:
         """The internal listener to register with (call before :meth:`register`)."""
@@ -242,6 +247,9 @@ class BrokerRegistry:
 
     async def unregister(self) -> None:
         """Resign leadership and remove this broker's entry. Idempotent."""
+        unwatch, self._unwatch = self._unwatch, []
+        for stop in unwatch:
+            stop()
         election, self._election = self._election, None
         if election is not None:
             await election.close()
@@ -265,9 +273,39 @@ class BrokerRegistry:
 
     async def service_url_tls(self, service_url: str) -> str | None:
         """The ``pulsar+ssl://`` URL of the broker registered as ``service_url`` (``None``: it
-        has no TLS listener, or is not registered)."""
-        info = await self.get(broker_id(service_url))
-        return None if info is None else info.service_url_tls
+        has no TLS listener, or is not registered).
+
+        Answered from memory after the first read of each broker, until a broker node changes
+        (a store notification) or the metadata session is interrupted: a consumer's assignment
+        names the broker of every segment it lists (ADR 0073), and a walk through a long DAG
+        would otherwise read the registry once per segment.
+        """
+        name = broker_id(service_url)
+        if name in self._tls_urls:
+            return self._tls_urls[name]
+        if not self._unwatch:
+            self._unwatch = [
+                self._store.register_listener(self._broker_node_changed),
+                self._store.register_session_listener(self._session_changed),
+            ]
+        generation = self._tls_generation
+        info = await self.get(name)
+        url = None if info is None else info.service_url_tls
+        if generation == self._tls_generation:  # no change arrived while reading
+            self._tls_urls[name] = url
+        return url
+
+    def _broker_node_changed(self, event: Notification) -> None:
+        if event.path == BROKERS_ROOT or event.path.startswith(f"{BROKERS_ROOT}/"):
+            self._forget_tls_urls()
+
+    def _session_changed(self, event: SessionEvent) -> None:
+        del event  # any interruption may have lost notifications
+        self._forget_tls_urls()
+
+    def _forget_tls_urls(self) -> None:
+        self._tls_generation += 1
+        self._tls_urls.clear()
 
 
 __all__ = [

@@ -436,6 +436,7 @@ class ManagedLedgerImpl:
             md = await recover_ledger(self._storage, cur.info())
         else:
             md = await cur.handle.close()
+            self._reader.keep_closed(cur.handle)
         self._current = None
         if self._age_task is not None:
             self._age_task.cancel()  # it watched the ledger just closed

@@ -281,7 +281,8 @@ class WriteHandle(Protocol):
         ...
 
     async def read_entries(self, first: int, last: int) -> list[LedgerEntry]:
-        """Read entries ``first..last`` inclusive (all must be <= ``last_add_confirmed``)."""
+        """Read entries ``first..last`` inclusive (all must be <= ``last_add_confirmed``); also
+        after :meth:`close`, which leaves the handle a reader of the closed ledger."""
         ...
 
     async def close(self) -> LedgerMetadata:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -271,3 +272,44 @@ async def test_a_lookup_names_a_live_owner_at_once_and_a_dead_one_after_the_boun
     # recorded owner is named as before.
     answer = await asyncio.wait_for(asked.ownership.lookup(TOPIC, authoritative=False), 10)
     assert answer.service_url == live.me.native_url
+
+
+async def test_a_brokers_tls_url_is_read_once_until_its_registry_node_changes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every segment of a consumer's assignment names its broker's TLS URL (ADR 0073): a walk
+    # through a long DAG must not read the registry once per segment.
+    backend = MemoryBackend()
+    asker = MemoryMetadataStore(backend)
+    registry = BrokerRegistry(asker, cluster="c1")
+    reads: list[str] = []
+    get = asker.get
+
+    async def counting(path: str) -> object:
+        reads.append(path)
+        return await get(path)
+
+    monkeypatch.setattr(asker, "get", counting)
+    url = "pulsar://b2:6650"
+    assert await registry.service_url_tls(url) is None  # not registered yet
+    other = BrokerRegistry(MemoryMetadataStore(backend), cluster="c1")
+    await other.register(url, "http://b2:8080", "pulsar+ssl://b2:6651")
+
+    def answers(expected: str) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            return await registry.service_url_tls(url) == expected
+
+        return check
+
+    await eventually(answers("pulsar+ssl://b2:6651"), within=5, message="the registration")
+    before = len(reads)
+    for _ in range(10):
+        assert await registry.service_url_tls(url) == "pulsar+ssl://b2:6651"
+    assert len(reads) == before
+    # The broker comes back with another TLS port: its node goes and comes back.
+    await other.unregister()
+    again = BrokerRegistry(MemoryMetadataStore(backend), cluster="c1")
+    await again.register(url, "http://b2:8080", "pulsar+ssl://b2:7651")
+    await eventually(answers("pulsar+ssl://b2:7651"), within=5, message="the new TLS URL")
+    await again.unregister()
+    await registry.unregister()

@@ -22,6 +22,7 @@ from braid.ledger import (
 from braid.ledger.codec import decode_ledger_info
 from braid.ledger.names import ledger_path
 from braid.storage import StorageRouter, open_local_cluster
+from braid.storage.api import ReadHandle
 from tests.integration.ledger.conftest import LedgerEnv
 from tests.support.polling import eventually
 
@@ -64,6 +65,33 @@ async def test_rollover_by_entries_and_reads_across_ledgers(env: LedgerEnv) -> N
     assert env.storage is not None
     md = await env.storage.get_ledger_metadata(ledger_ids[0])
     assert md.state.value == "CLOSED" and md.last_entry_id == 3
+
+
+async def test_a_ledger_closed_by_the_log_is_read_without_reopening_it(
+    env: LedgerEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each sealed segment of a DAG walk used to cost a ledger metadata read here (ADR 0068).
+    assert env.factory is not None and env.storage is not None
+    opened: list[int] = []
+    open_ledger = env.storage.open_ledger
+
+    async def counting(ledger_id: int, recovery: bool = True) -> ReadHandle:
+        opened.append(ledger_id)
+        return await open_ledger(ledger_id, recovery)
+
+    monkeypatch.setattr(env.storage, "open_ledger", counting)
+    ml = await env.factory.open(TOPIC, keep(max_entries_per_ledger=4))
+    first = [await ml.append(f"m{i}".encode()) for i in range(6)]  # one rollover
+    await ml.terminate()  # closes the second ledger
+    entries = await ml.read(first[0], 100)
+    assert [e.data for e in entries] == [f"m{i}".encode() for i in range(6)]
+    assert opened == []
+    # Another owner (a reopened log) did not close them: it opens each ledger once to read it.
+    await ml.close()
+    reopened = await env.new_factory().open(TOPIC, keep(max_entries_per_ledger=4))
+    entries = await reopened.read(first[0], 100)
+    assert [e.data for e in entries] == [f"m{i}".encode() for i in range(6)]
+    assert sorted(opened) == sorted({p.ledger_id for p in first})
 
 
 async def test_rollover_by_size(env: LedgerEnv) -> None:

@@ -16,6 +16,7 @@ from braid.ledger import DefaultManagedLedgerFactory
 from braid.ledger.api import ManagedLedgerConfig, Position
 from braid.metadata import open_store
 from braid.storage import BookKeeperClient, LedgerState, StorageRouter
+from braid.storage.autorecovery.replicator import ReplicationStats, replicate_ledger
 from braid.storage.bookie_client import LocalBookieClient
 from braid.storage.local import LocalBookieSet, open_local_bookies
 from braid.storage.placement import NotEnoughBookies
@@ -88,3 +89,27 @@ async def test_an_ensemble_larger_than_the_cluster_is_refused_naming_the_setting
         await cluster.factory.open(
             "acme/wide", ManagedLedgerConfig(ensemble=5, write_quorum=2, ack_quorum=2)
         )
+
+
+async def test_a_closed_ledger_whose_copies_moved_is_read_through_fresh_metadata(
+    cluster: Replicated,
+) -> None:
+    # The log reads a ledger it closed itself through the closed writer (no metadata read);
+    # when auto-recovery has moved the copies since, a failed read reopens it once.
+    config = ManagedLedgerConfig(ensemble=2, write_quorum=2, ack_quorum=2)
+    ml = await cluster.factory.open("acme/moved", config)
+    positions = [await ml.append(b"m%d" % i) for i in range(5)]
+    await ml.terminate()
+    ledger_id = positions[0].ledger_id
+    old = (await cluster.client.get_ledger_metadata(ledger_id)).ensemble
+    # Auto-recovery copies both bookies' share elsewhere (e.g. both are being decommissioned),
+    # then both go.
+    assert await replicate_ledger(cluster.client, ledger_id, old, ReplicationStats())
+    moved = (await cluster.client.get_ledger_metadata(ledger_id)).ensemble
+    assert not set(moved) & set(old)
+    for bookie_id in old:
+        gone = cluster.bookies.leave(bookie_id)
+        assert isinstance(gone, LocalBookieClient)
+        await gone.bookie.close()
+    entries = await ml.read(positions[0], 10)
+    assert [e.data for e in entries] == [b"m%d" % i for i in range(5)]

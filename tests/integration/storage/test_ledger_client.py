@@ -67,6 +67,8 @@ async def test_close_records_last_entry_and_length_and_is_idempotent(
     assert await cluster.get_ledger_metadata(writer.ledger_id) == closed
     with pytest.raises(LedgerClosed):
         await writer.add_entry(b"late")
+    # A closed write handle reads its ledger on (the managed ledger keeps it as its reader).
+    assert [e.data for e in await writer.read_entries(0, 2)] == [b"abcd"] * 3
 
 
 async def test_every_ledger_is_stamped_with_its_cluster_name(
