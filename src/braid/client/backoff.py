@@ -19,6 +19,14 @@ from braid.client.errors import is_transient
 
 T = TypeVar("T")
 
+#: The jitter of every backoff that is not given its own source: a consumer makes two backoffs
+#: per segment it attaches, and seeding a new ``random.Random`` reads the OS entropy source.
+_JITTER = random.Random()
+
+
+def _shared_jitter() -> random.Random:
+    return _JITTER
+
 
 @dataclass
 class Backoff:
@@ -28,7 +36,7 @@ class Backoff:
     maximum: float = 10.0
     multiplier: float = 2.0
     jitter: float = 0.2
-    rng: random.Random = field(default_factory=random.Random)
+    rng: random.Random = field(default_factory=_shared_jitter)
     _attempts: int = 0
 
     def __post_init__(self) -> None:

@@ -141,5 +141,11 @@ def test_backoff_grows_caps_and_resets_with_bounded_jitter() -> None:
     jittered = Backoff(1.0, 1.0, jitter=0.2, rng=random.Random(7))
     delays = [jittered.next_delay() for _ in range(200)]
     assert all(0.8 <= d <= 1.2 for d in delays) and len(set(delays)) > 100
+    # Without a source of its own a backoff draws from one shared generator: a consumer makes
+    # two per segment it attaches, and seeding a new one reads the OS entropy source.
+    first, second = Backoff(), Backoff()
+    assert first.rng is second.rng
+    spread = [first.next_delay() for _ in range(50)] + [second.next_delay() for _ in range(50)]
+    assert len({round(d, 9) for d in spread}) > 2
     with pytest.raises(ValueError):
         Backoff(0, 1)
