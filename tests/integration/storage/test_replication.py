@@ -70,6 +70,14 @@ async def four(store: MetadataStore, tmp_path: Path, clock: ManualClock) -> Asyn
     await cluster.client.close()
 
 
+@pytest.fixture
+async def three(store: MetadataStore, tmp_path: Path, clock: ManualClock) -> AsyncIterator[Cluster]:
+    """Exactly E=3 bookies: no spare to move to (in ``tmp_path / "three"``)."""
+    cluster = await open_cluster(store, tmp_path / "three", 3, clock)
+    yield cluster
+    await cluster.client.close()
+
+
 def _payload(i: int) -> bytes:
     return f"entry-{i:05d}".encode() * 3
 
@@ -153,56 +161,48 @@ async def test_a_full_bookie_is_left_for_a_writable_one(four: Cluster) -> None:
 
 
 async def test_with_no_bookie_to_move_to_a_write_set_short_of_its_ack_quorum_fails_the_handle(
-    store: MetadataStore, tmp_path: Path, clock: ManualClock
+    three: Cluster,
 ) -> None:
-    cluster = await open_cluster(store, tmp_path / "three", 3, clock)
-    try:
-        writer = await cluster.client.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2)
-        await _add_all(writer, 5)
-        await cluster.kill(writer.metadata.ensemble[0])
-        with pytest.raises(NotEnoughBookies):
-            await _add_all(writer, 5, first=5)
-        with pytest.raises(NotEnoughBookies):
-            await writer.add_entry(b"more")
-        # The writer closes the ledger at what it acknowledged (its owner then rolls over).
-        closed = await writer.close()
-        assert closed.last_entry_id == 4
-        reader = await cluster.client.open_ledger(writer.ledger_id)
-        assert [e.data for e in await reader.read_entries(0, 4)] == [_payload(i) for i in range(5)]
-    finally:
-        await cluster.client.close()
+    writer = await three.client.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2)
+    await _add_all(writer, 5)
+    await three.kill(writer.metadata.ensemble[0])
+    with pytest.raises(NotEnoughBookies):
+        await _add_all(writer, 5, first=5)
+    with pytest.raises(NotEnoughBookies):
+        await writer.add_entry(b"more")
+    # The writer closes the ledger at what it acknowledged (its owner then rolls over).
+    closed = await writer.close()
+    assert closed.last_entry_id == 4
+    reader = await three.client.open_ledger(writer.ledger_id)
+    assert [e.data for e in await reader.read_entries(0, 4)] == [_payload(i) for i in range(5)]
 
 
 async def test_with_no_bookie_to_move_to_a_writer_with_spare_copies_writes_on_degraded(
-    store: MetadataStore, tmp_path: Path, clock: ManualClock
+    three: Cluster, tmp_path: Path, clock: ManualClock
 ) -> None:
-    cluster = await open_cluster(store, tmp_path / "three", 3, clock)
-    try:
-        writer = await cluster.client.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2)
-        await _add_all(writer, 5)
-        await cluster.kill(writer.metadata.ensemble[2])
-        assert await _add_all(writer, 20, first=5) == list(range(5, 25))
-        assert list(writer.metadata.ensembles) == [0]  # two copies of each
-        # A bookie joins: the writer moves to it at once, no add needed (ADR 0074).
-        cluster.bookies.join(await open_local_bookie(tmp_path / "three", 3, clock=clock))
-        await eventually(lambda: writer.ensemble_changes == 1, message="the move to bookie-3")
-        assert writer.metadata.ensemble[2] == "bookie-3"
-        assert list(writer.metadata.ensembles) == [0, 25]
-        assert await _add_all(writer, 5, first=25) == list(range(25, 30))
-        ensemble = writer.metadata.ensemble
+    writer = await three.client.create_ledger(ensemble=3, write_quorum=3, ack_quorum=2)
+    await _add_all(writer, 5)
+    await three.kill(writer.metadata.ensemble[2])
+    assert await _add_all(writer, 20, first=5) == list(range(5, 25))
+    assert list(writer.metadata.ensembles) == [0]  # two copies of each
+    # A bookie joins: the writer moves to it at once, no add needed (ADR 0074).
+    three.bookies.join(await open_local_bookie(tmp_path / "three", 3, clock=clock))
+    await eventually(lambda: writer.ensemble_changes == 1, message="the move to bookie-3")
+    assert writer.metadata.ensemble[2] == "bookie-3"
+    assert list(writer.metadata.ensembles) == [0, 25]
+    assert await _add_all(writer, 5, first=25) == list(range(25, 30))
+    ensemble = writer.metadata.ensemble
 
-        async def three_copies() -> bool:  # A=2: the third copy may land after the ack
-            held = [await _held_by(cluster, ensemble, writer.ledger_id, e) for e in range(25, 30)]
-            return held == [3] * 5
+    async def three_copies() -> bool:  # A=2: the third copy may land after the ack
+        held = [await _held_by(three, ensemble, writer.ledger_id, e) for e in range(25, 30)]
+        return held == [3] * 5
 
-        await eventually(three_copies, message="three copies of each new entry")
-        closed = await writer.close()
-        assert closed.last_entry_id == 29
-        reader = await cluster.client.open_ledger(writer.ledger_id, recovery=False)
-        got = await reader.read_entries(0, 29)
-        assert [e.data for e in got] == [_payload(i) for i in range(30)]
-    finally:
-        await cluster.client.close()
+    await eventually(three_copies, message="three copies of each new entry")
+    closed = await writer.close()
+    assert closed.last_entry_id == 29
+    reader = await three.client.open_ledger(writer.ledger_id, recovery=False)
+    got = await reader.read_entries(0, 29)
+    assert [e.data for e in got] == [_payload(i) for i in range(30)]
 
 
 async def test_an_idle_writer_moves_off_a_bookie_that_left_the_cluster_without_an_add(
@@ -227,26 +227,22 @@ async def test_an_idle_writer_moves_off_a_bookie_that_left_the_cluster_without_a
 
 
 async def test_with_nowhere_to_go_a_writer_stays_on_a_bookie_that_left_and_came_back(
-    store: MetadataStore, tmp_path: Path, clock: ManualClock
+    three: Cluster,
 ) -> None:
-    cluster = await open_cluster(store, tmp_path / "three", 3, clock)
-    try:
-        writer = await cluster.client.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2)
-        await _add_all(writer, 5)
-        # Its registration lapses (a long pause, a session expiry) while the process lives on.
-        away = writer.metadata.ensemble[0]
-        client = cluster.bookies.leave(away)
-        await asyncio.sleep(0)  # the set calls its listeners on the next loop turn
-        assert writer.ensemble_changes == 0
-        cluster.bookies.join(client)
-        await asyncio.sleep(0)
-        assert writer.ensemble_changes == 0
-        assert await _add_all(writer, 5, first=5) == list(range(5, 10))
-        md = await cluster.client.get_ledger_metadata(writer.ledger_id)
-        assert list(md.ensembles) == [0] and md.state is LedgerState.OPEN
-        assert (await writer.close()).last_entry_id == 9
-    finally:
-        await cluster.client.close()
+    writer = await three.client.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2)
+    await _add_all(writer, 5)
+    # Its registration lapses (a long pause, a session expiry) while the process lives on.
+    away = writer.metadata.ensemble[0]
+    client = three.bookies.leave(away)
+    await asyncio.sleep(0)  # the set calls its listeners on the next loop turn
+    assert writer.ensemble_changes == 0
+    three.bookies.join(client)
+    await asyncio.sleep(0)
+    assert writer.ensemble_changes == 0
+    assert await _add_all(writer, 5, first=5) == list(range(5, 10))
+    md = await three.client.get_ledger_metadata(writer.ledger_id)
+    assert list(md.ensembles) == [0] and md.state is LedgerState.OPEN
+    assert (await writer.close()).last_entry_id == 9
 
 
 async def test_an_ensemble_change_after_the_ledger_was_fenced_fails_the_writer(
