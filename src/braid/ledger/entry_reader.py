@@ -5,8 +5,9 @@ The current ledger is read through its write handle, and so is a ledger this log
 so no metadata read is needed - one per segment of a DAG walk, ADR 0068). Every other ledger is
 read through a read handle (no recovery) opened once - on the storage cluster stamped on the
 ledger, which may not be the active one (PIP-470) - and kept until the ledger is trimmed or the
-log is closed. The
-managed ledger owns the ledger list; the reader asks for it (and for the current ledger) at each
+log is closed; a read through a kept handle that fails is retried once through a handle opened
+on fresh metadata (auto-recovery may have moved the ledger's copies since). The managed ledger
+owns the ledger list; the reader asks for it (and for the current ledger) at each
 step, so a ledger trimmed or rolled over while a read is in flight is seen: a trimmed one is
 skipped, any other storage error is raised.
 """
