@@ -431,8 +431,8 @@ class LedgerWriter:
         """
         if self._error is not None or self._closing:
             return
-        gone = [s for s in self._slots if not s.failed and s.bookie_id not in members]
-        failed = [s for s in self._slots if s.failed or s in gone]
+        failed = [s for s in self._slots if s.failed or s.bookie_id not in members]
+        gone = [s for s in failed if not s.failed]
         if not failed or (not gone and self._change_task is not None):
             return
         try:

@@ -231,13 +231,17 @@ async def test_with_nowhere_to_go_a_writer_stays_on_a_bookie_that_left_and_came_
 ) -> None:
     writer = await three.client.create_ledger(ensemble=3, write_quorum=2, ack_quorum=2)
     await _add_all(writer, 5)
+    # The set calls its listeners in order: once this one ran, the storage client's has too.
+    heard = asyncio.Event()
+    three.bookies.add_listener(heard.set)
     # Its registration lapses (a long pause, a session expiry) while the process lives on.
     away = writer.metadata.ensemble[0]
     client = three.bookies.leave(away)
-    await asyncio.sleep(0)  # the set calls its listeners on the next loop turn
+    await heard.wait()
+    heard.clear()
     assert writer.ensemble_changes == 0
     three.bookies.join(client)
-    await asyncio.sleep(0)
+    await heard.wait()
     assert writer.ensemble_changes == 0
     assert await _add_all(writer, 5, first=5) == list(range(5, 10))
     md = await three.client.get_ledger_metadata(writer.ledger_id)
