@@ -23,6 +23,12 @@ ancestors holding messages (through empty ones) to the first message received fr
 the application sees between the end of a parent and the start of its child: the cumulative ack,
 the cursor write, the drain event, the coordinator's push, the attach and the first dispatch.
 
+**Depth**: the segments holding messages on the DAG's longest parent -> child chain (empty ones
+passed through). A walk makes those hand-overs one after another whatever else it overlaps, so
+``ms/gen`` (walk time / depth) close to the hand-over p50 plus one segment's read says the walk is
+bound by the hand-over's latency along that chain, not by the work per segment (the full
+1,000-segment DAG built here is 666 deep: it keeps 2-4 segments active).
+
 Targets (issue 28): hand-over p50 <= 5 ms; a 1,000-segment walk at >= 25 % of the flat rate.
 Each row also gives the CPU the broker process and the client (this process) spent during the
 walk per segment: when they add up to more than the wall time per segment, the 2 cores, not a
@@ -259,6 +265,16 @@ def _hand_overs(topic: Topic, walk: Walk) -> list[float]:
     return gaps
 
 
+def _depth(topic: Topic) -> int:
+    """Segments holding messages on the longest parent -> child chain of the DAG (empty ones
+    passed through): the hand-overs a walk must make one after another, whatever the rest."""
+    depth: dict[int, int] = {}
+    for sid in sorted(topic.parents):  # a child's id is above its parents'
+        above = max((depth[p] for p in topic.parents[sid]), default=0)
+        depth[sid] = above + (1 if topic.counts.get(sid) else 0)
+    return max(depth.values(), default=0)
+
+
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -381,14 +397,16 @@ async def _run(args: argparse.Namespace, process: StandaloneProcess) -> None:
     print()
     print(
         f"{'segments':>8} {'shape':<7} {'msgs':>7} {'walk s':>7} {'walk/s':>8} {'flat/s':>8} "
-        f"{'ratio':>6} {'ms/seg':>7} {'hand-over p50':>13} {'p99':>7} {'n':>5} "
-        f"{'CPU ms/seg broker':>17} {'client':>6}"
+        f"{'ratio':>6} {'ms/seg':>7} {'depth':>5} {'ms/gen':>6} {'hand-over p50':>13} "
+        f"{'p99':>7} {'n':>5} {'CPU ms/seg broker':>17} {'client':>6}"
     )
     for _size, shape, count, dag, walk, flat_walk, gaps, _ in rows:
+        depth = _depth(dag)
         print(
             f"{count:>8} {shape:<7} {dag.messages:>7} {walk.seconds:>7.2f} {walk.rate:>8.0f} "
             f"{flat_walk.rate:>8.0f} {walk.rate / flat_walk.rate:>6.2f} "
-            f"{walk.seconds / count * 1000:>7.2f} {_pct(gaps, 0.5):>13.2f} "
+            f"{walk.seconds / count * 1000:>7.2f} {depth:>5} "
+            f"{walk.seconds / max(depth, 1) * 1000:>6.2f} {_pct(gaps, 0.5):>13.2f} "
             f"{_pct(gaps, 0.99):>7.2f} {len(gaps):>5} "
             f"{walk.broker_cpu / count * 1000:>17.2f} {walk.client_cpu / count * 1000:>6.2f}"
         )
