@@ -30,7 +30,12 @@ segment it keeps the standard consumer protocol:
 * **schema** - SUBSCRIBE carries the consumer's schema (the broker checks it); an entry
   written with a schema version whose definition the consumer's schema needs and does not
   know yet (Avro) is held, with every later entry of the segment, until GET_SCHEMA answers,
-  so the segment's order is kept and ``Message.value`` never needs the network.
+  so the segment's order is kept and ``Message.value`` never needs the network;
+* **read ahead** - a segment a Stream consumer attaches ahead of being readable
+  (:meth:`SegmentSubscriber.hold_ahead`, ADR 0075) grants its first window at once and holds
+  what arrives, counted as queued, until :meth:`~SegmentSubscriber.resume` releases it in order
+  (the hand-over is then no round trip); a :meth:`~SegmentSubscriber.pause` drops it instead
+  (never delivered: the broker gives it to the segment's next owner).
 """
 
 from __future__ import annotations
@@ -177,6 +182,8 @@ class SegmentSubscriber:
         self.closed = False
         self.ended = False
         self.paused = False
+        # Attached ahead of being readable: entries read are held until resume (ADR 0075).
+        self.ahead = False
         self.queued = 0
         self._consumed = 0
         self._flow_pending = False
@@ -337,6 +344,9 @@ class SegmentSubscriber:
     def _drop_held(self) -> None:
         """Forget entries a subclass holds back undelivered (the broker redelivers them)."""
 
+    def _release_ahead(self) -> None:
+        """Deliver what was held while attached ahead (a subclass holds entries)."""
+
     def _discard_undecodable(self, mid: pb.MessageIdData, exc: BraidError) -> None:
         """Drop an entry that cannot be decoded: log it once, acknowledge it so it is not
         redelivered forever, and give its permit back."""
@@ -392,13 +402,26 @@ class SegmentSubscriber:
                 conn.send(commands.flow(self.consumer_id, permits))
 
     def pause(self) -> None:
-        """Grant no more permits (draining before a detach or a mode flip, or a segment
-        attached ahead of being readable)."""
+        """Grant no more permits (draining before a detach or a mode flip); entries held
+        ahead are dropped (the broker redelivers them)."""
         self.paused = True
+        if self.ahead:
+            self.ahead = False
+            self._drop_held()
+
+    def hold_ahead(self) -> None:
+        """Attach ahead of being readable (before :meth:`start`): read the first window at
+        once and hold it until :meth:`resume` (ADR 0075)."""
+        self.ahead = True
 
     def resume(self) -> None:
-        """Start reading a segment attached ahead: grant its permits now if attached, else
-        when the attach completes (loop only)."""
+        """Start delivering a segment attached ahead: release what it holds, in order (loop
+        only). A paused one grants its permits now if attached, else when the attach
+        completes."""
+        if self.ahead:
+            self.ahead = False
+            self._release_ahead()
+            return
         if not self.paused:
             return
         self.paused = False
@@ -664,13 +687,20 @@ class SegmentConsumer(SegmentSubscriber):
         """Queue an entry's messages for the application, behind any entry still waiting for
         its writer schema definition."""
         decoder = self._consumer.decoder
-        if self._held is None and (
-            decoder is None or not decoder.needs_writer(wire_schema_version(messages[0]))
+        if not self.ahead and (
+            self._held is None
+            and (decoder is None or not decoder.needs_writer(wire_schema_version(messages[0])))
         ):
             self._consumer.enqueue(self, messages)
             return
         with self._delivery_lock:
             self.queued += len(messages)  # in the consumer's hands: not drained yet
+        if self.ahead:
+            # Read ahead of being readable: kept, in order, until resume (ADR 0075).
+            if self._held is None:
+                self._held = []
+            self._held.append(messages)
+            return
         self._hold(messages)
 
     def _hold(self, messages: list[Message]) -> None:
@@ -722,13 +752,24 @@ class SegmentConsumer(SegmentSubscriber):
                 decoder.writers.setdefault(version, bytes(answer.schema.schema_data))
         if generation != self._held_generation:
             return  # the held entries were purged meanwhile (the broker redelivers them)
+        self._release_held()
+
+    def _release_ahead(self) -> None:
+        self._release_held()
+
+    def _release_held(self) -> None:
+        """Queue the held entries in order, up to one whose writer definition is still to
+        learn (that one and the rest wait for it)."""
+        decoder = self._consumer.decoder
         held, self._held = self._held or [], None
         for messages in held:
             if self.closed or self.paused:
                 # Never delivered, so never acknowledged: redelivered (to the next owner).
                 with self._delivery_lock:
                     self.queued -= len(messages)
-            elif self._held is None and not decoder.needs_writer(wire_schema_version(messages[0])):
+            elif self._held is None and (
+                decoder is None or not decoder.needs_writer(wire_schema_version(messages[0]))
+            ):
                 self._consumer.enqueue(self, messages, counted=True)
             else:
                 self._hold(messages)  # behind another version to learn: order kept

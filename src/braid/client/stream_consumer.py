@@ -161,7 +161,7 @@ class AsyncStreamConsumer(ConsumerBase):
             self._assigned[assigned.segment_id] = assigned
             self._attach_assigned(assigned)
         for assigned in diff.resume:
-            # Opened ahead, readable now: the hand-over is a FLOW, not a new subscription.
+            # Opened ahead, readable now: what it read meanwhile is delivered at once.
             self._assigned[assigned.segment_id] = assigned
             seg = self._segments.get(assigned.segment_id)
             if seg is not None:
@@ -188,7 +188,9 @@ class AsyncStreamConsumer(ConsumerBase):
                 key_shared.hashRanges.add(start=r.start, end=r.end)
         seg = self._new_segment(route, self._spec(sub_type, sid), key_shared)
         if assigned.paused:
-            seg.pause()  # attached ahead: subscribed, no permits until it is readable
+            # Attached ahead: subscribed and reading its first window, held until it is
+            # readable, so the hand-over delivers at once (ADR 0075).
+            seg.hold_ahead()
         self._segments[sid] = seg
         seg.start()
 
