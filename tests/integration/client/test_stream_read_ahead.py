@@ -120,12 +120,16 @@ def test_a_segment_read_ahead_and_then_given_to_another_consumer_is_read_there_w
         scalable_topic, "s", initial_position="earliest", consumer_name="a-late"
     )
     got: list[bytes] = []
+    counts: list[int] = []
     while len(got) < 6:
         batch = late.receive_many(10, timeout=30)
         assert batch, f"a-late stalled after {got}"
         got.extend(m.value for m in batch)
+        counts.extend(m.redelivery_count for m in batch)
         late.acknowledge_cumulative(batch[-1])
     assert got == [f"{zero_key}-{i}".encode() for i in range(6)]
+    # What b-first had read ahead comes to a-late as a redelivery (ADR 0075, consequences).
+    assert counts[3:] == [1, 1, 1]
     # b-first never delivered what it had read ahead of the child.
     assert [
         m.value
