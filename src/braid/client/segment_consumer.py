@@ -344,8 +344,8 @@ class SegmentSubscriber:
     def _drop_held(self) -> None:
         """Forget entries a subclass holds back undelivered (the broker redelivers them)."""
 
-    def _release_ahead(self) -> None:
-        """Deliver what was held while attached ahead (a subclass holds entries)."""
+    def _release_held(self) -> None:
+        """Deliver, in order, entries a subclass holds back (what it read ahead)."""
 
     def _discard_undecodable(self, mid: pb.MessageIdData, exc: BraidError) -> None:
         """Drop an entry that cannot be decoded: log it once, acknowledge it so it is not
@@ -420,7 +420,7 @@ class SegmentSubscriber:
         completes."""
         if self.ahead:
             self.ahead = False
-            self._release_ahead()
+            self._release_held()
             return
         if not self.paused:
             return
@@ -752,9 +752,6 @@ class SegmentConsumer(SegmentSubscriber):
                 decoder.writers.setdefault(version, bytes(answer.schema.schema_data))
         if generation != self._held_generation:
             return  # the held entries were purged meanwhile (the broker redelivers them)
-        self._release_held()
-
-    def _release_ahead(self) -> None:
         self._release_held()
 
     def _release_held(self) -> None:
