@@ -461,7 +461,8 @@ class BundleOwnership:
                 return before
             timeout = min(_NODE_RECHECK_S, max(0.0, deadline - loop.time()))
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(changed), timeout)
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(changed)
             return before if not changed.done() else await self.owner(bundle)
         finally:
             waiters = self._node_waiters.get(path)

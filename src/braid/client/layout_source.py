@@ -138,7 +138,8 @@ class LayoutSource:
             return layout
         changed = self._changed
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), within)
+            async with asyncio.timeout(within):
+                await changed.wait()
         layout = self._tracker.current
         return layout if layout is not None and layout.epoch > epoch else None
 

@@ -145,7 +145,8 @@ class AsyncProducer:
                 if waiting:
                     await attached
                 else:
-                    await asyncio.wait_for(attached, ctx.settings.operation_timeout)
+                    async with asyncio.timeout(ctx.settings.operation_timeout):
+                        await attached
             except TimeoutError:
                 await producer._abort()
                 raise DeadlineExceededError(
@@ -711,7 +712,8 @@ class AsyncProducer:
         self._space.set()
         timeout = self._options.send_timeout or self._ctx.settings.operation_timeout
         try:
-            await asyncio.wait_for(self.flush(), timeout + 1.0)
+            async with asyncio.timeout(timeout + 1.0):
+                await self.flush()
         except (TimeoutError, Exception) as exc:
             log.debug("close of producer on %s: flush ended with %r", self.topic, exc)
         await self._abort()

@@ -129,7 +129,8 @@ class ReceiveQueue:
             waiter: asyncio.Future[None] = self._loop.create_future()
             self._waiters.append(waiter)
             try:
-                await asyncio.wait_for(waiter, remaining)
+                async with asyncio.timeout(remaining):
+                    await waiter
             except TimeoutError:
                 return self.take(max_messages)
             finally:

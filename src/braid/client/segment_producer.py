@@ -504,7 +504,8 @@ class SegmentProducer:
         waiter: asyncio.Future[None] = self.ctx.loop.create_future()
         self._idle_waiters.append(waiter)
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(waiter, within)
+            async with asyncio.timeout(within):
+                await waiter
 
     def on_send_error(self, error: pb.CommandSendError) -> None:
         exc = error_for_code(error.error, error.message, context=self.route.topic)

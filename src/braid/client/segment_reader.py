@@ -346,7 +346,8 @@ class AsyncSegmentReader(Generic[Chunk]):
             waiter: asyncio.Future[None] = loop.create_future()
             self._waiters.append(waiter)
             try:
-                await asyncio.wait_for(waiter, remaining)
+                async with asyncio.timeout(remaining):
+                    await waiter
             except TimeoutError:
                 pass
             finally:

@@ -129,7 +129,8 @@ class ListenerDispatcher:
             elif drain and not task.done():
                 self._queue.put_nowait(_STOP)
                 try:
-                    await asyncio.wait_for(asyncio.shield(task), timeout=5.0)
+                    async with asyncio.timeout(5.0):
+                        await asyncio.shield(task)
                 except (TimeoutError, asyncio.CancelledError):
                     task.cancel()
             else:

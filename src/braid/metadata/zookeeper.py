@@ -202,7 +202,10 @@ class ZkMetadataStore(MetadataStoreBase):
 
         async_result.rawlink(done)
         try:
-            return await asyncio.wait_for(future, self._operation_timeout)
+            # Not asyncio.wait_for: on 3.11 it returns the result instead of raising when the
+            # caller is cancelled just as the answer lands, and the cancellation is lost.
+            async with asyncio.timeout(self._operation_timeout):
+                return await future
         except TimeoutError as exc:
             timeout = self._operation_timeout
             raise StoreUnavailable(f"ZooKeeper call timed out after {timeout}s") from exc

@@ -399,16 +399,14 @@ class NetBookieClient:
         host, port = self._address
         loop = asyncio.get_running_loop()
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(
+            async with asyncio.timeout(self._connect_timeout):
+                _, conn = await loop.create_connection(
                     lambda: _ClientConnection(self, self._max_frame),
                     host,
                     port,
                     ssl=self._ssl,
                     server_hostname=host if self._ssl is not None else None,
-                ),
-                self._connect_timeout,
-            )
+                )
         except (OSError, TimeoutError) as exc:
             self._connecting = None
             self._backoff = min(max(self._backoff * 2, self._backoff_min), self._backoff_max)

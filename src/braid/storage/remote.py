@@ -194,7 +194,8 @@ class RegisteredBookieSet:
                 )
             self._changed.clear()
             try:
-                await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
+                async with asyncio.timeout(min(left, 1.0)):
+                    await self._changed.wait()
             except TimeoutError:
                 await self.refresh()
 

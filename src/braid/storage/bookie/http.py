@@ -107,7 +107,8 @@ class BookieHttpServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            request = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
+            async with asyncio.timeout(10):
+                request = await reader.readuntil(b"\r\n\r\n")
             parts = request.split(b"\r\n", 1)[0].split()
             if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
                 status, body, ctype = 400, b"bad request\n", "text/plain"
