@@ -1,6 +1,8 @@
 """A second process on a sqlite metadata store, driven by the sqlite durability tests.
 
 ``writer DB``: CAS-writes forever, printing ``ack <i>`` after each acknowledged write, until killed.
+``writers DB``: eight writers at once (their writes are committed in groups), each creating its
+items in turn and printing ``ack <w> <i>`` after each acknowledged one, until killed.
 ``holder DB``: creates an ephemeral node, prints ``ready``, writes ``/proc/after`` when a line
 arrives on stdin, prints ``done`` and then waits to be killed.
 """
@@ -44,6 +46,19 @@ async def writer(db: str) -> None:
         i += 1
 
 
+async def writers(db: str) -> None:
+    store = await SqliteMetadataStore.open(db)
+
+    async def one(w: int) -> None:
+        i = len(await store.children(f"/group/{w}")) if await store.exists(f"/group/{w}") else 0
+        while True:
+            await store.put(f"/group/{w}/{i}", crash_value(i), -1)
+            print(f"ack {w} {i}", flush=True)
+            i += 1
+
+    await asyncio.gather(*(one(w) for w in range(8)))
+
+
 async def holder(db: str) -> None:
     store = await SqliteMetadataStore.open(db)
     await store.put("/proc/eph", b"holder", ephemeral=True)
@@ -56,4 +71,5 @@ async def holder(db: str) -> None:
 
 if __name__ == "__main__":
     mode, path = sys.argv[1], sys.argv[2]
-    asyncio.run(writer(path) if mode == "writer" else holder(path))
+    main = {"writer": writer, "writers": writers, "holder": holder}[mode]
+    asyncio.run(main(path))
