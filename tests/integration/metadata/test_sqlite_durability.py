@@ -93,7 +93,7 @@ async def test_every_acknowledged_write_survives_sigkill_and_no_value_is_torn(
             await store.close()
 
 
-async def test_writes_acknowledged_by_a_group_commit_survive_sigkill(
+async def test_acknowledged_writes_of_concurrent_writers_survive_sigkill(
     tmp_path: Path, children: list[subprocess.Popen[str]]
 ) -> None:
     """Eight concurrent writers (their writes queue for the store's thread), killed mid-stream:
