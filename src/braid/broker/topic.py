@@ -188,6 +188,8 @@ class PersistentTopic:
         if sub.cursor.backlog() > 0:
             self._drained.discard(sub.name)  # a seek moved it back
             return
+        if not sub.cursor.state_written:
+            return  # reported when the write lands (the ack's own call comes after it)
         if sub.name not in self._drained:
             self._drained.add(sub.name)
             self._on_drained(self.name, sub.name)
@@ -358,6 +360,11 @@ class PersistentTopic:
                 self.subscriptions[subscription_name] = sub
                 if durable:
                     self._check_drained(sub)
+            elif durable:
+                # A consumer taking over from another starts where the acknowledgements are on
+                # disk: had it started from ones still in memory, a crash would replay the
+                # predecessor's messages to it after its own (a key's order undone).
+                await sub.cursor.write_state()
             consumer.topic_counters = self.counters
             sub.add_consumer(consumer)
             return sub

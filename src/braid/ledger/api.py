@@ -199,7 +199,22 @@ class ManagedCursor(Protocol):
         ...
 
     def backlog(self) -> int:
-        """Entries not yet acknowledged."""
+        """Entries not yet acknowledged (in memory: an acknowledgement counts at once, before
+        its write; see :meth:`write_state`)."""
+        ...
+
+    @property
+    def state_written(self) -> bool:
+        """Whether every change so far is in the store: what a restart would come back to."""
+        ...
+
+    async def write_state(self) -> None:
+        """Return once every change made so far is in the store: waits for the write under way,
+        or writes again when the last write failed.
+
+        Raises:
+            BraidError: the write failed.
+        """
         ...
 
     def has_more_entries(self) -> bool: ...

@@ -11,7 +11,9 @@ own ledger, which its metadata node points at. Acknowledgements are frequent, so
 coalesced: at most one write is in flight and it carries the latest state; a caller's
 ``mark_delete``/``delete`` returns once a write that includes its change is durable. A crash loses
 at most the acknowledgements whose write had not completed - those messages are redelivered
-(at-least-once), never lost.
+(at-least-once), never lost. The in-memory state moves first, so a decision a restart must not
+undo (a scalable topic's segment counted drained, its children handed out) asks
+``state_written`` or awaits ``write_state`` rather than reading ``backlog()`` alone.
 """
 
 from __future__ import annotations
@@ -406,6 +408,20 @@ class ManagedCursorImpl:
             properties=dict(self._properties),
             last_active_ms=self._ml.clock.now_ms(),
         )
+
+    @property
+    def state_written(self) -> bool:
+        return self._persisted_gen >= self._dirty_gen
+
+    async def write_state(self) -> None:
+        if self._persisted_gen >= self._dirty_gen:
+            return
+        if self._persist_task is None:
+            await self._persist()  # the last write failed: write the state again
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._persist_waiters.append((self._dirty_gen, future))
+        await asyncio.shield(future)
 
     async def _persist(self) -> None:
         """Wait until a write containing the current state has succeeded (coalesced)."""

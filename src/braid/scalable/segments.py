@@ -187,6 +187,12 @@ class LocalSegmentAdmin:
         if sub is None:
             # No cursor: drained only if there is nothing at all to read.
             return topic.ledger.number_of_entries == 0
+        if sub.cursor.backlog() > 0:
+            return False
+        # Drained means drained on disk: the last acknowledgement counts in memory before its
+        # write lands, and children handed out before it would come first after a crash that
+        # takes the write with it (the parent's tail redelivered after them).
+        await sub.cursor.write_state()
         return sub.cursor.backlog() == 0
 
     async def seek_subscription(

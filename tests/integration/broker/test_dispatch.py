@@ -3,6 +3,7 @@ notifications, seek, restart."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -12,6 +13,8 @@ from braid.broker.resources import AutoTopicCreationOverride
 from braid.protocol import commands
 from braid.protocol.generated import PulsarApi_pb2 as pb
 from tests.integration.broker.conftest import StackHolder
+from tests.support.held_writes import HeldWrites
+from tests.support.polling import eventually
 from tests.support.raw_client import RawClient, publish, request
 
 TOPIC = "persistent://public/default/dispatch"
@@ -270,3 +273,36 @@ async def test_reader_cursors_left_by_a_stop_are_removed_when_the_topic_loads(
     topic = await holder.stack.service.get_or_create_topic(TOPIC)
     assert not [name for name in topic.ledger.cursors if name.startswith("braid.reader.")]
     assert "reader-1" not in topic.subscriptions
+
+
+async def test_a_consumer_taking_over_starts_where_the_acks_are_on_disk(
+    holder: StackHolder,
+) -> None:
+    # The first consumer's ack counts in memory at once and is written a moment later. Its
+    # successor must not start before the write lands: a crash would take the ack back and
+    # replay the predecessor's messages to the successor after the ones it already had.
+    assert holder.stack is not None
+    first, second = await holder.raw(), await holder.raw()
+    await _producer(first)
+    for seq in range(6):
+        await publish(first, 1, "p", seq)
+    await _subscribe(first, 1, "takeover")
+    await first.send(commands.flow(1, 10))
+    msgs = [await _message(first) for _ in range(6)]
+    sub = holder.stack.service.topics[TOPIC].subscriptions["takeover"]
+    held = HeldWrites(sub.cursor)
+    try:
+        ack = pb.CommandAck(consumer_id=1, ack_type=pb.CommandAck.Cumulative)
+        ack.message_id.add().CopyFrom(msgs[3].message_id)
+        await first.send(commands.wrap(ack))
+        await eventually(lambda: held.writing, message="the ack's write under way")
+        await request(first, commands.close_consumer(1, 90), 90)
+        attach = asyncio.ensure_future(_subscribe(second, 2, "takeover"))
+        await eventually(lambda: attach.done() or held.awaited, message="the attach")
+        assert not attach.done()  # waits for the write
+    finally:
+        held.release()
+    assert (await attach).type == pb.BaseCommand.SUCCESS
+    assert sub.cursor.state_written
+    await second.send(commands.flow(2, 10))
+    assert (await _message(second)).message_id.entryId == msgs[4].message_id.entryId

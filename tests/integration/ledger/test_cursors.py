@@ -7,6 +7,7 @@ import asyncio
 
 import pytest
 
+from braid.core.errors import BraidError
 from braid.ledger import (
     EARLIEST,
     LATEST,
@@ -19,6 +20,7 @@ from braid.ledger import (
 from braid.ledger.codec import decode_cursor_info
 from braid.ledger.names import cursor_path
 from tests.integration.ledger.conftest import LedgerEnv
+from tests.support.polling import eventually
 
 TOPIC = "public/default/persistent/cursors"
 KEEP = ManagedLedgerConfig(max_entries_per_ledger=4, retention_time_s=-1, retention_size_bytes=-1)
@@ -250,3 +252,43 @@ async def test_partly_acknowledged_batches_keep_their_ack_sets_across_restart(
     await restored.delete_batch_indexes([(positions[1], [1])])
     await restored.reset(EARLIEST)
     assert restored.batch_deleted_indexes(positions[1]) is None
+
+
+async def test_state_written_tells_an_acknowledgement_in_memory_from_one_on_disk(
+    env: LedgerEnv,
+) -> None:
+    assert env.factory is not None
+    ml = await env.factory.open(TOPIC, KEEP)
+    cursor = await ml.open_cursor("sub", EARLIEST)
+    positions = [await ml.append(f"m{i}".encode()) for i in range(3)]
+    assert cursor.state_written
+    store = cursor._store  # type: ignore[attr-defined]
+    write = store.write
+    gate = asyncio.Event()
+    writing: list[object] = []
+    failures = [OSError("disk gone")]
+
+    async def slow_then_failing(info: object) -> None:
+        writing.append(info)
+        await gate.wait()
+        if failures:
+            raise failures.pop()
+        await write(info)
+
+    store.write = slow_then_failing
+    ack = asyncio.ensure_future(cursor.mark_delete(positions[-1]))
+    try:
+        await eventually(lambda: len(writing) == 1, message="the ack's write under way")
+        assert cursor.backlog() == 0 and not cursor.state_written  # counted, not written
+    finally:
+        gate.set()
+    with pytest.raises(BraidError):
+        await ack
+    assert cursor.backlog() == 0 and not cursor.state_written  # the write failed
+    await cursor.write_state()  # writes it again
+    assert cursor.state_written and len(writing) == 2
+    await cursor.write_state()  # nothing left to write
+    assert len(writing) == 2
+    factory = await env.restart()
+    restored = (await factory.open(TOPIC, KEEP)).cursors["sub"]
+    assert restored.mark_delete_position == positions[-1] and restored.backlog() == 0

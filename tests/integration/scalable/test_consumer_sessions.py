@@ -17,10 +17,12 @@ import pytest
 from braid.clock import ManualClock
 from braid.core.names import SegmentTopicName, TopicName
 from braid.protocol import commands
+from braid.protocol.generated import PulsarApi_pb2 as pb
 from braid.scalable.coordinator import REGISTRATION_SAVE_DELAY_S, ConsumerAssignmentView
 from braid.scalable.errors import NotLeader
 from braid.scalable.resources import SubscriptionType
 from braid.scalable.service import ScalableTopicSettings
+from tests.support.held_writes import HeldWrites
 from tests.support.polling import eventually
 from tests.support.raw_client import RawClient, request
 from tests.support.scalable_stack import ScalableStack, open_scalable_stack, second_service
@@ -307,6 +309,61 @@ async def test_children_wait_for_every_ancestor_not_only_their_parent(
         assert [s.segment_id for s in coordinator.assignment_of("c1").segments] == [0]
         await drain(raw, root, "s", 1)
         await eventually(lambda: conn.latest() == [3, 4, 2], message="grandchildren last")
+    finally:
+        await raw.close()
+
+
+async def test_a_parent_acknowledged_but_not_yet_written_keeps_its_children_back(
+    stack: ScalableStack,
+) -> None:
+    # The last ack lands in the cursor's memory at once and reaches its store a moment later.
+    # A split that seals the parent in between must not count it drained: a broker crash then
+    # would come back to the older position and redeliver the parent's tail after the
+    # children's messages were out (a per-key order violation across the restart).
+    await stack.scalable.create_topic(TOPIC, 1)
+    raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
+    try:
+        conn = Connection()
+        await register(stack, "c1", conn)
+        parent = segment(stack, 0)
+        await produce(raw, parent, [b"a", b"b"])
+        consumer_id, request_id = 77, 78
+        answer = await request(
+            raw,
+            commands.subscribe(
+                parent,
+                "s",
+                pb.CommandSubscribe.Exclusive,
+                consumer_id,
+                request_id,
+                initial_position=pb.CommandSubscribe.Earliest,
+            ),
+            request_id,
+        )
+        assert answer.type == pb.BaseCommand.SUCCESS, answer
+        await raw.send(commands.flow(consumer_id, 2))
+        last = None
+        for _ in range(2):
+            event = await raw.next_event(lambda c: c.type == pb.BaseCommand.MESSAGE)
+            last = event.command.message.message_id
+        assert last is not None
+        cursor = stack.broker.service.topics[parent].subscriptions["s"].cursor
+        held = HeldWrites(cursor)
+        ack = pb.CommandAck(consumer_id=consumer_id, ack_type=pb.CommandAck.Cumulative)
+        ack.message_id.add().CopyFrom(last)
+        await raw.send(commands.wrap(ack))
+        try:
+            await eventually(lambda: held.writing, message="the ack's cursor write under way")
+            assert cursor.backlog() == 0  # acknowledged in memory
+            split = asyncio.ensure_future(stack.scalable.split(TOPIC, 0))
+            await eventually(
+                lambda: split.done() or held.awaited, message="the split's drain check"
+            )
+            assert conn.latest() in ([], [0])  # not written yet: the children wait
+        finally:
+            held.release()
+        await split
+        await eventually(lambda: conn.latest() == [1, 2], message="children once it is written")
     finally:
         await raw.close()
 
