@@ -12,18 +12,23 @@ from typing import Any
 
 class HeldWrites:
     """Holds a cursor's store writes until :meth:`release` (a slow disk, deterministically);
-    ``writing``: a write is held, ``awaited``: somebody waits for the state to be written."""
+    ``writing``: a write is held, ``awaited``: somebody waits for the state to be written. The
+    first ``failures`` writes released fail (a store that refused them)."""
 
-    def __init__(self, cursor: Any) -> None:
+    def __init__(self, cursor: Any, *, failures: int = 0) -> None:
         self._gate = asyncio.Event()
         self.writing = False
         self.awaited = False
+        self.failures = failures
         store = cursor._store
         write, write_state = store.write, cursor.write_state
 
         async def held(info: Any) -> None:
             self.writing = True
             await self._gate.wait()
+            if self.failures:
+                self.failures -= 1
+                raise OSError("the store refused the write")
             await write(info)
 
         async def awaited() -> None:

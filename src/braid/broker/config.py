@@ -165,6 +165,9 @@ class BrokerConfig:
     ttl_duration_default_in_seconds: int = 0
     message_expiry_check_interval_in_minutes: int = 5
     retention_check_interval_in_seconds: int = 120
+    #: How often a cursor whose last state write failed is written again (its acknowledgements
+    #: count in memory meanwhile; a hand-over it holds back waits for it, ADR 0076).
+    managed_ledger_cursor_position_flush_seconds: int = 60
     managed_ledger_max_entries_per_ledger: int = 50_000
     managed_ledger_max_size_per_ledger_mbytes: int = 2048
     managed_ledger_max_ledger_rollover_time_minutes: int = 240

@@ -152,6 +152,7 @@ KEYS: tuple[_Key, ...] = (
             ("ttlDurationDefaultInSeconds", _parse_int(0)),
             ("messageExpiryCheckIntervalInMinutes", _parse_int(1)),
             ("retentionCheckIntervalInSeconds", _parse_int(1)),
+            ("managedLedgerCursorPositionFlushSeconds", _parse_int(1)),
         )
     ),
     _Key(

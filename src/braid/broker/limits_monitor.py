@@ -1,6 +1,6 @@
-"""The broker's background checks of backlog quotas, message TTL and retention.
+"""The broker's background checks of backlog quotas, message TTL, retention and cursor writes.
 
-Three periodic checks over the loaded topics, as Pulsar's broker runs them, each on its own
+Four periodic checks over the loaded topics, as Pulsar's broker runs them, each on its own
 interval of the injected clock (tests move time instead of waiting, or call a check directly):
 
 * every ``backlogQuotaCheckIntervalInSeconds`` (when ``backlogQuotaCheckEnabled``): each quota unit
@@ -10,7 +10,10 @@ interval of the injected clock (tests move time instead of waiting, or call a ch
   (else the namespace's ``message_ttl_in_seconds``, else ``ttlDurationDefaultInSeconds``; 0 =
   never) are acknowledged for every durable subscription;
 * every ``retentionCheckIntervalInSeconds``: each managed ledger deletes its ledgers that every
-  cursor has passed and retention lets go (the storage deletes them, so their disk space returns).
+  cursor has passed and retention lets go (the storage deletes them, so their disk space returns);
+* every ``managedLedgerCursorPositionFlushSeconds``: a durable subscription whose cursor's last
+  state write failed is written again, and reported drained if that is what it waited for (ADR
+  0076: a hand-over waits for the write, so a failed one must not hold it back for good).
 
 A failed round is logged and retried at the next interval; one topic's failure does not stop the
 others.
@@ -51,6 +54,7 @@ class LimitsMonitor:
         quota_interval_s: float | None,
         expiry_interval_s: float,
         retention_interval_s: float,
+        cursor_flush_interval_s: float = 60.0,
     ) -> None:
         self._topics = topics
         self.quotas = quotas
@@ -60,6 +64,7 @@ class LimitsMonitor:
         self._intervals: list[tuple[float, Callable[[], Awaitable[object]]]] = [
             (expiry_interval_s, self.expire_messages),
             (retention_interval_s, self.trim_consumed_ledgers),
+            (cursor_flush_interval_s, self.write_unwritten_cursors),
         ]
         if quota_interval_s is not None:
             self._intervals.append((quota_interval_s, self.quotas.check_once))
@@ -125,6 +130,25 @@ class LimitsMonitor:
             except BraidError as exc:
                 log.warning("trimming %s failed: %r", name, exc)
         return deleted
+
+    async def write_unwritten_cursors(self) -> int:
+        """Write again every durable cursor whose last write failed (one in flight is left to
+        finish); returns how many were written."""
+        written = 0
+        for name, topic in list(self._topics().items()):
+            if topic.closed:
+                continue
+            for sub in list(topic.subscriptions.values()):
+                if not sub.durable or sub.cursor.state_written or sub.cursor.write_in_flight:
+                    continue
+                try:
+                    await sub.cursor.write_state()
+                except BraidError as exc:
+                    log.warning("writing cursor %s of %s failed again: %r", sub.name, name, exc)
+                    continue
+                written += 1
+                topic.check_drained(sub)
+        return written
 
     async def run_once(self) -> None:
         """Every check once, in Pulsar's order of effect: quotas, TTL, then trimming."""

@@ -203,6 +203,7 @@ class BrokerService:
             ),
             expiry_interval_s=config.message_expiry_check_interval_in_minutes * 60.0,
             retention_interval_s=float(config.retention_check_interval_in_seconds),
+            cursor_flush_interval_s=float(config.managed_ledger_cursor_position_flush_seconds),
         )
         self._policy_refreshes: set[asyncio.Task[int]] = set()
         self._unwatch_policies = metadata.register_listener(self._on_policies_changed)

@@ -175,21 +175,23 @@ class PersistentTopic:
             compacted=self.compaction,
             durable=durable,
             on_empty=on_empty,
-            on_cursor_moved=self._check_drained if durable else None,
+            on_cursor_moved=self.check_drained if durable else None,
         )
         if self.transactions is not None:
             self.transactions.adopt(sub)
         return sub
 
-    def _check_drained(self, sub: Subscription) -> None:
-        """Report ``sub`` once it has consumed all of the terminated topic."""
+    def check_drained(self, sub: Subscription) -> None:
+        """Report ``sub`` once it has consumed all of the terminated topic and that is written
+        (the subscription calls this after each acknowledgement's write, the broker's limits
+        monitor after writing a cursor whose write had failed)."""
         if self._on_drained is None or not self.is_terminated:
             return
         if sub.cursor.backlog() > 0:
             self._drained.discard(sub.name)  # a seek moved it back
             return
         if not sub.cursor.state_written:
-            return  # reported when the write lands (the ack's own call comes after it)
+            return  # reported once the write lands
         if sub.name not in self._drained:
             self._drained.add(sub.name)
             self._on_drained(self.name, sub.name)
@@ -359,7 +361,7 @@ class PersistentTopic:
                 )
                 self.subscriptions[subscription_name] = sub
                 if durable:
-                    self._check_drained(sub)
+                    self.check_drained(sub)
             elif durable:
                 # A consumer taking over from another starts where the acknowledgements are on
                 # disk: had it started from ones still in memory, a crash would replay the
@@ -389,7 +391,7 @@ class PersistentTopic:
             )
             sub = self._new_subscription(subscription_name, cursor)
             self.subscriptions[subscription_name] = sub
-            self._check_drained(sub)
+            self.check_drained(sub)
 
     async def delete_subscription(self, subscription_name: str) -> None:
         """Delete a subscription, disconnecting its consumers first.
@@ -513,7 +515,7 @@ class PersistentTopic:
             if sub.dispatcher is not None:
                 sub.dispatcher.wake()
             if sub.durable:
-                self._check_drained(sub)
+                self.check_drained(sub)
         return position
 
     async def close(self, assigned: AssignedBroker | None = None) -> None:

@@ -208,6 +208,12 @@ class ManagedCursor(Protocol):
         """Whether every change so far is in the store: what a restart would come back to."""
         ...
 
+    @property
+    def write_in_flight(self) -> bool:
+        """Whether a state write is under way (when not, and not :attr:`state_written`, the
+        last write failed)."""
+        ...
+
     async def write_state(self) -> None:
         """Return once every change made so far is in the store: waits for the write under way,
         or writes again when the last write failed.

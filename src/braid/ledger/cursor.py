@@ -413,6 +413,10 @@ class ManagedCursorImpl:
     def state_written(self) -> bool:
         return self._persisted_gen >= self._dirty_gen
 
+    @property
+    def write_in_flight(self) -> bool:
+        return self._persist_task is not None
+
     async def write_state(self) -> None:
         if self._persisted_gen >= self._dirty_gen:
             return

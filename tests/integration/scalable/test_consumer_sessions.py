@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -313,13 +315,25 @@ async def test_children_wait_for_every_ancestor_not_only_their_parent(
         await raw.close()
 
 
-async def test_a_parent_acknowledged_but_not_yet_written_keeps_its_children_back(
-    stack: ScalableStack,
-) -> None:
-    # The last ack lands in the cursor's memory at once and reaches its store a moment later.
-    # A split that seals the parent in between must not count it drained: a broker crash then
-    # would come back to the older position and redeliver the parent's tail after the
-    # children's messages were out (a per-key order violation across the restart).
+@dataclass
+class ParentRead:
+    """Segment 0 of a one-segment topic holds two messages; consumer "c1" of subscription "s"
+    is registered (``conn`` hears its pushes) and ``raw`` has read both messages on the segment
+    without acknowledging them (``last``: the second's id)."""
+
+    raw: RawClient
+    conn: Connection
+    cursor: Any
+    last: pb.MessageIdData
+
+    async def ack(self) -> None:
+        ack = pb.CommandAck(consumer_id=77, ack_type=pb.CommandAck.Cumulative)
+        ack.message_id.add().CopyFrom(self.last)
+        await self.raw.send(commands.wrap(ack))
+
+
+@pytest.fixture
+async def parent_read(stack: ScalableStack) -> AsyncIterator[ParentRead]:
     await stack.scalable.create_topic(TOPIC, 1)
     raw = await RawClient.open("127.0.0.1", stack.broker.service.port)
     try:
@@ -327,45 +341,69 @@ async def test_a_parent_acknowledged_but_not_yet_written_keeps_its_children_back
         await register(stack, "c1", conn)
         parent = segment(stack, 0)
         await produce(raw, parent, [b"a", b"b"])
-        consumer_id, request_id = 77, 78
-        answer = await request(
-            raw,
-            commands.subscribe(
-                parent,
-                "s",
-                pb.CommandSubscribe.Exclusive,
-                consumer_id,
-                request_id,
-                initial_position=pb.CommandSubscribe.Earliest,
-            ),
-            request_id,
+        subscribe = commands.subscribe(
+            parent,
+            "s",
+            pb.CommandSubscribe.Exclusive,
+            77,
+            78,
+            initial_position=pb.CommandSubscribe.Earliest,
         )
+        answer = await request(raw, subscribe, 78)
         assert answer.type == pb.BaseCommand.SUCCESS, answer
-        await raw.send(commands.flow(consumer_id, 2))
-        last = None
+        await raw.send(commands.flow(77, 2))
         for _ in range(2):
             event = await raw.next_event(lambda c: c.type == pb.BaseCommand.MESSAGE)
-            last = event.command.message.message_id
-        assert last is not None
         cursor = stack.broker.service.topics[parent].subscriptions["s"].cursor
-        held = HeldWrites(cursor)
-        ack = pb.CommandAck(consumer_id=consumer_id, ack_type=pb.CommandAck.Cumulative)
-        ack.message_id.add().CopyFrom(last)
-        await raw.send(commands.wrap(ack))
-        try:
-            await eventually(lambda: held.writing, message="the ack's cursor write under way")
-            assert cursor.backlog() == 0  # acknowledged in memory
-            split = asyncio.ensure_future(stack.scalable.split(TOPIC, 0))
-            await eventually(
-                lambda: split.done() or held.awaited, message="the split's drain check"
-            )
-            assert conn.latest() in ([], [0])  # not written yet: the children wait
-        finally:
-            held.release()
-        await split
-        await eventually(lambda: conn.latest() == [1, 2], message="children once it is written")
+        yield ParentRead(raw, conn, cursor, event.command.message.message_id)
     finally:
         await raw.close()
+
+
+async def test_a_parent_acknowledged_but_not_yet_written_keeps_its_children_back(
+    stack: ScalableStack, parent_read: ParentRead
+) -> None:
+    # The last ack lands in the cursor's memory at once and reaches its store a moment later.
+    # A split that seals the parent in between must not count it drained: a broker crash then
+    # would come back to the older position and redeliver the parent's tail after the
+    # children's messages were out (a per-key order violation across the restart).
+    conn, cursor = parent_read.conn, parent_read.cursor
+    held = HeldWrites(cursor)
+    await parent_read.ack()
+    try:
+        await eventually(lambda: held.writing, message="the ack's cursor write under way")
+        assert cursor.backlog() == 0  # acknowledged in memory
+        split = asyncio.ensure_future(stack.scalable.split(TOPIC, 0))
+        await eventually(lambda: split.done() or held.awaited, message="the split's drain check")
+        assert conn.latest() in ([], [0])  # not written yet: the children wait
+    finally:
+        held.release()
+    await split
+    await eventually(lambda: conn.latest() == [1, 2], message="children once it is written")
+
+
+async def test_a_parent_whose_last_ack_failed_to_be_written_is_handed_over_once_rewritten(
+    stack: ScalableStack, parent_read: ParentRead
+) -> None:
+    # The store refuses the last ack's write and the split's drain check's write again: the
+    # children wait (safe), and the broker's periodic cursor write, which succeeds, hands them
+    # over - a failed write holds a hand-over back, never for good.
+    conn, cursor = parent_read.conn, parent_read.cursor
+    held = HeldWrites(cursor, failures=2)
+    held.release()
+    await parent_read.ack()
+    await eventually(
+        lambda: held.failures == 1 and not cursor.write_in_flight, message="a failed write"
+    )
+    assert cursor.backlog() == 0 and not cursor.state_written
+    await stack.scalable.split(TOPIC, 0)
+    assert held.failures == 0 and not cursor.state_written
+    assert conn.latest() in ([], [0])
+    monitor = stack.broker.service.limits_monitor
+    assert await monitor.write_unwritten_cursors() == 1
+    assert cursor.state_written
+    await eventually(lambda: conn.latest() == [1, 2], message="children once it is written")
+    assert await monitor.write_unwritten_cursors() == 0
 
 
 async def test_hand_overs_share_one_delayed_registration_write_and_a_new_member_flushes_it(
