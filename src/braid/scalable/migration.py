@@ -103,6 +103,11 @@ class MigrationInProgress(ServiceUnavailableError):
     """The scalable topic is the target of a migration not published yet: retry once it is."""
 
 
+class MigrationTargetReserved(ConflictError):
+    """An operator asked to create the scalable topic a migration not published yet creates:
+    that migration owns the name until it is published or rolled back."""
+
+
 class ClassicTopics(Protocol):
     """What a migration asks of the classic (``persistent://``) side."""
 
@@ -559,5 +564,6 @@ __all__ = [
     "MigrationNotFound",
     "MigrationNotServable",
     "MigrationTargetExists",
+    "MigrationTargetReserved",
     "RoutedClassicTopics",
 ]

@@ -71,7 +71,11 @@ from braid.scalable.leader_operations import (
 )
 from braid.scalable.leader_router import LeaderRouter
 from braid.scalable.load_reporter import SegmentLoadReporter
-from braid.scalable.migration import MigrationExecutor, MigrationInProgress
+from braid.scalable.migration import (
+    MigrationExecutor,
+    MigrationInProgress,
+    MigrationTargetReserved,
+)
 from braid.scalable.read_snapshot import read_snapshot
 from braid.scalable.resources import (
     ScalableTopicAlreadyExists,
@@ -344,6 +348,17 @@ class ScalableTopicService:
                 f"{topic} is being created by the migration of {source}; retry once it is published"
             )
 
+    async def _refuse_creating_a_migration_target(self, topic: TopicName) -> None:
+        """An operator's create of a name a migration reserved conflicts with that migration:
+        a retry cannot succeed while the migration is merely prepared (it waits for its
+        operator), and once it is published the topic exists."""
+        if self.migrations is not None and (source := await self.migrations.pending_to(topic)):
+            raise MigrationTargetReserved(
+                f"{topic} is reserved by the migration of {source}, which creates it: see "
+                f"`braid admin topics migrate-to-scalable {source} --status`, or roll that "
+                "migration back (--rollback) to free the name"
+            )
+
     async def _auto_create(self, topic: TopicName) -> None:
         await self._refuse_if_migrating(topic)  # even where auto-creation is off: retry
         if not await self._namespaces.namespace_exists(topic.tenant, topic.namespace):
@@ -371,7 +386,7 @@ class ScalableTopicService:
 
         Raises:
             ScalableTopicAlreadyExists, NotFoundError (namespace), InvalidInputError,
-            MigrationInProgress (the name is an unpublished migration's target: retriable).
+            MigrationTargetReserved (the name is an unpublished migration's target).
         """
         self.check_enabled()
         check_scalable_topic(topic)
@@ -385,7 +400,7 @@ class ScalableTopicService:
             )
         if not await self._namespaces.namespace_exists(topic.tenant, topic.namespace):
             raise ScalableTopicNotFound(f"namespace {topic.namespace_name} does not exist")
-        await self._refuse_if_migrating(topic)
+        await self._refuse_creating_a_migration_target(topic)
         layout = SegmentLayout.initial(
             num_segments,
             self._clock.now_ms(),
