@@ -142,6 +142,7 @@ async def install_scalable_topics(
             clock,
             legacy_roots_servable=True,
             phase_hook=migration_pause_hook_from_env(os.environ if environ is None else environ),
+            max_segments=service.settings.max_initial_segments,
         )
         broker.commands.register(scalable_topic_commands(service, broker.lookups))
         broker.feature_flags.supports_scalable_topics = True

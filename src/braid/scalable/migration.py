@@ -65,6 +65,7 @@ from braid.scalable.resources import (
     ScalableTopicResources,
     SubscriptionMetadata,
     SubscriptionType,
+    check_initial_segments,
 )
 from braid.scalable.segments import SegmentAdmin
 
@@ -248,6 +249,7 @@ class MigrationExecutor:
         *,
         legacy_roots_servable: bool = False,
         phase_hook: Callable[[str], Awaitable[None]] | None = None,
+        max_segments: int | None = None,
     ) -> None:
         self._store = store
         self._resources = resources
@@ -256,6 +258,7 @@ class MigrationExecutor:
         self._clock = clock
         self._servable = legacy_roots_servable
         self._phase_hook = phase_hook  # a test's fault point (faults.MIGRATION_FAULT_ENV)
+        self._max_segments = max_segments  # scalableTopicMaxSegments, as a create's
 
     # ------------------------------------------------------------------------------- requests
 
@@ -273,9 +276,11 @@ class MigrationExecutor:
 
         Raises:
             NotFoundError: no such topic. MigrationExists: a migration is recorded already.
-            InvalidInputError: a bad name, count or mode.
+            InvalidInputError: a bad name, count (``segments`` above ``max_segments``) or mode.
         """
         name = str(TopicName.parse(source))
+        if self._max_segments is not None:
+            check_initial_segments(segments, self._max_segments)
         existing = await self._read(name)
         expected = -1
         if existing is not None:

@@ -101,6 +101,20 @@ def check_scalable_topic(topic: TopicName) -> TopicName:
     return topic
 
 
+def check_initial_segments(count: object, limit: int) -> None:
+    """A new scalable topic's (or a migration's) segment count against
+    ``scalableTopicMaxSegments`` (a non-int is left to the caller's own check).
+
+    Raises:
+        InvalidInputError: more than ``limit``.
+    """
+    if isinstance(count, int) and count > limit:
+        raise InvalidInputError(
+            f"a scalable topic starts with at most {limit} segments (scalableTopicMaxSegments), "
+            f"got {count}; it splits by itself as load grows"
+        )
+
+
 @dataclass(frozen=True)
 class SubscriptionMetadata:
     """``/subscriptions/{sub}``: the subscription's type and the position new cursors start at."""

@@ -82,6 +82,7 @@ from braid.scalable.resources import (
     ScalableTopicNotFound,
     ScalableTopicResources,
     SubscriptionType,
+    check_initial_segments,
     check_scalable_topic,
 )
 from braid.scalable.segment_brokers import SegmentBrokers
@@ -391,13 +392,7 @@ class ScalableTopicService:
         self.check_enabled()
         check_scalable_topic(topic)
         check_segment_names_fit(topic)
-        limit = self.settings.max_initial_segments
-        if isinstance(num_segments, int) and num_segments > limit:
-            raise InvalidInputError(
-                f"a scalable topic starts with at most {limit} segments "
-                f"(scalableTopicMaxSegments), got {num_segments}; it splits by itself as load "
-                "grows"
-            )
+        check_initial_segments(num_segments, self.settings.max_initial_segments)
         if not await self._namespaces.namespace_exists(topic.tenant, topic.namespace):
             raise ScalableTopicNotFound(f"namespace {topic.namespace_name} does not exist")
         await self._refuse_creating_a_migration_target(topic)

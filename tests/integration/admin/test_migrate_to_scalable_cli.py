@@ -97,3 +97,20 @@ def test_migrate_to_scalable_from_the_cli_keeps_every_key_in_order(
         expected_queue = everything - read_shared
         got_queue = drain_braid(queue, len(expected_queue))
         assert len(got_queue) == len(set(got_queue)) and set(got_queue) == expected_queue
+
+
+def test_a_migration_to_more_segments_than_a_new_topic_may_have_is_refused_before_anything(
+    capsys: pytest.CaptureFixture[str], standalone_subprocess: StandaloneProcess
+) -> None:
+    # As a create: at most scalableTopicMaxSegments (64). The OpenAPI fuzz test once asked for
+    # 17,179 and the request ran past its 30 s timeout creating segment topics.
+    url = standalone_subprocess.web_url
+    source = "persistent://public/default/too-many-segments"
+    main(["admin", "--url", url, "topics", "create-partitioned-topic", source, "-p", "2"])
+    capsys.readouterr()
+    argv = ["admin", "--url", url, "topics", "migrate-to-scalable", source]
+    assert main([*argv, "--segments", "65", "--prepare"]) != 0
+    assert "at most 64 segments (scalableTopicMaxSegments), got 65" in capsys.readouterr().err
+    assert main([*argv, "--status"]) != 0  # nothing was recorded
+    assert "no migration" in capsys.readouterr().err.lower()
+    assert run(capsys, url, *argv[3:], "--segments", "64", "--prepare")["phase"]
