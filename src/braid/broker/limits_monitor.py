@@ -54,7 +54,7 @@ class LimitsMonitor:
         quota_interval_s: float | None,
         expiry_interval_s: float,
         retention_interval_s: float,
-        cursor_flush_interval_s: float = 60.0,
+        cursor_flush_interval_s: float,
     ) -> None:
         self._topics = topics
         self.quotas = quotas

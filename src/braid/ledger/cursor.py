@@ -423,17 +423,19 @@ class ManagedCursorImpl:
         if self._persist_task is None:
             await self._persist()  # the last write failed: write the state again
             return
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._persist_waiters.append((self._dirty_gen, future))
-        await asyncio.shield(future)
+        await self._written(self._dirty_gen)
 
     async def _persist(self) -> None:
         """Wait until a write containing the current state has succeeded (coalesced)."""
         self._dirty_gen += 1
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._persist_waiters.append((self._dirty_gen, future))
         if self._persist_task is None:
             self._persist_task = asyncio.create_task(self._persist_loop())
+        await self._written(self._dirty_gen)
+
+    async def _written(self, generation: int) -> None:
+        """Wait until the write loop has written ``generation`` (or failed)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._persist_waiters.append((generation, future))
         await asyncio.shield(future)
 
     async def _persist_loop(self) -> None:
