@@ -4,6 +4,13 @@ Durability: WAL journal with ``synchronous=FULL``, so every acknowledged write s
 and power loss; every compare-and-swap runs inside one ``BEGIN IMMEDIATE`` transaction. All sqlite
 calls run on the store's own worker thread, never on the event loop.
 
+Group commit (ADR 0077): writes that queue while the worker thread is busy (or not yet awake) are
+committed together - one transaction, one sync of the journal - each inside its own savepoint, so
+each is still atomic and checked on its own (a ``BadVersion`` fails that write alone), and they
+apply in the order they were called. None is answered before the group's commit. If the group
+fails as a whole (an I/O error, a full disk), it is rolled back and its writes are run again one by
+one, so each gets the answer it would have had alone.
+
 Sessions and ephemeral nodes: each store is a session with a row in ``sessions`` and a lock file
 (``<db>.sessions/<id>.lock``, a :class:`~braid.filelock.FileLock`) it holds while it lives. Its
 ephemeral nodes carry its id. On close they are deleted; a session whose lock file can be locked by
@@ -148,6 +155,13 @@ class SqliteMetadataStore(MetadataStoreBase):
         self._hub = _FileHub.for_file(self._db_path)
         self._last_seq = 0
         self._pump_pending = threading.Event()
+        # Group commit: writes queued for the worker thread (appended on the loop, taken by the
+        # worker under the lock); ``_grouping`` is set on the worker while a group runs.
+        self._queued_writes: list[tuple[Callable[[], object], asyncio.Future[object]]] = []
+        self._queue_lock = threading.Lock()
+        self._grouping = False
+        #: Write transactions committed (a group counts once): what tests and benchmarks read.
+        self.commits = 0
         self._closed = False
         self._lost = False
         self._tasks: list[asyncio.Task[None]] = []
@@ -210,32 +224,150 @@ class SqliteMetadataStore(MetadataStoreBase):
         assert self._conn is not None
         return self._conn
 
+    @staticmethod
+    def _unavailable(db_path: str, exc: BaseException) -> BaseException:
+        """What a caller sees of ``exc``: sqlite and OS errors become :class:`StoreUnavailable`."""
+        if isinstance(exc, sqlite3.Error | OSError):
+            failure = StoreUnavailable(f"sqlite metadata store {db_path}: {exc}")
+            failure.__cause__ = exc
+            return failure
+        return exc
+
+    async def _write(self, fn: Callable[[], T]) -> T:
+        """Run the write ``fn`` on the worker thread, committed with every other write queued
+        meanwhile (group commit; see the module doc)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[object] = loop.create_future()
+        with self._queue_lock:
+            self._queued_writes.append((fn, future))
+            first = len(self._queued_writes) == 1
+        if first:
+            try:
+                self._executor.submit(self._commit_group_sync, loop)
+            except RuntimeError as exc:  # executor shut down: the store is closing
+                with self._queue_lock:
+                    self._queued_writes.clear()
+                raise StoreClosed(f"metadata store {self._session_id} is closed") from exc
+        return await future  # type: ignore[return-value]
+
+    def _commit_group_sync(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._queue_lock:
+            queued, self._queued_writes = self._queued_writes, []
+        group = [(fn, future) for fn, future in queued if not future.cancelled()]
+        outcomes: list[tuple[asyncio.Future[object], bool, object]] = []
+        try:
+            grouped = len(group) > 1 and self._try_group_sync(group, outcomes)
+        except BaseException as exc:  # e.g. the connection is gone: each write says so below
+            log.debug("group commit of %d writes not run (%r); one by one", len(group), exc)
+            grouped = False
+        if grouped:
+            self._hub.wake_all()
+        else:
+            outcomes.clear()
+            for fn, future in group:  # one by one: alone, or after the group failed as a whole
+                try:
+                    outcomes.append((future, True, fn()))
+                except BaseException as exc:
+                    outcomes.append((future, False, self._unavailable(self._db_path, exc)))
+
+        def settle() -> None:
+            for future, ok, value in outcomes:
+                if future.done():
+                    continue
+                if ok:
+                    future.set_result(value)
+                else:
+                    assert isinstance(value, BaseException)
+                    future.set_exception(value)
+
+        with contextlib.suppress(RuntimeError):  # loop closed: nobody waits any more
+            loop.call_soon_threadsafe(settle)
+
+    def _try_group_sync(
+        self,
+        group: list[tuple[Callable[[], object], asyncio.Future[object]]],
+        outcomes: list[tuple[asyncio.Future[object], bool, object]],
+    ) -> bool:
+        """Run ``group`` in one transaction, each write in a savepoint; ``False`` (all rolled
+        back) when the group failed as a whole."""
+        db = self._db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error:
+            return False
+        self._grouping = True
+        try:
+            for fn, future in group:
+                try:
+                    outcomes.append((future, True, fn()))
+                except (sqlite3.Error, OSError):
+                    raise
+                except BaseException as exc:  # this write's own failure, rolled back alone
+                    outcomes.append((future, False, exc))
+            db.execute("COMMIT")
+        except (sqlite3.Error, OSError) as exc:
+            log.debug("group commit of %d writes failed (%s); one by one", len(group), exc)
+            self._rollback_sync()
+            return False
+        finally:
+            self._grouping = False
+        self.commits += 1
+        return True
+
     @contextlib.contextmanager
     def _write_txn(self) -> Iterator[list[Notification]]:
-        """One write transaction; the yielded list collects its notifications for the log."""
+        """One write transaction (a savepoint inside a group commit); the yielded list collects
+        its notifications for the log."""
+        if self._grouping:
+            with self._savepoint() as group_events:
+                yield group_events
+            return
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         events: list[Notification] = []
         try:
             yield events
-            if events:
-                db.executemany(
-                    "INSERT INTO changes(type, path) VALUES (?, ?)",
-                    [(e.type.value, e.path) for e in events],
-                )
+            self._log_changes(events)
             db.execute("COMMIT")
         except BaseException:
-            # A COMMIT that fails ("database or disk is full") may already have rolled the
-            # transaction back: a second ROLLBACK would raise "no transaction is active" and
-            # every caller would see that instead of the cause.
-            if db.in_transaction:
-                try:
-                    db.execute("ROLLBACK")
-                except sqlite3.Error as rollback_failure:
-                    log.debug("rollback after a failed write also failed: %s", rollback_failure)
+            self._rollback_sync()
             raise
+        self.commits += 1
         if events:
             self._hub.wake_all()
+
+    def _log_changes(self, events: list[Notification]) -> None:
+        if events:
+            self._db.executemany(
+                "INSERT INTO changes(type, path) VALUES (?, ?)",
+                [(e.type.value, e.path) for e in events],
+            )
+
+    def _rollback_sync(self) -> None:
+        # A COMMIT that fails ("database or disk is full") may already have rolled the
+        # transaction back: a second ROLLBACK would raise "no transaction is active" and every
+        # caller would see that instead of the cause.
+        db = self._db
+        if db.in_transaction:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error as rollback_failure:
+                log.debug("rollback after a failed write also failed: %s", rollback_failure)
+
+    @contextlib.contextmanager
+    def _savepoint(self) -> Iterator[list[Notification]]:
+        """One write of a group: its statements and its change-log rows stand or fall together."""
+        db = self._db
+        db.execute("SAVEPOINT braid_write")
+        events: list[Notification] = []
+        try:
+            yield events
+            self._log_changes(events)
+        except BaseException:
+            db.execute("ROLLBACK TO braid_write")
+            db.execute("RELEASE braid_write")
+            raise
+        db.execute("RELEASE braid_write")
 
     def _open_sync(self) -> None:
         Path(self._db_path).parent.mkdir(parents=True, exist_ok=True)
@@ -456,13 +588,13 @@ class SqliteMetadataStore(MetadataStoreBase):
     async def _put(
         self, path: str, value: bytes, expected_version: int | None, ephemeral: bool
     ) -> Stat:
-        return await self._call(lambda: self._put_sync(path, value, expected_version, ephemeral))
+        return await self._write(lambda: self._put_sync(path, value, expected_version, ephemeral))
 
     async def _delete(self, path: str, expected_version: int | None) -> None:
-        await self._call(lambda: self._delete_sync(path, expected_version))
+        await self._write(lambda: self._delete_sync(path, expected_version))
 
     async def _delete_recursive(self, path: str) -> None:
-        await self._call(lambda: self._delete_recursive_sync(path))
+        await self._write(lambda: self._delete_recursive_sync(path))
 
     # -- lifecycle ------------------------------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """A second process on a sqlite metadata store, driven by the sqlite durability tests.
 
 ``writer DB``: CAS-writes forever, printing ``ack <i>`` after each acknowledged write, until killed.
-``writers DB``: eight writers at once (their writes queue for the store's thread), each creating its
+``writers DB``: eight writers at once (their writes are committed in groups), each creating its
 items in turn and printing ``ack <w> <i>`` after each acknowledged one, until killed.
 ``holder DB``: creates an ephemeral node, prints ``ready``, writes ``/proc/after`` when a line
 arrives on stdin, prints ``done`` and then waits to be killed.

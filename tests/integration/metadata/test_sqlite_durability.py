@@ -96,7 +96,7 @@ async def test_every_acknowledged_write_survives_sigkill_and_no_value_is_torn(
 async def test_acknowledged_writes_of_concurrent_writers_survive_sigkill(
     tmp_path: Path, children: list[subprocess.Popen[str]]
 ) -> None:
-    """Eight concurrent writers (their writes queue for the store's thread), killed mid-stream:
+    """Eight concurrent writers (their writes share transactions, ADR 0077), killed mid-stream:
     every acknowledged write is there and whole, and nothing is there twice or torn."""
     db = tmp_path / "group.db"
     proc = spawn("writers", db)
