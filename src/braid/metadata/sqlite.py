@@ -208,10 +208,8 @@ class SqliteMetadataStore(MetadataStoreBase):
         loop = asyncio.get_running_loop()
         try:
             return await loop.run_in_executor(self._executor, fn)
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"sqlite metadata store {self._db_path}: {exc}") from exc
-        except OSError as exc:
-            raise StoreUnavailable(f"sqlite metadata store {self._db_path}: {exc}") from exc
+        except (sqlite3.Error, OSError) as exc:
+            raise self._unavailable(exc) from exc
 
     def _check(self) -> None:
         if self._closed:
@@ -224,11 +222,10 @@ class SqliteMetadataStore(MetadataStoreBase):
         assert self._conn is not None
         return self._conn
 
-    @staticmethod
-    def _unavailable(db_path: str, exc: BaseException) -> BaseException:
+    def _unavailable(self, exc: BaseException) -> BaseException:
         """What a caller sees of ``exc``: sqlite and OS errors become :class:`StoreUnavailable`."""
         if isinstance(exc, sqlite3.Error | OSError):
-            failure = StoreUnavailable(f"sqlite metadata store {db_path}: {exc}")
+            failure = StoreUnavailable(f"sqlite metadata store {self._db_path}: {exc}")
             failure.__cause__ = exc
             return failure
         return exc
@@ -268,7 +265,7 @@ class SqliteMetadataStore(MetadataStoreBase):
                 try:
                     outcomes.append((future, True, fn()))
                 except BaseException as exc:
-                    outcomes.append((future, False, self._unavailable(self._db_path, exc)))
+                    outcomes.append((future, False, self._unavailable(exc)))
 
         def settle() -> None:
             for future, ok, value in outcomes:

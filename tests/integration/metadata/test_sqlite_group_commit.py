@@ -41,7 +41,9 @@ async def queued_together(
     store._executor.submit(hold)
     await asyncio.to_thread(held.wait, 10)
     tasks = [asyncio.ensure_future(call()) for call in calls]
-    await asyncio.sleep(0)  # every call has queued its write
+    await eventually(
+        lambda: len(store._queued_writes) == len(calls), message="every call queued its write"
+    )
     release.set()
     return await asyncio.gather(*tasks, return_exceptions=True)
 
