@@ -19,8 +19,9 @@ Layers, bottom to top (a module may import its own layer and the ones below it):
 
 ``client`` and ``spark`` may import only ``core``, ``protocol`` and each other, and only ``cli``
 may import them (ADR 0003 puts them below ``cli``, beside no server layer). The top-level
-support modules (``braid.clock``, ``braid.filelock``: ADR 0003) and the ``braid.security``
-package (TLS contexts, credentials and their checks: ADR 0049) import only ``core`` and are
+support modules (``braid.clock``, ``braid.event_loop``, ``braid.filelock``: ADR 0003) and the
+``braid.security`` package (TLS contexts, credentials and their checks: ADR 0049) import only
+``core`` and are
 usable by every I/O layer, ``client`` and ``spark`` included, but not by the pure ``core`` and
 ``protocol``. The package root ``braid`` is the client's public facade: it may import the client
 side (``braid.Client``), and no module imports it. The admin REST client
@@ -53,7 +54,7 @@ _RANKS = {
     "cli": 9,
 }
 #: Top-level modules every I/O layer may use (ADR 0003).
-_SUPPORT = {"braid.clock", "braid.filelock"}
+_SUPPORT = {"braid.clock", "braid.event_loop", "braid.filelock"}
 #: Support packages: every module under them is a support module (ADR 0049).
 _SUPPORT_PACKAGES = ("braid.security",)
 #: The package root is the client's public facade (``import braid; braid.Client``): it may

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import signal
 import sys
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from braid.core.errors import BraidError
+from braid.event_loop import choose_event_loop
 
 if TYPE_CHECKING:
     from braid.storage.bookie.config import BookieConfig
@@ -140,13 +140,10 @@ def run_bookie(args: argparse.Namespace) -> int:
     except InvalidBookieConfig as exc:
         print(f"braid bookie: {exc}", file=sys.stderr)
         return 2
-    loop_factory = None
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        loop_factory = uvloop.new_event_loop
     try:
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
+        loop = choose_event_loop()
+        log.info("bookie running on the %s event loop", loop.name)
+        with asyncio.Runner(loop_factory=loop.factory) as runner:
             return runner.run(_serve(config, args.format))
     except (BraidError, OSError) as exc:
         log.error("bookie failed: %s", exc)

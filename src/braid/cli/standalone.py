@@ -29,7 +29,6 @@ Data dir layout::
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import signal
@@ -46,6 +45,7 @@ from braid.broker.resources import BrokerResources
 from braid.broker.security_settings import tls_settings
 from braid.clock import Clock, SystemClock
 from braid.core.errors import BraidError, IllegalStateError
+from braid.event_loop import choose_event_loop
 from braid.filelock import FileLock
 from braid.metadata import MetadataStore, open_store
 from braid.security.tls import server_context
@@ -492,18 +492,16 @@ def run_server_process(
     config: BrokerConfig, main: Callable[[], Coroutine[Any, Any, int | None]], command: str
 ) -> int:
     """Run a server command's ``main`` with the process settings of a broker (GC policy, mmap
-    threshold, uvloop when installed); returns its exit code (0 for ``None``), or 1 with one
-    clear line for an expected start-up failure (port or data dir in use, unreadable files)."""
+    threshold, the event loop :func:`~braid.event_loop.choose_event_loop` picks: uvloop by
+    default); returns its exit code (0 for ``None``), or 1 with one clear line for an expected
+    start-up failure (port or data dir in use, unreadable files, an unknown event loop)."""
     config.gc_policy().apply_thresholds()
     set_mmap_threshold(config.malloc_mmap_threshold_bytes)
     GC_STATS.install()
-    loop_factory = None
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        loop_factory = uvloop.new_event_loop
     try:
-        with asyncio.Runner(loop_factory=loop_factory) as runner:
+        loop = choose_event_loop()
+        log.info("%s running on the %s event loop", command, loop.name)
+        with asyncio.Runner(loop_factory=loop.factory) as runner:
             code = runner.run(main())
     except (BraidError, OSError) as exc:
         log.error("%s failed: %s", command, exc)

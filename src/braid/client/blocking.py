@@ -42,24 +42,16 @@ from braid.client.stream_consumer import AsyncStreamConsumer
 from braid.client.transaction import DEFAULT_TIMEOUT, AsyncTransaction, TransactionState
 from braid.core.checkpoint import Checkpoint, SegmentCursor
 from braid.core.message_id import MessageId
+from braid.event_loop import choose_event_loop
 
 T = TypeVar("T")
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    return loop
 
 
 class _LoopThread:
     """A daemon thread running one event loop until :meth:`stop`."""
 
     def __init__(self) -> None:
-        self.loop = _new_loop()
+        self.loop = choose_event_loop().new_loop()
         self._ready = threading.Event()
         self.thread = threading.Thread(target=self._run, name="braid-client-loop", daemon=True)
         self.thread.start()
