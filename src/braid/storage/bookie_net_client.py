@@ -37,7 +37,7 @@ import itertools
 import logging
 import ssl
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from braid.clock import Clock, SystemClock, TimerHandle
 from braid.storage.api import (
@@ -480,8 +480,8 @@ class _ClientConnection(asyncio.Protocol):
         self._dead = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport: uvloop's implement asyncio.Transport without deriving from it.
+        self._transport = cast(asyncio.Transport, transport)
 
     def write(self, frame: bytes) -> None:
         if not self._out:

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import uvloop
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,6 +45,30 @@ async def served(tmp_path: Path) -> AsyncIterator[BookieServer]:
 async def test_pipelined_adds_of_one_ledger_are_acknowledged_in_order(
     served: BookieServer,
 ) -> None:
+    await _pipelined_adds(served)
+
+
+def test_server_and_client_run_on_uvloop(tmp_path: Path) -> None:
+    """Braid's processes run uvloop (ADR 0078), whose transports implement asyncio.Transport
+    without deriving from it: both ends must take them (an isinstance check once left every
+    connection of a bookie process unanswered)."""
+
+    async def on_uvloop() -> None:
+        bookie = await Bookie.open(tmp_path / "b", bookie_id="b")
+        server = BookieServer(bookie, "127.0.0.1", 0, max_frame_size=64 * 1024)
+        await server.start()
+        try:
+            await _pipelined_adds(server)
+        finally:
+            await server.close()
+            await bookie.close()
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert isinstance(runner.get_loop(), uvloop.Loop)
+        runner.run(on_uvloop())
+
+
+async def _pipelined_adds(served: BookieServer) -> None:
     client = NetBookieClient("b", ("127.0.0.1", served.port))
     order: list[int] = []
     all_done = asyncio.Event()

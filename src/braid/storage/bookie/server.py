@@ -34,7 +34,7 @@ import functools
 import logging
 import ssl
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from braid.storage.api import EntryTooLarge, StorageError
 from braid.storage.bookie.engine import Bookie, StoredEntry
@@ -163,8 +163,8 @@ class _Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport: uvloop's implement asyncio.Transport without deriving from it.
+        self._transport = cast(asyncio.Transport, transport)
         peer = transport.get_extra_info("peername")
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self._server._connections.add(self)
