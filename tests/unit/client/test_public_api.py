@@ -144,8 +144,9 @@ def test_message_exposes_the_data_model_fields() -> None:
     assert fields <= {n for n, v in vars(braid.Message).items() if isinstance(v, property)}
 
 
-def test_the_client_imports_only_core_protocol_and_security() -> None:
-    # braid.security is a support package (ADR 0049): TLS contexts shared with the broker.
+def test_the_client_imports_only_core_protocol_and_support_modules() -> None:
+    # braid.security is a support package (ADR 0049): TLS contexts shared with the broker;
+    # braid.event_loop a support module (ADR 0078): the loop the blocking client runs.
     import ast
     import pathlib
 
@@ -155,7 +156,7 @@ def test_the_client_imports_only_core_protocol_and_security() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("braid"):
                 top = node.module.split(".")[1] if "." in node.module else ""
-                allowed = {"client", "core", "protocol", "security"}
+                allowed = {"client", "core", "protocol", "security", "event_loop"}
                 assert top in allowed, f"{path.name} imports {node.module}"
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -164,4 +165,5 @@ def test_the_client_imports_only_core_protocol_and_security() -> None:
                         "core",
                         "protocol",
                         "security",
+                        "event_loop",
                     }, f"{path.name} imports {alias.name}"
