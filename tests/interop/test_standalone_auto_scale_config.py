@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pulsar
 
-from braid.cli.process import StandaloneProcess, free_port
+from braid.cli.process import StandaloneProcess
+from tests.support.standalone import run_standalone_to_exit
 
 SPLIT_IN = "scalableTopicSplitMsgRateInThreshold"
 MERGE_IN = "scalableTopicMergeMsgRateInThreshold"
@@ -62,28 +61,7 @@ def test_standalone_starts_with_a_threshold_pair_consistent_only_together(tmp_pa
 
 def test_standalone_refuses_an_inconsistent_pair_naming_both_keys(tmp_path: Path) -> None:
     conf, env = _config_and_env(tmp_path, "300", "500")
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "braid.cli.main",
-            "standalone",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--port",
-            str(free_port()),
-            "--web-port",
-            str(free_port()),
-            "--config",
-            str(conf),
-        ],
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_standalone_to_exit(tmp_path / "data", env, ["--config", str(conf)])
     assert result.returncode == 2, result.stderr
     assert f"{SPLIT_IN}=300 must be above {MERGE_IN}=500" in result.stderr
     assert "Traceback" not in result.stderr

@@ -8,35 +8,16 @@ same way; an unknown value stops start-up with one line naming the accepted valu
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-import pulsar
 import pytest
 
-from braid.cli.process import StandaloneProcess, free_port
+from braid.cli.process import StandaloneProcess
+from tests.support.standalone import produce, read_all, run_standalone_to_exit
 
 
 def _maps(pid: int) -> str:
     return Path(f"/proc/{pid}/maps").read_text(encoding="utf-8")
-
-
-def _round_trip(service_url: str, topic: str) -> None:
-    client = pulsar.Client(
-        service_url,
-        operation_timeout_seconds=30,
-        logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error),
-    )
-    try:
-        consumer = client.subscribe(topic, "sub")
-        producer = client.create_producer(topic)
-        producer.send(b"hello")
-        message = consumer.receive(timeout_millis=30_000)
-        assert message.data() == b"hello"
-        consumer.acknowledge(message)
-    finally:
-        client.close()
 
 
 @pytest.mark.parametrize(("value", "loop"), [(None, "uvloop"), ("asyncio", "asyncio")])
@@ -51,33 +32,16 @@ def test_standalone_runs_on_the_chosen_loop(tmp_path: Path, value: str | None, l
         assert process.pid is not None
         uses_uvloop = "/uvloop/" in _maps(process.pid)
         assert uses_uvloop == (loop == "uvloop")
-        _round_trip(process.service_url, f"persistent://public/default/on-{loop}")
+        topic = f"persistent://public/default/on-{loop}"
+        produce(process, topic, ["hello", "world"])
+        assert read_all(process, topic) == ["hello", "world"]
         assert f"standalone running on the {loop} event loop" in process.output()
     finally:
         assert process.stop() == 0
 
 
 def test_an_unknown_event_loop_stops_start_up_with_one_line(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "braid.cli.main",
-            "standalone",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--port",
-            str(free_port()),
-            "--web-port",
-            str(free_port()),
-        ],
-        env={**os.environ, "BRAID_EVENT_LOOP": "tokio"},
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_standalone_to_exit(tmp_path / "data", {**os.environ, "BRAID_EVENT_LOOP": "tokio"})
     assert result.returncode == 1, result.stderr
     assert (
         "braid standalone: error: BRAID_EVENT_LOOP='tokio' is not an event loop Braid knows; "

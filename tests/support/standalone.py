@@ -19,7 +19,9 @@ before a test kills it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -39,6 +41,7 @@ __all__ = [
     "official_client",
     "produce",
     "read_all",
+    "run_standalone_to_exit",
     "standalone_config",
     "standalone_process",
 ]
@@ -126,6 +129,34 @@ def metadata_barrier(process: StandaloneProcess, tag: str) -> None:
     for i in range(2):
         response = httpx.put(f"{process.web_url}/admin/v2/tenants/barrier-{tag}-{i}")
         assert response.status_code == 204, response.text
+
+
+def run_standalone_to_exit(
+    data_dir: Path, env: Mapping[str, str], extra_args: Sequence[str] = (), timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Run ``braid standalone`` on free ports for a start-up expected to fail; its exit code and
+    output (bounded by ``timeout``)."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "braid.cli.main",
+            "standalone",
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(free_port()),
+            "--web-port",
+            str(free_port()),
+            *extra_args,
+        ],
+        env=dict(env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 @pytest.fixture
