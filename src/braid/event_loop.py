@@ -47,6 +47,10 @@ class EventLoopChoice:
         return self.factory()
 
 
+#: The standard library's loop.
+_STANDARD = EventLoopChoice("asyncio", asyncio.new_event_loop)
+
+
 def choose_event_loop(env: Mapping[str, str] | None = None) -> EventLoopChoice:
     """The loop ``BRAID_EVENT_LOOP`` in ``env`` (``os.environ`` by default) asks for.
 
@@ -61,7 +65,7 @@ def choose_event_loop(env: Mapping[str, str] | None = None) -> EventLoopChoice:
             f"use one of {', '.join(CHOICES)}"
         )
     if wanted == "asyncio":
-        return EventLoopChoice("asyncio", asyncio.new_event_loop)
+        return _STANDARD
     try:
         import uvloop
     except ImportError as exc:
@@ -71,7 +75,7 @@ def choose_event_loop(env: Mapping[str, str] | None = None) -> EventLoopChoice:
                 "(pip install uvloop - it is a dependency of Braid on Linux and macOS) or "
                 f"unset {EVENT_LOOP_ENV}"
             ) from exc
-        return EventLoopChoice("asyncio", asyncio.new_event_loop)
+        return _STANDARD
     return EventLoopChoice("uvloop", uvloop.new_event_loop)
 
 
