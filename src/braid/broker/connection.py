@@ -317,9 +317,10 @@ class BrokerConnection:
         self._flush_scheduled = False
         if self._closed:
             return
-        data = self.proto.data_to_send()
-        if data and not self._writer.is_closing():
-            self._writer.write(data)
+        buffers = self.proto.buffers_to_send()
+        if buffers and not self._writer.is_closing():
+            # One gather write: the entries' bodies go to the socket without a copy here.
+            self._writer.writelines(buffers)
 
     # -- tasks ---------------------------------------------------------------------------------
 

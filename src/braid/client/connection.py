@@ -307,9 +307,9 @@ class BrokerConnection:
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        data = self._proto.data_to_send()
-        if data and not self._writer.is_closing():
-            self._writer.write(data)
+        buffers = self._proto.buffers_to_send()
+        if buffers and not self._writer.is_closing():
+            self._writer.writelines(buffers)  # a producer's batch bodies are not copied here
 
     # -- receiving ----------------------------------------------------------------------------
 

@@ -86,6 +86,23 @@ def encode_payload_command(
     Raises:
         InvalidCommand: a required field of the command (or of the entry metadata) is not set.
     """
+    return (
+        encode_payload_head(
+            cmd, body, checksum=checksum, broker_entry_metadata=broker_entry_metadata
+        )
+        + body
+    )
+
+
+def encode_payload_head(
+    cmd: pb.BaseCommand,
+    body: bytes,
+    *,
+    checksum: bool = True,
+    broker_entry_metadata: pb.BrokerEntryMetadata | None = None,
+) -> bytes:
+    """Everything of :func:`encode_payload_command`'s frame before ``body`` (same arguments): a
+    sender that writes the head and then ``body`` as separate buffers never copies the body."""
     data = _serialize(cmd)
     parts = [b"", data]
     extra = 0
@@ -97,7 +114,6 @@ def encode_payload_command(
     if checksum:
         parts.append(_U16.pack(MAGIC_CRC32C) + _U32.pack(crc32c.crc32c(body)))
         extra += 6
-    parts.append(body)
     parts[0] = _U32_PAIR.pack(4 + len(data) + extra + len(body), len(data))
     return b"".join(parts)
 
@@ -406,5 +422,6 @@ __all__ = [
     "encode_command",
     "encode_message_body",
     "encode_payload_command",
+    "encode_payload_head",
     "parse_command",
 ]

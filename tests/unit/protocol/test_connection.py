@@ -20,6 +20,7 @@ from braid.protocol import (
 from braid.protocol.connection import (
     MAX_CONNECT_FRAME_SIZE,
     MAX_PROTOCOL_VERSION,
+    SEPARATE_BODY_SIZE,
     ClientConnection,
     CommandReceived,
     Connected,
@@ -243,6 +244,47 @@ def test_broker_entry_metadata_goes_only_to_peers_that_support_it() -> None:
     plain.send(commands.message(1, 2, 3), _body(), broker_entry_metadata=bem)
     [frame] = FrameDecoder().feed(plain.data_to_send())
     assert frame.broker_entry_metadata is None
+
+
+def test_large_bodies_are_queued_as_their_own_buffers_in_order() -> None:
+    """A body of SEPARATE_BODY_SIZE bytes or more reaches ``buffers_to_send`` as the very object
+    passed to ``send`` (no copy), between the frames queued around it, and the bytes are exactly
+    the frames ``encode_payload_command`` builds - an independent encoder of the same frames."""
+    bem = pb.BrokerEntryMetadata(broker_timestamp=5)
+    small, large, edge = _body(b"s"), _body(b"L" * 60_000), _body(b"e" * SEPARATE_BODY_SIZE)
+    edge = edge[:SEPARATE_BODY_SIZE]  # exactly the threshold: still its own buffer
+    below = _body(b"b" * 100)
+    server = _connected_server()
+    server.send(commands.message(1, 2, 3), small)
+    server.send(commands.message(1, 2, 4), large, broker_entry_metadata=bem)
+    server.send(commands.flow(9, 10))
+    server.send(commands.message(1, 2, 5), edge)
+    server.send(commands.message(1, 2, 6), below)
+    expected = b"".join(
+        [
+            encode_payload_command(commands.message(1, 2, 3), small),
+            encode_payload_command(commands.message(1, 2, 4), large, broker_entry_metadata=bem),
+            encode_command(commands.flow(9, 10)),
+            encode_payload_command(commands.message(1, 2, 5), edge),
+            encode_payload_command(commands.message(1, 2, 6), below),
+        ]
+    )
+    buffers = server.buffers_to_send()
+    assert b"".join(buffers) == expected
+    assert sum(b is large for b in buffers) == 1
+    assert sum(b is edge for b in buffers) == 1
+    assert not any(b is small or b is below for b in buffers)
+    assert server.buffers_to_send() == []  # taken
+    assert server.data_to_send() == b""
+
+
+def test_data_to_send_joins_the_buffers() -> None:
+    large = _body(b"L" * 10_000)
+    server = _connected_server()
+    server.send(commands.message(1, 2, 3), large)
+    server.send(commands.flow(9, 10))
+    frames = FrameDecoder().feed(server.data_to_send())
+    assert [f.body for f in frames] == [large, None]
 
 
 def test_send_before_handshake_and_after_close_raise_typed_errors() -> None:
