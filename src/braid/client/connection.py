@@ -12,9 +12,9 @@ events out); this module owns the socket. A :class:`BrokerConnection` has
   told once when the connection is lost, so it can reconnect on its own schedule;
 * a keep-alive tick that lets the state machine ping and time out a silent broker.
 
-Writes are coalesced: commands queue in the state machine and one ``transport.write`` per loop
-iteration sends them. Every exception the socket or codec raises is translated here, once, into
-the client's error categories.
+Writes are coalesced: commands queue in the state machine and one ``writelines`` per loop
+iteration sends them (a large payload body as its own buffer, not copied). Every exception the
+socket or codec raises is translated here, once, into the client's error categories.
 """
 
 from __future__ import annotations
