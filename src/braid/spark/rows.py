@@ -5,18 +5,23 @@ Reads return Arrow batches built from the client's :class:`braid.client.PackedCo
 Python work per row: each packed entry already holds its per-message columns (value, key, event
 time, sequence id) as Arrow buffers, which ``pa.Array.from_buffers`` wraps without a copy (one
 window of an entry each, then one concatenation per column and batch); the per-entry ones
-(``publish_time``, ``producer_name`` and the ``message_id`` prefix) are repeated by Arrow once
-per window - a window holds rows of one entry - and the ``message_id`` bytes come packed from
-the decoder too. Exactly the Arrow schema Spark derives from
-:data:`SCHEMA`; the values are ``Message``'s (pinned by ``tests/unit/spark/test_rows.py``).
+(``publish_time``, ``producer_name``, and ``topic``) are repeated with numpy once per batch -
+a window holds rows of one entry - and the ``message_id`` bytes come packed from the decoder
+too. Exactly the Arrow schema Spark derives from :data:`SCHEMA`; the values are ``Message``'s
+(pinned by ``tests/unit/spark/test_rows.py``).
+
+Nothing here converts Python objects with ``pa.array`` or ``pa.scalar`` on the common path:
+those import pandas, 0.2 CPU s in each of Spark's Python workers on its first batch (a message
+with properties, or ``startingTime``, still does).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from braid.client import PackedColumns
@@ -41,12 +46,31 @@ def _zero_offsets(n: int) -> pa.Array:
     return pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(bytes(4 * (n + 1)))])
 
 
-_NO_STRINGS = pa.array([], pa.string())
+def _repeated_strings(values: list[str], counts: list[int]) -> pa.Array:
+    """A string column holding ``values[i]`` ``counts[i]`` times, in order."""
+    encoded = [v.encode() for v in values]
+    lengths = np.repeat(np.fromiter(map(len, encoded), np.int64, len(encoded)), counts)
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    if offsets[-1] > _MAX_INT32:  # not with a batch's rows and Pulsar's name lengths
+        raise ValueError(f"{offsets[-1]} bytes of strings do not fit one Arrow string column")
+    data = b"".join(v * n for v, n in zip(encoded, counts, strict=True))
+    return pa.Array.from_buffers(
+        pa.string(),
+        len(lengths),
+        [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)],
+        null_count=0,
+    )
+
+
+_MAX_INT32 = 2**31 - 1
+_MILLIS = pa.timestamp("ms", tz="UTC")
+_NO_STRINGS = _repeated_strings([], [])
 
 
 def _joined(parts: list[pa.Array], arrow_type: pa.DataType) -> pa.Array:
     if not parts:
-        return pa.array([], arrow_type)
+        return pa.nulls(0, arrow_type)
     return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
 
 
@@ -114,12 +138,9 @@ def _message_ids(cols: PackedColumns) -> pa.Array:
     return _joined(parts, pa.binary())
 
 
-def _per_entry(
-    values: list[int] | list[str], counts: list[int], arrow_type: pa.DataType
-) -> pa.Array:
-    """A column whose value is the same for all rows of an entry, repeated by Arrow per window."""
-    parts = [pa.repeat(pa.scalar(v, arrow_type), n) for v, n in zip(values, counts, strict=True)]
-    return _joined(parts, arrow_type)
+def _micros(millis: np.ndarray[Any, np.dtype[np.int64]], arrow_type: pa.DataType) -> pa.Array:
+    """Milliseconds since the epoch -> Spark's timestamp column (microseconds)."""
+    return pa.Array.from_buffers(arrow_type, len(millis), [None, pa.py_buffer(millis * 1000)])
 
 
 def to_record_batch(cols: PackedColumns, min_publish_time_ms: int | None = None) -> pa.RecordBatch:
@@ -127,24 +148,26 @@ def to_record_batch(cols: PackedColumns, min_publish_time_ms: int | None = None)
     n = len(cols)
     counts = [stop - start for _, start, stop in cols]
     entries = [entry for entry, _, _ in cols]
-    publish = _per_entry([e.publish_time for e in entries], counts, pa.int64())
+    publish = np.repeat(
+        np.fromiter((e.publish_time for e in entries), np.int64, len(entries)), counts
+    )
     no_event_times = all(e.event_time_nulls == e.rows for e in entries)
     arrays = [
         _variable(cols, _TYPES[0], keys=True),
         _variable(cols, _TYPES[1], keys=False),
-        pa.repeat(pa.scalar(cols.topic, _TYPES[2]), n),
+        _repeated_strings([cols.topic], [n]),
         _message_ids(cols),
-        pc.multiply(publish, 1000).cast(_TYPES[4]),
+        _micros(publish, _TYPES[4]),
         pa.nulls(n, _TYPES[5])
         if no_event_times
-        else pc.multiply(_int64(cols, event_times=True), 1000).cast(_TYPES[5]),
+        else _int64(cols, event_times=True).cast(_MILLIS).cast(_TYPES[5]),
         _properties(cols, n),
-        _per_entry([e.producer_name for e in entries], counts, _TYPES[7]),
+        _repeated_strings([e.producer_name for e in entries], counts),
         _int64(cols, event_times=False),
     ]
     batch = pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
     if min_publish_time_ms is not None:
-        batch = batch.filter(pc.greater_equal(publish, min_publish_time_ms))
+        batch = batch.filter(pa.array(publish >= min_publish_time_ms))
     return batch
 
 

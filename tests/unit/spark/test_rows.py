@@ -9,6 +9,8 @@ microseconds UTC, ``message_id`` = ``MessageId.to_bytes()``).
 from __future__ import annotations
 
 import datetime
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -170,3 +172,28 @@ def test_a_batch_taken_in_pieces_gives_the_rows_of_the_whole() -> None:
     assert len(cols) == 0
     got = [row for piece in pieces for row in arrow_rows(to_record_batch(piece))]
     assert got == [expected_row(m) for m in messages]
+
+
+def test_building_batches_does_not_import_pandas() -> None:
+    """``pa.array``/``pa.scalar`` on Python objects import pandas - 0.2 CPU s in each of Spark's
+    Python workers on its first batch; the common path (no properties, no start time) uses
+    neither. A fresh interpreter, as a Spark worker is."""
+    script = """
+import sys
+from braid.client.columns import EntryColumnDecoder
+from braid.client.packed_columns import PackedColumns, decode_packed
+from braid.protocol import batch, pb
+from braid.spark.rows import to_record_batch
+meta = pb.MessageMetadata(producer_name="pr\\u00f6ducer", sequence_id=1, publish_time=17 * 10**11)
+body = batch.build_entry(meta, [(pb.SingleMessageMetadata(partition_key="k"), b"v")] * 3)
+cols = PackedColumns("topic://t/n/x", 0)
+cols.extend(decode_packed(EntryColumnDecoder("topic://t/n/x", 0), body, 1, 2)[0])
+record_batch = to_record_batch(cols)
+assert "pandas" not in sys.modules, "pandas was imported"
+rows = record_batch.to_pydict()  # (this imports it: timestamps with a time zone)
+assert rows["producer_name"] == ["pr\\u00f6ducer"] * 3, rows
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
