@@ -12,7 +12,7 @@ too. Exactly the Arrow schema Spark derives from :data:`SCHEMA`; the values are 
 
 Nothing here converts Python objects with ``pa.array`` or ``pa.scalar`` on the common path:
 those import pandas, 0.2 CPU s in each of Spark's Python workers on its first batch (a message
-with properties, or ``startingTime``, still does).
+with properties still does).
 """
 
 from __future__ import annotations
@@ -167,7 +167,8 @@ def to_record_batch(cols: PackedColumns, min_publish_time_ms: int | None = None)
     ]
     batch = pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
     if min_publish_time_ms is not None:
-        batch = batch.filter(pa.array(publish >= min_publish_time_ms))
+        keep = np.packbits(publish >= min_publish_time_ms, bitorder="little")
+        batch = batch.filter(pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(keep)]))
     return batch
 
 

@@ -186,9 +186,13 @@ from braid.protocol import batch, pb
 from braid.spark.rows import to_record_batch
 meta = pb.MessageMetadata(producer_name="pr\\u00f6ducer", sequence_id=1, publish_time=17 * 10**11)
 body = batch.build_entry(meta, [(pb.SingleMessageMetadata(partition_key="k"), b"v")] * 3)
+timed = batch.build_entry(meta, [(pb.SingleMessageMetadata(event_time=5), b"w")] * 2)
 cols = PackedColumns("topic://t/n/x", 0)
-cols.extend(decode_packed(EntryColumnDecoder("topic://t/n/x", 0), body, 1, 2)[0])
-record_batch = to_record_batch(cols)
+for entry_id, entry in enumerate([body, timed]):
+    cols.extend(decode_packed(EntryColumnDecoder("topic://t/n/x", 0), entry, 1, entry_id)[0])
+to_record_batch(cols.slice(3, 5))  # event times
+to_record_batch(cols, min_publish_time_ms=17 * 10**11)  # startingTime
+record_batch = to_record_batch(cols.slice(0, 3))
 assert "pandas" not in sys.modules, "pandas was imported"
 rows = record_batch.to_pydict()  # (this imports it: timestamps with a time zone)
 assert rows["producer_name"] == ["pr\\u00f6ducer"] * 3, rows
