@@ -241,8 +241,8 @@ class _Connection:
                 broker_entry_metadata if self.peer_supports_broker_entry_metadata else None
             ),
         )
-        if len(body) < SEPARATE_BODY_SIZE:
-            self._outgoing += body
+        if len(body) < SEPARATE_BODY_SIZE or type(body) is not bytes:
+            self._outgoing += body  # (a mutable buffer is copied now: it may change later)
         else:
             self._buffers.append(bytes(self._outgoing))
             self._buffers.append(body)
@@ -272,8 +272,8 @@ class _Connection:
 
     def buffers_to_send(self) -> list[bytes]:
         """Take every byte queued for the peer as buffers to write in order (a transport's
-        ``writelines``): a payload body of at least :data:`SEPARATE_BODY_SIZE` bytes is its own
-        buffer - the object passed to :meth:`send`, not a copy."""
+        ``writelines``): a ``bytes`` payload body of at least :data:`SEPARATE_BODY_SIZE` bytes is
+        its own buffer - the object passed to :meth:`send`, not a copy."""
         buffers = self._buffers
         if self._outgoing:
             buffers.append(bytes(self._outgoing))

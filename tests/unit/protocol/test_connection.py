@@ -278,6 +278,17 @@ def test_large_bodies_are_queued_as_their_own_buffers_in_order() -> None:
     assert server.data_to_send() == b""
 
 
+def test_a_large_mutable_body_is_copied_when_queued() -> None:
+    """Only an immutable body may wait in the queue uncopied: a bytearray changed after ``send``
+    must not change what is written."""
+    body = bytearray(_body(b"M" * 10_000))
+    expected = encode_payload_command(commands.message(1, 2, 3), bytes(body))
+    server = _connected_server()
+    server.send(commands.message(1, 2, 3), body)  # type: ignore[arg-type]
+    body[-1] ^= 0xFF
+    assert server.data_to_send() == expected
+
+
 def test_data_to_send_joins_the_buffers() -> None:
     large = _body(b"L" * 10_000)
     server = _connected_server()
