@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
@@ -456,6 +457,9 @@ def main() -> None:
         "time (measurement: adds a little start-up to every process)",
     )
     args = parser.parse_args()
+    # SIGTERM (a `kill`, a timeout) ends the run through the `finally` below, which stops the
+    # standalone and Spark: by default Python dies on it and the broker child stays up.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     work = Path(tempfile.mkdtemp(prefix="braid-spark-bench-"))
     process = StandaloneProcess.start_on_free_ports(work / "data", log_path=work / "braid.log")
     python = _python_without_pyspark_zip(work) if args.installed_pyspark else sys.executable
