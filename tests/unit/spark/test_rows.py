@@ -176,8 +176,8 @@ def test_a_batch_taken_in_pieces_gives_the_rows_of_the_whole() -> None:
 
 def test_building_batches_does_not_import_pandas() -> None:
     """``pa.array``/``pa.scalar`` on Python objects import pandas - 0.2 CPU s in each of Spark's
-    Python workers on its first batch; the common path (no properties, no start time) uses
-    neither. A fresh interpreter, as a Spark worker is."""
+    Python workers on its first batch; every path but properties (plain rows, event times, a
+    start time) uses neither. A fresh interpreter, as a Spark worker is."""
     script = """
 import sys
 from braid.client.columns import EntryColumnDecoder
